@@ -1,0 +1,18 @@
+//! Kubernetes API machinery shared by every layer: group/version/kind/resource names, object and
+//! metadata access on JSON objects, `metav1.Status` errors, label and field selectors, field
+//! validation helpers, serializers and patches.
+//!
+//! This crate knows nothing of HTTP, storage or any particular kind: it is the vocabulary the
+//! other crates speak.
+
+pub mod fields;
+pub mod gvk;
+pub mod labels;
+pub mod object;
+pub mod patch;
+pub mod schema;
+pub mod status;
+pub mod validation;
+
+pub use gvk::{GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};
+pub use status::{Reason, Status, StatusCause, StatusDetails};

@@ -1,0 +1,137 @@
+//! Typed access to `apiVersion`, `kind` and `metadata` of any object held as JSON. Generic code
+//! (built-in kinds and custom resources alike) reads and writes objects only through these.
+
+use serde_json::{Map, Value};
+
+/// Accessors for the parts of an object that every kind shares.
+pub trait ObjectExt {
+    fn api_version(&self) -> &str;
+    fn kind(&self) -> &str;
+    fn metadata(&self) -> Option<&Map<String, Value>>;
+    /// The metadata object, created empty when absent or not an object.
+    fn metadata_mut(&mut self) -> &mut Map<String, Value>;
+    fn meta_str(&self, field: &str) -> &str;
+    fn set_meta(&mut self, field: &str, value: impl Into<Value>);
+    fn remove_meta(&mut self, field: &str) -> Option<Value>;
+    fn meta_map(&self, field: &str) -> Option<&Map<String, Value>>;
+
+    fn name(&self) -> &str {
+        self.meta_str("name")
+    }
+    fn namespace(&self) -> &str {
+        self.meta_str("namespace")
+    }
+    fn generate_name(&self) -> &str {
+        self.meta_str("generateName")
+    }
+    fn uid(&self) -> &str {
+        self.meta_str("uid")
+    }
+    fn resource_version(&self) -> &str {
+        self.meta_str("resourceVersion")
+    }
+    fn deletion_timestamp(&self) -> Option<&str> {
+        self.metadata().and_then(|m| m.get("deletionTimestamp")).and_then(Value::as_str)
+    }
+    fn labels(&self) -> Option<&Map<String, Value>> {
+        self.meta_map("labels")
+    }
+    fn annotations(&self) -> Option<&Map<String, Value>> {
+        self.meta_map("annotations")
+    }
+    fn finalizers(&self) -> Vec<&str> {
+        self.metadata()
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    }
+    fn generation(&self) -> i64 {
+        self.metadata().and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0)
+    }
+}
+
+impl ObjectExt for Value {
+    fn api_version(&self) -> &str {
+        self.get("apiVersion").and_then(Value::as_str).unwrap_or("")
+    }
+
+    fn kind(&self) -> &str {
+        self.get("kind").and_then(Value::as_str).unwrap_or("")
+    }
+
+    fn metadata(&self) -> Option<&Map<String, Value>> {
+        self.get("metadata").and_then(Value::as_object)
+    }
+
+    fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+        if !self.is_object() {
+            *self = Value::Object(Map::new());
+        }
+        let obj = self.as_object_mut().expect("made an object above");
+        let meta = obj.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            *meta = Value::Object(Map::new());
+        }
+        meta.as_object_mut().expect("made an object above")
+    }
+
+    fn meta_str(&self, field: &str) -> &str {
+        self.metadata().and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+    }
+
+    fn set_meta(&mut self, field: &str, value: impl Into<Value>) {
+        self.metadata_mut().insert(field.to_string(), value.into());
+    }
+
+    fn remove_meta(&mut self, field: &str) -> Option<Value> {
+        self.metadata_mut().remove(field)
+    }
+
+    fn meta_map(&self, field: &str) -> Option<&Map<String, Value>> {
+        self.metadata().and_then(|m| m.get(field)).and_then(Value::as_object)
+    }
+}
+
+/// Reads a nested field by path segments, e.g. `["spec", "nodeName"]`.
+pub fn get_path<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(obj, |v, seg| v.get(*seg))
+}
+
+/// The string form of a nested field for field selectors and table cells: strings as they are,
+/// numbers and booleans printed, anything else absent.
+pub fn get_path_string(obj: &Value, path: &[&str]) -> Option<String> {
+    match get_path(obj, path)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_and_writes_metadata() {
+        let mut o = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"x": "y"}}});
+        assert_eq!(o.name(), "a");
+        assert_eq!(o.namespace(), "");
+        assert_eq!(o.labels().unwrap()["x"], "y");
+        o.set_meta("namespace", "ns");
+        assert_eq!(o.namespace(), "ns");
+        let mut bare = json!(null);
+        bare.set_meta("name", "b");
+        assert_eq!(bare, json!({"metadata": {"name": "b"}}));
+    }
+
+    #[test]
+    fn nested_paths() {
+        let o = json!({"spec": {"nodeName": "n1", "replicas": 3}});
+        assert_eq!(get_path_string(&o, &["spec", "nodeName"]).as_deref(), Some("n1"));
+        assert_eq!(get_path_string(&o, &["spec", "replicas"]).as_deref(), Some("3"));
+        assert_eq!(get_path_string(&o, &["status", "phase"]), None);
+    }
+}

@@ -1,0 +1,56 @@
+//! LIST of a collection, with label and field selectors, paging and resourceVersion semantics.
+
+use std::sync::Arc;
+
+use apimachinery::Status;
+use apimachinery::fields::FieldSelector;
+use apimachinery::labels::Selector;
+use storage::{ListOptions, Predicate};
+
+use super::get::accept;
+use super::negotiation::{View, negotiate};
+use super::query::Query;
+use super::{ApiRequest, ApiResources, Response, response};
+use crate::registry::{RegistryStore, ResourceInfo};
+
+const LIST_VIEWS: &[View] = &[View::Object, View::Table, View::PartialObjectMetadataList, View::PartialObjectMetadata];
+
+/// Builds the storage predicate from `labelSelector` and `fieldSelector`, rejecting fields the
+/// kind cannot select on with upstream's message.
+pub fn predicate(info: &ResourceInfo, q: &Query) -> Result<Predicate, Status> {
+    let labels = match q.label_selector.as_deref() {
+        Some(s) => Some(Selector::parse(s).map_err(Status::bad_request)?),
+        None => None,
+    };
+    let fields = match q.field_selector.as_deref() {
+        Some(s) => {
+            let f = FieldSelector::parse(s).map_err(Status::bad_request)?;
+            f.check_known(&info.field_selector_names()).map_err(Status::bad_request)?;
+            Some(f)
+        }
+        None => None,
+    };
+    let labels = labels.filter(|l| !l.is_empty());
+    let fields = fields.filter(|f| !f.is_empty());
+    if labels.is_none() && fields.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(move |attrs: &storage::Attrs| {
+        labels.as_ref().is_none_or(|l| l.matches(&attrs.labels)) && fields.as_ref().is_none_or(|f| f.matches(&attrs.fields))
+    })))
+}
+
+pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+    let n = negotiate(accept(&req), LIST_VIEWS)?;
+    let q = Query::parse(&req.query)?;
+    let opts = ListOptions {
+        resource_version: q.storage_resource_version()?,
+        resource_version_match: q.storage_resource_version_match()?,
+        limit: q.limit.max(0),
+        continue_token: q.continue_token.clone(),
+        predicate: predicate(&store.info, &q)?,
+    };
+    let result = store.list(&req.info.namespace, &opts).await?;
+    let meta = response::list_metadata(result.resource_version, result.continue_token.as_deref(), result.remaining_item_count);
+    response::list(api, &store.info, &result.items, meta, n)
+}

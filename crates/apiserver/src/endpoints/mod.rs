@@ -1,0 +1,128 @@
+//! REST endpoints: one handler per verb (`get`, `list`, `create`, `update`, `patch`, `delete`,
+//! `watch`), chosen from a table of verb × subresource, over a set of resources served by
+//! `RegistryStore`s. Decoding and encoding sit at the edges (`decode`, `response`); the handlers
+//! in between speak only JSON objects.
+
+mod create;
+mod decode;
+mod delete;
+pub mod discovery;
+mod get;
+mod list;
+pub mod negotiation;
+mod patch;
+pub mod query;
+pub mod response;
+mod scale;
+pub mod table;
+mod update;
+mod watch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use apimachinery::Status;
+use apimachinery::schema::Schemas;
+use bytes::Bytes;
+
+use crate::authentication::UserInfo;
+use crate::registry::{RegistryStore, ResourceInfo};
+use crate::request::RequestInfo;
+pub use response::{Body, Response};
+pub use table::{DefaultTableConvertor, TableConvertor};
+
+/// A request as handlers see it: parsed, authenticated, body read.
+pub struct ApiRequest {
+    pub method: http::Method,
+    pub headers: http::HeaderMap,
+    pub query: String,
+    pub info: RequestInfo,
+    pub user: UserInfo,
+    pub body: Bytes,
+}
+
+/// Served resources by group, version and resource, plus what handlers need beside storage.
+pub struct ApiResources {
+    stores: HashMap<(String, String, String), Arc<RegistryStore>>,
+    order: Vec<Arc<RegistryStore>>,
+    pub tables: Arc<dyn TableConvertor>,
+    /// OpenAPI schemas of the built-in kinds, for dropping unknown fields and strategic merge
+    /// patches; loaded in the background at start, so early writes may find them absent.
+    pub schemas: Arc<std::sync::OnceLock<Schemas>>,
+    /// Flipped at shutdown: open watches end cleanly instead of being cut.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl ApiResources {
+    pub fn new(tables: Arc<dyn TableConvertor>) -> Self {
+        Self { stores: HashMap::new(), order: Vec::new(), tables, schemas: Arc::new(std::sync::OnceLock::new()), shutdown: tokio::sync::watch::channel(false).0 }
+    }
+
+    pub fn add(&mut self, store: Arc<RegistryStore>) {
+        let i = &store.info;
+        self.stores.insert((i.group.clone(), i.version.clone(), i.resource.clone()), store.clone());
+        self.order.push(store);
+    }
+
+    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<RegistryStore>> {
+        self.stores.get(&(group.to_string(), version.to_string(), resource.to_string()))
+    }
+
+    /// Every served resource, in registration order (the order discovery lists them in).
+    pub fn all(&self) -> impl Iterator<Item = &Arc<RegistryStore>> {
+        self.order.iter()
+    }
+
+    pub fn infos(&self) -> impl Iterator<Item = &ResourceInfo> {
+        self.order.iter().map(|s| s.info.as_ref())
+    }
+
+    /// Serves a resource request, or gives it back when no resource here matches, so that the
+    /// next server in the delegation chain may try.
+    pub async fn serve(&self, req: ApiRequest) -> Result<Result<Response, Status>, ApiRequest> {
+        let i = &req.info;
+        let Some(store) = self.get(&i.api_group, &i.api_version, &i.resource).cloned() else {
+            return Err(req);
+        };
+        Ok(self.dispatch(&store, req).await)
+    }
+
+    /// The route table: verb × subresource → handler. A verb the resource does not list in its
+    /// data row answers 405, as upstream does for routes it never installed.
+    async fn dispatch(&self, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+        let info = &req.info;
+        let verb = info.verb.as_str();
+        let sub = info.subresource.as_str();
+        if !sub.is_empty() {
+            let Some(sr) = store.info.subresource(sub) else { return Err(Status::path_not_found()) };
+            if !sr.verbs.iter().any(|v| v == verb) {
+                return Err(Status::method_not_allowed());
+            }
+            return match (sub, verb) {
+                ("scale", "get") => scale::get(self, store, req).await,
+                ("scale", "update" | "patch") => scale::update(self, store, req).await,
+                (_, "get") => get::handle(self, store, req).await,
+                (_, "update") => update::handle(self, store, req).await,
+                (_, "patch") => patch::handle(self, store, req).await,
+                _ => Err(Status::method_not_allowed()),
+            };
+        }
+        // Whether the path names an object; a watch's name may come from its field selector.
+        let path_has_name = info.parts.len() >= 2;
+        let names_one = matches!(verb, "get" | "update" | "patch" | "delete");
+        if !store.info.has_verb(verb) || (verb != "watch" && names_one != path_has_name) {
+            return Err(Status::method_not_allowed());
+        }
+        match verb {
+            "get" => get::handle(self, store, req).await,
+            "list" => list::handle(self, store, req).await,
+            "watch" => watch::handle(self, store, req).await,
+            "create" => create::handle(self, store, req).await,
+            "update" => update::handle(self, store, req).await,
+            "patch" => patch::handle(self, store, req).await,
+            "delete" => delete::handle(self, store, req).await,
+            "deletecollection" => delete::handle_collection(self, store, req).await,
+            _ => Err(Status::method_not_allowed()),
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Answers: objects, lists, tables and `Status` errors in the negotiated encoding. Objects from
+//! storage are already JSON with their resourceVersion set, so a JSON answer writes their bytes
+//! as they are and a list splices item bytes into its envelope: the hot read path never
+//! re-encodes an object.
+
+use std::convert::Infallible;
+
+use apimachinery::Status;
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderValue, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use serde_json::{Value, json};
+use storage::Object;
+
+use super::ApiResources;
+use super::negotiation::{Encoding, Negotiated, View};
+use crate::registry::ResourceInfo;
+
+pub type Body = BoxBody<Bytes, Infallible>;
+pub type Response = http::Response<Body>;
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed()
+}
+
+pub fn empty() -> Body {
+    full(Bytes::new())
+}
+
+/// A response with a body already encoded as `content_type`.
+pub fn raw(code: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response {
+    let mut r = http::Response::new(full(body));
+    *r.status_mut() = code;
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// Encodes a JSON value in the negotiated encoding.
+pub fn encode_value(v: &Value, encoding: Encoding) -> Result<Bytes, Status> {
+    match encoding {
+        Encoding::Json => serde_json::to_vec(v).map(Bytes::from).map_err(Status::internal),
+        Encoding::Yaml => serde_yaml_ng::to_string(v).map(Bytes::from).map_err(Status::internal),
+        Encoding::Protobuf => ironplane_protobuf::encode(v).map(Bytes::from).map_err(|e| Status::internal(e.to_string())),
+    }
+}
+
+pub fn value(code: StatusCode, v: &Value, n: Negotiated) -> Result<Response, Status> {
+    Ok(raw(code, n.encoding.media_type(), encode_value(v, n.encoding)?))
+}
+
+/// The `metav1.Status` answer of a failed request: JSON unless the client asked for YAML or
+/// protobuf, with the Status' code as the HTTP code.
+pub fn status(s: &Status, encoding: Encoding) -> Response {
+    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = encode_value(&s.to_json(), encoding)
+        .or_else(|_| encode_value(&s.to_json(), Encoding::Json))
+        .unwrap_or_default();
+    let encoding = if body.first() == Some(&b'{') { Encoding::Json } else { encoding };
+    let mut r = raw(code, encoding.media_type(), body);
+    if s.code == 429 || s.code == 504 {
+        if let Some(secs) = s.details.as_ref().map(|d| d.retry_after_seconds).filter(|s| *s > 0) {
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+    }
+    r
+}
+
+/// Adds `Warning: 299 - "..."` headers, as upstream reports dropped fields and deprecations.
+pub fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
+}
+
+/// `PartialObjectMetadata` of one object.
+fn partial_metadata(obj: &Value, version: &str) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// One stored object in the negotiated view and encoding.
+pub fn object(api: &ApiResources, info: &ResourceInfo, code: StatusCode, obj: &Object, n: Negotiated) -> Result<Response, Status> {
+    match (n.view, n.encoding) {
+        (View::Object, Encoding::Json) => Ok(raw(code, n.encoding.media_type(), obj.bytes.clone())),
+        (View::Object, _) => value(code, &obj.value().map_err(Status::internal)?, n),
+        (View::Table, _) => {
+            let v = obj.value().map_err(Status::internal)?;
+            let table = super::table::table(api, info, std::slice::from_ref(&v), None, n.view_version, true);
+            value(code, &table, n)
+        }
+        (View::PartialObjectMetadata, _) => value(code, &partial_metadata(&obj.value().map_err(Status::internal)?, n.view_version), n),
+        _ => Err(Status::not_acceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")),
+    }
+}
+
+/// The `metadata` of a list: resourceVersion, and continue / remainingItemCount when paging.
+pub fn list_metadata(resource_version: i64, continue_token: Option<&str>, remaining: Option<i64>) -> Value {
+    let mut m = json!({"resourceVersion": resource_version.to_string()});
+    if let Some(c) = continue_token {
+        m["continue"] = json!(c);
+    }
+    if let Some(r) = remaining {
+        m["remainingItemCount"] = json!(r);
+    }
+    m
+}
+
+/// A list in the negotiated view and encoding.
+pub fn list(api: &ApiResources, info: &ResourceInfo, items: &[Object], meta: Value, n: Negotiated) -> Result<Response, Status> {
+    match (n.view, n.encoding) {
+        (View::Object, Encoding::Json) => {
+            let head = serde_json::to_vec(&json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta}))
+                .map_err(Status::internal)?;
+            let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + head.len() + 16;
+            let mut out = BytesMut::with_capacity(size);
+            // The envelope is a closed JSON object: reopen it to append `"items":[...]`.
+            out.put_slice(&head[..head.len() - 1]);
+            out.put_slice(b",\"items\":[");
+            for (i, o) in items.iter().enumerate() {
+                if i > 0 {
+                    out.put_u8(b',');
+                }
+                out.put_slice(&o.bytes);
+            }
+            out.put_slice(b"]}");
+            Ok(raw(StatusCode::OK, n.encoding.media_type(), out.freeze()))
+        }
+        (View::Object, _) => {
+            let values: Result<Vec<Value>, _> = items.iter().map(Object::value).collect();
+            let v = json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": values.map_err(Status::internal)?});
+            value(StatusCode::OK, &v, n)
+        }
+        (View::Table, _) => {
+            let values: Result<Vec<Value>, _> = items.iter().map(Object::value).collect();
+            let t = super::table::table(api, info, &values.map_err(Status::internal)?, Some(meta), n.view_version, true);
+            value(StatusCode::OK, &t, n)
+        }
+        (View::PartialObjectMetadataList | View::PartialObjectMetadata, _) => {
+            let mut out = Vec::with_capacity(items.len());
+            for o in items {
+                out.push(partial_metadata(&o.value().map_err(Status::internal)?, n.view_version));
+            }
+            let v = json!({"kind": "PartialObjectMetadataList", "apiVersion": format!("meta.k8s.io/{}", n.view_version), "metadata": meta, "items": out});
+            value(StatusCode::OK, &v, n)
+        }
+        _ => Err(Status::not_acceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")),
+    }
+}

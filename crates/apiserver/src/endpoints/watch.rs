@@ -1,0 +1,173 @@
+//! WATCH: a chunked stream of events. Each event's object bytes come from the watch cache as
+//! they are (shared by every watcher), so a JSON frame is the envelope around them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::Status;
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::{HeaderValue, StatusCode, header};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use rand::Rng;
+use serde_json::{Value, json};
+use storage::{Object, WatchEvent, WatchOptions};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::get::accept;
+use super::list::predicate;
+use super::negotiation::{Encoding, Negotiated, View, negotiate};
+use super::query::Query;
+use super::{ApiRequest, ApiResources, Response};
+use crate::registry::{RegistryStore, ResourceInfo};
+
+/// Upstream's `--min-request-timeout` default: a watch without `timeoutSeconds` lasts between
+/// this and twice this, so that clients spread their re-watches.
+const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Frames waiting for a slow client; beyond this the writer waits, and the cacher's own
+/// per-watcher bound decides when the watcher is dropped.
+const FRAME_BUFFER: usize = 256;
+
+pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+    let n = negotiate(accept(&req), &[View::Object, View::Table])?;
+    let q = Query::parse(&req.query)?;
+    let mut pred_query = q.clone();
+    if !req.info.name.is_empty() && pred_query.field_selector.is_none() {
+        // A watch on one object (`/watch/.../name` or `.../name?watch=1`) is a watch on the
+        // collection narrowed to that name.
+        pred_query.field_selector = Some(format!("metadata.name={}", req.info.name));
+    }
+    let opts = WatchOptions {
+        resource_version: q.storage_resource_version()?,
+        send_initial_events: q.send_initial_events,
+        allow_bookmarks: q.allow_watch_bookmarks,
+        predicate: predicate(&store.info, &pred_query)?,
+    };
+    if opts.send_initial_events.is_some() && !opts.allow_bookmarks {
+        return Err(Status::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![apimachinery::StatusCause {
+                reason: "FieldValueForbidden".into(),
+                message: "Forbidden: sendInitialEvents requires setting allowWatchBookmarks=true".into(),
+                field: "allowWatchBookmarks".into(),
+            }],
+        ));
+    }
+    let mut events = store.watch(&req.info.namespace, &opts).await?;
+    let timeout = match q.timeout_seconds {
+        Some(s) => Duration::from_secs(s),
+        None => MIN_REQUEST_TIMEOUT + Duration::from_secs(rand::rng().random_range(0..MIN_REQUEST_TIMEOUT.as_secs())),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(FRAME_BUFFER);
+    let info = store.info.clone();
+    let tables = api.tables.clone();
+    let mut shutdown = api.shutdown.subscribe();
+    tokio::spawn(async move {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut first_table = true;
+        loop {
+            let event = tokio::select! {
+                e = events.recv() => e,
+                _ = &mut deadline => break,
+                _ = shutdown.changed() => break,
+            };
+            let Some(event) = event else { break };
+            let is_error = matches!(event, WatchEvent::Error(_));
+            let frame = match encode_event(&info, tables.as_ref(), &event, n, &mut first_table) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode watch event");
+                    break;
+                }
+            };
+            if tx.send(frame).await.is_err() || is_error {
+                break;
+            }
+        }
+    });
+    let body = StreamBody::new(ReceiverStream::new(rx).map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b))));
+    let mut r = http::Response::new(BodyExt::boxed(body));
+    *r.status_mut() = StatusCode::OK;
+    let ct = match n.encoding {
+        Encoding::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
+        other => other.media_type(),
+    };
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    Ok(r)
+}
+
+fn bookmark(info: &ResourceInfo, rv: i64, initial_events_end: bool) -> Value {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if initial_events_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": meta})
+}
+
+fn encode_event(info: &ResourceInfo, tables: &dyn super::TableConvertor, event: &WatchEvent, n: Negotiated, first_table: &mut bool) -> Result<Bytes, Status> {
+    let (kind, obj): (&str, Option<&Object>) = match event {
+        WatchEvent::Added(o) => ("ADDED", Some(o)),
+        WatchEvent::Modified(o) => ("MODIFIED", Some(o)),
+        WatchEvent::Deleted(o) => ("DELETED", Some(o)),
+        WatchEvent::Bookmark { .. } => ("BOOKMARK", None),
+        WatchEvent::Error(_) => ("ERROR", None),
+    };
+    // The fast path: JSON objects are spliced in as stored.
+    if let (Some(o), Encoding::Json, View::Object) = (obj, n.encoding, n.view) {
+        let mut out = BytesMut::with_capacity(o.bytes.len() + 32);
+        out.put_slice(b"{\"type\":\"");
+        out.put_slice(kind.as_bytes());
+        out.put_slice(b"\",\"object\":");
+        out.put_slice(&o.bytes);
+        out.put_slice(b"}\n");
+        return Ok(out.freeze());
+    }
+    let value = match event {
+        WatchEvent::Bookmark { resource_version, initial_events_end } => bookmark(info, *resource_version, *initial_events_end),
+        WatchEvent::Error(e) => {
+            let s = match e {
+                storage::StorageError::Expired(m) => Status::expired(m.clone()),
+                other => Status::internal(other),
+            };
+            s.to_json()
+        }
+        _ => {
+            let v = obj.map(Object::value).transpose().map_err(Status::internal)?.unwrap_or(Value::Null);
+            if n.view == View::Table {
+                let now = chrono::Utc::now();
+                let mut t = json!({
+                    "kind": "Table",
+                    "apiVersion": format!("meta.k8s.io/{}", n.view_version),
+                    "metadata": {"resourceVersion": v.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)},
+                    "rows": [{
+                        "cells": tables.cells(info, &v, now),
+                        "object": {"kind": "PartialObjectMetadata", "apiVersion": format!("meta.k8s.io/{}", n.view_version), "metadata": v.get("metadata").cloned().unwrap_or(Value::Null)},
+                    }],
+                });
+                // Column definitions travel with the first table of the stream only.
+                if *first_table {
+                    t["columnDefinitions"] = tables.column_definitions(info);
+                    *first_table = false;
+                } else {
+                    t["columnDefinitions"] = json!([]);
+                }
+                t
+            } else {
+                v
+            }
+        }
+    };
+    match n.encoding {
+        Encoding::Protobuf => ironplane_protobuf::encode_watch_event(kind, &value).map(Bytes::from).map_err(|e| Status::internal(e.to_string())),
+        _ => {
+            let mut b = serde_json::to_vec(&json!({"type": kind, "object": value})).map_err(Status::internal)?;
+            b.push(b'\n');
+            Ok(Bytes::from(b))
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! `/healthz`, `/livez` and `/readyz`: named checks, `?verbose` listings and per-check paths,
+//! with upstream's text. Readiness waits for every post-start hook and for shutdown not to have
+//! begun; liveness only for the process to serve.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A named check; `ok` is read at request time.
+#[derive(Clone)]
+pub struct Check {
+    pub name: String,
+    pub ok: Arc<AtomicBool>,
+}
+
+impl Check {
+    pub fn new(name: impl Into<String>, ok: bool) -> Self {
+        Self { name: name.into(), ok: Arc::new(AtomicBool::new(ok)) }
+    }
+
+    pub fn set(&self, ok: bool) {
+        self.ok.store(ok, Ordering::Release);
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.ok.load(Ordering::Acquire)
+    }
+}
+
+#[derive(Clone, Default)]
+pub struct Health {
+    /// Checks of every endpoint (`ping`, `etcd`/storage, `log`).
+    pub common: Vec<Check>,
+    /// `poststarthook/<name>` checks: part of /readyz and /healthz, not of /livez... upstream
+    /// includes them in /livez too, and so do we.
+    pub post_start_hooks: Vec<Check>,
+    /// `shutdown`: fails /readyz once SIGTERM arrived, so load balancers stop sending traffic.
+    pub shutdown: Option<Check>,
+}
+
+pub struct HealthAnswer {
+    pub code: u16,
+    pub body: String,
+}
+
+impl Health {
+    fn checks(&self, endpoint: &str) -> Vec<&Check> {
+        let mut out: Vec<&Check> = self.common.iter().collect();
+        out.extend(self.post_start_hooks.iter());
+        if endpoint == "readyz" {
+            out.extend(self.shutdown.iter());
+        }
+        out
+    }
+
+    /// Answers `/<endpoint>[/<check>]?verbose&exclude=...`.
+    pub fn answer(&self, endpoint: &str, sub: Option<&str>, query: &str) -> Option<HealthAnswer> {
+        let checks = self.checks(endpoint);
+        if let Some(name) = sub {
+            let c = checks.into_iter().find(|c| c.name == name)?;
+            return Some(if c.is_ok() {
+                HealthAnswer { code: 200, body: "ok".into() }
+            } else {
+                HealthAnswer { code: 500, body: format!("internal server error: {name} failed") }
+            });
+        }
+        let params: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+        let verbose = params.iter().any(|(k, _)| k == "verbose");
+        let excluded: Vec<&str> = params.iter().filter(|(k, _)| k == "exclude").map(|(_, v)| v.as_str()).collect();
+        let mut lines = Vec::new();
+        let mut failed = false;
+        for c in checks.iter().filter(|c| !excluded.contains(&c.name.as_str())) {
+            if c.is_ok() {
+                lines.push(format!("[+]{} ok", c.name));
+            } else {
+                failed = true;
+                lines.push(format!("[-]{} failed: reason withheld", c.name));
+            }
+        }
+        for e in &excluded {
+            lines.push(format!("[+]{e} excluded: ok"));
+        }
+        if failed {
+            Some(HealthAnswer { code: 500, body: format!("{}\n{endpoint} check failed\n", lines.join("\n")) })
+        } else if verbose {
+            Some(HealthAnswer { code: 200, body: format!("{}\n{endpoint} check passed\n", lines.join("\n")) })
+        } else {
+            Some(HealthAnswer { code: 200, body: "ok".into() })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readyz_fails_until_hooks_finish() {
+        let hook = Check::new("poststarthook/bootstrap", false);
+        let h = Health { common: vec![Check::new("ping", true)], post_start_hooks: vec![hook.clone()], shutdown: None };
+        let a = h.answer("readyz", None, "verbose").unwrap();
+        assert_eq!(a.code, 500);
+        assert!(a.body.contains("[-]poststarthook/bootstrap failed"));
+        hook.set(true);
+        let a = h.answer("readyz", None, "verbose").unwrap();
+        assert_eq!(a.code, 200);
+        assert!(a.body.ends_with("readyz check passed\n"));
+        assert_eq!(h.answer("readyz", Some("ping"), "").unwrap().body, "ok");
+        assert!(h.answer("readyz", Some("nope"), "").is_none());
+    }
+}

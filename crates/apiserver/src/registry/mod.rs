@@ -1,0 +1,12 @@
+//! The registry pattern: a resource is a data row (`ResourceInfo`) plus a `Strategy` (per-kind
+//! behaviour), served by one generic `RegistryStore` that owns the order of the object lifecycle
+//! (upstream: k8s.io/apiserver/pkg/registry/generic/registry/store.go and pkg/registry/rest).
+//! The registry never names a particular kind.
+
+mod resource;
+mod store;
+mod strategy;
+
+pub use resource::{ResourceInfo, SelectableField, SubresourceInfo};
+pub use store::{DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions};
+pub use strategy::{GenericStrategy, Strategy};

@@ -1,0 +1,115 @@
+//! `ResourceInfo`: the data row of a served resource — names, scope, verbs, subresources and the
+//! facts the generic store needs (generation tracking, selectable fields, storage key).
+
+use std::collections::BTreeMap;
+
+use apimachinery::{GroupResource, GroupVersionKind, GroupVersionResource};
+use serde_json::Value;
+
+/// A subresource served under `<resource>/<name>/<subresource>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubresourceInfo {
+    pub name: String,
+    /// The kind exchanged on the subresource, e.g. `Scale` in group `autoscaling`.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub verbs: Vec<String>,
+}
+
+/// A field a field selector may name, and where it lives in the object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelectableField {
+    pub name: String,
+    pub path: Vec<String>,
+    /// What a missing field reads as; upstream fills some (e.g. a pod's `spec.nodeName` is "").
+    pub default: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct ResourceInfo {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub kind: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub verbs: Vec<String>,
+    pub subresources: Vec<SubresourceInfo>,
+    /// `metadata.generation` is set on create and bumped on every change outside metadata and
+    /// status, as upstream does for kinds with a spec (Deployment, Pod, ...) but not others.
+    pub tracks_generation: bool,
+    /// Delete answers with the deleted object rather than a `Status` of success.
+    pub return_deleted_object: bool,
+    /// Field selectors beyond `metadata.name` and `metadata.namespace`.
+    pub selectable_fields: Vec<SelectableField>,
+    /// The key below the storage prefix, e.g. `configmaps` in `/registry/configmaps/ns/name`.
+    pub storage_key: String,
+    /// The version whose storage this resource shares when it is served in several versions.
+    pub storage_version: Option<String>,
+    /// Upstream's `storageVersionHash` in discovery, for clients that detect storage migrations.
+    pub storage_version_hash: Option<String>,
+}
+
+impl ResourceInfo {
+    pub fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::new(self.group.clone(), self.version.clone(), self.kind.clone())
+    }
+
+    pub fn gvr(&self) -> GroupVersionResource {
+        GroupVersionResource::new(self.group.clone(), self.version.clone(), self.resource.clone())
+    }
+
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource::new(self.group.clone(), self.resource.clone())
+    }
+
+    pub fn api_version(&self) -> String {
+        self.gvk().api_version()
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    pub fn has_verb(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
+    }
+
+    pub fn subresource(&self, name: &str) -> Option<&SubresourceInfo> {
+        self.subresources.iter().find(|s| s.name == name)
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.subresource("status").is_some()
+    }
+
+    /// The names field selectors may use, in upstream's order for its error message.
+    pub fn field_selector_names(&self) -> Vec<&str> {
+        let mut names = vec!["metadata.name", "metadata.namespace"];
+        names.extend(self.selectable_fields.iter().map(|f| f.name.as_str()));
+        names
+    }
+
+    /// Labels and selectable fields of an object, as the storage layer indexes them.
+    pub fn attrs(&self, obj: &Value) -> storage::Attrs {
+        let meta = obj.get("metadata");
+        let labels = meta
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .unwrap_or_default();
+        let mut fields = BTreeMap::new();
+        let meta_str = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str).unwrap_or("").to_string();
+        fields.insert("metadata.name".to_string(), meta_str("name"));
+        fields.insert("metadata.namespace".to_string(), meta_str("namespace"));
+        for f in &self.selectable_fields {
+            let path: Vec<&str> = f.path.iter().map(String::as_str).collect();
+            let value = apimachinery::object::get_path_string(obj, &path).unwrap_or_else(|| f.default.clone());
+            fields.insert(f.name.clone(), value);
+        }
+        storage::Attrs { labels, fields }
+    }
+}

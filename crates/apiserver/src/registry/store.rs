@@ -1,0 +1,488 @@
+//! `RegistryStore`: the generic store every resource is served by. It owns the order of the
+//! object lifecycle — defaults, mutating admission, strategy preparation, system fields,
+//! validation, validating admission, storage — and turns storage errors into `metav1.Status`.
+//! It never names a kind: whatever differs between kinds is asked of the `Strategy` or read from
+//! the `ResourceInfo` row.
+
+use std::sync::Arc;
+
+use apimachinery::object::ObjectExt;
+use apimachinery::validation::{FieldPath, invalid_status, validate_object_meta, validate_object_meta_update};
+use apimachinery::{GroupResource, Status, StatusCause, StatusDetails};
+use bytes::Bytes;
+use chrono::{SecondsFormat, Utc};
+use rand::Rng;
+use serde_json::Value;
+use storage::{GetOptions, ListOptions, ListResult, Object, ResourceVersion, StorageError, Store, WatchOptions, WatchStream};
+
+use super::{ResourceInfo, Strategy};
+use crate::admission::{Admission, Attributes, Operation};
+use crate::authentication::UserInfo;
+
+/// How many times an update or delete re-reads and retries after losing a compare-and-swap race.
+const MAX_CONFLICT_RETRIES: usize = 8;
+/// How many generated names are tried before giving up, as upstream retries `generateName`.
+const MAX_GENERATE_NAME_RETRIES: usize = 8;
+
+/// Who is asking; admission plugins and defaults may depend on it.
+#[derive(Clone, Copy)]
+pub struct Requester<'a> {
+    pub user: &'a UserInfo,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct UpdateOptions {
+    pub write: WriteOptions,
+    /// `""` for the main resource, `status` for `/status`.
+    pub subresource: String,
+    /// The update is a PUT (a full object), which may create the object when the strategy allows.
+    pub is_put: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    pub dry_run: bool,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+    pub propagation_policy: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// What a DELETE did.
+pub enum DeleteOutcome {
+    /// The object is gone; this is its last state.
+    Deleted(Object),
+    /// The object is marked for deletion and waits for finalizers or a controller.
+    Pending(Object),
+}
+
+pub struct RegistryStore {
+    pub info: Arc<ResourceInfo>,
+    pub strategy: Arc<dyn Strategy>,
+    pub storage: Arc<dyn Store>,
+    pub admission: Admission,
+    key_root: String,
+}
+
+fn now_rfc3339() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Upstream's alphabet for generated name suffixes: no vowels (no words) and no look-alikes.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+fn parse_rv(rv: &str) -> Option<i64> {
+    rv.parse::<i64>().ok().filter(|v| *v > 0)
+}
+
+/// The object with everything outside metadata and status, to tell a spec change (which bumps
+/// `generation`) from a metadata-only one.
+fn without_meta_and_status(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    v
+}
+
+/// Two objects that differ only in resourceVersion and managedFields are the same write:
+/// upstream skips such no-op updates, and so does not bump the resourceVersion.
+fn same_object(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+            m.remove("managedFields");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+impl RegistryStore {
+    pub fn new(info: Arc<ResourceInfo>, strategy: Arc<dyn Strategy>, storage: Arc<dyn Store>, admission: Admission, prefix: &str) -> Self {
+        let key_root = format!("{}/{}", prefix.trim_end_matches('/'), info.storage_key);
+        Self { info, strategy, storage, admission, key_root }
+    }
+
+    /// The storage key of an object: `<prefix>/<resource>/<namespace>/<name>` (or without the
+    /// namespace for cluster-scoped kinds), upstream's etcd layout.
+    pub fn key(&self, namespace: &str, name: &str) -> String {
+        if self.info.namespaced { format!("{}/{}/{}", self.key_root, namespace, name) } else { format!("{}/{}", self.key_root, name) }
+    }
+
+    /// The key prefix of a collection: one namespace, or all of them when `namespace` is empty.
+    pub fn prefix(&self, namespace: &str) -> String {
+        if self.info.namespaced && !namespace.is_empty() { format!("{}/{}/", self.key_root, namespace) } else { format!("{}/", self.key_root) }
+    }
+
+    fn resource(&self) -> GroupResource {
+        self.info.group_resource()
+    }
+
+    /// Turns a storage error into what the client sees.
+    pub fn status_of(&self, err: StorageError, name: &str) -> Status {
+        match err {
+            StorageError::NotFound { .. } => Status::not_found(&self.resource(), name),
+            StorageError::AlreadyExists { .. } => Status::already_exists(&self.resource(), name),
+            StorageError::Conflict { .. } => Status::stale_resource_version(&self.resource(), name),
+            StorageError::Expired(msg) => Status::expired(msg),
+            StorageError::TooLargeResourceVersion { requested, current } => {
+                let mut s = Status::timeout(format!("Too large resource version: {requested}, current: {current}"));
+                s.details = Some(StatusDetails {
+                    causes: vec![StatusCause {
+                        reason: "ResourceVersionTooLarge".into(),
+                        message: format!("Too large resource version: {requested}, current: {current}"),
+                        ..Default::default()
+                    }],
+                    retry_after_seconds: 1,
+                    ..Default::default()
+                });
+                s
+            }
+            StorageError::InvalidContinue(msg) => Status::bad_request(msg),
+            other => {
+                tracing::error!(resource = %self.resource(), name, error = %other, "storage failure");
+                Status::internal(other)
+            }
+        }
+    }
+
+    fn attributes<'a>(&'a self, req: &Requester<'a>, op: Operation, ns: &'a str, name: &'a str, sub: &'a str, dry_run: bool, old: Option<&'a Value>) -> Attributes<'a> {
+        Attributes { operation: op, resource: &self.info, subresource: sub, namespace: ns, name, user: req.user, dry_run, old_object: old }
+    }
+
+    fn invalid(&self, obj: &Value, errs: &[apimachinery::validation::FieldError]) -> Status {
+        invalid_status(&self.info.group, &self.info.kind, obj.name(), errs)
+    }
+
+    /// An object that was not stored (dry run), shaped like a stored one.
+    fn unstored(&self, obj: &Value) -> Result<Object, Status> {
+        let bytes = serde_json::to_vec(obj).map_err(Status::internal)?;
+        Ok(Object {
+            key: Arc::from(self.key(obj.namespace(), obj.name())),
+            bytes: Bytes::from(bytes),
+            resource_version: parse_rv(obj.resource_version()).unwrap_or(0),
+            attrs: Arc::new(self.info.attrs(obj)),
+        })
+    }
+
+    pub async fn get(&self, namespace: &str, name: &str, rv: ResourceVersion) -> Result<Object, Status> {
+        self.storage
+            .get(&self.key(namespace, name), &GetOptions { resource_version: rv })
+            .await
+            .map_err(|e| self.status_of(e, name))
+    }
+
+    pub async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, Status> {
+        self.storage.list(&self.prefix(namespace), opts).await.map_err(|e| self.status_of(e, ""))
+    }
+
+    pub async fn watch(&self, namespace: &str, opts: &WatchOptions) -> Result<WatchStream, Status> {
+        self.storage.watch(&self.prefix(namespace), opts).await.map_err(|e| self.status_of(e, ""))
+    }
+
+    /// Sets namespace and system fields, runs the create half of the lifecycle and stores.
+    pub async fn create(&self, req: &Requester<'_>, namespace: &str, mut obj: Value, opts: &WriteOptions) -> Result<Object, Status> {
+        if self.info.namespaced {
+            match obj.namespace() {
+                "" => obj.set_meta("namespace", namespace),
+                ns if ns != namespace => {
+                    return Err(Status::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                _ => {}
+            }
+        } else {
+            obj.remove_meta("namespace");
+        }
+        self.strategy.default(&mut obj);
+        {
+            let attrs = self.attributes(req, Operation::Create, namespace, "", "", opts.dry_run, None);
+            self.admission.admit(&attrs, &mut obj).await?;
+        }
+        self.strategy.prepare_for_create(&mut obj);
+        let generate = obj.name().is_empty() && !obj.generate_name().is_empty();
+        let meta = obj.metadata_mut();
+        meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+        meta.insert("creationTimestamp".into(), now_rfc3339().into());
+        for f in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+            meta.remove(f);
+        }
+        if self.info.tracks_generation {
+            meta.insert("generation".into(), 1.into());
+        } else {
+            meta.remove("generation");
+        }
+        for attempt in 0..MAX_GENERATE_NAME_RETRIES {
+            if generate {
+                // Upstream keeps generated names within 63 characters: base cut to 58 + 5.
+                let base: String = obj.generate_name().chars().take(58).collect();
+                obj.set_meta("name", format!("{base}{}", random_suffix()));
+            }
+            let mut errs = validate_object_meta(
+                obj.get("metadata").unwrap_or(&Value::Null),
+                self.info.namespaced,
+                self.strategy.name_validator(),
+                &FieldPath::new("metadata"),
+            );
+            errs.extend(self.strategy.validate(&obj));
+            if !errs.is_empty() {
+                return Err(self.invalid(&obj, &errs));
+            }
+            let name = obj.name().to_string();
+            {
+                let attrs = self.attributes(req, Operation::Create, namespace, &name, "", opts.dry_run, None);
+                self.admission.validate(&attrs, &obj).await?;
+            }
+            if opts.dry_run {
+                return self.unstored(&obj);
+            }
+            match self.storage.create(&self.key(namespace, &name), obj.clone()).await {
+                Ok(o) => return Ok(o),
+                Err(StorageError::AlreadyExists { .. }) if generate && attempt + 1 < MAX_GENERATE_NAME_RETRIES => continue,
+                Err(e) => return Err(self.status_of(e, &name)),
+            }
+        }
+        Err(Status::internal("could not generate a unique name"))
+    }
+
+    /// PUT and PATCH. `updater` computes the new object from the current one (None when it does
+    /// not exist); it runs again after a lost compare-and-swap race, unless the client pinned a
+    /// resourceVersion, in which case the race is the client's conflict.
+    pub async fn update(
+        &self,
+        req: &Requester<'_>,
+        namespace: &str,
+        name: &str,
+        updater: &mut (dyn FnMut(Option<&Value>) -> Result<Value, Status> + Send),
+        opts: &UpdateOptions,
+    ) -> Result<(Object, bool), Status> {
+        let key = self.key(namespace, name);
+        let sub = opts.subresource.as_str();
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let current = match self.storage.get(&key, &GetOptions { resource_version: ResourceVersion::Unset }).await {
+                Ok(o) => Some(o),
+                Err(StorageError::NotFound { .. }) => None,
+                Err(e) => return Err(self.status_of(e, name)),
+            };
+            let Some(current) = current else {
+                if opts.is_put && sub.is_empty() && self.strategy.allow_create_on_update() {
+                    let obj = updater(None)?;
+                    return Ok((self.create(req, namespace, obj, &opts.write).await?, true));
+                }
+                return Err(Status::not_found(&self.resource(), name));
+            };
+            let old = current.value().map_err(Status::internal)?;
+            let mut new = updater(Some(&old))?;
+            let pinned = match new.resource_version() {
+                "" => None,
+                rv => match parse_rv(rv) {
+                    Some(v) => Some(v),
+                    None => {
+                        return Err(Status::bad_request(format!("invalid resourceVersion {rv:?}")));
+                    }
+                },
+            };
+            if let Some(rv) = pinned {
+                if rv != current.resource_version {
+                    return Err(Status::stale_resource_version(&self.resource(), name));
+                }
+            } else if opts.is_put && !self.strategy.allow_unconditional_update() {
+                let errs = [apimachinery::validation::FieldError::invalid(
+                    &FieldPath::new("metadata").child("resourceVersion"),
+                    Value::from(0),
+                    "must be specified for an update",
+                )];
+                return Err(self.invalid(&new, &errs));
+            }
+            if sub == "status" {
+                // A write through /status changes status only; everything else stays as stored.
+                let mut merged = old.clone();
+                match new.get("status") {
+                    Some(s) => merged["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = merged.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+                new = merged;
+            } else if self.info.has_status() {
+                // Status is written only through /status for kinds that have it.
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            // System fields come from storage, whatever the client sent.
+            {
+                let old_meta = old.metadata();
+                let meta = new.metadata_mut();
+                for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name"] {
+                    match old_meta.and_then(|m| m.get(f)) {
+                        Some(v) => meta.insert(f.to_string(), v.clone()),
+                        None => meta.remove(f),
+                    };
+                }
+                if self.info.namespaced {
+                    meta.insert("namespace".into(), namespace.into());
+                } else {
+                    meta.remove("namespace");
+                }
+                meta.remove("resourceVersion");
+            }
+            self.strategy.default(&mut new);
+            {
+                let attrs = self.attributes(req, Operation::Update, namespace, name, sub, opts.write.dry_run, Some(&old));
+                self.admission.admit(&attrs, &mut new).await?;
+            }
+            if sub.is_empty() || sub == "status" {
+                self.strategy.prepare_for_update(&mut new, &old);
+            } else {
+                self.strategy.prepare_for_subresource_update(sub, &mut new, &old);
+            }
+            if self.info.tracks_generation && without_meta_and_status(&new) != without_meta_and_status(&old) {
+                new.set_meta("generation", old.generation() + 1);
+            }
+            // Validation sees the version being replaced, as upstream's store fills it in for
+            // unconditional updates before validating.
+            new.set_meta("resourceVersion", current.resource_version.to_string());
+            let mut errs = validate_object_meta_update(
+                new.get("metadata").unwrap_or(&Value::Null),
+                old.get("metadata").unwrap_or(&Value::Null),
+                &FieldPath::new("metadata"),
+            );
+            if errs.is_empty() {
+                errs.extend(validate_object_meta(
+                    new.get("metadata").unwrap_or(&Value::Null),
+                    self.info.namespaced,
+                    self.strategy.name_validator(),
+                    &FieldPath::new("metadata"),
+                ));
+            }
+            errs.extend(if sub == "status" { self.strategy.validate_status_update(&new, &old) } else { self.strategy.validate_update(&new, &old) });
+            if !errs.is_empty() {
+                return Err(self.invalid(&new, &errs));
+            }
+            {
+                let attrs = self.attributes(req, Operation::Update, namespace, name, sub, opts.write.dry_run, Some(&old));
+                self.admission.validate(&attrs, &new).await?;
+            }
+            if same_object(&new, &old) {
+                return Ok((current, false));
+            }
+            if opts.write.dry_run {
+                return Ok((self.unstored(&new)?, false));
+            }
+            // The last finalizer of an object marked for deletion is gone: remove it for good.
+            let removing = new.deletion_timestamp().is_some() && self.strategy.ready_to_remove(&new);
+            let result = if removing {
+                let r = self.storage.delete(&key, Some(current.resource_version)).await;
+                if r.is_ok() {
+                    self.strategy.after_delete(&new);
+                }
+                r
+            } else {
+                self.storage.update(&key, new, current.resource_version).await
+            };
+            match result {
+                Ok(o) => return Ok((o, false)),
+                Err(StorageError::Conflict { .. }) if pinned.is_none() => continue,
+                Err(StorageError::NotFound { .. }) => return Err(Status::not_found(&self.resource(), name)),
+                Err(e) => return Err(self.status_of(e, name)),
+            }
+        }
+        Err(Status::conflict(&self.resource(), name, "too many concurrent updates, please retry"))
+    }
+
+    pub async fn delete(&self, req: &Requester<'_>, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<DeleteOutcome, Status> {
+        if let Some(p) = opts.propagation_policy.as_deref() {
+            if !matches!(p, "Orphan" | "Background" | "Foreground") {
+                let errs = [apimachinery::validation::FieldError::not_supported(
+                    &FieldPath::new("propagationPolicy"),
+                    Value::from(p),
+                    &["Foreground", "Background", "Orphan"],
+                )];
+                return Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs));
+            }
+        }
+        let key = self.key(namespace, name);
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let current = self
+                .storage
+                .get(&key, &GetOptions { resource_version: ResourceVersion::Unset })
+                .await
+                .map_err(|e| self.status_of(e, name))?;
+            let mut obj = current.value().map_err(Status::internal)?;
+            if let Some(uid) = &opts.precondition_uid {
+                if uid != obj.uid() {
+                    let why = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", obj.uid());
+                    return Err(Status::conflict(&self.resource(), name, why));
+                }
+            }
+            if let Some(rv) = &opts.precondition_resource_version {
+                if rv != obj.resource_version() {
+                    let why = format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in meta: {}",
+                        obj.resource_version()
+                    );
+                    return Err(Status::conflict(&self.resource(), name, why));
+                }
+            }
+            {
+                let attrs = self.attributes(req, Operation::Delete, namespace, name, "", opts.dry_run, Some(&obj));
+                self.admission.validate(&attrs, &obj).await?;
+            }
+            let already_deleting = obj.deletion_timestamp().is_some();
+            let graceful = if already_deleting {
+                !self.strategy.ready_to_remove(&obj)
+            } else {
+                let kept_by_strategy = self.strategy.delete_is_graceful(&mut obj);
+                kept_by_strategy || !self.strategy.ready_to_remove(&obj)
+            };
+            if graceful {
+                if already_deleting {
+                    return Ok(DeleteOutcome::Pending(current));
+                }
+                obj.set_meta("deletionTimestamp", now_rfc3339());
+                obj.set_meta("deletionGracePeriodSeconds", 0);
+                if opts.dry_run {
+                    return Ok(DeleteOutcome::Pending(self.unstored(&obj)?));
+                }
+                match self.storage.update(&key, obj, current.resource_version).await {
+                    Ok(o) => return Ok(DeleteOutcome::Pending(o)),
+                    Err(StorageError::Conflict { .. }) => continue,
+                    Err(e) => return Err(self.status_of(e, name)),
+                }
+            }
+            if opts.dry_run {
+                return Ok(DeleteOutcome::Deleted(current));
+            }
+            match self.storage.delete(&key, Some(current.resource_version)).await {
+                Ok(o) => {
+                    self.strategy.after_delete(&obj);
+                    return Ok(DeleteOutcome::Deleted(o));
+                }
+                Err(StorageError::Conflict { .. }) => continue,
+                Err(e) => return Err(self.status_of(e, name)),
+            }
+        }
+        Err(Status::conflict(&self.resource(), name, "too many concurrent updates, please retry"))
+    }
+}

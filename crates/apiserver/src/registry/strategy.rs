@@ -1,0 +1,76 @@
+//! `Strategy`: what differs between kinds in the object lifecycle. Every method has the default
+//! that most kinds want, so a kind writes only what is its own.
+
+use apimachinery::validation::{FieldError, NameValidator};
+use serde_json::Value;
+
+pub trait Strategy: Send + Sync {
+    /// Fills defaults, as upstream's scheme defaulters do after decoding (create and update).
+    fn default(&self, _obj: &mut Value) {}
+
+    /// Clears or sets fields before a create, e.g. status reset to its initial value.
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// Adjusts an update before validation, e.g. keeps fields clients may not change.
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// Like `prepare_for_update`, for writes through another subresource (e.g. a namespace's
+    /// `finalize`), which change only what that subresource owns.
+    fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Value, _old: &Value) {}
+
+    /// Kind-specific validation on create; metadata is validated by the store.
+    fn validate(&self, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Kind-specific validation on update (immutable fields, ...).
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        self.validate(new)
+    }
+
+    /// Validation of a write through `/status`.
+    fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// How `metadata.name` is checked.
+    fn name_validator(&self) -> NameValidator {
+        NameValidator::Dns1123Subdomain
+    }
+
+    /// PUT on a missing object creates it (e.g. Events, Leases? upstream: a few kinds).
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// PUT without `metadata.resourceVersion` is allowed (last write wins).
+    fn allow_unconditional_update(&self) -> bool {
+        true
+    }
+
+    /// Called on DELETE before anything is removed. Returning true keeps the object, marked with
+    /// `deletionTimestamp`, for a controller to finish (namespaces); objects with finalizers are
+    /// kept by the store whatever this says.
+    fn delete_is_graceful(&self, _obj: &mut Value) -> bool {
+        false
+    }
+
+    /// For kinds that are never stored (access reviews, token reviews): the answer to a create.
+    fn create_without_storage(&self, _obj: &Value, _user: &crate::authentication::UserInfo) -> Option<Result<Value, apimachinery::Status>> {
+        None
+    }
+
+    /// Called after an object left storage, to release what it held (allocated IPs, ports).
+    fn after_delete(&self, _obj: &Value) {}
+
+    /// Whether an object marked for deletion may now be removed from storage: by default once
+    /// `metadata.finalizers` is empty.
+    fn ready_to_remove(&self, obj: &Value) -> bool {
+        obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+    }
+}
+
+/// The strategy of a kind with no behaviour of its own.
+pub struct GenericStrategy;
+
+impl Strategy for GenericStrategy {}

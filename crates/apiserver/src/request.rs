@@ -1,0 +1,177 @@
+//! `RequestInfo`: what a request is about, parsed from its method, path and query once, before
+//! authentication, so that every later layer (authorization, flow control, handlers) reads the same
+//! facts. Upstream: k8s.io/apiserver/pkg/endpoints/request/requestinfo.go.
+
+use http::Method;
+
+/// The parsed shape of a request. For non-resource paths (`/healthz`, `/version`, `/openapi/v2`)
+/// `is_resource_request` is false and only `path` and `verb` are meaningful.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestInfo {
+    pub is_resource_request: bool,
+    pub path: String,
+    /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection; or the
+    /// lower-cased HTTP method for non-resource requests.
+    pub verb: String,
+    /// `api` or `apis`.
+    pub api_prefix: String,
+    pub api_group: String,
+    pub api_version: String,
+    pub namespace: String,
+    pub resource: String,
+    pub subresource: String,
+    pub name: String,
+    /// The path segments after the version, as upstream keeps them.
+    pub parts: Vec<String>,
+}
+
+/// Query parameters that change the verb: `watch=true` on a GET turns it into a watch.
+fn query_flag(query: &str, key: &str) -> bool {
+    form_urlencoded::parse(query.as_bytes()).any(|(k, v)| k == key && (v == "true" || v == "1"))
+}
+
+fn query_value(query: &str, key: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == key).map(|(_, v)| v.into_owned())
+}
+
+impl RequestInfo {
+    /// Parses a request the way upstream's RequestInfoFactory does. Never fails: anything that is
+    /// not a well-formed resource path becomes a non-resource request, which later answers 404.
+    pub fn parse(method: &Method, path: &str, query: &str) -> RequestInfo {
+        let mut info = RequestInfo {
+            path: path.to_string(),
+            verb: method.as_str().to_ascii_lowercase(),
+            ..Default::default()
+        };
+        let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+        let Some((&prefix, rest)) = segments.split_first() else { return info };
+        if prefix != "api" && prefix != "apis" {
+            return info;
+        }
+        info.api_prefix = prefix.to_string();
+        let mut rest = rest;
+        if prefix == "apis" {
+            let Some((&group, r)) = rest.split_first() else { return info };
+            info.api_group = group.to_string();
+            rest = r;
+        }
+        let Some((&version, r)) = rest.split_first() else { return info };
+        info.api_version = version.to_string();
+        rest = r;
+        if rest.is_empty() {
+            // `/api/v1` and `/apis/apps/v1` are discovery documents, not resources.
+            return info;
+        }
+        info.is_resource_request = true;
+
+        // Deprecated `/watch/` prefix paths turn the request into a watch.
+        let mut parts: Vec<String> = rest.iter().map(|s| (*s).to_string()).collect();
+        let mut watch_prefix = false;
+        if parts.first().map(String::as_str) == Some("watch") {
+            watch_prefix = true;
+            parts.remove(0);
+        }
+        info.verb = match *method {
+            Method::POST => "create",
+            Method::GET | Method::HEAD => "get",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            _ => "",
+        }
+        .to_string();
+        if watch_prefix {
+            info.verb = "watch".to_string();
+        }
+
+        // `namespaces/<ns>/<resource>...` is namespaced unless it is the namespace object itself
+        // (`namespaces/<ns>` or `namespaces/<ns>/status|finalize`).
+        if parts.first().map(String::as_str) == Some("namespaces") && parts.len() > 1 {
+            info.namespace = parts[1].clone();
+            if parts.len() > 2 && parts[2] != "status" && parts[2] != "finalize" {
+                parts.drain(..2);
+            }
+        }
+        info.parts = parts.clone();
+        match parts.len() {
+            0 => {}
+            1 => info.resource = parts[0].clone(),
+            2 => {
+                info.resource = parts[0].clone();
+                info.name = parts[1].clone();
+            }
+            _ => {
+                info.resource = parts[0].clone();
+                info.name = parts[1].clone();
+                info.subresource = parts[2].clone();
+            }
+        }
+        // A GET on a collection is a list, or a watch with `watch=true`; a DELETE on one is
+        // deletecollection.
+        if info.name.is_empty() {
+            if info.verb == "get" {
+                info.verb = if query_flag(query, "watch") { "watch" } else { "list" }.to_string();
+            } else if info.verb == "delete" {
+                info.verb = "deletecollection".to_string();
+            }
+        } else if info.verb == "get" && query_flag(query, "watch") {
+            info.verb = "watch".to_string();
+        }
+        if info.verb == "watch" && info.name.is_empty() {
+            // A watch on `?fieldSelector=metadata.name=x` is a watch on one object for
+            // authorization, as upstream reports it.
+            if let Some(fs) = query_value(query, "fieldSelector") {
+                if let Some(name) = fs.strip_prefix("metadata.name=") {
+                    if !name.contains(',') {
+                        info.name = name.to_string();
+                    }
+                }
+            }
+        }
+        info
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(m: Method, path: &str, q: &str) -> RequestInfo {
+        RequestInfo::parse(&m, path, q)
+    }
+
+    #[test]
+    fn collection_and_item_verbs() {
+        let i = p(Method::GET, "/api/v1/namespaces/ns/configmaps", "");
+        assert_eq!((i.verb.as_str(), i.namespace.as_str(), i.resource.as_str()), ("list", "ns", "configmaps"));
+        let i = p(Method::GET, "/api/v1/namespaces/ns/configmaps", "watch=true");
+        assert_eq!(i.verb, "watch");
+        let i = p(Method::DELETE, "/apis/apps/v1/namespaces/ns/deployments", "");
+        assert_eq!((i.verb.as_str(), i.api_group.as_str()), ("deletecollection", "apps"));
+        let i = p(Method::PUT, "/apis/apps/v1/namespaces/ns/deployments/d/scale", "");
+        assert_eq!((i.verb.as_str(), i.name.as_str(), i.subresource.as_str()), ("update", "d", "scale"));
+    }
+
+    #[test]
+    fn namespace_object_and_cluster_scope() {
+        let i = p(Method::GET, "/api/v1/namespaces/foo", "");
+        assert_eq!((i.resource.as_str(), i.name.as_str(), i.namespace.as_str()), ("namespaces", "foo", "foo"));
+        let i = p(Method::PUT, "/api/v1/namespaces/foo/finalize", "");
+        assert_eq!((i.resource.as_str(), i.subresource.as_str()), ("namespaces", "finalize"));
+        let i = p(Method::GET, "/api/v1/nodes/n1", "");
+        assert_eq!((i.resource.as_str(), i.name.as_str(), i.namespace.as_str()), ("nodes", "n1", ""));
+    }
+
+    #[test]
+    fn non_resource_paths() {
+        assert!(!p(Method::GET, "/healthz", "").is_resource_request);
+        assert!(!p(Method::GET, "/apis/apps/v1", "").is_resource_request);
+        assert_eq!(p(Method::GET, "/version", "").verb, "get");
+    }
+
+    #[test]
+    fn watch_prefix_path() {
+        let i = p(Method::GET, "/api/v1/watch/namespaces/ns/pods", "");
+        assert_eq!((i.verb.as_str(), i.resource.as_str()), ("watch", "pods"));
+    }
+}

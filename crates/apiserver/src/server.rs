@@ -1,0 +1,214 @@
+//! `GenericApiServer`: the configured server — its delegation chain, health checks, discovery,
+//! OpenAPI and version — and `route`, which serves what the filter chain lets through.
+//! Upstream: k8s.io/apiserver/pkg/server (config.go, genericapiserver.go).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::Status;
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::Value;
+
+use crate::authentication::{Authenticator, UserInfo};
+use crate::authorization::Authorizer;
+use crate::endpoints::negotiation::{Encoding, View, negotiate};
+use crate::endpoints::{ApiRequest, ApiResources, Response, discovery, response};
+use crate::filters::InFlight;
+use crate::health::Health;
+use crate::openapi::OpenApi;
+use crate::registry::ResourceInfo;
+use crate::request::RequestInfo;
+
+/// Upstream's limit on request bodies (3 MiB), beyond which a request gets 413.
+pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// A server in the delegation chain: it serves a request or hands it to the next one.
+#[async_trait]
+pub trait Delegate: Send + Sync {
+    async fn serve(&self, req: ApiRequest) -> Result<Result<Response, Status>, ApiRequest>;
+    /// The resources it serves, for discovery.
+    fn resources(&self) -> Vec<ResourceInfo>;
+}
+
+#[async_trait]
+impl Delegate for ApiResources {
+    async fn serve(&self, req: ApiRequest) -> Result<Result<Response, Status>, ApiRequest> {
+        ApiResources::serve(self, req).await
+    }
+
+    fn resources(&self) -> Vec<ResourceInfo> {
+        self.infos().cloned().collect()
+    }
+}
+
+pub struct Config {
+    pub authenticator: Arc<dyn Authenticator>,
+    pub authorizer: Arc<dyn Authorizer>,
+    pub request_timeout: Duration,
+    pub version: Value,
+    pub openapi: OpenApi,
+    /// `host:port` clients are told to use in `/api`.
+    pub external_address: String,
+}
+
+pub struct GenericApiServer {
+    pub config: Config,
+    /// First match wins: aggregator, built-in groups, extensions.
+    pub chain: Vec<Arc<dyn Delegate>>,
+    pub health: Health,
+    pub in_flight: InFlight,
+}
+
+fn text(code: StatusCode, body: impl Into<Bytes>) -> Response {
+    response::raw(code, "text/plain; charset=utf-8", body)
+}
+
+impl GenericApiServer {
+    fn infos(&self) -> Vec<ResourceInfo> {
+        self.chain.iter().flat_map(|d| d.resources()).collect()
+    }
+
+    /// Serves a request that passed the filter chain.
+    pub async fn route(&self, req: http::Request<Incoming>, info: RequestInfo, user: UserInfo) -> Response {
+        let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let error_encoding = match negotiate(accept.as_deref(), &[View::Object]) {
+            Ok(n) if n.encoding == Encoding::Yaml => Encoding::Yaml,
+            _ => Encoding::Json,
+        };
+        match self.route_inner(req, info, user, accept.as_deref()).await {
+            Ok(r) => r,
+            Err(s) => {
+                if s.code >= 500 {
+                    tracing::warn!(code = s.code, message = %s.message, "request failed");
+                }
+                response::status(&s, error_encoding)
+            }
+        }
+    }
+
+    async fn route_inner(&self, req: http::Request<Incoming>, info: RequestInfo, user: UserInfo, accept: Option<&str>) -> Result<Response, Status> {
+        let path = info.path.trim_end_matches('/').to_string();
+        let query = req.uri().query().unwrap_or("").to_string();
+        if !info.is_resource_request {
+            return self.non_resource(&path, &query, &info, accept).await;
+        }
+        let (parts, body) = req.into_parts();
+        let body = read_body(body).await?;
+        let mut api_req = ApiRequest { method: parts.method, headers: parts.headers, query, info, user, body };
+        for delegate in &self.chain {
+            match delegate.serve(api_req).await {
+                Ok(result) => return result,
+                Err(back) => api_req = back,
+            }
+        }
+        // Not found: inside a served group version the answer is a Status; elsewhere upstream's
+        // mux answers with its plain-text 404 page.
+        let known_gv = self.infos().iter().any(|i| i.group == api_req.info.api_group && i.version == api_req.info.api_version);
+        if known_gv {
+            Err(Status::path_not_found())
+        } else {
+            Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"))
+        }
+    }
+
+    async fn non_resource(&self, path: &str, query: &str, info: &RequestInfo, accept: Option<&str>) -> Result<Response, Status> {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match segments.as_slice() {
+            [endpoint @ ("healthz" | "livez" | "readyz")] | [endpoint @ ("healthz" | "livez" | "readyz"), _] => {
+                let sub = if segments.len() == 2 { Some(path.splitn(3, '/').nth(2).unwrap_or("")) } else { None };
+                return Ok(match self.health.answer(endpoint, sub, query) {
+                    Some(a) => text(StatusCode::from_u16(a.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), a.body),
+                    None => text(StatusCode::NOT_FOUND, "404 page not found\n"),
+                });
+            }
+            ["healthz" | "livez" | "readyz", ..] => {
+                // Per-check paths may contain slashes: `/readyz/poststarthook/bootstrap`.
+                let (endpoint, sub) = path.trim_start_matches('/').split_once('/').unwrap_or(("", ""));
+                return Ok(match self.health.answer(endpoint, Some(sub), query) {
+                    Some(a) => text(StatusCode::from_u16(a.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), a.body),
+                    None => text(StatusCode::NOT_FOUND, "404 page not found\n"),
+                });
+            }
+            _ => {}
+        }
+        if info.verb != "get" && info.verb != "head" {
+            return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
+        }
+        let json = |v: &Value| response::value(StatusCode::OK, v, crate::endpoints::negotiation::Negotiated::JSON);
+        match segments.as_slice() {
+            ["version"] => json(&self.config.version),
+            ["api"] | ["apis"] => {
+                let infos = self.infos();
+                let n = negotiate(accept, &[View::Object, View::AggregatedDiscovery])?;
+                let core = segments[0] == "api";
+                let doc = if n.view == View::AggregatedDiscovery {
+                    let mut r = response::value(StatusCode::OK, &discovery::aggregated(core, infos.iter()), n)?;
+                    r.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+                    );
+                    return Ok(r);
+                } else if core {
+                    discovery::api_versions(&self.config.external_address)
+                } else {
+                    discovery::group_list(&discovery::groups(infos.iter()))
+                };
+                response::value(StatusCode::OK, &doc, n)
+            }
+            ["api", version] => {
+                let infos = self.infos();
+                if !infos.iter().any(|i| i.group.is_empty() && i.version == *version) {
+                    return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
+                }
+                json(&discovery::resource_list("", version, infos.iter()))
+            }
+            ["apis", group] => {
+                let infos = self.infos();
+                match discovery::groups(infos.iter()).into_iter().find(|(g, _)| g == group) {
+                    Some((g, versions)) => json(&discovery::group(&g, &versions)),
+                    None => Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
+                }
+            }
+            ["apis", group, version] => {
+                let infos = self.infos();
+                if !infos.iter().any(|i| i.group == *group && i.version == *version) {
+                    return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
+                }
+                json(&discovery::resource_list(group, version, infos.iter()))
+            }
+            ["openapi", "v2"] => self.openapi_doc(self.config.openapi.v2.as_ref(), accept),
+            ["openapi", "v3"] => json(&self.config.openapi.v3_index()),
+            ["openapi", "v3", rest @ ..] => {
+                let key = rest.join("/");
+                self.openapi_doc(self.config.openapi.v3.get(&key), accept)
+            }
+            _ => Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
+        }
+    }
+
+    fn openapi_doc(&self, doc: Option<&crate::openapi::GzDoc>, accept: Option<&str>) -> Result<Response, Status> {
+        let Some(doc) = doc else { return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")) };
+        if let Some(a) = accept {
+            if a.contains("protobuf") && !a.contains("json") && !a.contains("*/*") {
+                return Err(Status::not_acceptable("only application/json is served for OpenAPI documents"));
+            }
+        }
+        let body = doc.inflate().map_err(Status::internal)?;
+        Ok(response::raw(StatusCode::OK, "application/json", body))
+    }
+}
+
+/// Reads a request body, refusing more than upstream's 3 MiB with 413.
+async fn read_body(body: Incoming) -> Result<Bytes, Status> {
+    match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            Err(Status::too_large(format!("Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}")))
+        }
+        Err(e) => Err(Status::bad_request(format!("error reading the request body: {e}"))),
+    }
+}

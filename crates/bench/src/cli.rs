@@ -1,0 +1,378 @@
+//! The command line: flags and subcommands, mapped onto [`Scenario`] values, and what is printed.
+//!
+//! It owns flag names, defaults and help texts, the duration syntax (`500ms`, `10s`, `2m`, or
+//! plain seconds), and the exit status. It must not measure anything or send any request itself;
+//! that is [`run_scenario`]'s.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::BenchError;
+use crate::report::{ScenarioResult, compare_table};
+use crate::scenarios::{
+    ClientConfig, CommonOptions, CreateOptions, ListOptions, MemoryOptions, MixedOptions, Scenario,
+    StartupOptions, WatchOptions, run_scenario,
+};
+
+/// Drives a Kubernetes API server (Ironplane or kube-apiserver) through its public API and
+/// reports figures that can be compared between servers.
+#[derive(Debug, Parser)]
+#[command(name = "ironplane-bench", version, about)]
+pub struct Cli {
+    /// The kubeconfig naming the server and credentials (default: $KUBECONFIG, else
+    /// ~/.kube/config). The startup scenario reads it after starting the server.
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current-context).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Also write the result as JSON to this file (for `compare`).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// The server's process id: adds its CPU per request and its memory (read from /proc).
+    #[arg(long, global = true, value_name = "PID")]
+    pub server_pid: Option<u32>,
+    /// The namespace to work in (default: bench-<random>; created if missing).
+    #[arg(long, global = true)]
+    pub namespace: Option<String>,
+    /// Keep the objects (and a namespace the tool created) at the end.
+    #[arg(long, global = true)]
+    pub keep: bool,
+    /// Connections to spread requests over (HTTP/2 multiplexes requests on each).
+    #[arg(long, global = true, default_value_t = 4)]
+    pub connections: usize,
+    /// Time limit of one request.
+    #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Bytes of data in each ConfigMap written.
+    #[arg(long, global = true, default_value_t = 64)]
+    pub value_bytes: usize,
+    /// No progress lines on stderr.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Wall time from spawning the server to its first 200 from /readyz, over several runs.
+    Startup {
+        /// The command that starts the server in the foreground (run with `sh -c`; the whole
+        /// process group is stopped after each run).
+        #[arg(long)]
+        start_cmd: String,
+        #[arg(long, default_value_t = 5)]
+        runs: u32,
+        /// The longest wait for /readyz in one run.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        max_wait: Duration,
+        /// The pause between /readyz polls.
+        #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+        poll_interval: Duration,
+        /// Show the server's stdout and stderr.
+        #[arg(long)]
+        show_output: bool,
+    },
+    /// Concurrent clients creating small ConfigMaps: creates per second and latency.
+    Create {
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Run this long (default 10s when --count is not given).
+        #[arg(long, value_parser = parse_duration, conflicts_with = "count")]
+        duration: Option<Duration>,
+        /// Send this many creates.
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Controller-like mix (GET 60%, LIST by label 10%, UPDATE 20%, CREATE/DELETE 10%).
+    Mixed {
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Size of the pre-created set.
+        #[arg(long, default_value_t = 1000)]
+        objects: u64,
+    },
+    /// LIST whole and paginated (limit=500), from cache (resourceVersion=0) and consistent.
+    List {
+        /// Objects in the namespace (created first if it holds fewer).
+        #[arg(long, default_value_t = 1000)]
+        objects: u64,
+        /// Traversals per variant.
+        #[arg(long, default_value_t = 10)]
+        iterations: u32,
+        /// At most this long per variant.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        duration: Duration,
+    },
+    /// Many watchers while a writer updates ConfigMaps: delivery latency and events lost.
+    Watch {
+        #[arg(long, default_value_t = 100)]
+        watchers: usize,
+        /// Writes per second.
+        #[arg(long, default_value_t = 50)]
+        rate: u32,
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: Duration,
+        /// ConfigMaps the writer updates in turn.
+        #[arg(long, default_value_t = 10)]
+        objects: u64,
+        /// Concurrent writer tasks.
+        #[arg(long, default_value_t = 4)]
+        writers: usize,
+        /// Watch streams per HTTP/2 connection.
+        #[arg(long, default_value_t = 100)]
+        streams_per_connection: usize,
+        /// How long to wait for the last events after the last write.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+    },
+    /// Server RSS idle and after N objects (needs --server-pid).
+    Memory {
+        #[arg(long, default_value_t = 10_000)]
+        objects: u64,
+        /// Pause before each RSS reading.
+        #[arg(long, default_value = "2s", value_parser = parse_duration)]
+        settle: Duration,
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+    },
+    /// Prints b/a for every figure of two result files written with --json.
+    Compare { a: PathBuf, b: PathBuf },
+}
+
+/// Parses `500ms`, `10s`, `1.5s`, `2m`, `1h`, or a plain number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 10s, 2m)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    if !seconds.is_finite() || seconds < 0.0 || seconds > 86_400.0 {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+impl Cli {
+    /// The scenario the flags describe; `None` for `compare`.
+    pub fn scenario(&self) -> Option<Scenario> {
+        let common = CommonOptions {
+            namespace: self.namespace.clone(),
+            keep: self.keep,
+            server_pid: self.server_pid,
+            progress: !self.quiet,
+            value_bytes: self.value_bytes,
+        };
+        let scenario = match &self.command {
+            Command::Startup {
+                start_cmd,
+                runs,
+                max_wait,
+                poll_interval,
+                show_output,
+            } => Scenario::Startup(StartupOptions {
+                start_cmd: start_cmd.clone(),
+                runs: *runs,
+                max_wait: *max_wait,
+                poll_interval: *poll_interval,
+                show_output: *show_output,
+                progress: !self.quiet,
+            }),
+            Command::Create {
+                concurrency,
+                duration,
+                count,
+            } => Scenario::Create(CreateOptions {
+                concurrency: *concurrency,
+                duration: match (duration, count) {
+                    (None, None) => Some(Duration::from_secs(10)),
+                    _ => *duration,
+                },
+                count: *count,
+                common,
+            }),
+            Command::Mixed {
+                concurrency,
+                duration,
+                objects,
+            } => Scenario::Mixed(MixedOptions {
+                concurrency: *concurrency,
+                duration: *duration,
+                objects: *objects,
+                common,
+            }),
+            Command::List {
+                objects,
+                iterations,
+                duration,
+            } => Scenario::List(ListOptions {
+                objects: *objects,
+                iterations: *iterations,
+                duration: *duration,
+                common,
+            }),
+            Command::Watch {
+                watchers,
+                rate,
+                duration,
+                objects,
+                writers,
+                streams_per_connection,
+                grace,
+            } => Scenario::Watch(WatchOptions {
+                watchers: *watchers,
+                rate: *rate,
+                duration: *duration,
+                objects: *objects,
+                writers: *writers,
+                streams_per_connection: *streams_per_connection,
+                grace: *grace,
+                common,
+            }),
+            Command::Memory {
+                objects,
+                settle,
+                concurrency,
+            } => Scenario::Memory(MemoryOptions {
+                objects: *objects,
+                settle: *settle,
+                concurrency: *concurrency,
+                common,
+            }),
+            Command::Compare { .. } => return None,
+        };
+        Some(scenario)
+    }
+
+    pub fn client_config(&self) -> ClientConfig {
+        ClientConfig {
+            kubeconfig: self
+                .kubeconfig
+                .clone()
+                .unwrap_or_else(crate::kubeconfig::default_path),
+            context: self.context.clone(),
+            connections: self.connections,
+            request_timeout: self.request_timeout,
+        }
+    }
+}
+
+/// Runs what the command line asks and prints the outcome on stdout.
+pub async fn run(cli: Cli) -> Result<(), BenchError> {
+    if let Command::Compare { a, b } = &cli.command {
+        let result_a = ScenarioResult::load(a)?;
+        let result_b = ScenarioResult::load(b)?;
+        print!(
+            "{}",
+            compare_table(&result_a, &result_b, &a.display().to_string(), &b.display().to_string())
+        );
+        return Ok(());
+    }
+    let Some(scenario) = cli.scenario() else {
+        return Ok(());
+    };
+    let result = run_scenario(&cli.client_config(), &scenario).await?;
+    print!("{}", result.to_table());
+    if let Some(path) = &cli.json {
+        result.save(path)?;
+    }
+    if let Some(&lost) = result.figures.get("events_lost")
+        && lost > 0.0
+    {
+        eprintln!("warning: {lost} watch events were lost");
+    }
+    let errors = result.total_errors();
+    if errors > 0 {
+        eprintln!("warning: {errors} operations failed (see \"first errors\" above)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("3 weeks").is_err());
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn flags_map_to_scenarios() {
+        let cli = Cli::try_parse_from([
+            "ironplane-bench",
+            "--kubeconfig",
+            "/k",
+            "create",
+            "--concurrency",
+            "3",
+            "--count",
+            "50",
+            "--namespace",
+            "ns1",
+            "--keep",
+        ])
+        .unwrap();
+        let Some(Scenario::Create(options)) = cli.scenario() else {
+            panic!("not create");
+        };
+        assert_eq!(options.concurrency, 3);
+        assert_eq!(options.count, Some(50));
+        assert_eq!(options.duration, None);
+        assert_eq!(options.common.namespace.as_deref(), Some("ns1"));
+        assert!(options.common.keep);
+        assert_eq!(cli.client_config().kubeconfig, PathBuf::from("/k"));
+
+        let cli = Cli::try_parse_from(["ironplane-bench", "create"]).unwrap();
+        let Some(Scenario::Create(options)) = cli.scenario() else {
+            panic!("not create");
+        };
+        assert_eq!(options.duration, Some(Duration::from_secs(10)));
+
+        assert!(
+            Cli::try_parse_from(["ironplane-bench", "create", "--count", "1", "--duration", "1s"])
+                .is_err()
+        );
+        let cli = Cli::try_parse_from([
+            "ironplane-bench",
+            "watch",
+            "--watchers",
+            "1000",
+            "--rate",
+            "20",
+            "--server-pid",
+            "42",
+        ])
+        .unwrap();
+        let Some(Scenario::Watch(options)) = cli.scenario() else {
+            panic!("not watch");
+        };
+        assert_eq!(options.watchers, 1000);
+        assert_eq!(options.common.server_pid, Some(42));
+        let cli = Cli::try_parse_from(["ironplane-bench", "compare", "a.json", "b.json"]).unwrap();
+        assert!(cli.scenario().is_none());
+    }
+}

@@ -1,0 +1,192 @@
+//! The `ironplane` binary as a library: options → validate → config → complete → server chain →
+//! prepare → run, as kube-apiserver's start-up (cmd/kube-apiserver/app/server.go), and an
+//! in-process test server built the same way.
+
+pub mod certs;
+pub mod chain;
+pub mod kubeconfig;
+pub mod options;
+pub mod testing;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apiserver::authentication::{Authenticator, UnionAuthenticator, token::TokenFileAuthenticator, x509::ClientCertAuthenticator};
+use apiserver::authorization::AllowAuthenticated;
+use apiserver::endpoints::ApiResources;
+use apiserver::health::{Check, Health};
+use apiserver::{Config, GenericApiServer};
+use ironplane_kube::ServiceIpAllocator;
+use storage::Kv;
+
+pub use options::Options;
+
+/// Upstream's default `--request-timeout`.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A server that is listening; `shutdown` starts the graceful stop.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub kubeconfig: PathBuf,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops accepting, ends watches, drains in-flight requests and closes the store.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(());
+        let _ = self.done.await;
+    }
+
+    /// Waits until the server stops by itself (it does not, unless shut down).
+    pub async fn wait(self) {
+        let _ = self.done.await;
+    }
+
+    /// Starts the graceful stop and returns a future that resolves when it has finished.
+    pub fn stop_handle(self) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+        (self.shutdown, self.done)
+    }
+}
+
+fn version_info() -> serde_json::Value {
+    serde_json::json!({
+        "major": "1",
+        "minor": "36",
+        "emulationMajor": "1",
+        "emulationMinor": "36",
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": "35",
+        "gitVersion": concat!("v1.36.0-ironplane.", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else if cfg!(target_arch = "aarch64") { "arm64" } else { std::env::consts::ARCH }),
+    })
+}
+
+fn read(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
+/// Validates options, builds the whole server, binds the port and starts serving.
+pub async fn start(opts: Options) -> Result<Running, String> {
+    let started = Instant::now();
+    opts.validate()?;
+    std::fs::create_dir_all(&opts.data_dir).map_err(|e| format!("creating {}: {e}", opts.data_dir.display()))?;
+
+    // Config: storage, certificates, authentication.
+    let kv: Arc<dyn Kv> = storage::SqliteKv::open(&opts.data_dir.join("state.db")).map_err(|e| format!("opening the embedded store: {e}"))?;
+    let allocator = Arc::new(ServiceIpAllocator::new(&opts.service_cluster_ip_range, &opts.service_node_port_range)?);
+    let mut hosts = vec![allocator.first_ip().to_string()];
+    if !opts.bind_address.is_unspecified() {
+        hosts.push(opts.bind_address.to_string());
+    }
+    let pki = certs::load_or_create(&opts.cert_dir(), &hosts).map_err(|e| e.to_string())?;
+    let (cert_pem, key_pem) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
+        (Some(c), Some(k)) => (read(c)?, read(k)?),
+        _ => (pki.serving_cert_pem.clone().into_bytes(), pki.serving_key_pem.clone().into_bytes()),
+    };
+    let client_ca = match &opts.client_ca_file {
+        Some(p) => read(p)?,
+        None => pki.ca_cert_pem.clone().into_bytes(),
+    };
+    let tls = apiserver::serving::tls::server_config(&cert_pem, &key_pem, Some(&client_ca)).map_err(|e| e.to_string())?;
+    let mut authenticators: Vec<Box<dyn Authenticator>> =
+        vec![Box::new(ClientCertAuthenticator::from_ca_pem(&client_ca).map_err(|e| e.to_string())?)];
+    if let Some(path) = &opts.token_auth_file {
+        authenticators.push(Box::new(TokenFileAuthenticator::from_file(path).map_err(|e| e.to_string())?));
+    }
+
+    // Complete and build the server chain.
+    let builtin = ironplane_kube::install(kv.clone(), &opts.etcd_prefix, allocator.clone());
+    let resources: Arc<ApiResources> = builtin.resources.clone();
+    let chain = chain::build(resources.clone());
+
+    // Bind before anything is announced, so that port 0 resolves to the real port.
+    let listener = apiserver::serving::bind(SocketAddr::new(opts.bind_address, opts.secure_port)).await.map_err(|e| format!("binding {}:{}: {e}", opts.bind_address, opts.secure_port))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let host = if opts.bind_address.is_unspecified() { "127.0.0.1".to_string() } else { opts.bind_address.to_string() };
+    let url_host = if host.contains(':') { format!("[{host}]") } else { host };
+    let server_url = format!("https://{url_host}:{}", addr.port());
+
+    // Prepare: health checks, post-start hooks, OpenAPI.
+    let bootstrap_hook = Check::new("poststarthook/bootstrap-controller", false);
+    let controllers_hook = Check::new("poststarthook/start-namespace-controller", false);
+    let shutdown_check = Check::new("shutdown", true);
+    let health = Health {
+        common: vec![Check::new("ping", true), Check::new("log", true), Check::new("etcd", true)],
+        post_start_hooks: vec![bootstrap_hook.clone(), controllers_hook.clone()],
+        shutdown: Some(shutdown_check.clone()),
+    };
+    let config = Config {
+        authenticator: Arc::new(UnionAuthenticator::new(authenticators)),
+        authorizer: Arc::new(AllowAuthenticated),
+        request_timeout: REQUEST_TIMEOUT,
+        version: version_info(),
+        openapi: ironplane_kube::openapi::documents(),
+        external_address: format!("{url_host}:{}", addr.port()),
+    };
+    let server = Arc::new(GenericApiServer { config, chain, health, in_flight: Default::default() });
+
+    let kubeconfig_path = opts.data_dir.join("kubeconfig");
+    kubeconfig::write_admin(&kubeconfig_path, &server_url, pki.ca_cert_pem.as_bytes(), pki.admin_cert_pem.as_bytes(), pki.admin_key_pem.as_bytes())
+        .map_err(|e| e.to_string())?;
+
+    // Schemas load off the start-up path; writes before they are there keep unknown fields.
+    let schemas = resources.schemas.clone();
+    tokio::task::spawn_blocking(move || match ironplane_kube::openapi::schemas() {
+        Ok(s) => {
+            let _ = schemas.set(s);
+        }
+        Err(e) => tracing::error!(error = %e, "cannot load OpenAPI schemas"),
+    });
+    // Post-start hooks.
+    {
+        let resources = resources.clone();
+        let allocator = allocator.clone();
+        let port = addr.port();
+        tokio::spawn(async move {
+            let mut delay = Duration::from_millis(10);
+            loop {
+                match ironplane_kube::bootstrap::run(&resources, &allocator, port).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "bootstrap failed; retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+            bootstrap_hook.set(true);
+        });
+    }
+    tokio::spawn(ironplane_kube::controllers::run_namespace_controller(resources.clone()));
+    controllers_hook.set(true);
+
+    // Run.
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let delay = opts.shutdown_delay_duration;
+    let watches = resources.shutdown.clone();
+    let served = server.clone();
+    let done = tokio::spawn(async move {
+        let stop = async move {
+            let _ = rx.await;
+            // Fail /readyz first so that load balancers stop sending, then stop accepting.
+            shutdown_check.set(false);
+            tokio::time::sleep(delay).await;
+            let _ = watches.send(true);
+        };
+        if let Err(e) = apiserver::serving::serve(listener, tls, served, stop).await {
+            tracing::error!(error = %e, "serving failed");
+        }
+        drop(kv);
+    });
+    tracing::info!(address = %addr, elapsed_ms = started.elapsed().as_millis() as u64, "serving");
+    Ok(Running { addr, kubeconfig: kubeconfig_path, shutdown: tx, done })
+}

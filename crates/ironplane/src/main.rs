@@ -1,0 +1,49 @@
+//! `ironplane`: parse flags, start, serve until SIGTERM or SIGINT, then stop gracefully.
+
+use clap::Parser;
+use ironplane::Options;
+
+fn log_filter(v: u8) -> &'static str {
+    match v {
+        0 | 1 => "info",
+        2..=4 => "debug",
+        _ => "trace",
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let opts = Options::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(opts.verbosity)));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let running = match ironplane::start(opts).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let kubeconfig = std::fs::canonicalize(&running.kubeconfig).unwrap_or_else(|_| running.kubeconfig.clone());
+    eprintln!("Ironplane is serving on https://{}", running.addr);
+    eprintln!("To use kubectl with it:\n  export KUBECONFIG={}", kubeconfig.display());
+    let (stop, done) = running.stop_handle();
+    wait_for_signal().await;
+    eprintln!("shutting down");
+    let _ = stop.send(());
+    let _ = done.await;
+    std::process::ExitCode::SUCCESS
+}
+
+async fn wait_for_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,118 @@
+//! Command-line options, with kube-apiserver's flag names where one exists, and their
+//! validation. Options say what the user asked; `config` turns them into a server.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "ironplane", version, about = "A Kubernetes API server: kubectl and client libraries talk to it as to kube-apiserver")]
+pub struct Options {
+    /// Where the embedded store, certificates and the admin kubeconfig live.
+    #[arg(long, default_value = "./ironplane-data")]
+    pub data_dir: PathBuf,
+    /// The port to serve HTTPS on (0 picks a free one).
+    #[arg(long, default_value_t = 6443)]
+    pub secure_port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind_address: IpAddr,
+    /// Where generated certificates go when --tls-cert-file is not given (default: <data-dir>/pki).
+    #[arg(long)]
+    pub cert_dir: Option<PathBuf>,
+    /// Serving certificate (PEM); with --tls-private-key-file replaces the generated one.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA that signs client certificates (default: the generated CA).
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// CSV of static bearer tokens: token,user,uid,"group1,group2".
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// The range Service cluster IPs come from.
+    #[arg(long, default_value = "10.0.0.0/24")]
+    pub service_cluster_ip_range: String,
+    /// The range Service node ports come from.
+    #[arg(long, default_value = "30000-32767")]
+    pub service_node_port_range: String,
+    /// The prefix of every storage key.
+    #[arg(long, default_value = "/registry")]
+    pub etcd_prefix: String,
+    /// After SIGTERM, how long /readyz fails before the server stops accepting (e.g. 5s).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub shutdown_delay_duration: Duration,
+    /// Log verbosity, as kube-apiserver's -v: 0-1 info, 2-4 debug, 5+ trace.
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+/// Go-style durations: `500ms`, `5s`, `2m`, `1h`, or combinations like `1m30s`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest == "0" {
+        return Ok(total);
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').ok_or_else(|| format!("missing unit in duration {s:?}"))?;
+        let (num, tail) = rest.split_at(digits);
+        let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let secs = match unit {
+            "ms" => value / 1000.0,
+            "s" => value,
+            "m" => value * 60.0,
+            "h" => value * 3600.0,
+            _ => return Err(format!("unknown unit {unit:?} in duration {s:?}")),
+        };
+        total += Duration::from_secs_f64(secs);
+        rest = tail;
+    }
+    Ok(total)
+}
+
+impl Options {
+    /// Checks what can be checked before anything is created.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
+            return Err("--tls-cert-file and --tls-private-key-file must be given together".into());
+        }
+        if !self.etcd_prefix.starts_with('/') {
+            return Err(format!("--etcd-prefix must start with '/': {:?}", self.etcd_prefix));
+        }
+        ironplane_kube::ServiceIpAllocator::new(&self.service_cluster_ip_range, &self.service_node_port_range)?;
+        Ok(())
+    }
+
+    pub fn cert_dir(&self) -> PathBuf {
+        self.cert_dir.clone().unwrap_or_else(|| self.data_dir.join("pki"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5").is_err());
+    }
+
+    #[test]
+    fn flags_keep_upstream_names() {
+        let o = Options::try_parse_from(["ironplane", "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16", "-v", "2"]).unwrap();
+        assert_eq!(o.secure_port, 0);
+        assert_eq!(o.verbosity, 2);
+        o.validate().unwrap();
+        let bad = Options::try_parse_from(["ironplane", "--tls-cert-file", "x"]).unwrap();
+        assert!(bad.validate().is_err());
+    }
+}

@@ -1,0 +1,45 @@
+//! An in-process Ironplane for tests: a fresh data directory, an ephemeral loopback port, the
+//! admin kubeconfig, and a clean stop when dropped.
+
+use std::path::PathBuf;
+
+use crate::{Options, Running};
+
+pub struct TestServer {
+    pub kubeconfig: PathBuf,
+    pub url: String,
+    pub data_dir: PathBuf,
+    running: Option<Running>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// Starts a server and waits until `/readyz` would answer 200.
+    pub async fn start() -> TestServer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let opts = Options {
+            data_dir: dir.path().to_path_buf(),
+            secure_port: 0,
+            bind_address: "127.0.0.1".parse().expect("an address"),
+            cert_dir: None,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            client_ca_file: None,
+            token_auth_file: None,
+            service_cluster_ip_range: "10.0.0.0/24".into(),
+            service_node_port_range: "30000-32767".into(),
+            etcd_prefix: "/registry".into(),
+            shutdown_delay_duration: std::time::Duration::ZERO,
+            verbosity: 0,
+        };
+        let running = crate::start(opts).await.expect("the test server starts");
+        let url = format!("https://{}", running.addr);
+        TestServer { kubeconfig: running.kubeconfig.clone(), url, data_dir: dir.path().to_path_buf(), running: Some(running), _dir: dir }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The end-to-end harness: starts the real `ironplane` binary on an ephemeral loopback port
+//! with a fresh data directory, waits for `/readyz`, and drives it with the installed kubectl
+//! and the Python client. Each test owns its server, so tests run in parallel.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub url: String,
+}
+
+pub fn kubectl_path() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Self::start_in(tempfile::tempdir().expect("a temporary directory"))
+    }
+
+    /// Starts on an existing data directory (a restart).
+    pub fn start_in(dir: tempfile::TempDir) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ironplane"))
+            .args(["--secure-port", "0", "--data-dir"])
+            .arg(dir.path())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("the ironplane binary starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent {
+                    if let Some(url) = line.strip_prefix("Ironplane is serving on ") {
+                        let _ = tx.send(url.trim().to_string());
+                        sent = true;
+                    }
+                }
+                // Keep draining so the server never blocks on a full pipe.
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(30)).expect("the server announces its address");
+        let s = Server { child, dir, url };
+        s.wait_ready();
+        s
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let out = self.kubectl_output(&["get", "--raw", "/readyz"]);
+            if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok" {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("/readyz did not become ready");
+    }
+
+    pub fn kubectl_cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(kubectl_path());
+        c.env("KUBECONFIG", self.kubeconfig()).args(args);
+        c
+    }
+
+    pub fn kubectl_output(&self, args: &[&str]) -> Output {
+        self.kubectl_cmd(args).output().expect("kubectl runs (is it installed?)")
+    }
+
+    /// Runs kubectl and returns stdout; panics with stderr when it fails.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let out = self.kubectl_output(args);
+        assert!(out.status.success(), "kubectl {args:?} failed: {}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs kubectl expecting failure; returns stderr.
+    pub fn kubectl_fails(&self, args: &[&str]) -> String {
+        let out = self.kubectl_output(args);
+        assert!(!out.status.success(), "kubectl {args:?} should fail but printed: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> String {
+        use std::io::Write;
+        let mut child = self.kubectl_cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("kubectl runs");
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        let out = child.wait_with_output().expect("kubectl finishes");
+        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs a Python test script with the server's kubeconfig and URL in its environment.
+    pub fn python(&self, script: &Path, args: &[&str]) -> String {
+        let out = Command::new("python3")
+            .arg(script)
+            .args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .env("IRONPLANE_URL", &self.url)
+            .output()
+            .expect("python3 runs");
+        assert!(out.status.success(), "{} failed:\n{}\n{}", script.display(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn kill9(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
+        dir
+    }
+
+    /// SIGTERM, and the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        self.child.wait().expect("the server exits")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn tests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests")
+}

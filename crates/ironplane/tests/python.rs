@@ -1,0 +1,20 @@
+//! The Python `kubernetes` client and raw HTTPS requests against the real binary: everyday
+//! client calls, and the recorded upstream error corpus.
+
+mod common;
+
+use common::{Server, tests_dir};
+
+#[test]
+fn python_client_lists_watches_creates_patches_deletes() {
+    let s = Server::start();
+    let out = s.python(&tests_dir().join("python/client.py"), &[]);
+    assert!(out.contains("python client: ok"), "{out}");
+}
+
+#[test]
+fn error_corpus_matches_upstream() {
+    let s = Server::start();
+    let out = s.python(&tests_dir().join("python/golden_errors.py"), &[]);
+    assert!(out.contains("0 differ from upstream"), "{out}");
+}

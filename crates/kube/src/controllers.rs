@@ -1,0 +1,111 @@
+//! Controllers Ironplane runs in-process. The namespace controller does what upstream needs
+//! kube-controller-manager for: when a namespace is marked for deletion it deletes everything in
+//! it, then clears the `kubernetes` finalizer so the namespace itself goes away.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::object::ObjectExt;
+use apiserver::authentication::UserInfo;
+use apiserver::endpoints::ApiResources;
+use apiserver::registry::{DeleteOptions, Requester, UpdateOptions};
+use serde_json::{Value, json};
+use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
+
+/// The identity the controllers act as.
+pub fn controller_user() -> UserInfo {
+    UserInfo {
+        name: "system:serviceaccount:kube-system:namespace-controller".into(),
+        uid: String::new(),
+        groups: vec!["system:serviceaccounts".into(), "system:authenticated".into()],
+        extra: Default::default(),
+    }
+}
+
+/// Watches namespaces and finishes the deletion of terminating ones. Runs until the process ends;
+/// a namespace whose content cannot be removed yet (finalizers) is retried.
+pub async fn run_namespace_controller(api: Arc<ApiResources>) {
+    let Some(namespaces) = api.get("", "v1", "namespaces").cloned() else { return };
+    loop {
+        let mut events = match namespaces.watch("", &WatchOptions { resource_version: ResourceVersion::Unset, send_initial_events: None, allow_bookmarks: false, predicate: None }).await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "namespace controller cannot watch; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let mut pending: BTreeSet<String> = BTreeSet::new();
+        loop {
+            let next = tokio::time::timeout(Duration::from_millis(500), events.recv()).await;
+            match next {
+                Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+                    if let Ok(v) = o.value() {
+                        if v.deletion_timestamp().is_some() {
+                            pending.insert(v.name().to_string());
+                        }
+                    }
+                }
+                Ok(Some(WatchEvent::Deleted(o))) => {
+                    if let Ok(v) = o.value() {
+                        pending.remove(v.name());
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => {}
+            }
+            let names: Vec<String> = pending.iter().cloned().collect();
+            for ns in names {
+                if finish(&api, &ns).await {
+                    pending.remove(&ns);
+                }
+            }
+        }
+    }
+}
+
+/// Deletes the content of `ns`; when none is left, clears the finalizer. True when done.
+async fn finish(api: &ApiResources, ns: &str) -> bool {
+    let user = controller_user();
+    let requester = Requester { user: &user };
+    let mut remaining = 0usize;
+    let mut seen_keys = BTreeSet::new();
+    for store in api.all() {
+        let info = &store.info;
+        if !info.namespaced || !info.has_verb("list") || !seen_keys.insert(store.prefix(ns)) {
+            continue;
+        }
+        let list = match store.list(ns, &ListOptions { resource_version: ResourceVersion::Unset, resource_version_match: None, limit: 0, continue_token: None, predicate: None }).await {
+            Ok(l) => l,
+            Err(_) => {
+                remaining += 1;
+                continue;
+            }
+        };
+        for item in list.items {
+            remaining += 1;
+            let Ok(v) = item.value() else { continue };
+            if v.deletion_timestamp().is_none() {
+                let _ = store.delete(&requester, ns, v.name(), &DeleteOptions::default()).await;
+            }
+        }
+    }
+    if remaining > 0 {
+        return false;
+    }
+    let Some(namespaces) = api.get("", "v1", "namespaces") else { return true };
+    let mut updater = |current: Option<&Value>| {
+        let mut v = current.cloned().unwrap_or(Value::Null);
+        let left: Vec<Value> = v.pointer("/spec/finalizers").and_then(Value::as_array).into_iter().flatten().filter(|f| *f != "kubernetes").cloned().collect();
+        v["spec"]["finalizers"] = json!(left);
+        v.remove_meta("resourceVersion");
+        Ok(v)
+    };
+    let opts = UpdateOptions { subresource: "finalize".into(), ..Default::default() };
+    match namespaces.update(&requester, "", ns, &mut updater, &opts).await {
+        Ok(_) => true,
+        Err(s) => s.code == 404,
+    }
+}

@@ -1,0 +1,54 @@
+//! The built-in API (upstream: pkg/apis, pkg/registry, pkg/controlplane): the catalog of
+//! built-in resources, their strategies and table printers, the admission plugins that know
+//! kinds, bootstrap data and the controllers Ironplane runs itself (namespace deletion).
+
+pub mod admission;
+pub mod bootstrap;
+pub mod catalog;
+pub mod controllers;
+pub mod openapi;
+pub mod printers;
+mod table;
+pub mod strategies;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use apiserver::admission::Admission;
+use apiserver::endpoints::ApiResources;
+use apiserver::registry::RegistryStore;
+use storage::{Cacher, Kv, KvStore, Store};
+
+pub use strategies::ServiceIpAllocator;
+
+/// What `install` builds: the served resources and handles the controllers need.
+pub struct BuiltinApi {
+    pub resources: Arc<ApiResources>,
+    pub allocator: Arc<ServiceIpAllocator>,
+}
+
+/// Serves every built-in resource from `kv`, under `prefix` (`--etcd-prefix`).
+pub fn install(kv: Arc<dyn Kv>, prefix: &str, allocator: Arc<ServiceIpAllocator>) -> BuiltinApi {
+    let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
+    let lookup: Arc<std::sync::OnceLock<Arc<ApiResources>>> = Arc::new(std::sync::OnceLock::new());
+    let admission = Admission::default().with_validating(Arc::new(admission::NamespaceLifecycle { api: lookup.clone() }));
+    // One cache per stored resource, shared by every version it is served in.
+    let mut caches: HashMap<String, Arc<dyn Store>> = HashMap::new();
+    for info in catalog::builtin_resources() {
+        let key_root = format!("{}/{}/", prefix.trim_end_matches('/'), info.storage_key);
+        let attrs_info = info.clone();
+        let store = caches
+            .entry(key_root.clone())
+            .or_insert_with(|| {
+                let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
+                let inner: Arc<dyn Store> = Arc::new(KvStore::new(kv.clone(), attrs.clone()));
+                Cacher::new(inner, &key_root, attrs)
+            })
+            .clone();
+        let strategy = strategies::for_resource(&info.group, &info.resource, &allocator);
+        resources.add(Arc::new(RegistryStore::new(info, strategy, store, admission.clone(), prefix)));
+    }
+    let resources = Arc::new(resources);
+    let _ = lookup.set(resources.clone());
+    BuiltinApi { resources, allocator }
+}

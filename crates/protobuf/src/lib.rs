@@ -1,0 +1,159 @@
+//! Kubernetes protobuf (`application/vnd.kubernetes.protobuf`) ↔ JSON, for every built-in kind.
+//!
+//! One schema-driven transcoder, no code per kind: the schema is upstream's `generated.proto`
+//! files (compiled at build time, see `build.rs`) joined with the Go facts the .proto files do
+//! not carry (JSON names, `omitempty`, pointers, inline structs). Decoding yields the JSON that
+//! kube-apiserver's Go types would marshal; encoding yields the bytes Go's generated marshaller
+//! would write for the object that JSON unmarshals into.
+//!
+//! The wire form is upstream's envelope: the four bytes `k8s\0`, then a `runtime.Unknown` whose
+//! `typeMeta` names the `apiVersion` and `kind` and whose `raw` is the object's message. A watch
+//! stream frames each `metav1.WatchEvent` with a four-byte big-endian length; the event is not
+//! wrapped in an envelope, but its `object.raw` is one.
+//!
+//! This crate knows nothing of HTTP, storage or custom resources (which upstream never serves
+//! as protobuf): [`supports`] tells the caller which objects it can carry.
+
+mod decode;
+mod encode;
+mod schema;
+mod time;
+mod wire;
+
+use serde_json::Value;
+
+use crate::schema::schema;
+
+pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// The four bytes that open every envelope.
+const MAGIC: &[u8] = b"k8s\0";
+
+const WATCH_EVENT: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtobufError {
+    #[error("protobuf body does not start with the \"k8s\\x00\" envelope prefix")]
+    MissingPrefix,
+    #[error("no protobuf message is known for apiVersion {api_version:?}, kind {kind:?}")]
+    UnknownKind { api_version: String, kind: String },
+    #[error("unsupported protobuf content encoding {0:?}")]
+    UnsupportedEncoding(String),
+    /// The bytes are not a valid message of the type the envelope names.
+    #[error("malformed protobuf{}: {message}", at(path))]
+    Malformed { path: String, message: String },
+    /// The JSON does not fit the Go type of its kind.
+    #[error("cannot encode as protobuf{}: {message}", at(path))]
+    Invalid { path: String, message: String },
+}
+
+fn at(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(" at {path}")
+    }
+}
+
+impl ProtobufError {
+    /// Prefixes the location of a malformed or invalid value with the field it sits in, as the
+    /// error travels out of nested messages: `spec`, then `template`, ... or `[3]` for an index.
+    fn within(mut self, segment: &str) -> Self {
+        if let ProtobufError::Malformed { path, .. } | ProtobufError::Invalid { path, .. } =
+            &mut self
+            && !segment.is_empty()
+        {
+            *path = if path.is_empty() || path.starts_with('[') {
+                format!("{segment}{path}")
+            } else {
+                format!("{segment}.{path}")
+            };
+        }
+        self
+    }
+}
+
+fn malformed(message: impl Into<String>) -> ProtobufError {
+    ProtobufError::Malformed {
+        path: String::new(),
+        message: message.into(),
+    }
+}
+
+/// Decode an envelope (`k8s\0` + Unknown) into the object's JSON, with apiVersion and kind set.
+pub fn decode(bytes: &[u8]) -> Result<Value, ProtobufError> {
+    let body = bytes
+        .strip_prefix(MAGIC)
+        .ok_or(ProtobufError::MissingPrefix)?;
+    decode::unknown_to_json(schema(), body)
+}
+
+/// Encode a JSON object (apiVersion/kind tell the message type; lists use kind `XxxList`) into an
+/// envelope.
+pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
+    let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or_default();
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    let schema = schema();
+    let id = schema
+        .resolve(api_version, kind)
+        .ok_or_else(|| ProtobufError::UnknownKind {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        })?;
+    let mut raw = Vec::with_capacity(256);
+    encode::Encoder { schema }.message(id, obj, &mut raw)?;
+
+    let mut out = Vec::with_capacity(raw.len() + api_version.len() + kind.len() + 16);
+    out.extend_from_slice(MAGIC);
+    // runtime.Unknown: typeMeta, raw, and the empty contentEncoding and contentType, which Go
+    // writes because they are non-pointer strings.
+    wire::put_nested::<ProtobufError>(&mut out, 1, |out| {
+        wire::put_bytes(out, 1, api_version.as_bytes());
+        wire::put_bytes(out, 2, kind.as_bytes());
+        Ok(())
+    })?;
+    wire::put_bytes(&mut out, 2, &raw);
+    wire::put_bytes(&mut out, 3, b"");
+    wire::put_bytes(&mut out, 4, b"");
+    Ok(out)
+}
+
+/// Encode one watch event frame for `;stream=watch`: 4-byte big-endian length + a meta/v1
+/// `WatchEvent{type, object: RawExtension{raw: envelope of the object}}`. As upstream's stream
+/// shows, the frame holds the bare WatchEvent message; only the object inside is an envelope.
+pub fn encode_watch_event(event_type: &str, obj: &Value) -> Result<Vec<u8>, ProtobufError> {
+    let envelope = encode(obj)?;
+    let mut event = Vec::with_capacity(envelope.len() + event_type.len() + 12);
+    wire::put_bytes(&mut event, 1, event_type.as_bytes());
+    wire::put_nested::<ProtobufError>(&mut event, 2, |out| {
+        wire::put_bytes(out, 1, &envelope);
+        Ok(())
+    })?;
+    let len = u32::try_from(event.len()).map_err(|_| ProtobufError::Invalid {
+        path: String::new(),
+        message: "watch event over 4 GiB".into(),
+    })?;
+    let mut frame = Vec::with_capacity(event.len() + 4);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&event);
+    Ok(frame)
+}
+
+/// Decode one watch event message (a frame without its 4-byte length) into the JSON event,
+/// `{"type": ..., "object": {...}}`, as the JSON watch stream writes it.
+pub fn decode_watch_event(message: &[u8]) -> Result<Value, ProtobufError> {
+    let schema = schema();
+    let id = schema
+        .message_named(WATCH_EVENT)
+        .ok_or_else(|| malformed("the schema has no WatchEvent"))?;
+    decode::message_to_json(schema, id, message)
+}
+
+/// Whether objects of this apiVersion and kind have a protobuf form (every built-in kind and
+/// list does; custom resources and `Table` do not).
+pub fn supports(api_version: &str, kind: &str) -> bool {
+    schema().resolve(api_version, kind).is_some()
+}
+
+#[cfg(test)]
+mod tests;

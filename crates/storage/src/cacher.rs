@@ -1,0 +1,706 @@
+//! The `Cacher`: the watch cache of one resource (upstream's `cacher` package). It is a `Store`
+//! that wraps another `Store`.
+//!
+//! It owns an in-memory copy of every object under its prefix (a `BTreeMap` by key, so lists come
+//! out in key order), a window of recent events, and the watchers it serves. A background task
+//! (the reflector) lists the inner store, then watches it from the list's revision; every event
+//! updates the map, enters the window and is handed to the watchers. It never re-encodes objects:
+//! the `Object`s from the inner store are shared (their bytes are reference-counted), and each
+//! event is built once and shared by every watcher.
+//!
+//! What it serves, following upstream's `CacheDelegator`:
+//! - GET with resourceVersion unset goes to the inner store (a quorum read); `"0"` and exact
+//!   versions are served from memory once the cache has reached the requested revision (waiting
+//!   up to [`CacherOptions::fresh_wait`], then `TooLargeResourceVersion`).
+//! - LIST with resourceVersion unset is a consistent read from the cache: the cache waits until it
+//!   has caught up with the inner store's current revision, then answers from memory; if it does
+//!   not catch up within `fresh_wait` the inner store answers. Continue tokens, `resourceVersionMatch
+//!   =Exact` and legacy paginated lists at an exact version go to the inner store.
+//! - Writes go to the inner store; their answer returns as soon as the inner write succeeded.
+//! - WATCH is served from memory: from an exact version by replaying the window (410 Expired as
+//!   an ERROR event when the version is older than the window), from unset or `"0"` with synthetic
+//!   ADDED events for the current state, with `sendInitialEvents` and bookmarks.
+//!
+//! The window holds [`CacherOptions::window_capacity`] events (10,000 by default: with the
+//! reflector's events costing a few pointers each, that is well under a megabyte of overhead
+//! beyond the objects, and covers minutes of history for all but the busiest resources).
+//!
+//! A slow watcher never holds anyone up: each watcher has a bounded queue, and a watcher whose
+//! queue overflows is closed (its client re-watches from the last version it saw), as upstream
+//! does. It must not block the reflector, so no lock is held across an await.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::errors::StorageError;
+use crate::store::{
+    AttrsFn, GetOptions, ListOptions, ListResult, Object, ResourceVersion, ResourceVersionMatch,
+    Store, WatchEvent, WatchOptions, WatchScope, WatchStream, encode_continue, filter_event,
+    list_prefix, matches,
+};
+
+/// Tunables of a [`Cacher`]; `Default` gives the production values.
+#[derive(Clone, Debug)]
+pub struct CacherOptions {
+    /// How many recent events the window keeps for watches that start at an exact version.
+    pub window_capacity: usize,
+    /// How long a read waits for the cache to reach a requested revision (upstream: 3s).
+    pub fresh_wait: Duration,
+    /// A watcher that asked for bookmarks gets one after this long without any event.
+    pub bookmark_interval: Duration,
+    /// How many events may queue for one watcher before it is closed as too slow.
+    pub watcher_buffer: usize,
+}
+
+impl Default for CacherOptions {
+    fn default() -> Self {
+        Self {
+            window_capacity: 10_000,
+            fresh_wait: Duration::from_secs(3),
+            bookmark_interval: Duration::from_secs(5),
+            watcher_buffer: 1000,
+        }
+    }
+}
+
+/// Upstream sends every watcher that allows bookmarks one at least this often.
+const MAX_BOOKMARK_GAP: Duration = Duration::from_secs(60);
+/// Capacity of the channel between a watcher's task and its client.
+const OUTPUT_BUFFER: usize = 64;
+/// The published revision while the cache is (re)initializing.
+const NOT_READY: i64 = -1;
+
+/// The watch cache of one resource. See the module documentation.
+pub struct Cacher {
+    shared: Arc<Shared>,
+    reflector: tokio::task::JoinHandle<()>,
+}
+
+struct Shared {
+    inner: Arc<dyn Store>,
+    prefix: String,
+    attrs: AttrsFn,
+    options: CacherOptions,
+    state: RwLock<State>,
+    /// The revision the cache has reached, published only after every event up to it has been
+    /// handed to the watchers (bookmarks rely on that order); `NOT_READY` while (re)initializing.
+    progress: watch::Sender<i64>,
+}
+
+#[derive(Default)]
+struct State {
+    ready: bool,
+    /// The revision the cache reflects.
+    revision: i64,
+    objects: BTreeMap<Arc<str>, Object>,
+    window: VecDeque<Arc<CachedEvent>>,
+    /// Every event after this revision is in the window (upstream's "oldest - 1"): a watch from an
+    /// older version is too old.
+    window_from: i64,
+    watchers: HashMap<u64, WatcherHandle>,
+    next_watcher: u64,
+}
+
+/// One change, built once and shared by every watcher.
+struct CachedEvent {
+    event: WatchEvent,
+    revision: i64,
+    /// The object before the change (for predicate transitions).
+    prev: Option<Object>,
+    /// The previous content at this event's revision: what a watcher whose predicate the object
+    /// stops matching receives as DELETED. Built on first use.
+    prev_at_event: OnceLock<Option<Object>>,
+}
+
+impl CachedEvent {
+    fn key(&self) -> Option<&str> {
+        match &self.event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => Some(&o.key),
+            _ => None,
+        }
+    }
+
+    /// This event as the watcher with `predicate` sees it.
+    fn for_watcher(&self, predicate: &crate::store::Predicate) -> Option<WatchEvent> {
+        filter_event(
+            predicate,
+            &self.event,
+            self.prev.as_ref().map(|p| &*p.attrs),
+            || {
+                self.prev_at_event
+                    .get_or_init(|| {
+                        self.prev
+                            .as_ref()
+                            .and_then(|p| p.with_resource_version(self.revision).ok())
+                    })
+                    .clone()
+            },
+        )
+    }
+}
+
+struct WatcherHandle {
+    scope: WatchScope,
+    input: mpsc::Sender<Arc<CachedEvent>>,
+}
+
+impl Shared {
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        // A panic while holding the lock leaves consistent data (updates are single inserts), so
+        // a poisoned lock is still usable.
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until the cache has reached `revision` (at least ready for 0), for `fresh_wait`.
+    async fn wait_fresh(&self, revision: i64) -> Result<(), StorageError> {
+        let mut progress = self.progress.subscribe();
+        let wanted = revision.max(0);
+        let reached =
+            tokio::time::timeout(self.options.fresh_wait, progress.wait_for(|r| *r >= wanted))
+                .await;
+        match reached {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(StorageError::TooLargeResourceVersion {
+                requested: revision,
+                current: self.read().revision,
+            }),
+        }
+    }
+
+    /// Waits for the cache to be initialized.
+    async fn wait_ready(&self) -> Result<(), StorageError> {
+        self.wait_fresh(0)
+            .await
+            .map_err(|_| StorageError::Internal("storage is (re)initializing".into()))
+    }
+
+    fn publish(&self, revision: i64) {
+        self.progress.send_replace(revision);
+    }
+
+    /// Replaces the whole state after a (re)list. Watchers are closed: the events between what
+    /// they saw and the new list are unknown, so they must re-watch (upstream does the same).
+    fn replace(&self, items: Vec<Object>, revision: i64) {
+        let mut state = self.write();
+        state.objects = items.into_iter().map(|o| (o.key.clone(), o)).collect();
+        state.window.clear();
+        state.window_from = revision;
+        state.revision = revision;
+        state.ready = true;
+        state.watchers.clear();
+        drop(state);
+        self.publish(revision);
+    }
+
+    fn apply(&self, event: WatchEvent) {
+        let mut state = self.write();
+        let (object, deleted) = match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, false),
+            WatchEvent::Deleted(o) => (o, true),
+            WatchEvent::Bookmark {
+                resource_version, ..
+            } => {
+                state.revision = state.revision.max(resource_version);
+                let revision = state.revision;
+                drop(state);
+                self.publish(revision);
+                return;
+            }
+            WatchEvent::Error(_) => return,
+        };
+        let revision = object.resource_version;
+        let prev = if deleted {
+            state.objects.remove(&object.key)
+        } else {
+            state.objects.insert(object.key.clone(), object.clone())
+        };
+        // The type comes from the cache's own state, so that it is consistent with what its
+        // watchers have seen.
+        let event = match (&prev, deleted) {
+            (_, true) => WatchEvent::Deleted(object),
+            (Some(_), false) => WatchEvent::Modified(object),
+            (None, false) => WatchEvent::Added(object),
+        };
+        let cached = Arc::new(CachedEvent {
+            event,
+            revision,
+            prev,
+            prev_at_event: OnceLock::new(),
+        });
+        state.window.push_back(cached.clone());
+        while state.window.len() > self.options.window_capacity.max(1) {
+            state.window.pop_front();
+            if let Some(front) = state.window.front() {
+                state.window_from = front.revision - 1;
+            }
+        }
+        state.revision = state.revision.max(revision);
+        let key = cached.key().unwrap_or_default();
+        state.watchers.retain(|id, watcher| {
+            if !watcher.scope.contains(key) {
+                return true;
+            }
+            match watcher.input.try_send(cached.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::info!(watcher = id, prefix = %self.prefix, "closing a watcher that is too slow");
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+        let revision = state.revision;
+        drop(state);
+        self.publish(revision);
+    }
+
+    fn list_from_memory(
+        &self,
+        prefix: &str,
+        opts: &ListOptions,
+    ) -> Result<ListResult, StorageError> {
+        let state = self.read();
+        let mut range = state
+            .objects
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(prefix));
+        let mut items = Vec::new();
+        let mut has_more = false;
+        for (_, object) in range.by_ref() {
+            if !matches(&opts.predicate, &object.attrs) {
+                continue;
+            }
+            if opts.limit > 0 && items.len() as i64 >= opts.limit {
+                has_more = true;
+                break;
+            }
+            items.push(object.clone());
+        }
+        let mut result = ListResult {
+            items,
+            resource_version: state.revision,
+            continue_token: None,
+            remaining_item_count: None,
+        };
+        if has_more && let Some(last) = result.items.last() {
+            // The next pages come from the inner store at this same revision, so the whole list
+            // is one snapshot.
+            result.continue_token = Some(encode_continue(
+                &format!("{}\0", last.key),
+                prefix,
+                state.revision,
+            )?);
+            if opts.predicate.is_none() {
+                // The item that set `has_more` plus whatever follows it.
+                result.remaining_item_count = Some(1 + range.count() as i64);
+            }
+        }
+        Ok(result)
+    }
+}
+
+impl Cacher {
+    /// A cache of everything under `prefix` (e.g. `/registry/configmaps/`) in `inner`, with the
+    /// default options. Must be called within a Tokio runtime: it starts the reflector task.
+    pub fn new(inner: Arc<dyn Store>, prefix: &str, attrs: AttrsFn) -> Arc<Cacher> {
+        Self::with_options(inner, prefix, attrs, CacherOptions::default())
+    }
+
+    pub fn with_options(
+        inner: Arc<dyn Store>,
+        prefix: &str,
+        attrs: AttrsFn,
+        options: CacherOptions,
+    ) -> Arc<Cacher> {
+        let (progress, _) = watch::channel(NOT_READY);
+        let shared = Arc::new(Shared {
+            inner,
+            prefix: list_prefix(prefix),
+            attrs,
+            options,
+            state: RwLock::new(State::default()),
+            progress,
+        });
+        let reflector = tokio::spawn(reflect(shared.clone()));
+        Arc::new(Cacher { shared, reflector })
+    }
+
+    /// Whether the cache has been initialized (for readiness checks).
+    pub fn is_ready(&self) -> bool {
+        self.shared.read().ready
+    }
+
+    /// The revision the cache reflects.
+    pub fn revision(&self) -> i64 {
+        self.shared.read().revision
+    }
+
+    /// The attrs function of this resource.
+    pub fn attrs(&self) -> &AttrsFn {
+        &self.shared.attrs
+    }
+
+    /// Whether `key_or_prefix` is under this cache's prefix (else requests go to the inner store).
+    fn covers(&self, key_or_prefix: &str) -> bool {
+        key_or_prefix.starts_with(self.shared.prefix.as_str())
+    }
+}
+
+impl Drop for Cacher {
+    fn drop(&mut self) {
+        self.reflector.abort();
+        // Dropping the watchers' queues ends their tasks.
+        self.shared.write().watchers.clear();
+    }
+}
+
+/// The reflector: list, then watch from the list's revision, until the watch fails; then again.
+async fn reflect(shared: Arc<Shared>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let listed = shared
+            .inner
+            .list(&shared.prefix, &ListOptions::default())
+            .await;
+        let list = match listed {
+            Ok(list) => list,
+            Err(err) => {
+                tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: list failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        let opts = WatchOptions {
+            resource_version: ResourceVersion::Exact(list.resource_version),
+            send_initial_events: None,
+            allow_bookmarks: true,
+            predicate: None,
+        };
+        let mut events = match shared.inner.watch(&shared.prefix, &opts).await {
+            Ok(events) => events,
+            Err(err) => {
+                tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: watch failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        shared.replace(list.items, list.resource_version);
+        backoff = Duration::from_millis(100);
+        while let Some(event) = events.recv().await {
+            if let WatchEvent::Error(err) = &event {
+                tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: watch ended; relisting");
+                break;
+            }
+            shared.apply(event);
+        }
+        // Serve nothing stale as fresh while relisting.
+        shared.write().ready = false;
+        shared.publish(NOT_READY);
+    }
+}
+
+/// Where a new watcher starts.
+enum Start {
+    /// Synthetic ADDED events for the current state; `end_bookmark`: then the initial-events-end
+    /// bookmark.
+    Initial { end_bookmark: bool },
+    /// Only what happens from now on.
+    Now,
+    /// The events after this revision.
+    Since(i64),
+}
+
+#[async_trait]
+impl Store for Cacher {
+    async fn get(&self, key: &str, opts: &GetOptions) -> Result<Object, StorageError> {
+        if !self.covers(key) {
+            return self.shared.inner.get(key, opts).await;
+        }
+        match opts.resource_version {
+            // Upstream serves an unversioned GET from storage, for backward compatibility.
+            ResourceVersion::Unset => return self.shared.inner.get(key, opts).await,
+            ResourceVersion::Any if !self.is_ready() => {
+                return self.shared.inner.get(key, opts).await;
+            }
+            ResourceVersion::Any => {}
+            ResourceVersion::Exact(n) => self.shared.wait_fresh(n).await?,
+        }
+        self.shared
+            .read()
+            .objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StorageError::NotFound {
+                key: key.to_string(),
+            })
+    }
+
+    async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+        let prefix = list_prefix(prefix);
+        let exact_match = opts.resource_version_match == Some(ResourceVersionMatch::Exact);
+        let legacy_exact = opts.resource_version_match.is_none()
+            && opts.limit > 0
+            && matches!(opts.resource_version, ResourceVersion::Exact(_));
+        if !self.covers(&prefix) || opts.continue_token.is_some() || exact_match || legacy_exact {
+            return self.shared.inner.list(&prefix, opts).await;
+        }
+        match opts.resource_version {
+            ResourceVersion::Unset => {
+                // Consistent read from cache: answer from memory once the cache has seen
+                // everything the store had when the request arrived.
+                let current = self.shared.inner.current_revision().await?;
+                if self.shared.wait_fresh(current).await.is_err() {
+                    return self.shared.inner.list(&prefix, opts).await;
+                }
+            }
+            ResourceVersion::Any if !self.is_ready() => {
+                return self.shared.inner.list(&prefix, opts).await;
+            }
+            ResourceVersion::Any => {}
+            ResourceVersion::Exact(n) => self.shared.wait_fresh(n).await?,
+        }
+        self.shared.list_from_memory(&prefix, opts)
+    }
+
+    async fn create(&self, key: &str, obj: Value) -> Result<Object, StorageError> {
+        self.shared.inner.create(key, obj).await
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        obj: Value,
+        expected_resource_version: i64,
+    ) -> Result<Object, StorageError> {
+        self.shared
+            .inner
+            .update(key, obj, expected_resource_version)
+            .await
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected_resource_version: Option<i64>,
+    ) -> Result<Object, StorageError> {
+        self.shared
+            .inner
+            .delete(key, expected_resource_version)
+            .await
+    }
+
+    async fn watch(
+        &self,
+        prefix_or_key: &str,
+        opts: &WatchOptions,
+    ) -> Result<WatchStream, StorageError> {
+        if !self.covers(prefix_or_key) {
+            return self.shared.inner.watch(prefix_or_key, opts).await;
+        }
+        let start = match (opts.send_initial_events, opts.resource_version) {
+            (Some(true), ResourceVersion::Unset) => {
+                // The initial state of a consistent watch-list is as fresh as a quorum read.
+                let current = self.shared.inner.current_revision().await?;
+                self.shared.wait_fresh(current).await?;
+                Start::Initial { end_bookmark: true }
+            }
+            (Some(true), ResourceVersion::Any) => {
+                self.shared.wait_ready().await?;
+                Start::Initial { end_bookmark: true }
+            }
+            (Some(true), ResourceVersion::Exact(n)) => {
+                self.shared.wait_fresh(n).await?;
+                Start::Initial { end_bookmark: true }
+            }
+            (None, ResourceVersion::Unset | ResourceVersion::Any) => {
+                self.shared.wait_ready().await?;
+                Start::Initial {
+                    end_bookmark: false,
+                }
+            }
+            (Some(false), ResourceVersion::Unset | ResourceVersion::Any) => {
+                self.shared.wait_ready().await?;
+                Start::Now
+            }
+            (_, ResourceVersion::Exact(n)) => {
+                self.shared.wait_ready().await?;
+                Start::Since(n)
+            }
+        };
+
+        let scope = WatchScope::new(prefix_or_key);
+        let (output, stream) = mpsc::channel(OUTPUT_BUFFER);
+        let (input, queue) = mpsc::channel(self.shared.options.watcher_buffer.max(1));
+        // Snapshot and registration happen under one lock, so that the watcher gets every event
+        // after its snapshot exactly once.
+        let mut state = self.shared.write();
+        let (initial, replay, skip_until, end_bookmark) = match start {
+            Start::Initial { end_bookmark } => {
+                let objects: Vec<Object> = match &scope {
+                    WatchScope::Key(key) => state
+                        .objects
+                        .get(key.as_str())
+                        .cloned()
+                        .into_iter()
+                        .collect(),
+                    WatchScope::Prefix(prefix) => state
+                        .objects
+                        .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                        .take_while(|(key, _)| key.starts_with(prefix.as_str()))
+                        .map(|(_, o)| o.clone())
+                        .collect(),
+                };
+                (
+                    objects,
+                    Vec::new(),
+                    state.revision,
+                    end_bookmark.then_some(state.revision),
+                )
+            }
+            Start::Now => (Vec::new(), Vec::new(), state.revision, None),
+            Start::Since(n) => {
+                if n < state.window_from {
+                    // Upstream answers 200 and sends the 410 as the stream's only event.
+                    let message = format!("too old resource version: {n} ({})", state.window_from);
+                    drop(state);
+                    let _ = output.try_send(WatchEvent::Error(StorageError::Expired(message)));
+                    return Ok(stream);
+                }
+                let replay: Vec<Arc<CachedEvent>> = state
+                    .window
+                    .iter()
+                    .filter(|e| e.revision > n && e.key().is_some_and(|k| scope.contains(k)))
+                    .cloned()
+                    .collect();
+                (Vec::new(), replay, n, None)
+            }
+        };
+        let id = state.next_watcher;
+        state.next_watcher += 1;
+        state.watchers.insert(id, WatcherHandle { scope, input });
+        drop(state);
+
+        let watcher = Watcher {
+            shared: self.shared.clone(),
+            id,
+            predicate: opts.predicate.clone(),
+            allow_bookmarks: opts.allow_bookmarks,
+            output,
+            last_revision: skip_until,
+        };
+        tokio::spawn(watcher.run(initial, replay, end_bookmark, queue));
+        Ok(stream)
+    }
+
+    async fn current_revision(&self) -> Result<i64, StorageError> {
+        self.shared.inner.current_revision().await
+    }
+}
+
+/// The task serving one watcher: initial events, then its queue, plus bookmarks.
+struct Watcher {
+    shared: Arc<Shared>,
+    id: u64,
+    predicate: crate::store::Predicate,
+    allow_bookmarks: bool,
+    output: mpsc::Sender<WatchEvent>,
+    /// Events at or below this revision are not for this watcher (already seen, or before the
+    /// version it asked for); bookmarks never go below it.
+    last_revision: i64,
+}
+
+impl Watcher {
+    async fn run(
+        mut self,
+        initial: Vec<Object>,
+        replay: Vec<Arc<CachedEvent>>,
+        end_bookmark: Option<i64>,
+        mut queue: mpsc::Receiver<Arc<CachedEvent>>,
+    ) {
+        let _ = self.serve(initial, replay, end_bookmark, &mut queue).await;
+        self.shared.write().watchers.remove(&self.id);
+    }
+
+    async fn serve(
+        &mut self,
+        initial: Vec<Object>,
+        replay: Vec<Arc<CachedEvent>>,
+        end_bookmark: Option<i64>,
+        queue: &mut mpsc::Receiver<Arc<CachedEvent>>,
+    ) -> Result<(), ()> {
+        for object in initial {
+            if matches(&self.predicate, &object.attrs) {
+                self.send(WatchEvent::Added(object)).await?;
+            }
+        }
+        if let Some(resource_version) = end_bookmark {
+            self.send(WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end: true,
+            })
+            .await?;
+        }
+        for event in replay {
+            self.process(&event).await?;
+        }
+        let mut last_sent = Instant::now();
+        let mut last_bookmark = Instant::now();
+        loop {
+            let bookmark_at = (last_sent + self.shared.options.bookmark_interval)
+                .min(last_bookmark + MAX_BOOKMARK_GAP);
+            tokio::select! {
+                _ = self.output.closed() => return Err(()),
+                next = queue.recv() => {
+                    let Some(event) = next else { return Ok(()) };
+                    if self.process(&event).await? {
+                        last_sent = Instant::now();
+                    }
+                }
+                _ = tokio::time::sleep_until(bookmark_at), if self.allow_bookmarks => {
+                    // Read the published revision first, then drain the queue: every event up to
+                    // that revision was queued before it was published, so after the drain the
+                    // bookmark promises nothing that was not delivered.
+                    let published = *self.shared.progress.borrow();
+                    while let Ok(event) = queue.try_recv() {
+                        self.process(&event).await?;
+                    }
+                    let resource_version = published.max(self.last_revision);
+                    if resource_version > 0 {
+                        self.send(WatchEvent::Bookmark { resource_version, initial_events_end: false }).await?;
+                    }
+                    last_sent = Instant::now();
+                    last_bookmark = last_sent;
+                }
+            }
+        }
+    }
+
+    /// Sends `event` as this watcher sees it; whether anything was sent.
+    async fn process(&mut self, event: &CachedEvent) -> Result<bool, ()> {
+        if event.revision <= self.last_revision {
+            return Ok(false);
+        }
+        self.last_revision = event.revision;
+        match event.for_watcher(&self.predicate) {
+            Some(out) => self.send(out).await.map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    async fn send(&self, event: WatchEvent) -> Result<(), ()> {
+        self.output.send(event).await.map_err(|_| ())
+    }
+}

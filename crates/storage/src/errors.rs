@@ -1,0 +1,144 @@
+//! `StorageError`: the object layer's error type (what `Store` and `Cacher` answer), and its
+//! mapping to `metav1.Status` with upstream's codes, reasons and messages.
+//!
+//! Backend errors (`KvError`) are turned into these here; nothing above the storage crate should
+//! see a `KvError`. The messages that clients read are upstream's, word for word, where upstream's
+//! are deterministic.
+
+use apimachinery::{GroupResource, Status, StatusCause, StatusDetails};
+
+use crate::kv::KvError;
+
+/// Upstream's message when a list's resourceVersion has been compacted.
+pub const LIST_EXPIRED: &str = "The resourceVersion for the provided list is too old.";
+
+/// Upstream's message when the revision a continue token reads at has been compacted. (Upstream
+/// also has a longer variant that hands out a fresh, inconsistent continue token; this store does
+/// not offer one, so it answers with the variant upstream uses when it cannot.)
+pub const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. \
+     You can start a new list without the continue parameter.";
+
+/// Upstream's message when an etcd watch starts at a compacted revision.
+pub const WATCH_EXPIRED: &str = "The resourceVersion for the provided watch is too old.";
+
+/// An error of the object store.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    /// 404.
+    #[error("key not found: {key}")]
+    NotFound { key: String },
+    /// 409 AlreadyExists.
+    #[error("key already exists: {key}")]
+    AlreadyExists { key: String },
+    /// 409 Conflict: the expected resourceVersion is not the stored one.
+    #[error(
+        "the object has been modified; please apply your changes to the latest version and try again"
+    )]
+    Conflict {
+        key: String,
+        current_resource_version: i64,
+    },
+    /// 410 Expired; the string is the whole message the client sees.
+    #[error("{0}")]
+    Expired(String),
+    /// 504 Timeout with a retry-after: the requested resourceVersion is newer than the store's.
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion { requested: i64, current: i64 },
+    /// 400 BadRequest; the string is the whole message the client sees (e.g. `invalid continue
+    /// token: continue key is not valid: ...`). Build the token case with
+    /// [`StorageError::invalid_continue_token`].
+    #[error("{0}")]
+    InvalidContinue(String),
+    /// The object could not be stored or read back (not a JSON object, ...).
+    #[error("{0}")]
+    InvalidObject(String),
+    /// 500.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl StorageError {
+    /// The 400 upstream answers for a continue token it cannot decode.
+    pub fn invalid_continue_token(reason: impl std::fmt::Display) -> Self {
+        StorageError::InvalidContinue(format!("invalid continue token: {reason}"))
+    }
+
+    /// This error as the `metav1.Status` upstream sends, for an object `name` (may be empty) of
+    /// `resource`. The apiserver may map errors itself; this is the reference mapping.
+    pub fn to_status(&self, resource: &GroupResource, name: &str) -> Status {
+        match self {
+            StorageError::NotFound { .. } => Status::not_found(resource, name),
+            StorageError::AlreadyExists { .. } => Status::already_exists(resource, name),
+            StorageError::Conflict { .. } => Status::stale_resource_version(resource, name),
+            StorageError::Expired(message) => Status::expired(message.clone()),
+            StorageError::TooLargeResourceVersion { .. } => {
+                // Upstream builds this with `NewTimeoutError(..., 1)` plus a cause that clients
+                // (client-go's reflector) look for to retry instead of failing.
+                Status::timeout(format!("Timeout: {self}")).with_details(StatusDetails {
+                    causes: vec![StatusCause {
+                        reason: "ResourceVersionTooLarge".into(),
+                        message: "Too large resource version".into(),
+                        field: String::new(),
+                    }],
+                    retry_after_seconds: 1,
+                    ..Default::default()
+                })
+            }
+            StorageError::InvalidContinue(message) => Status::bad_request(message.clone()),
+            StorageError::InvalidObject(message) | StorageError::Internal(message) => {
+                Status::internal(message)
+            }
+        }
+    }
+}
+
+impl From<KvError> for StorageError {
+    fn from(err: KvError) -> Self {
+        match err {
+            // Callers that know which message upstream uses (list, watch, continue) map
+            // compaction themselves; this is the fallback.
+            KvError::Compacted { .. } => StorageError::Expired(LIST_EXPIRED.to_string()),
+            KvError::FutureRevision { requested, current } => {
+                StorageError::TooLargeResourceVersion { requested, current }
+            }
+            KvError::Closed | KvError::Backend(_) => StorageError::Internal(err.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_large_resource_version_is_a_timeout_with_retry() {
+        let err = StorageError::TooLargeResourceVersion {
+            requested: 10,
+            current: 3,
+        };
+        let status = err.to_status(&GroupResource::new("", "configmaps"), "");
+        assert_eq!(status.code, 504);
+        assert_eq!(
+            status.message,
+            "Timeout: Too large resource version: 10, current: 3"
+        );
+        assert_eq!(
+            status.details.as_ref().map(|d| d.retry_after_seconds),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn invalid_continue_keeps_upstream_prefix() {
+        let err = StorageError::invalid_continue_token("continue key is not valid");
+        assert_eq!(
+            err.to_string(),
+            "invalid continue token: continue key is not valid"
+        );
+        assert_eq!(
+            err.to_status(&GroupResource::new("", "configmaps"), "")
+                .code,
+            400
+        );
+    }
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the tests need (kubectl check, the Python client) and runs every test of the
+# workspace against one release build. Missing tools fail loudly; nothing is skipped silently.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "kubectl is missing: the end-to-end tests drive the real kubectl (expected at /usr/bin/kubectl)" >&2
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq kubectl) || true
+  fi
+  command -v kubectl >/dev/null 2>&1 || { echo "kubectl could not be installed" >&2; exit 1; }
+fi
+python3 -c "import kubernetes" 2>/dev/null || python3 -m pip install --quiet "kubernetes>=31"
+
+# One release build shared by unit, integration and end-to-end tests.
+if command -v cargo-nextest >/dev/null 2>&1 || cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --release --workspace --no-fail-fast "$@"
+else
+  cargo test --release --workspace --no-fail-fast "$@"
+fi
