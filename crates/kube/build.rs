@@ -21,9 +21,15 @@ fn main() {
             s => s.replace('_', "/"),
         };
         let abs = std::fs::canonicalize(dir.join(&n)).expect("file exists");
-        writeln!(out, "    ({path:?}, include_bytes!({:?})),", abs.display().to_string()).expect("write to string");
+        writeln!(
+            out,
+            "    ({path:?}, include_bytes!({:?})),",
+            abs.display().to_string()
+        )
+        .expect("write to string");
     }
     out.push_str("];\n");
-    let dest = std::path::Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("openapi_v3.rs");
+    let dest = std::path::Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join("openapi_v3.rs");
     std::fs::write(dest, out).expect("write generated file");
 }

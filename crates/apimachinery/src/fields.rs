@@ -438,7 +438,7 @@ mod tests {
     #[test]
     fn recorded_bad_field_selector() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/upstream-v1.36/errors/bad-field-selector.json");
+            .join("../ironplane/tests/golden/errors/bad-field-selector.json");
         let Ok(text) = std::fs::read_to_string(path) else {
             return;
         };

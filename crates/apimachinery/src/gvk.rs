@@ -11,25 +11,38 @@ pub struct GroupVersion {
 
 impl GroupVersion {
     pub fn new(group: impl Into<String>, version: impl Into<String>) -> Self {
-        Self { group: group.into(), version: version.into() }
+        Self {
+            group: group.into(),
+            version: version.into(),
+        }
     }
 
     /// Parses an `apiVersion` string: `v1` or `apps/v1`.
     pub fn parse(api_version: &str) -> Option<Self> {
         match api_version.split_once('/') {
             None if !api_version.is_empty() => Some(Self::new("", api_version)),
-            Some((g, v)) if !g.is_empty() && !v.is_empty() && !v.contains('/') => Some(Self::new(g, v)),
+            Some((g, v)) if !g.is_empty() && !v.is_empty() && !v.contains('/') => {
+                Some(Self::new(g, v))
+            }
             _ => None,
         }
     }
 
     /// The `apiVersion` form: `v1` for the core group, `group/version` otherwise.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     pub fn with_kind(&self, kind: impl Into<String>) -> GroupVersionKind {
-        GroupVersionKind { group: self.group.clone(), version: self.version.clone(), kind: kind.into() }
+        GroupVersionKind {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            kind: kind.into(),
+        }
     }
 }
 
@@ -47,8 +60,16 @@ pub struct GroupVersionKind {
 }
 
 impl GroupVersionKind {
-    pub fn new(group: impl Into<String>, version: impl Into<String>, kind: impl Into<String>) -> Self {
-        Self { group: group.into(), version: version.into(), kind: kind.into() }
+    pub fn new(
+        group: impl Into<String>,
+        version: impl Into<String>,
+        kind: impl Into<String>,
+    ) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
     }
 
     pub fn group_version(&self) -> GroupVersion {
@@ -68,8 +89,16 @@ pub struct GroupVersionResource {
 }
 
 impl GroupVersionResource {
-    pub fn new(group: impl Into<String>, version: impl Into<String>, resource: impl Into<String>) -> Self {
-        Self { group: group.into(), version: version.into(), resource: resource.into() }
+    pub fn new(
+        group: impl Into<String>,
+        version: impl Into<String>,
+        resource: impl Into<String>,
+    ) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        }
     }
 
     pub fn group_resource(&self) -> GroupResource {
@@ -87,13 +116,20 @@ pub struct GroupResource {
 
 impl GroupResource {
     pub fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
-        Self { group: group.into(), resource: resource.into() }
+        Self {
+            group: group.into(),
+            resource: resource.into(),
+        }
     }
 }
 
 impl fmt::Display for GroupResource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() { f.write_str(&self.resource) } else { write!(f, "{}.{}", self.resource, self.group) }
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
     }
 }
 
@@ -104,7 +140,10 @@ mod tests {
     #[test]
     fn parses_api_versions() {
         assert_eq!(GroupVersion::parse("v1"), Some(GroupVersion::new("", "v1")));
-        assert_eq!(GroupVersion::parse("apps/v1"), Some(GroupVersion::new("apps", "v1")));
+        assert_eq!(
+            GroupVersion::parse("apps/v1"),
+            Some(GroupVersion::new("apps", "v1"))
+        );
         assert_eq!(GroupVersion::parse(""), None);
         assert_eq!(GroupVersion::parse("a/b/c"), None);
         assert_eq!(GroupVersion::parse("/v1"), None);
@@ -112,7 +151,13 @@ mod tests {
 
     #[test]
     fn qualified_resource_names() {
-        assert_eq!(GroupResource::new("apps", "deployments").to_string(), "deployments.apps");
-        assert_eq!(GroupResource::new("", "configmaps").to_string(), "configmaps");
+        assert_eq!(
+            GroupResource::new("apps", "deployments").to_string(),
+            "deployments.apps"
+        );
+        assert_eq!(
+            GroupResource::new("", "configmaps").to_string(),
+            "configmaps"
+        );
     }
 }

@@ -894,7 +894,7 @@ mod tests {
     #[test]
     fn recorded_bad_label_selector() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/upstream-v1.36/errors/bad-label-selector.json");
+            .join("../ironplane/tests/golden/errors/bad-label-selector.json");
         let Ok(text) = std::fs::read_to_string(dir) else {
             return;
         };

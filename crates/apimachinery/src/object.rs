@@ -31,7 +31,9 @@ pub trait ObjectExt {
         self.meta_str("resourceVersion")
     }
     fn deletion_timestamp(&self) -> Option<&str> {
-        self.metadata().and_then(|m| m.get("deletionTimestamp")).and_then(Value::as_str)
+        self.metadata()
+            .and_then(|m| m.get("deletionTimestamp"))
+            .and_then(Value::as_str)
     }
     fn labels(&self) -> Option<&Map<String, Value>> {
         self.meta_map("labels")
@@ -47,7 +49,10 @@ pub trait ObjectExt {
             .unwrap_or_default()
     }
     fn generation(&self) -> i64 {
-        self.metadata().and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0)
+        self.metadata()
+            .and_then(|m| m.get("generation"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
     }
 }
 
@@ -69,7 +74,9 @@ impl ObjectExt for Value {
             *self = Value::Object(Map::new());
         }
         let obj = self.as_object_mut().expect("made an object above");
-        let meta = obj.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
         if !meta.is_object() {
             *meta = Value::Object(Map::new());
         }
@@ -77,7 +84,10 @@ impl ObjectExt for Value {
     }
 
     fn meta_str(&self, field: &str) -> &str {
-        self.metadata().and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+        self.metadata()
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
 
     fn set_meta(&mut self, field: &str, value: impl Into<Value>) {
@@ -89,7 +99,9 @@ impl ObjectExt for Value {
     }
 
     fn meta_map(&self, field: &str) -> Option<&Map<String, Value>> {
-        self.metadata().and_then(|m| m.get(field)).and_then(Value::as_object)
+        self.metadata()
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_object)
     }
 }
 
@@ -130,8 +142,14 @@ mod tests {
     #[test]
     fn nested_paths() {
         let o = json!({"spec": {"nodeName": "n1", "replicas": 3}});
-        assert_eq!(get_path_string(&o, &["spec", "nodeName"]).as_deref(), Some("n1"));
-        assert_eq!(get_path_string(&o, &["spec", "replicas"]).as_deref(), Some("3"));
+        assert_eq!(
+            get_path_string(&o, &["spec", "nodeName"]).as_deref(),
+            Some("n1")
+        );
+        assert_eq!(
+            get_path_string(&o, &["spec", "replicas"]).as_deref(),
+            Some("3")
+        );
         assert_eq!(get_path_string(&o, &["status", "phase"]), None);
     }
 }

@@ -117,13 +117,21 @@ struct Node {
     ext: Option<Box<Extensions>>,
 }
 
+#[derive(Debug)]
+struct KindEntry {
+    group: Box<str>,
+    version: Box<str>,
+    schema: SchemaRef,
+}
+
 /// Parsed OpenAPI v2 definitions. See the module documentation.
 #[derive(Debug)]
 pub struct Schemas {
     nodes: Vec<Node>,
     definitions: HashMap<Box<str>, SchemaRef>,
-    /// `(group, version, kind)` → the definition carrying that `x-kubernetes-group-version-kind`.
-    kinds: HashMap<(Box<str>, Box<str>, Box<str>), SchemaRef>,
+    /// Kind → `(group, version, definition)` for every `x-kubernetes-group-version-kind`. Keyed by
+    /// kind alone so that a lookup borrows its arguments instead of allocating a key.
+    kinds: HashMap<Box<str>, Vec<KindEntry>>,
 }
 
 impl Schemas {
@@ -157,7 +165,7 @@ impl Schemas {
             });
             builder.definitions.insert(name.as_str().into(), slot);
         }
-        let mut kinds = HashMap::new();
+        let mut kinds: HashMap<Box<str>, Vec<KindEntry>> = HashMap::new();
         for (name, def) in defs {
             let Some(&slot) = builder.definitions.get(name.as_str()) else {
                 continue;
@@ -171,14 +179,12 @@ impl Schemas {
                 .flatten()
             {
                 let field = |k: &str| gvk.get(k).and_then(Value::as_str).unwrap_or("");
-                kinds.insert(
-                    (
-                        field("group").into(),
-                        field("version").into(),
-                        field("kind").into(),
-                    ),
-                    slot,
-                );
+                let entries: &mut Vec<KindEntry> = kinds.entry(field("kind").into()).or_default();
+                entries.push(KindEntry {
+                    group: field("group").into(),
+                    version: field("version").into(),
+                    schema: slot,
+                });
             }
         }
         let Builder {
@@ -201,8 +207,10 @@ impl Schemas {
     /// The top-level schema of a kind, found through `x-kubernetes-group-version-kind`.
     pub fn root_for(&self, group: &str, version: &str, kind: &str) -> Option<SchemaRef> {
         self.kinds
-            .get(&(Box::from(group), Box::from(version), Box::from(kind)))
-            .copied()
+            .get(kind)?
+            .iter()
+            .find(|e| &*e.group == group && &*e.version == version)
+            .map(|e| e.schema)
     }
 
     /// What shape of value `r` describes.

@@ -118,7 +118,12 @@ fn named(resource: &GroupResource, name: &str) -> StatusDetails {
 
 impl Status {
     pub fn new(code: u16, reason: Reason, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     pub fn with_details(mut self, details: StatusDetails) -> Self {
@@ -145,19 +150,31 @@ impl Status {
     }
 
     pub fn not_found(resource: &GroupResource, name: &str) -> Self {
-        Self::new(404, Reason::NotFound, format!("{resource} \"{name}\" not found"))
-            .with_details(named(resource, name))
+        Self::new(
+            404,
+            Reason::NotFound,
+            format!("{resource} \"{name}\" not found"),
+        )
+        .with_details(named(resource, name))
     }
 
     /// The answer for a path that names no resource the server knows.
     pub fn path_not_found() -> Self {
-        Self::new(404, Reason::NotFound, "the server could not find the requested resource")
-            .with_details(StatusDetails::default())
+        Self::new(
+            404,
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )
+        .with_details(StatusDetails::default())
     }
 
     pub fn method_not_allowed() -> Self {
-        Self::new(405, Reason::MethodNotAllowed, "the server does not allow this method on the requested resource")
-            .with_details(StatusDetails::default())
+        Self::new(
+            405,
+            Reason::MethodNotAllowed,
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(StatusDetails::default())
     }
 
     pub fn not_acceptable(message: impl Into<String>) -> Self {
@@ -165,14 +182,22 @@ impl Status {
     }
 
     pub fn already_exists(resource: &GroupResource, name: &str) -> Self {
-        Self::new(409, Reason::AlreadyExists, format!("{resource} \"{name}\" already exists"))
-            .with_details(named(resource, name))
+        Self::new(
+            409,
+            Reason::AlreadyExists,
+            format!("{resource} \"{name}\" already exists"),
+        )
+        .with_details(named(resource, name))
     }
 
     /// `Operation cannot be fulfilled on <resource> "<name>": <why>`.
     pub fn conflict(resource: &GroupResource, name: &str, why: impl std::fmt::Display) -> Self {
-        Self::new(409, Reason::Conflict, format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"))
-            .with_details(named(resource, name))
+        Self::new(
+            409,
+            Reason::Conflict,
+            format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"),
+        )
+        .with_details(named(resource, name))
     }
 
     /// The optimistic-concurrency conflict: the client's resourceVersion is not the stored one.
@@ -204,41 +229,62 @@ impl Status {
     /// 422: `<Kind> "<name>" is invalid: <causes>`. `kind` is the Kind (`ConfigMap`) and `group`
     /// its API group, as upstream's `NewInvalid` writes them.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<StatusCause>) -> Self {
-        let qualified = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         let joined: Vec<String> = causes
             .iter()
-            .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
+            .map(|c| {
+                if c.field.is_empty() {
+                    c.message.clone()
+                } else {
+                    format!("{}: {}", c.field, c.message)
+                }
+            })
             .collect();
         let summary = match joined.len() {
             0 => String::new(),
             1 => joined[0].clone(),
             _ => format!("[{}]", joined.join(", ")),
         };
-        Self::new(422, Reason::Invalid, format!("{qualified} \"{name}\" is invalid: {summary}")).with_details(
-            StatusDetails {
-                name: name.to_string(),
-                group: group.to_string(),
-                kind: kind.to_string(),
-                causes,
-                ..Default::default()
-            },
+        Self::new(
+            422,
+            Reason::Invalid,
+            format!("{qualified} \"{name}\" is invalid: {summary}"),
         )
+        .with_details(StatusDetails {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+            causes,
+            ..Default::default()
+        })
     }
 
     pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: i32) -> Self {
-        Self::new(429, Reason::TooManyRequests, message)
-            .with_details(StatusDetails { retry_after_seconds, ..Default::default() })
+        Self::new(429, Reason::TooManyRequests, message).with_details(StatusDetails {
+            retry_after_seconds,
+            ..Default::default()
+        })
     }
 
     /// 500. Anything that reaches a client this way is a bug or an outage, and is logged as such.
     pub fn internal(message: impl std::fmt::Display) -> Self {
         let message = message.to_string();
-        Self::new(500, Reason::InternalError, format!("Internal error occurred: {message}")).with_details(
-            StatusDetails {
-                causes: vec![StatusCause { message, ..Default::default() }],
-                ..Default::default()
-            },
+        Self::new(
+            500,
+            Reason::InternalError,
+            format!("Internal error occurred: {message}"),
         )
+        .with_details(StatusDetails {
+            causes: vec![StatusCause {
+                message,
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
     }
 
     pub fn service_unavailable(message: impl Into<String>) -> Self {
@@ -292,9 +338,16 @@ mod tests {
 
     #[test]
     fn invalid_joins_several_causes() {
-        let cause = |f: &str| StatusCause { reason: "FieldValueRequired".into(), message: "Required value".into(), field: f.into() };
+        let cause = |f: &str| StatusCause {
+            reason: "FieldValueRequired".into(),
+            message: "Required value".into(),
+            field: f.into(),
+        };
         let s = Status::invalid("apps", "Deployment", "d", vec![cause("a"), cause("b")]);
-        assert_eq!(s.message, "Deployment.apps \"d\" is invalid: [a: Required value, b: Required value]");
+        assert_eq!(
+            s.message,
+            "Deployment.apps \"d\" is invalid: [a: Required value, b: Required value]"
+        );
         assert_eq!(s.code, 422);
     }
 }

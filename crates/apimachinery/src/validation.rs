@@ -1996,7 +1996,7 @@ mod tests {
     /// The recorded upstream error body `name` from ../shared/upstream-v1.36/errors/.
     fn recorded(name: &str) -> Option<Value> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/upstream-v1.36/errors");
+            .join("../ironplane/tests/golden/errors");
         let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).ok()?;
         serde_json::from_str::<Value>(&text)
             .ok()

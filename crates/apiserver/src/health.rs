@@ -14,7 +14,10 @@ pub struct Check {
 
 impl Check {
     pub fn new(name: impl Into<String>, ok: bool) -> Self {
-        Self { name: name.into(), ok: Arc::new(AtomicBool::new(ok)) }
+        Self {
+            name: name.into(),
+            ok: Arc::new(AtomicBool::new(ok)),
+        }
     }
 
     pub fn set(&self, ok: bool) {
@@ -58,17 +61,32 @@ impl Health {
         if let Some(name) = sub {
             let c = checks.into_iter().find(|c| c.name == name)?;
             return Some(if c.is_ok() {
-                HealthAnswer { code: 200, body: "ok".into() }
+                HealthAnswer {
+                    code: 200,
+                    body: "ok".into(),
+                }
             } else {
-                HealthAnswer { code: 500, body: format!("internal server error: {name} failed") }
+                HealthAnswer {
+                    code: 500,
+                    body: format!("internal server error: {name} failed"),
+                }
             });
         }
-        let params: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+        let params: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
         let verbose = params.iter().any(|(k, _)| k == "verbose");
-        let excluded: Vec<&str> = params.iter().filter(|(k, _)| k == "exclude").map(|(_, v)| v.as_str()).collect();
+        let excluded: Vec<&str> = params
+            .iter()
+            .filter(|(k, _)| k == "exclude")
+            .map(|(_, v)| v.as_str())
+            .collect();
         let mut lines = Vec::new();
         let mut failed = false;
-        for c in checks.iter().filter(|c| !excluded.contains(&c.name.as_str())) {
+        for c in checks
+            .iter()
+            .filter(|c| !excluded.contains(&c.name.as_str()))
+        {
             if c.is_ok() {
                 lines.push(format!("[+]{} ok", c.name));
             } else {
@@ -80,11 +98,20 @@ impl Health {
             lines.push(format!("[+]{e} excluded: ok"));
         }
         if failed {
-            Some(HealthAnswer { code: 500, body: format!("{}\n{endpoint} check failed\n", lines.join("\n")) })
+            Some(HealthAnswer {
+                code: 500,
+                body: format!("{}\n{endpoint} check failed\n", lines.join("\n")),
+            })
         } else if verbose {
-            Some(HealthAnswer { code: 200, body: format!("{}\n{endpoint} check passed\n", lines.join("\n")) })
+            Some(HealthAnswer {
+                code: 200,
+                body: format!("{}\n{endpoint} check passed\n", lines.join("\n")),
+            })
         } else {
-            Some(HealthAnswer { code: 200, body: "ok".into() })
+            Some(HealthAnswer {
+                code: 200,
+                body: "ok".into(),
+            })
         }
     }
 }
@@ -96,7 +123,11 @@ mod tests {
     #[test]
     fn readyz_fails_until_hooks_finish() {
         let hook = Check::new("poststarthook/bootstrap", false);
-        let h = Health { common: vec![Check::new("ping", true)], post_start_hooks: vec![hook.clone()], shutdown: None };
+        let h = Health {
+            common: vec![Check::new("ping", true)],
+            post_start_hooks: vec![hook.clone()],
+            shutdown: None,
+        };
         let a = h.answer("readyz", None, "verbose").unwrap();
         assert_eq!(a.code, 500);
         assert!(a.body.contains("[-]poststarthook/bootstrap failed"));

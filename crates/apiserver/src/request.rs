@@ -31,7 +31,9 @@ fn query_flag(query: &str, key: &str) -> bool {
 }
 
 fn query_value(query: &str, key: &str) -> Option<String> {
-    form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == key).map(|(_, v)| v.into_owned())
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
 }
 
 impl RequestInfo {
@@ -43,19 +45,29 @@ impl RequestInfo {
             verb: method.as_str().to_ascii_lowercase(),
             ..Default::default()
         };
-        let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
-        let Some((&prefix, rest)) = segments.split_first() else { return info };
+        let segments: Vec<&str> = path
+            .trim_matches('/')
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .collect();
+        let Some((&prefix, rest)) = segments.split_first() else {
+            return info;
+        };
         if prefix != "api" && prefix != "apis" {
             return info;
         }
         info.api_prefix = prefix.to_string();
         let mut rest = rest;
         if prefix == "apis" {
-            let Some((&group, r)) = rest.split_first() else { return info };
+            let Some((&group, r)) = rest.split_first() else {
+                return info;
+            };
             info.api_group = group.to_string();
             rest = r;
         }
-        let Some((&version, r)) = rest.split_first() else { return info };
+        let Some((&version, r)) = rest.split_first() else {
+            return info;
+        };
         info.api_version = version.to_string();
         rest = r;
         if rest.is_empty() {
@@ -110,7 +122,12 @@ impl RequestInfo {
         // deletecollection.
         if info.name.is_empty() {
             if info.verb == "get" {
-                info.verb = if query_flag(query, "watch") { "watch" } else { "list" }.to_string();
+                info.verb = if query_flag(query, "watch") {
+                    "watch"
+                } else {
+                    "list"
+                }
+                .to_string();
             } else if info.verb == "delete" {
                 info.verb = "deletecollection".to_string();
             }
@@ -143,23 +160,53 @@ mod tests {
     #[test]
     fn collection_and_item_verbs() {
         let i = p(Method::GET, "/api/v1/namespaces/ns/configmaps", "");
-        assert_eq!((i.verb.as_str(), i.namespace.as_str(), i.resource.as_str()), ("list", "ns", "configmaps"));
-        let i = p(Method::GET, "/api/v1/namespaces/ns/configmaps", "watch=true");
+        assert_eq!(
+            (i.verb.as_str(), i.namespace.as_str(), i.resource.as_str()),
+            ("list", "ns", "configmaps")
+        );
+        let i = p(
+            Method::GET,
+            "/api/v1/namespaces/ns/configmaps",
+            "watch=true",
+        );
         assert_eq!(i.verb, "watch");
-        let i = p(Method::DELETE, "/apis/apps/v1/namespaces/ns/deployments", "");
-        assert_eq!((i.verb.as_str(), i.api_group.as_str()), ("deletecollection", "apps"));
-        let i = p(Method::PUT, "/apis/apps/v1/namespaces/ns/deployments/d/scale", "");
-        assert_eq!((i.verb.as_str(), i.name.as_str(), i.subresource.as_str()), ("update", "d", "scale"));
+        let i = p(
+            Method::DELETE,
+            "/apis/apps/v1/namespaces/ns/deployments",
+            "",
+        );
+        assert_eq!(
+            (i.verb.as_str(), i.api_group.as_str()),
+            ("deletecollection", "apps")
+        );
+        let i = p(
+            Method::PUT,
+            "/apis/apps/v1/namespaces/ns/deployments/d/scale",
+            "",
+        );
+        assert_eq!(
+            (i.verb.as_str(), i.name.as_str(), i.subresource.as_str()),
+            ("update", "d", "scale")
+        );
     }
 
     #[test]
     fn namespace_object_and_cluster_scope() {
         let i = p(Method::GET, "/api/v1/namespaces/foo", "");
-        assert_eq!((i.resource.as_str(), i.name.as_str(), i.namespace.as_str()), ("namespaces", "foo", "foo"));
+        assert_eq!(
+            (i.resource.as_str(), i.name.as_str(), i.namespace.as_str()),
+            ("namespaces", "foo", "foo")
+        );
         let i = p(Method::PUT, "/api/v1/namespaces/foo/finalize", "");
-        assert_eq!((i.resource.as_str(), i.subresource.as_str()), ("namespaces", "finalize"));
+        assert_eq!(
+            (i.resource.as_str(), i.subresource.as_str()),
+            ("namespaces", "finalize")
+        );
         let i = p(Method::GET, "/api/v1/nodes/n1", "");
-        assert_eq!((i.resource.as_str(), i.name.as_str(), i.namespace.as_str()), ("nodes", "n1", ""));
+        assert_eq!(
+            (i.resource.as_str(), i.name.as_str(), i.namespace.as_str()),
+            ("nodes", "n1", "")
+        );
     }
 
     #[test]

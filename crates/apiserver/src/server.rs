@@ -73,8 +73,17 @@ impl GenericApiServer {
     }
 
     /// Serves a request that passed the filter chain.
-    pub async fn route(&self, req: http::Request<Incoming>, info: RequestInfo, user: UserInfo) -> Response {
-        let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    pub async fn route(
+        &self,
+        req: http::Request<Incoming>,
+        info: RequestInfo,
+        user: UserInfo,
+    ) -> Response {
+        let accept = req
+            .headers()
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let error_encoding = match negotiate(accept.as_deref(), &[View::Object]) {
             Ok(n) if n.encoding == Encoding::Yaml => Encoding::Yaml,
             _ => Encoding::Json,
@@ -90,7 +99,13 @@ impl GenericApiServer {
         }
     }
 
-    async fn route_inner(&self, req: http::Request<Incoming>, info: RequestInfo, user: UserInfo, accept: Option<&str>) -> Result<Response, Status> {
+    async fn route_inner(
+        &self,
+        req: http::Request<Incoming>,
+        info: RequestInfo,
+        user: UserInfo,
+        accept: Option<&str>,
+    ) -> Result<Response, Status> {
         let path = info.path.trim_end_matches('/').to_string();
         let query = req.uri().query().unwrap_or("").to_string();
         if !info.is_resource_request {
@@ -98,7 +113,14 @@ impl GenericApiServer {
         }
         let (parts, body) = req.into_parts();
         let body = read_body(body).await?;
-        let mut api_req = ApiRequest { method: parts.method, headers: parts.headers, query, info, user, body };
+        let mut api_req = ApiRequest {
+            method: parts.method,
+            headers: parts.headers,
+            query,
+            info,
+            user,
+            body,
+        };
         for delegate in &self.chain {
             match delegate.serve(api_req).await {
                 Ok(result) => return result,
@@ -107,7 +129,10 @@ impl GenericApiServer {
         }
         // Not found: inside a served group version the answer is a Status; elsewhere upstream's
         // mux answers with its plain-text 404 page.
-        let known_gv = self.infos().iter().any(|i| i.group == api_req.info.api_group && i.version == api_req.info.api_version);
+        let known_gv = self
+            .infos()
+            .iter()
+            .any(|i| i.group == api_req.info.api_group && i.version == api_req.info.api_version);
         if known_gv {
             Err(Status::path_not_found())
         } else {
@@ -115,21 +140,41 @@ impl GenericApiServer {
         }
     }
 
-    async fn non_resource(&self, path: &str, query: &str, info: &RequestInfo, accept: Option<&str>) -> Result<Response, Status> {
+    async fn non_resource(
+        &self,
+        path: &str,
+        query: &str,
+        info: &RequestInfo,
+        accept: Option<&str>,
+    ) -> Result<Response, Status> {
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match segments.as_slice() {
-            [endpoint @ ("healthz" | "livez" | "readyz")] | [endpoint @ ("healthz" | "livez" | "readyz"), _] => {
-                let sub = if segments.len() == 2 { Some(path.splitn(3, '/').nth(2).unwrap_or("")) } else { None };
+            [endpoint @ ("healthz" | "livez" | "readyz")]
+            | [endpoint @ ("healthz" | "livez" | "readyz"), _] => {
+                let sub = if segments.len() == 2 {
+                    Some(path.splitn(3, '/').nth(2).unwrap_or(""))
+                } else {
+                    None
+                };
                 return Ok(match self.health.answer(endpoint, sub, query) {
-                    Some(a) => text(StatusCode::from_u16(a.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), a.body),
+                    Some(a) => text(
+                        StatusCode::from_u16(a.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                        a.body,
+                    ),
                     None => text(StatusCode::NOT_FOUND, "404 page not found\n"),
                 });
             }
             ["healthz" | "livez" | "readyz", ..] => {
                 // Per-check paths may contain slashes: `/readyz/poststarthook/bootstrap`.
-                let (endpoint, sub) = path.trim_start_matches('/').split_once('/').unwrap_or(("", ""));
+                let (endpoint, sub) = path
+                    .trim_start_matches('/')
+                    .split_once('/')
+                    .unwrap_or(("", ""));
                 return Ok(match self.health.answer(endpoint, Some(sub), query) {
-                    Some(a) => text(StatusCode::from_u16(a.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), a.body),
+                    Some(a) => text(
+                        StatusCode::from_u16(a.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                        a.body,
+                    ),
                     None => text(StatusCode::NOT_FOUND, "404 page not found\n"),
                 });
             }
@@ -138,7 +183,13 @@ impl GenericApiServer {
         if info.verb != "get" && info.verb != "head" {
             return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
         }
-        let json = |v: &Value| response::value(StatusCode::OK, v, crate::endpoints::negotiation::Negotiated::JSON);
+        let json = |v: &Value| {
+            response::value(
+                StatusCode::OK,
+                v,
+                crate::endpoints::negotiation::Negotiated::JSON,
+            )
+        };
         match segments.as_slice() {
             ["version"] => json(&self.config.version),
             ["api"] | ["apis"] => {
@@ -146,10 +197,16 @@ impl GenericApiServer {
                 let n = negotiate(accept, &[View::Object, View::AggregatedDiscovery])?;
                 let core = segments[0] == "api";
                 let doc = if n.view == View::AggregatedDiscovery {
-                    let mut r = response::value(StatusCode::OK, &discovery::aggregated(core, infos.iter()), n)?;
+                    let mut r = response::value(
+                        StatusCode::OK,
+                        &discovery::aggregated(core, infos.iter()),
+                        n,
+                    )?;
                     r.headers_mut().insert(
                         http::header::CONTENT_TYPE,
-                        http::HeaderValue::from_static("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+                        http::HeaderValue::from_static(
+                            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+                        ),
                     );
                     return Ok(r);
                 } else if core {
@@ -161,21 +218,30 @@ impl GenericApiServer {
             }
             ["api", version] => {
                 let infos = self.infos();
-                if !infos.iter().any(|i| i.group.is_empty() && i.version == *version) {
+                if !infos
+                    .iter()
+                    .any(|i| i.group.is_empty() && i.version == *version)
+                {
                     return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
                 }
                 json(&discovery::resource_list("", version, infos.iter()))
             }
             ["apis", group] => {
                 let infos = self.infos();
-                match discovery::groups(infos.iter()).into_iter().find(|(g, _)| g == group) {
+                match discovery::groups(infos.iter())
+                    .into_iter()
+                    .find(|(g, _)| g == group)
+                {
                     Some((g, versions)) => json(&discovery::group(&g, &versions)),
                     None => Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
                 }
             }
             ["apis", group, version] => {
                 let infos = self.infos();
-                if !infos.iter().any(|i| i.group == *group && i.version == *version) {
+                if !infos
+                    .iter()
+                    .any(|i| i.group == *group && i.version == *version)
+                {
                     return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
                 }
                 json(&discovery::resource_list(group, version, infos.iter()))
@@ -190,11 +256,19 @@ impl GenericApiServer {
         }
     }
 
-    fn openapi_doc(&self, doc: Option<&crate::openapi::GzDoc>, accept: Option<&str>) -> Result<Response, Status> {
-        let Some(doc) = doc else { return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")) };
+    fn openapi_doc(
+        &self,
+        doc: Option<&crate::openapi::GzDoc>,
+        accept: Option<&str>,
+    ) -> Result<Response, Status> {
+        let Some(doc) = doc else {
+            return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
+        };
         if let Some(a) = accept {
             if a.contains("protobuf") && !a.contains("json") && !a.contains("*/*") {
-                return Err(Status::not_acceptable("only application/json is served for OpenAPI documents"));
+                return Err(Status::not_acceptable(
+                    "only application/json is served for OpenAPI documents",
+                ));
             }
         }
         let body = doc.inflate().map_err(Status::internal)?;
@@ -206,9 +280,16 @@ impl GenericApiServer {
 async fn read_body(body: Incoming) -> Result<Bytes, Status> {
     match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            Err(Status::too_large(format!("Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}")))
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(Status::too_large(format!(
+                "Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}"
+            )))
         }
-        Err(e) => Err(Status::bad_request(format!("error reading the request body: {e}"))),
+        Err(e) => Err(Status::bad_request(format!(
+            "error reading the request body: {e}"
+        ))),
     }
 }

@@ -23,34 +23,54 @@ use crate::scenarios::{
 pub struct Cli {
     /// The kubeconfig naming the server and credentials (default: $KUBECONFIG, else
     /// ~/.kube/config). The startup scenario reads it after starting the server.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Common options")]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context (default: its current-context).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Common options")]
     pub context: Option<String>,
     /// Also write the result as JSON to this file (for `compare`).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Common options",
+        value_name = "FILE"
+    )]
     pub json: Option<PathBuf>,
     /// The server's process id: adds its CPU per request and its memory (read from /proc).
-    #[arg(long, global = true, value_name = "PID")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Common options",
+        value_name = "PID"
+    )]
     pub server_pid: Option<u32>,
     /// The namespace to work in (default: bench-<random>; created if missing).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Common options")]
     pub namespace: Option<String>,
     /// Keep the objects (and a namespace the tool created) at the end.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Common options")]
     pub keep: bool,
     /// Connections to spread requests over (HTTP/2 multiplexes requests on each).
-    #[arg(long, global = true, default_value_t = 4)]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Common options",
+        default_value_t = 4
+    )]
     pub connections: usize,
     /// Time limit of one request.
-    #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, global = true, help_heading = "Common options", default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
     /// Bytes of data in each ConfigMap written.
-    #[arg(long, global = true, default_value_t = 64)]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Common options",
+        default_value_t = 64
+    )]
     pub value_bytes: usize,
     /// No progress lines on stderr.
-    #[arg(long, short, global = true)]
+    #[arg(long, short, global = true, help_heading = "Common options")]
     pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
@@ -163,7 +183,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" => value * 3600.0,
         _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m, h)")),
     };
-    if !seconds.is_finite() || seconds < 0.0 || seconds > 86_400.0 {
+    if !(0.0..=86_400.0).contains(&seconds) {
         return Err(format!("{text:?} is out of range"));
     }
     Ok(Duration::from_secs_f64(seconds))
@@ -280,7 +300,12 @@ pub async fn run(cli: Cli) -> Result<(), BenchError> {
         let result_b = ScenarioResult::load(b)?;
         print!(
             "{}",
-            compare_table(&result_a, &result_b, &a.display().to_string(), &b.display().to_string())
+            compare_table(
+                &result_a,
+                &result_b,
+                &a.display().to_string(),
+                &b.display().to_string()
+            )
         );
         return Ok(());
     }
@@ -353,8 +378,15 @@ mod tests {
         assert_eq!(options.duration, Some(Duration::from_secs(10)));
 
         assert!(
-            Cli::try_parse_from(["ironplane-bench", "create", "--count", "1", "--duration", "1s"])
-                .is_err()
+            Cli::try_parse_from([
+                "ironplane-bench",
+                "create",
+                "--count",
+                "1",
+                "--duration",
+                "1s"
+            ])
+            .is_err()
         );
         let cli = Cli::try_parse_from([
             "ironplane-bench",

@@ -135,8 +135,12 @@ impl ApiClient {
         }
         let authorization = match &context.credentials {
             Credentials::Token(token) => {
-                let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
-                    .map_err(|_| BenchError::Tls("the token holds characters not allowed in an HTTP header".to_string()))?;
+                let mut value =
+                    HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                        BenchError::Tls(
+                            "the token holds characters not allowed in an HTTP header".to_string(),
+                        )
+                    })?;
                 value.set_sensitive(true);
                 Some(value)
             }
@@ -247,7 +251,9 @@ impl ApiClient {
         }
         builder
             .body(Full::new(body.unwrap_or_default()))
-            .map_err(|e| BenchError::InvalidArgument(format!("cannot build request for {path:?}: {e}")))
+            .map_err(|e| {
+                BenchError::InvalidArgument(format!("cannot build request for {path:?}: {e}"))
+            })
     }
 
     /// Sends one request on connection pool `connection` (taken modulo the pool count) and reads
@@ -400,7 +406,9 @@ pub fn tls_config(context: &ResolvedContext) -> Result<rustls::ClientConfig, Ben
             }
             let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
                 .map_err(|e| BenchError::Tls(format!("client-key: {e}")))?
-                .ok_or_else(|| BenchError::Tls("client-key holds no PEM private key".to_string()))?;
+                .ok_or_else(|| {
+                    BenchError::Tls("client-key holds no PEM private key".to_string())
+                })?;
             builder
                 .with_client_auth_cert(certs, key)
                 .map_err(|e| BenchError::Tls(format!("client certificate: {e}")))
@@ -501,7 +509,10 @@ mod tests {
             .expect_success(Method::GET, "/api/v1/namespaces/default", None)
             .await
             .unwrap_err();
-        assert!(matches!(err, BenchError::Rejected { status: 401, .. }), "{err}");
+        assert!(
+            matches!(err, BenchError::Rejected { status: 401, .. }),
+            "{err}"
+        );
     }
 
     #[tokio::test]
@@ -516,7 +527,10 @@ mod tests {
             .expect_success(Method::GET, "/api/v1/namespaces/default", None)
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("rejected the credentials: 401"), "{err}");
+        assert!(
+            err.to_string().contains("rejected the credentials: 401"),
+            "{err}"
+        );
 
         // A CA that did not sign the server's certificate: the handshake fails.
         let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();

@@ -23,9 +23,7 @@ pub enum BenchError {
     Unreachable { server: String, message: String },
 
     /// The server answered 401 or 403 to a request the scenario needs.
-    #[error(
-        "server {server} rejected the credentials: {status} on {method} {path}: {message}"
-    )]
+    #[error("server {server} rejected the credentials: {status} on {method} {path}: {message}")]
     Rejected {
         server: String,
         status: u16,

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -66,11 +65,18 @@ pub struct FakeServer {
     client_key_pem: String,
     state: Arc<State>,
     task: tokio::task::JoinHandle<()>,
+    /// Folders made by `write_kubeconfig`, removed on drop.
+    dirs: Mutex<Vec<std::path::PathBuf>>,
 }
 
 impl Drop for FakeServer {
     fn drop(&mut self) {
         self.task.abort();
+        if let Ok(dirs) = self.dirs.lock() {
+            for dir in dirs.iter() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
     }
 }
 
@@ -100,12 +106,15 @@ impl FakeServer {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca.der().clone()).unwrap();
-        let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .allow_unauthenticated()
-                .build()
-                .unwrap();
-        let key_der = rustls::pki_types::PrivateKeyDer::try_from(server_key.serialize_der()).unwrap();
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .unwrap();
+        let key_der =
+            rustls::pki_types::PrivateKeyDer::try_from(server_key.serialize_der()).unwrap();
         let mut tls = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -125,7 +134,10 @@ impl FakeServer {
         });
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let url = format!(
+            "https://127.0.0.1:{}",
+            listener.local_addr().unwrap().port()
+        );
         let accept_state = state.clone();
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
@@ -162,6 +174,7 @@ impl FakeServer {
             client_key_pem: client_key.serialize_pem(),
             state,
             task,
+            dirs: Mutex::new(Vec::new()),
         }
     }
 
@@ -212,6 +225,7 @@ impl FakeServer {
             self.url.rsplit(':').next().unwrap_or("0")
         ));
         std::fs::create_dir_all(&dir).unwrap();
+        self.dirs.lock().unwrap().push(dir.clone());
         let path = dir.join("kubeconfig");
         std::fs::write(&path, self.kubeconfig_yaml()).unwrap();
         path
@@ -220,12 +234,21 @@ impl FakeServer {
     /// How many ConfigMaps the namespace holds.
     pub fn count(&self, namespace: &str) -> usize {
         let store = self.state.store.lock().unwrap();
-        store.objects.keys().filter(|(ns, _)| ns == namespace).count()
+        store
+            .objects
+            .keys()
+            .filter(|(ns, _)| ns == namespace)
+            .count()
     }
 
     /// Whether the namespace exists.
     pub fn has_namespace(&self, namespace: &str) -> bool {
-        self.state.store.lock().unwrap().namespaces.contains(namespace)
+        self.state
+            .store
+            .lock()
+            .unwrap()
+            .namespaces
+            .contains(namespace)
     }
 }
 
@@ -285,13 +308,20 @@ fn matches_selector(object: &Value, selector: &str) -> bool {
     })
 }
 
-async fn handle(state: &Arc<State>, req: Request<Incoming>, has_client_cert: bool) -> Response<Body> {
+async fn handle(
+    state: &Arc<State>,
+    req: Request<Incoming>,
+    has_client_cert: bool,
+) -> Response<Body> {
     let path = req.uri().path().to_string();
     let query = query_map(req.uri().query());
     let method = req.method().clone();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     if matches!(segments.as_slice(), ["version"] | ["readyz"] | ["livez"]) {
-        return full(StatusCode::OK, json!({"major": "1", "minor": "36", "gitVersion": "v1.36.0-fake"}));
+        return full(
+            StatusCode::OK,
+            json!({"major": "1", "minor": "36", "gitVersion": "v1.36.0-fake"}),
+        );
     }
     let authenticated = match &state.auth {
         FakeAuth::Token(token) => req
@@ -326,23 +356,40 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>, has_client_cert: boo
                     &format!("namespaces \"{name}\" already exists"),
                 );
             }
-            full(StatusCode::CREATED, json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": name}}))
+            full(
+                StatusCode::CREATED,
+                json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": name}}),
+            )
         }
         (Method::GET, ["api", "v1", "namespaces", ns]) => {
             let store = state.store.lock().unwrap();
             if store.namespaces.contains(*ns) {
-                full(StatusCode::OK, json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": ns}}))
+                full(
+                    StatusCode::OK,
+                    json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": ns}}),
+                )
             } else {
-                status(StatusCode::NOT_FOUND, "NotFound", &format!("namespaces \"{ns}\" not found"))
+                status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("namespaces \"{ns}\" not found"),
+                )
             }
         }
         (Method::DELETE, ["api", "v1", "namespaces", ns]) => {
             let mut store = state.store.lock().unwrap();
             if !store.namespaces.remove(*ns) {
-                return status(StatusCode::NOT_FOUND, "NotFound", &format!("namespaces \"{ns}\" not found"));
+                return status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("namespaces \"{ns}\" not found"),
+                );
             }
             store.objects.retain(|(n, _), _| n != ns);
-            full(StatusCode::OK, json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": ns}}))
+            full(
+                StatusCode::OK,
+                json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": ns}}),
+            )
         }
         (Method::GET, ["api", "v1", "namespaces", ns, "configmaps"]) => {
             if query.get("watch").is_some_and(|w| w == "1" || w == "true") {
@@ -356,7 +403,11 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>, has_client_cert: boo
             };
             let mut store = state.store.lock().unwrap();
             if !store.namespaces.contains(*ns) {
-                return status(StatusCode::NOT_FOUND, "NotFound", &format!("namespaces \"{ns}\" not found"));
+                return status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("namespaces \"{ns}\" not found"),
+                );
             }
             let name = match object["metadata"]["name"].as_str() {
                 Some(name) => name.to_string(),
@@ -399,13 +450,20 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>, has_client_cert: boo
                     record(state, &mut store, "DELETED", ns, &object);
                 }
             }
-            full(StatusCode::OK, json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": []}))
+            full(
+                StatusCode::OK,
+                json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": []}),
+            )
         }
         (Method::GET, ["api", "v1", "namespaces", ns, "configmaps", name]) => {
             let store = state.store.lock().unwrap();
             match store.objects.get(&(ns.to_string(), name.to_string())) {
                 Some(object) => full(StatusCode::OK, object.clone()),
-                None => status(StatusCode::NOT_FOUND, "NotFound", &format!("configmaps \"{name}\" not found")),
+                None => status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("configmaps \"{name}\" not found"),
+                ),
             }
         }
         (Method::PUT, ["api", "v1", "namespaces", ns, "configmaps", name]) => {
@@ -415,12 +473,20 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>, has_client_cert: boo
             let mut store = state.store.lock().unwrap();
             let key = (ns.to_string(), name.to_string());
             let Some(current) = store.objects.get(&key) else {
-                return status(StatusCode::NOT_FOUND, "NotFound", &format!("configmaps \"{name}\" not found"));
+                return status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("configmaps \"{name}\" not found"),
+                );
             };
             if let Some(rv) = object["metadata"]["resourceVersion"].as_str()
                 && Some(rv) != current["metadata"]["resourceVersion"].as_str()
             {
-                return status(StatusCode::CONFLICT, "Conflict", "the object has been modified");
+                return status(
+                    StatusCode::CONFLICT,
+                    "Conflict",
+                    "the object has been modified",
+                );
             }
             store.rv += 1;
             object["metadata"]["name"] = json!(name);
@@ -439,10 +505,18 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>, has_client_cert: boo
                     record(state, &mut store, "DELETED", ns, &object);
                     full(StatusCode::OK, object)
                 }
-                None => status(StatusCode::NOT_FOUND, "NotFound", &format!("configmaps \"{name}\" not found")),
+                None => status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("configmaps \"{name}\" not found"),
+                ),
             }
         }
-        _ => status(StatusCode::NOT_FOUND, "NotFound", "the server could not find the requested resource"),
+        _ => status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
     }
 }
 
@@ -470,7 +544,9 @@ fn list(state: &State, ns: &str, query: &BTreeMap<String, String>) -> Response<B
     let matching: Vec<&Value> = store
         .objects
         .iter()
-        .filter(|((n, name), o)| n == ns && (after.is_empty() || *name > after) && matches_selector(o, &selector))
+        .filter(|((n, name), o)| {
+            n == ns && (after.is_empty() || *name > after) && matches_selector(o, &selector)
+        })
         .map(|(_, o)| o)
         .collect();
     let page: Vec<Value> = matching.iter().take(limit).map(|o| (*o).clone()).collect();
@@ -559,7 +635,9 @@ fn watch(state: &Arc<State>, ns: &str, query: &BTreeMap<String, String>) -> Resp
         }
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
     Response::builder()
         .status(StatusCode::OK)

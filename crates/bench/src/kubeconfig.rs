@@ -149,7 +149,8 @@ pub struct ResolvedContext {
 
 /// Reads `path` and resolves `context` (or the current context when `None`).
 pub fn load(path: &Path, context: Option<&str>) -> Result<ResolvedContext, BenchError> {
-    let text = std::fs::read(path).map_err(|e| kubeconfig_error(path, format!("cannot read: {e}")))?;
+    let text =
+        std::fs::read(path).map_err(|e| kubeconfig_error(path, format!("cannot read: {e}")))?;
     let base = path.parent().unwrap_or_else(|| Path::new("."));
     resolve_bytes(&text, base, context).map_err(|message| kubeconfig_error(path, message))
 }
@@ -201,7 +202,10 @@ impl Kubeconfig {
             .cluster;
         let server = normalize_server(&cluster.server)?;
 
-        let ca_pem = match (&cluster.certificate_authority_data, &cluster.certificate_authority) {
+        let ca_pem = match (
+            &cluster.certificate_authority_data,
+            &cluster.certificate_authority,
+        ) {
             (Some(data), _) if !data.trim().is_empty() => {
                 Some(decode_data(data, "certificate-authority-data")?)
             }
@@ -275,7 +279,9 @@ fn resolve_credentials(user: &AuthInfo, base: &Path) -> Result<Credentials, Stri
     match (cert, key, token) {
         // A token and a certificate together: client-go sends both, and the server authenticates
         // with the certificate first. The tool prefers the certificate for the same reason.
-        (Some(cert_pem), Some(key_pem), _) => Ok(Credentials::ClientCertificate { cert_pem, key_pem }),
+        (Some(cert_pem), Some(key_pem), _) => {
+            Ok(Credentials::ClientCertificate { cert_pem, key_pem })
+        }
         (Some(_), None, _) => Err("client-certificate is set but client-key is not".to_string()),
         (None, Some(_), _) => Err("client-key is set but client-certificate is not".to_string()),
         (None, None, Some(token)) => Ok(Credentials::Token(token)),
@@ -283,9 +289,15 @@ fn resolve_credentials(user: &AuthInfo, base: &Path) -> Result<Credentials, Stri
             if user.exec.is_some() {
                 Err("exec credential plugins are not supported; use a client certificate or a token".to_string())
             } else if user.auth_provider.is_some() {
-                Err("auth-provider is not supported; use a client certificate or a token".to_string())
+                Err(
+                    "auth-provider is not supported; use a client certificate or a token"
+                        .to_string(),
+                )
             } else if user.username.is_some() {
-                Err("basic authentication is not supported; use a client certificate or a token".to_string())
+                Err(
+                    "basic authentication is not supported; use a client certificate or a token"
+                        .to_string(),
+                )
             } else {
                 Ok(Credentials::Anonymous)
             }
@@ -304,7 +316,11 @@ fn normalize_server(server: &str) -> Result<String, String> {
         .map_err(|e| format!("server {server:?} is not a URL: {e}"))?;
     match uri.scheme_str() {
         Some("https") | Some("http") => {}
-        _ => return Err(format!("server {server:?} must start with https:// (or http://)")),
+        _ => {
+            return Err(format!(
+                "server {server:?} must start with https:// (or http://)"
+            ));
+        }
     }
     if uri.host().is_none_or(str::is_empty) {
         return Err(format!("server {server:?} has no host"));
@@ -489,14 +505,18 @@ users:
     fn unusable_configs_are_errors() {
         let base = Path::new("/nowhere");
         let no_current = "clusters: []\ncontexts: []\nusers: []\n";
-        assert!(resolve_bytes(no_current.as_bytes(), base, None)
-            .unwrap_err()
-            .contains("current-context"));
+        assert!(
+            resolve_bytes(no_current.as_bytes(), base, None)
+                .unwrap_err()
+                .contains("current-context")
+        );
 
         let missing_context = "current-context: x\ncontexts: null\n";
-        assert!(resolve_bytes(missing_context.as_bytes(), base, None)
-            .unwrap_err()
-            .contains("\"x\" not found"));
+        assert!(
+            resolve_bytes(missing_context.as_bytes(), base, None)
+                .unwrap_err()
+                .contains("\"x\" not found")
+        );
 
         let exec = r#"
 current-context: c
@@ -504,9 +524,11 @@ clusters: [{name: k, cluster: {server: "https://127.0.0.1:1"}}]
 contexts: [{name: c, context: {cluster: k, user: u}}]
 users: [{name: u, user: {exec: {command: aws}}}]
 "#;
-        assert!(resolve_bytes(exec.as_bytes(), base, None)
-            .unwrap_err()
-            .contains("exec credential plugins are not supported"));
+        assert!(
+            resolve_bytes(exec.as_bytes(), base, None)
+                .unwrap_err()
+                .contains("exec credential plugins are not supported")
+        );
 
         let half_cert = r#"
 current-context: c
@@ -514,29 +536,39 @@ clusters: [{name: k, cluster: {server: "https://127.0.0.1:1"}}]
 contexts: [{name: c, context: {cluster: k, user: u}}]
 users: [{name: u, user: {client-certificate-data: QUJD}}]
 "#;
-        assert!(resolve_bytes(half_cert.as_bytes(), base, None)
-            .unwrap_err()
-            .contains("client-key is not"));
+        assert!(
+            resolve_bytes(half_cert.as_bytes(), base, None)
+                .unwrap_err()
+                .contains("client-key is not")
+        );
 
         let bad_server = r#"
 current-context: c
 clusters: [{name: k, cluster: {server: "ftp://127.0.0.1:1"}}]
 contexts: [{name: c, context: {cluster: k}}]
 "#;
-        assert!(resolve_bytes(bad_server.as_bytes(), base, None)
-            .unwrap_err()
-            .contains("https://"));
+        assert!(
+            resolve_bytes(bad_server.as_bytes(), base, None)
+                .unwrap_err()
+                .contains("https://")
+        );
 
         let bad_base64 = r#"
 current-context: c
 clusters: [{name: k, cluster: {server: "https://127.0.0.1:1", certificate-authority-data: "!!"}}]
 contexts: [{name: c, context: {cluster: k}}]
 "#;
-        assert!(resolve_bytes(bad_base64.as_bytes(), base, None)
-            .unwrap_err()
-            .contains("not valid base64"));
+        assert!(
+            resolve_bytes(bad_base64.as_bytes(), base, None)
+                .unwrap_err()
+                .contains("not valid base64")
+        );
 
-        assert!(resolve_bytes(b"{{{", base, None).unwrap_err().contains("cannot parse"));
+        assert!(
+            resolve_bytes(b"{{{", base, None)
+                .unwrap_err()
+                .contains("cannot parse")
+        );
     }
 
     #[test]

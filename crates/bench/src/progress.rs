@@ -63,7 +63,11 @@ impl Progress {
                 ticker.tick().await;
                 let elapsed = started.elapsed().as_secs_f64();
                 let done = counters.done();
-                let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
+                let rate = if elapsed > 0.0 {
+                    done as f64 / elapsed
+                } else {
+                    0.0
+                };
                 let mut line = format!("[{label}] {elapsed:.0}s");
                 if let Some(planned) = planned {
                     line.push_str(&format!("/{:.0}s", planned.as_secs_f64()));

@@ -296,7 +296,11 @@ pub fn process_group_members(pgrp: u32) -> Vec<u32> {
     };
     let mut pids = Vec::new();
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -361,7 +365,10 @@ mod tests {
             let exact = values[rank - 1] as f64;
             let got = h.percentile(p) as f64;
             assert!(got >= exact, "p{p}: {got} < {exact}");
-            assert!((got - exact) / exact < 1.0 / 128.0, "p{p}: {got} vs {exact}");
+            assert!(
+                (got - exact) / exact < 1.0 / 128.0,
+                "p{p}: {got} vs {exact}"
+            );
         }
         assert_eq!(h.max(), 12_370_000);
         assert_eq!(h.percentile(100.0), 12_370_000);

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver::authentication::{Authenticator, UnionAuthenticator, token::TokenFileAuthenticator, x509::ClientCertAuthenticator};
+use apiserver::authentication::{
+    Authenticator, UnionAuthenticator, token::TokenFileAuthenticator, x509::ClientCertAuthenticator,
+};
 use apiserver::authorization::AllowAuthenticated;
 use apiserver::endpoints::ApiResources;
 use apiserver::health::{Check, Health};
@@ -47,7 +49,12 @@ impl Running {
     }
 
     /// Starts the graceful stop and returns a future that resolves when it has finished.
-    pub fn stop_handle(self) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    pub fn stop_handle(
+        self,
+    ) -> (
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
         (self.shutdown, self.done)
     }
 }
@@ -78,11 +85,16 @@ fn read(path: &std::path::Path) -> Result<Vec<u8>, String> {
 pub async fn start(opts: Options) -> Result<Running, String> {
     let started = Instant::now();
     opts.validate()?;
-    std::fs::create_dir_all(&opts.data_dir).map_err(|e| format!("creating {}: {e}", opts.data_dir.display()))?;
+    std::fs::create_dir_all(&opts.data_dir)
+        .map_err(|e| format!("creating {}: {e}", opts.data_dir.display()))?;
 
     // Config: storage, certificates, authentication.
-    let kv: Arc<dyn Kv> = storage::SqliteKv::open(&opts.data_dir.join("state.db")).map_err(|e| format!("opening the embedded store: {e}"))?;
-    let allocator = Arc::new(ServiceIpAllocator::new(&opts.service_cluster_ip_range, &opts.service_node_port_range)?);
+    let kv: Arc<dyn Kv> = storage::SqliteKv::open(&opts.data_dir.join("state.db"))
+        .map_err(|e| format!("opening the embedded store: {e}"))?;
+    let allocator = Arc::new(ServiceIpAllocator::new(
+        &opts.service_cluster_ip_range,
+        &opts.service_node_port_range,
+    )?);
     let mut hosts = vec![allocator.first_ip().to_string()];
     if !opts.bind_address.is_unspecified() {
         hosts.push(opts.bind_address.to_string());
@@ -90,17 +102,24 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let pki = certs::load_or_create(&opts.cert_dir(), &hosts).map_err(|e| e.to_string())?;
     let (cert_pem, key_pem) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
         (Some(c), Some(k)) => (read(c)?, read(k)?),
-        _ => (pki.serving_cert_pem.clone().into_bytes(), pki.serving_key_pem.clone().into_bytes()),
+        _ => (
+            pki.serving_cert_pem.clone().into_bytes(),
+            pki.serving_key_pem.clone().into_bytes(),
+        ),
     };
     let client_ca = match &opts.client_ca_file {
         Some(p) => read(p)?,
         None => pki.ca_cert_pem.clone().into_bytes(),
     };
-    let tls = apiserver::serving::tls::server_config(&cert_pem, &key_pem, Some(&client_ca)).map_err(|e| e.to_string())?;
-    let mut authenticators: Vec<Box<dyn Authenticator>> =
-        vec![Box::new(ClientCertAuthenticator::from_ca_pem(&client_ca).map_err(|e| e.to_string())?)];
+    let tls = apiserver::serving::tls::server_config(&cert_pem, &key_pem, Some(&client_ca))
+        .map_err(|e| e.to_string())?;
+    let mut authenticators: Vec<Box<dyn Authenticator>> = vec![Box::new(
+        ClientCertAuthenticator::from_ca_pem(&client_ca).map_err(|e| e.to_string())?,
+    )];
     if let Some(path) = &opts.token_auth_file {
-        authenticators.push(Box::new(TokenFileAuthenticator::from_file(path).map_err(|e| e.to_string())?));
+        authenticators.push(Box::new(
+            TokenFileAuthenticator::from_file(path).map_err(|e| e.to_string())?,
+        ));
     }
 
     // Complete and build the server chain.
@@ -109,10 +128,20 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let chain = chain::build(resources.clone());
 
     // Bind before anything is announced, so that port 0 resolves to the real port.
-    let listener = apiserver::serving::bind(SocketAddr::new(opts.bind_address, opts.secure_port)).await.map_err(|e| format!("binding {}:{}: {e}", opts.bind_address, opts.secure_port))?;
+    let listener = apiserver::serving::bind(SocketAddr::new(opts.bind_address, opts.secure_port))
+        .await
+        .map_err(|e| format!("binding {}:{}: {e}", opts.bind_address, opts.secure_port))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let host = if opts.bind_address.is_unspecified() { "127.0.0.1".to_string() } else { opts.bind_address.to_string() };
-    let url_host = if host.contains(':') { format!("[{host}]") } else { host };
+    let host = if opts.bind_address.is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        opts.bind_address.to_string()
+    };
+    let url_host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
     let server_url = format!("https://{url_host}:{}", addr.port());
 
     // Prepare: health checks, post-start hooks, OpenAPI.
@@ -120,7 +149,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let controllers_hook = Check::new("poststarthook/start-namespace-controller", false);
     let shutdown_check = Check::new("shutdown", true);
     let health = Health {
-        common: vec![Check::new("ping", true), Check::new("log", true), Check::new("etcd", true)],
+        common: vec![
+            Check::new("ping", true),
+            Check::new("log", true),
+            Check::new("etcd", true),
+        ],
         post_start_hooks: vec![bootstrap_hook.clone(), controllers_hook.clone()],
         shutdown: Some(shutdown_check.clone()),
     };
@@ -132,11 +165,22 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         openapi: ironplane_kube::openapi::documents(),
         external_address: format!("{url_host}:{}", addr.port()),
     };
-    let server = Arc::new(GenericApiServer { config, chain, health, in_flight: Default::default() });
+    let server = Arc::new(GenericApiServer {
+        config,
+        chain,
+        health,
+        in_flight: Default::default(),
+    });
 
     let kubeconfig_path = opts.data_dir.join("kubeconfig");
-    kubeconfig::write_admin(&kubeconfig_path, &server_url, pki.ca_cert_pem.as_bytes(), pki.admin_cert_pem.as_bytes(), pki.admin_key_pem.as_bytes())
-        .map_err(|e| e.to_string())?;
+    kubeconfig::write_admin(
+        &kubeconfig_path,
+        &server_url,
+        pki.ca_cert_pem.as_bytes(),
+        pki.admin_cert_pem.as_bytes(),
+        pki.admin_key_pem.as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
 
     // Schemas load off the start-up path; writes before they are there keep unknown fields.
     let schemas = resources.schemas.clone();
@@ -166,7 +210,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             bootstrap_hook.set(true);
         });
     }
-    tokio::spawn(ironplane_kube::controllers::run_namespace_controller(resources.clone()));
+    tokio::spawn(ironplane_kube::controllers::run_namespace_controller(
+        resources.clone(),
+    ));
     controllers_hook.set(true);
 
     // Run.
@@ -188,5 +234,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         drop(kv);
     });
     tracing::info!(address = %addr, elapsed_ms = started.elapsed().as_millis() as u64, "serving");
-    Ok(Running { addr, kubeconfig: kubeconfig_path, shutdown: tx, done })
+    Ok(Running {
+        addr,
+        kubeconfig: kubeconfig_path,
+        shutdown: tx,
+        done,
+    })
 }

@@ -14,8 +14,12 @@ fn log_filter(v: u8) -> &'static str {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let opts = Options::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(opts.verbosity)));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(opts.verbosity)));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let running = match ironplane::start(opts).await {
         Ok(r) => r,
         Err(e) => {
@@ -23,9 +27,13 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let kubeconfig = std::fs::canonicalize(&running.kubeconfig).unwrap_or_else(|_| running.kubeconfig.clone());
+    let kubeconfig =
+        std::fs::canonicalize(&running.kubeconfig).unwrap_or_else(|_| running.kubeconfig.clone());
     eprintln!("Ironplane is serving on https://{}", running.addr);
-    eprintln!("To use kubectl with it:\n  export KUBECONFIG={}", kubeconfig.display());
+    eprintln!(
+        "To use kubectl with it:\n  export KUBECONFIG={}",
+        kubeconfig.display()
+    );
     let (stop, done) = running.stop_handle();
     wait_for_signal().await;
     eprintln!("shutting down");

@@ -8,7 +8,11 @@ use std::time::Duration;
 use clap::Parser;
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "ironplane", version, about = "A Kubernetes API server: kubectl and client libraries talk to it as to kube-apiserver")]
+#[command(
+    name = "ironplane",
+    version,
+    about = "A Kubernetes API server: kubectl and client libraries talk to it as to kube-apiserver"
+)]
 pub struct Options {
     /// Where the embedded store, certificates and the admin kubeconfig live.
     #[arg(long, default_value = "./ironplane-data")]
@@ -58,10 +62,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Ok(total);
     }
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').ok_or_else(|| format!("missing unit in duration {s:?}"))?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(|| format!("missing unit in duration {s:?}"))?;
         let (num, tail) = rest.split_at(digits);
         let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-        let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
         let secs = match unit {
             "ms" => value / 1000.0,
@@ -83,14 +91,22 @@ impl Options {
             return Err("--tls-cert-file and --tls-private-key-file must be given together".into());
         }
         if !self.etcd_prefix.starts_with('/') {
-            return Err(format!("--etcd-prefix must start with '/': {:?}", self.etcd_prefix));
+            return Err(format!(
+                "--etcd-prefix must start with '/': {:?}",
+                self.etcd_prefix
+            ));
         }
-        ironplane_kube::ServiceIpAllocator::new(&self.service_cluster_ip_range, &self.service_node_port_range)?;
+        ironplane_kube::ServiceIpAllocator::new(
+            &self.service_cluster_ip_range,
+            &self.service_node_port_range,
+        )?;
         Ok(())
     }
 
     pub fn cert_dir(&self) -> PathBuf {
-        self.cert_dir.clone().unwrap_or_else(|| self.data_dir.join("pki"))
+        self.cert_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("pki"))
     }
 }
 
@@ -108,7 +124,16 @@ mod tests {
 
     #[test]
     fn flags_keep_upstream_names() {
-        let o = Options::try_parse_from(["ironplane", "--secure-port", "0", "--service-cluster-ip-range", "10.96.0.0/16", "-v", "2"]).unwrap();
+        let o = Options::try_parse_from([
+            "ironplane",
+            "--secure-port",
+            "0",
+            "--service-cluster-ip-range",
+            "10.96.0.0/16",
+            "-v",
+            "2",
+        ])
+        .unwrap();
         assert_eq!(o.secure_port, 0);
         assert_eq!(o.verbosity, 2);
         o.validate().unwrap();

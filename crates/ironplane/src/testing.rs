@@ -34,7 +34,13 @@ impl TestServer {
         };
         let running = crate::start(opts).await.expect("the test server starts");
         let url = format!("https://{}", running.addr);
-        TestServer { kubeconfig: running.kubeconfig.clone(), url, data_dir: dir.path().to_path_buf(), running: Some(running), _dir: dir }
+        TestServer {
+            kubeconfig: running.kubeconfig.clone(),
+            url,
+            data_dir: dir.path().to_path_buf(),
+            running: Some(running),
+            _dir: dir,
+        }
     }
 
     pub async fn stop(mut self) {

@@ -44,6 +44,14 @@ fn acknowledged_writes_survive_kill_9() {
     assert!(acked.len() >= 40);
     let s = Server::start_in(dir);
     let names = s.kubectl(&["get", "cm", "-o", "name"]);
-    let missing: Vec<&String> = acked.iter().filter(|n| !names.contains(&format!("configmap/{n}\n"))).collect();
-    assert!(missing.is_empty(), "{} acknowledged writes lost, e.g. {:?}", missing.len(), &missing[..missing.len().min(5)]);
+    let missing: Vec<&String> = acked
+        .iter()
+        .filter(|n| !names.contains(&format!("configmap/{n}\n")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged writes lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
 }

@@ -37,19 +37,43 @@ fn discovery_and_version() {
     let v: serde_json::Value = serde_json::from_str(&v).unwrap();
     assert_eq!(v["serverVersion"]["minor"], "36");
     let res = s.kubectl(&["api-resources"]);
-    for needle in ["deployments", "deploy", "apps/v1", "configmaps", "cm", "customresourcedefinitions", "apiservices"] {
+    for needle in [
+        "deployments",
+        "deploy",
+        "apps/v1",
+        "configmaps",
+        "cm",
+        "customresourcedefinitions",
+        "apiservices",
+    ] {
         assert!(res.contains(needle), "api-resources lacks {needle}:\n{res}");
     }
     let versions = s.kubectl(&["api-versions"]);
-    for gv in ["v1", "apps/v1", "autoscaling/v2", "autoscaling/v1", "rbac.authorization.k8s.io/v1", "resource.k8s.io/v1"] {
-        assert!(versions.lines().any(|l| l == gv), "api-versions lacks {gv}:\n{versions}");
+    for gv in [
+        "v1",
+        "apps/v1",
+        "autoscaling/v2",
+        "autoscaling/v1",
+        "rbac.authorization.k8s.io/v1",
+        "resource.k8s.io/v1",
+    ] {
+        assert!(
+            versions.lines().any(|l| l == gv),
+            "api-versions lacks {gv}:\n{versions}"
+        );
     }
     let ns = s.kubectl(&["get", "ns"]);
     for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         assert!(ns.contains(n), "get ns lacks {n}:\n{ns}");
     }
     assert!(ns.contains("Active"));
-    let svc = s.kubectl(&["get", "svc", "kubernetes", "-o", "jsonpath={.spec.clusterIP}"]);
+    let svc = s.kubectl(&[
+        "get",
+        "svc",
+        "kubernetes",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
     assert_eq!(svc, "10.0.0.1");
 }
 
@@ -58,62 +82,239 @@ fn create_get_modify_delete() {
     let s = Server::start();
     s.kubectl(&["create", "namespace", "e2e"]);
     // Generator commands send protobuf bodies.
-    s.kubectl(&["-n", "e2e", "create", "configmap", "cm1", "--from-literal=k=v"]);
-    s.kubectl(&["-n", "e2e", "create", "secret", "generic", "sec1", "--from-literal=password=hunter2"]);
-    s.kubectl(&["-n", "e2e", "create", "deployment", "web", "--image=nginx", "--replicas=2"]);
-    s.kubectl(&["-n", "e2e", "create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    s.kubectl(&[
+        "-n",
+        "e2e",
+        "create",
+        "configmap",
+        "cm1",
+        "--from-literal=k=v",
+    ]);
+    s.kubectl(&[
+        "-n",
+        "e2e",
+        "create",
+        "secret",
+        "generic",
+        "sec1",
+        "--from-literal=password=hunter2",
+    ]);
+    s.kubectl(&[
+        "-n",
+        "e2e",
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--replicas=2",
+    ]);
+    s.kubectl(&[
+        "-n",
+        "e2e",
+        "create",
+        "service",
+        "clusterip",
+        "web",
+        "--tcp=80:8080",
+    ]);
     s.kubectl_stdin(&["create", "-f", "-"], JOB_YAML);
 
-    assert_eq!(s.kubectl(&["-n", "e2e", "get", "cm", "cm1", "-o", "jsonpath={.data.k}"]), "v");
-    assert_eq!(s.kubectl(&["-n", "e2e", "get", "secret", "sec1", "-o", "jsonpath={.data.password}"]), "aHVudGVyMg==");
+    assert_eq!(
+        s.kubectl(&["-n", "e2e", "get", "cm", "cm1", "-o", "jsonpath={.data.k}"]),
+        "v"
+    );
+    assert_eq!(
+        s.kubectl(&[
+            "-n",
+            "e2e",
+            "get",
+            "secret",
+            "sec1",
+            "-o",
+            "jsonpath={.data.password}"
+        ]),
+        "aHVudGVyMg=="
+    );
     let yaml = s.kubectl(&["-n", "e2e", "get", "deploy", "web", "-o", "yaml"]);
-    assert!(yaml.contains("replicas: 2") && yaml.contains("generation: 1"), "{yaml}");
+    assert!(
+        yaml.contains("replicas: 2") && yaml.contains("generation: 1"),
+        "{yaml}"
+    );
     let json = s.kubectl(&["-n", "e2e", "get", "svc", "web", "-o", "json"]);
     let svc: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert!(svc["spec"]["clusterIP"].as_str().unwrap().starts_with("10.0.0."));
+    assert!(
+        svc["spec"]["clusterIP"]
+            .as_str()
+            .unwrap()
+            .starts_with("10.0.0.")
+    );
     let wide = s.kubectl(&["-n", "e2e", "get", "deploy", "-o", "wide"]);
-    assert!(wide.contains("READY") && wide.contains("CONTAINERS") && wide.contains("nginx") && wide.contains("app=web"), "{wide}");
+    assert!(
+        wide.contains("READY")
+            && wide.contains("CONTAINERS")
+            && wide.contains("nginx")
+            && wide.contains("app=web"),
+        "{wide}"
+    );
     let table = s.kubectl(&["-n", "e2e", "get", "cm"]);
     assert!(table.contains("DATA") && table.contains("cm1"), "{table}");
     let describe = s.kubectl(&["-n", "e2e", "describe", "cm", "cm1"]);
-    assert!(describe.contains("Name:") && describe.contains("cm1"), "{describe}");
+    assert!(
+        describe.contains("Name:") && describe.contains("cm1"),
+        "{describe}"
+    );
 
     // apply twice: the second is unchanged; a changed manifest is configured.
-    assert!(s.kubectl_stdin(&["apply", "-f", "-"], CM_YAML).contains("created"));
-    assert!(s.kubectl_stdin(&["apply", "-f", "-"], CM_YAML).contains("unchanged"));
+    assert!(
+        s.kubectl_stdin(&["apply", "-f", "-"], CM_YAML)
+            .contains("created")
+    );
+    assert!(
+        s.kubectl_stdin(&["apply", "-f", "-"], CM_YAML)
+            .contains("unchanged")
+    );
     let changed = CM_YAML.replace("a: \"1\"", "a: \"2\"");
-    assert!(s.kubectl_stdin(&["apply", "-f", "-"], &changed).contains("configured"));
-    assert_eq!(s.kubectl(&["-n", "e2e", "get", "cm", "applied", "-o", "jsonpath={.data.a}"]), "2");
+    assert!(
+        s.kubectl_stdin(&["apply", "-f", "-"], &changed)
+            .contains("configured")
+    );
+    assert_eq!(
+        s.kubectl(&[
+            "-n",
+            "e2e",
+            "get",
+            "cm",
+            "applied",
+            "-o",
+            "jsonpath={.data.a}"
+        ]),
+        "2"
+    );
 
     s.kubectl(&["-n", "e2e", "label", "cm", "cm1", "tier=gold"]);
     s.kubectl(&["-n", "e2e", "annotate", "cm", "cm1", "note=hi"]);
-    assert_eq!(s.kubectl(&["-n", "e2e", "get", "cm", "-l", "tier=gold", "-o", "name"]).trim(), "configmap/cm1");
-    assert_eq!(s.kubectl(&["-n", "e2e", "get", "cm", "-l", "tier!=gold,tier", "-o", "name"]).trim(), "");
     assert_eq!(
-        s.kubectl(&["-n", "e2e", "get", "cm", "--field-selector", "metadata.name=cm1", "-o", "name"]).trim(),
+        s.kubectl(&["-n", "e2e", "get", "cm", "-l", "tier=gold", "-o", "name"])
+            .trim(),
+        "configmap/cm1"
+    );
+    assert_eq!(
+        s.kubectl(&[
+            "-n",
+            "e2e",
+            "get",
+            "cm",
+            "-l",
+            "tier!=gold,tier",
+            "-o",
+            "name"
+        ])
+        .trim(),
+        ""
+    );
+    assert_eq!(
+        s.kubectl(&[
+            "-n",
+            "e2e",
+            "get",
+            "cm",
+            "--field-selector",
+            "metadata.name=cm1",
+            "-o",
+            "name"
+        ])
+        .trim(),
         "configmap/cm1"
     );
 
     // The three patch types.
-    s.kubectl(&["-n", "e2e", "patch", "cm", "cm1", "--type", "merge", "-p", r#"{"data":{"m":"1"}}"#]);
-    s.kubectl(&["-n", "e2e", "patch", "cm", "cm1", "--type", "json", "-p", r#"[{"op":"add","path":"/data/j","value":"2"}]"#]);
-    s.kubectl(&["-n", "e2e", "patch", "deploy", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}"#]);
+    s.kubectl(&[
+        "-n",
+        "e2e",
+        "patch",
+        "cm",
+        "cm1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"m":"1"}}"#,
+    ]);
+    s.kubectl(&[
+        "-n",
+        "e2e",
+        "patch",
+        "cm",
+        "cm1",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/data/j","value":"2"}]"#,
+    ]);
+    s.kubectl(&[
+        "-n",
+        "e2e",
+        "patch",
+        "deploy",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}"#,
+    ]);
     let cm = s.kubectl(&["-n", "e2e", "get", "cm", "cm1", "-o", "json"]);
     let cm: serde_json::Value = serde_json::from_str(&cm).unwrap();
-    assert_eq!((cm["data"]["k"].as_str(), cm["data"]["m"].as_str(), cm["data"]["j"].as_str()), (Some("v"), Some("1"), Some("2")));
-    let image = s.kubectl(&["-n", "e2e", "get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image} {.metadata.generation}"]);
-    assert_eq!(image, "nginx:1.27 2", "strategic merge kept the container and bumped generation");
+    assert_eq!(
+        (
+            cm["data"]["k"].as_str(),
+            cm["data"]["m"].as_str(),
+            cm["data"]["j"].as_str()
+        ),
+        (Some("v"), Some("1"), Some("2"))
+    );
+    let image = s.kubectl(&[
+        "-n",
+        "e2e",
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image} {.metadata.generation}",
+    ]);
+    assert_eq!(
+        image, "nginx:1.27 2",
+        "strategic merge kept the container and bumped generation"
+    );
 
     s.kubectl(&["-n", "e2e", "scale", "deploy", "web", "--replicas=5"]);
-    assert_eq!(s.kubectl(&["-n", "e2e", "get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]), "5");
+    assert_eq!(
+        s.kubectl(&[
+            "-n",
+            "e2e",
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ]),
+        "5"
+    );
 
     // replace with a stale resourceVersion is a Conflict.
     let stale = s.kubectl(&["-n", "e2e", "get", "cm", "cm1", "-o", "json"]);
     s.kubectl(&["-n", "e2e", "label", "cm", "cm1", "bump=1"]);
     let err = {
         use std::io::Write;
-        let mut child = s.kubectl_cmd(&["replace", "-f", "-"]).stdin(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
-        child.stdin.take().unwrap().write_all(stale.as_bytes()).unwrap();
+        let mut child = s
+            .kubectl_cmd(&["replace", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stale.as_bytes())
+            .unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).into_owned()
@@ -121,18 +322,36 @@ fn create_get_modify_delete() {
     assert!(err.contains("the object has been modified"), "{err}");
 
     // Server-side dry run writes nothing.
-    s.kubectl(&["-n", "e2e", "create", "configmap", "dry", "--from-literal=a=b", "--dry-run=server"]);
-    assert!(s.kubectl_fails(&["-n", "e2e", "get", "cm", "dry"]).contains("NotFound"));
+    s.kubectl(&[
+        "-n",
+        "e2e",
+        "create",
+        "configmap",
+        "dry",
+        "--from-literal=a=b",
+        "--dry-run=server",
+    ]);
+    assert!(
+        s.kubectl_fails(&["-n", "e2e", "get", "cm", "dry"])
+            .contains("NotFound")
+    );
 
     // Chunked listing sees every object.
     for i in 0..7 {
         s.kubectl(&["-n", "e2e", "create", "configmap", &format!("chunk-{i}")]);
     }
     let names = s.kubectl(&["-n", "e2e", "get", "cm", "--chunk-size=2", "-o", "name"]);
-    assert_eq!(names.lines().filter(|l| l.contains("chunk-")).count(), 7, "{names}");
+    assert_eq!(
+        names.lines().filter(|l| l.contains("chunk-")).count(),
+        7,
+        "{names}"
+    );
 
     s.kubectl(&["-n", "e2e", "delete", "cm", "cm1"]);
-    assert!(s.kubectl_fails(&["-n", "e2e", "get", "cm", "cm1"]).contains("NotFound"));
+    assert!(
+        s.kubectl_fails(&["-n", "e2e", "get", "cm", "cm1"])
+            .contains("NotFound")
+    );
 
     // Deleting the namespace empties it and removes it.
     s.kubectl(&["delete", "ns", "e2e", "--wait=true", "--timeout=60s"]);
@@ -143,18 +362,31 @@ fn create_get_modify_delete() {
 fn watch_sees_later_changes_and_wait_for_delete() {
     let s = Server::start();
     s.kubectl(&["create", "configmap", "w1"]);
-    let mut watch = s.kubectl_cmd(&["get", "cm", "-w", "-o", "name"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut watch = s
+        .kubectl_cmd(&["get", "cm", "-w", "-o", "name"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     s.kubectl(&["create", "configmap", "w2"]);
-    let mut waiter = s.kubectl_cmd(&["wait", "--for=delete", "configmap/w1", "--timeout=30s"]).spawn().unwrap();
+    let mut waiter = s
+        .kubectl_cmd(&["wait", "--for=delete", "configmap/w1", "--timeout=30s"])
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     s.kubectl(&["delete", "configmap", "w1"]);
-    assert!(waiter.wait().unwrap().success(), "kubectl wait --for=delete succeeds");
+    assert!(
+        waiter.wait().unwrap().success(),
+        "kubectl wait --for=delete succeeds"
+    );
     std::thread::sleep(Duration::from_millis(500));
     let _ = watch.kill();
     let out = watch.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("configmap/w1") && text.contains("configmap/w2"), "watch output: {text}");
+    assert!(
+        text.contains("configmap/w1") && text.contains("configmap/w2"),
+        "watch output: {text}"
+    );
 }
 
 #[test]
@@ -175,11 +407,30 @@ fn edit_with_a_scripted_editor() {
     let s = Server::start();
     s.kubectl(&["create", "configmap", "ed", "--from-literal=a=1"]);
     let editor = s.dir.path().join("editor.sh");
-    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/a: \"1\"/a: \"edited\"/' \"$1\"\n").unwrap();
-    std::process::Command::new("chmod").arg("+x").arg(&editor).status().unwrap();
-    let out = s.kubectl_cmd(&["edit", "configmap", "ed"]).env("KUBE_EDITOR", &editor).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(s.kubectl(&["get", "cm", "ed", "-o", "jsonpath={.data.a}"]), "edited");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i 's/a: \"1\"/a: \"edited\"/' \"$1\"\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&editor)
+        .status()
+        .unwrap();
+    let out = s
+        .kubectl_cmd(&["edit", "configmap", "ed"])
+        .env("KUBE_EDITOR", &editor)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        s.kubectl(&["get", "cm", "ed", "-o", "jsonpath={.data.a}"]),
+        "edited"
+    );
 }
 
 #[test]
@@ -192,7 +443,12 @@ fn diff_shows_a_change() {
     std::fs::write(&manifest, changed).unwrap();
     let out = s.kubectl_output(&["diff", "-f", manifest.to_str().unwrap()]);
     // kubectl diff exits 1 when there is a difference.
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("+  a: \"3\""));
 }
 

@@ -29,27 +29,44 @@ impl ValidatingPlugin for NamespaceLifecycle {
         let namespaces = GroupResource::new("", "namespaces");
         if attrs.resource.group.is_empty() && attrs.resource.resource == "namespaces" {
             if attrs.operation == Operation::Delete && IMMORTAL_NAMESPACES.contains(&attrs.name) {
-                return Err(Status::forbidden(&namespaces, attrs.name, "this namespace may not be deleted"));
+                return Err(Status::forbidden(
+                    &namespaces,
+                    attrs.name,
+                    "this namespace may not be deleted",
+                ));
             }
             return Ok(());
         }
-        if !attrs.resource.namespaced || attrs.operation != Operation::Create || attrs.namespace.is_empty() {
+        if !attrs.resource.namespaced
+            || attrs.operation != Operation::Create
+            || attrs.namespace.is_empty()
+        {
             return Ok(());
         }
-        let Some(store) = self.api.get().and_then(|a| a.get("", "v1", "namespaces")) else { return Ok(()) };
+        let Some(store) = self.api.get().and_then(|a| a.get("", "v1", "namespaces")) else {
+            return Ok(());
+        };
         // Read from the watch cache first (cheap); a miss is confirmed with a consistent read, as
         // upstream does, so a namespace created a moment ago is found.
         let ns = match store.get("", attrs.namespace, ResourceVersion::Any).await {
             Ok(o) => o,
-            Err(s) if s.code == 404 => store.get("", attrs.namespace, ResourceVersion::Unset).await.map_err(|_| Status::not_found(&namespaces, attrs.namespace))?,
+            Err(s) if s.code == 404 => store
+                .get("", attrs.namespace, ResourceVersion::Unset)
+                .await
+                .map_err(|_| Status::not_found(&namespaces, attrs.namespace))?,
             Err(s) => return Err(s),
         };
         let ns = ns.value().map_err(Status::internal)?;
-        if ns.deletion_timestamp().is_some() || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
+        if ns.deletion_timestamp().is_some()
+            || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+        {
             return Err(Status::forbidden(
                 &attrs.resource.group_resource(),
                 attrs.name,
-                format!("unable to create new content in namespace {} because it is being terminated", attrs.namespace),
+                format!(
+                    "unable to create new content in namespace {} because it is being terminated",
+                    attrs.namespace
+                ),
             ));
         }
         Ok(())

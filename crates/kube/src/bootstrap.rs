@@ -11,17 +11,31 @@ use storage::{ListOptions, ResourceVersion};
 use crate::controllers::controller_user;
 use crate::strategies::ServiceIpAllocator;
 
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Creates what is missing; existing objects are left as they are. Errors other than "already
 /// exists" fail the hook (and so readiness).
-pub async fn run(api: &Arc<ApiResources>, allocator: &ServiceIpAllocator, secure_port: u16) -> Result<(), String> {
+pub async fn run(
+    api: &Arc<ApiResources>,
+    allocator: &ServiceIpAllocator,
+    secure_port: u16,
+) -> Result<(), String> {
     let user = controller_user();
     let requester = Requester { user: &user };
     // Rebuild the allocator from what is stored before anything allocates.
     if let Some(services) = api.get("", "v1", "services") {
         let all = services
-            .list("", &ListOptions { resource_version: ResourceVersion::Unset, resource_version_match: None, limit: 0, continue_token: None, predicate: None })
+            .list(
+                "",
+                &ListOptions {
+                    resource_version: ResourceVersion::Unset,
+                    resource_version_match: None,
+                    limit: 0,
+                    continue_token: None,
+                    predicate: None,
+                },
+            )
             .await
             .map_err(|s| s.message)?;
         for item in all.items {
@@ -30,16 +44,23 @@ pub async fn run(api: &Arc<ApiResources>, allocator: &ServiceIpAllocator, secure
             }
         }
     }
-    let namespaces = api.get("", "v1", "namespaces").ok_or("namespaces are not served")?;
+    let namespaces = api
+        .get("", "v1", "namespaces")
+        .ok_or("namespaces are not served")?;
     for ns in SYSTEM_NAMESPACES {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        match namespaces.create(&requester, "", obj, &WriteOptions::default()).await {
+        match namespaces
+            .create(&requester, "", obj, &WriteOptions::default())
+            .await
+        {
             Ok(_) => {}
             Err(s) if s.code == 409 => {}
             Err(s) => return Err(format!("creating namespace {ns}: {}", s.message)),
         }
     }
-    let services = api.get("", "v1", "services").ok_or("services are not served")?;
+    let services = api
+        .get("", "v1", "services")
+        .ok_or("services are not served")?;
     let ip = allocator.first_ip().to_string();
     allocator.reserve_ip(allocator.first_ip());
     let svc = json!({
@@ -47,7 +68,10 @@ pub async fn run(api: &Arc<ApiResources>, allocator: &ServiceIpAllocator, secure
         "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
         "spec": {"clusterIP": ip, "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": secure_port}], "sessionAffinity": "None", "type": "ClusterIP"},
     });
-    match services.create(&requester, "default", svc, &WriteOptions::default()).await {
+    match services
+        .create(&requester, "default", svc, &WriteOptions::default())
+        .await
+    {
         Ok(_) => Ok(()),
         Err(s) if s.code == 409 => Ok(()),
         Err(s) => Err(format!("creating the kubernetes service: {}", s.message)),

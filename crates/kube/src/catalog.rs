@@ -37,21 +37,61 @@ const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize"];
 
 /// Resources that are not stored and that Ironplane does not answer yet; left out of discovery
 /// rather than served wrongly.
-const NOT_SERVED: &[(&str, &str)] = &[("", "bindings"), ("", "componentstatuses"), ("authentication.k8s.io", "tokenreviews")];
+const NOT_SERVED: &[(&str, &str)] = &[
+    ("", "bindings"),
+    ("", "componentstatuses"),
+    ("authentication.k8s.io", "tokenreviews"),
+];
 
 /// Kinds whose objects carry `metadata.generation` (recorded from upstream's defaulted objects).
 const TRACKS_GENERATION: &[(&str, &str)] = &[
-    ("", "pods"), ("", "replicationcontrollers"), ("apps", "deployments"), ("apps", "replicasets"),
-    ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs"), ("batch", "cronjobs"),
-    ("networking.k8s.io", "ingresses"), ("networking.k8s.io", "ingressclasses"), ("networking.k8s.io", "networkpolicies"),
-    ("policy", "poddisruptionbudgets"), ("scheduling.k8s.io", "priorityclasses"), ("discovery.k8s.io", "endpointslices"),
-    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"), ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
-    ("admissionregistration.k8s.io", "validatingadmissionpolicies"), ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
-    ("admissionregistration.k8s.io", "mutatingadmissionpolicies"), ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings"),
-    ("apiextensions.k8s.io", "customresourcedefinitions"), ("flowcontrol.apiserver.k8s.io", "flowschemas"),
-    ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"), ("autoscaling", "horizontalpodautoscalers"),
-    ("resource.k8s.io", "resourceclaims"), ("resource.k8s.io", "deviceclasses"), ("resource.k8s.io", "resourceslices"),
-    ("resource.k8s.io", "resourceclaimtemplates"), ("storage.k8s.io", "volumeattributesclasses"),
+    ("", "pods"),
+    ("", "replicationcontrollers"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("batch", "jobs"),
+    ("batch", "cronjobs"),
+    ("networking.k8s.io", "ingresses"),
+    ("networking.k8s.io", "ingressclasses"),
+    ("networking.k8s.io", "networkpolicies"),
+    ("policy", "poddisruptionbudgets"),
+    ("scheduling.k8s.io", "priorityclasses"),
+    ("discovery.k8s.io", "endpointslices"),
+    (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+    ),
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicies"),
+    (
+        "admissionregistration.k8s.io",
+        "mutatingadmissionpolicybindings",
+    ),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+    ),
+    ("autoscaling", "horizontalpodautoscalers"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "deviceclasses"),
+    ("resource.k8s.io", "resourceslices"),
+    ("resource.k8s.io", "resourceclaimtemplates"),
+    ("storage.k8s.io", "volumeattributesclasses"),
 ];
 
 /// Field selectors beyond name and namespace, in upstream's order: (group, resource, field,
@@ -60,39 +100,126 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
     ("", "pods", "spec.nodeName", "spec.nodeName", ""),
     ("", "pods", "spec.restartPolicy", "spec.restartPolicy", ""),
     ("", "pods", "spec.schedulerName", "spec.schedulerName", ""),
-    ("", "pods", "spec.serviceAccountName", "spec.serviceAccountName", ""),
+    (
+        "",
+        "pods",
+        "spec.serviceAccountName",
+        "spec.serviceAccountName",
+        "",
+    ),
     ("", "pods", "spec.hostNetwork", "spec.hostNetwork", "false"),
     ("", "pods", "status.phase", "status.phase", ""),
     ("", "pods", "status.podIP", "status.podIP", ""),
-    ("", "pods", "status.nominatedNodeName", "status.nominatedNodeName", ""),
-    ("", "events", "involvedObject.kind", "involvedObject.kind", ""),
-    ("", "events", "involvedObject.namespace", "involvedObject.namespace", ""),
-    ("", "events", "involvedObject.name", "involvedObject.name", ""),
+    (
+        "",
+        "pods",
+        "status.nominatedNodeName",
+        "status.nominatedNodeName",
+        "",
+    ),
+    (
+        "",
+        "events",
+        "involvedObject.kind",
+        "involvedObject.kind",
+        "",
+    ),
+    (
+        "",
+        "events",
+        "involvedObject.namespace",
+        "involvedObject.namespace",
+        "",
+    ),
+    (
+        "",
+        "events",
+        "involvedObject.name",
+        "involvedObject.name",
+        "",
+    ),
     ("", "events", "involvedObject.uid", "involvedObject.uid", ""),
-    ("", "events", "involvedObject.apiVersion", "involvedObject.apiVersion", ""),
-    ("", "events", "involvedObject.resourceVersion", "involvedObject.resourceVersion", ""),
-    ("", "events", "involvedObject.fieldPath", "involvedObject.fieldPath", ""),
+    (
+        "",
+        "events",
+        "involvedObject.apiVersion",
+        "involvedObject.apiVersion",
+        "",
+    ),
+    (
+        "",
+        "events",
+        "involvedObject.resourceVersion",
+        "involvedObject.resourceVersion",
+        "",
+    ),
+    (
+        "",
+        "events",
+        "involvedObject.fieldPath",
+        "involvedObject.fieldPath",
+        "",
+    ),
     ("", "events", "reason", "reason", ""),
     ("", "events", "reportingComponent", "reportingComponent", ""),
     ("", "events", "source", "source.component", ""),
     ("", "events", "type", "type", ""),
     ("", "secrets", "type", "type", ""),
     ("", "namespaces", "status.phase", "status.phase", ""),
-    ("", "nodes", "spec.unschedulable", "spec.unschedulable", "false"),
-    ("", "replicationcontrollers", "status.replicas", "status.replicas", "0"),
+    (
+        "",
+        "nodes",
+        "spec.unschedulable",
+        "spec.unschedulable",
+        "false",
+    ),
+    (
+        "",
+        "replicationcontrollers",
+        "status.replicas",
+        "status.replicas",
+        "0",
+    ),
     ("", "services", "spec.clusterIP", "spec.clusterIP", ""),
     ("", "services", "spec.type", "spec.type", ""),
-    ("apps", "replicasets", "status.replicas", "status.replicas", "0"),
-    ("batch", "jobs", "status.successful", "status.successful", "0"),
-    ("certificates.k8s.io", "certificatesigningrequests", "spec.signerName", "spec.signerName", ""),
+    (
+        "apps",
+        "replicasets",
+        "status.replicas",
+        "status.replicas",
+        "0",
+    ),
+    (
+        "batch",
+        "jobs",
+        "status.successful",
+        "status.successful",
+        "0",
+    ),
+    (
+        "certificates.k8s.io",
+        "certificatesigningrequests",
+        "spec.signerName",
+        "spec.signerName",
+        "",
+    ),
 ];
 
 fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default()
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
-    let body: Value = serde_json::from_str::<Value>(doc).map(|d| d["body"].clone()).unwrap_or(Value::Null);
+    let body: Value = serde_json::from_str::<Value>(doc)
+        .map(|d| d["body"].clone())
+        .unwrap_or(Value::Null);
     let resources = body["resources"].as_array().cloned().unwrap_or_default();
     let mut rows: Vec<ResourceInfo> = Vec::new();
     for r in &resources {
@@ -135,7 +262,9 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
         });
     }
     for r in &resources {
-        let Some((parent, sub)) = r["name"].as_str().unwrap_or_default().split_once('/') else { continue };
+        let Some((parent, sub)) = r["name"].as_str().unwrap_or_default().split_once('/') else {
+            continue;
+        };
         if !SERVED_SUBRESOURCES.contains(&sub) {
             continue;
         }
@@ -155,7 +284,9 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
 /// Every built-in resource, core first, then groups in upstream's priority order.
 pub fn builtin_resources() -> Vec<Arc<ResourceInfo>> {
     let mut out: Vec<ResourceInfo> = rows_of("", "v1", CORE_V1);
-    let groups: Value = serde_json::from_str::<Value>(API_GROUPS).map(|d| d["body"].clone()).unwrap_or(Value::Null);
+    let groups: Value = serde_json::from_str::<Value>(API_GROUPS)
+        .map(|d| d["body"].clone())
+        .unwrap_or(Value::Null);
     for g in groups["groups"].as_array().into_iter().flatten() {
         let name = g["name"].as_str().unwrap_or_default();
         for v in g["versions"].as_array().into_iter().flatten() {
@@ -168,7 +299,10 @@ pub fn builtin_resources() -> Vec<Arc<ResourceInfo>> {
     // A resource served in several versions is stored once, in its preferred (first) version.
     let mut seen: Vec<(String, String, String)> = Vec::new();
     for row in &mut out {
-        match seen.iter().find(|(g, r, _)| *g == row.group && *r == row.resource) {
+        match seen
+            .iter()
+            .find(|(g, r, _)| *g == row.group && *r == row.resource)
+        {
             Some((_, _, v)) => row.storage_version = Some(v.clone()),
             None => seen.push((row.group.clone(), row.resource.clone(), row.version.clone())),
         }
@@ -183,14 +317,25 @@ mod tests {
     #[test]
     fn catalog_has_every_group_and_upstream_rows() {
         let rows = builtin_resources();
-        let groups: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.group.as_str()).collect();
-        assert_eq!(groups.len(), 21, "core plus the 20 recorded groups: {groups:?}");
-        let deploy = rows.iter().find(|r| r.group == "apps" && r.resource == "deployments").unwrap();
+        let groups: std::collections::BTreeSet<&str> =
+            rows.iter().map(|r| r.group.as_str()).collect();
+        assert_eq!(
+            groups.len(),
+            21,
+            "core plus the 20 recorded groups: {groups:?}"
+        );
+        let deploy = rows
+            .iter()
+            .find(|r| r.group == "apps" && r.resource == "deployments")
+            .unwrap();
         assert_eq!(deploy.short_names, vec!["deploy"]);
         assert_eq!(deploy.categories, vec!["all"]);
         assert!(deploy.subresource("scale").is_some() && deploy.has_status());
         assert!(deploy.tracks_generation);
-        let hpa: Vec<_> = rows.iter().filter(|r| r.resource == "horizontalpodautoscalers").collect();
+        let hpa: Vec<_> = rows
+            .iter()
+            .filter(|r| r.resource == "horizontalpodautoscalers")
+            .collect();
         assert_eq!(hpa.len(), 2);
         assert_eq!(hpa[1].storage_version.as_deref(), Some("v2"));
     }

@@ -18,7 +18,10 @@ pub fn controller_user() -> UserInfo {
     UserInfo {
         name: "system:serviceaccount:kube-system:namespace-controller".into(),
         uid: String::new(),
-        groups: vec!["system:serviceaccounts".into(), "system:authenticated".into()],
+        groups: vec![
+            "system:serviceaccounts".into(),
+            "system:authenticated".into(),
+        ],
         extra: Default::default(),
     }
 }
@@ -26,9 +29,22 @@ pub fn controller_user() -> UserInfo {
 /// Watches namespaces and finishes the deletion of terminating ones. Runs until the process ends;
 /// a namespace whose content cannot be removed yet (finalizers) is retried.
 pub async fn run_namespace_controller(api: Arc<ApiResources>) {
-    let Some(namespaces) = api.get("", "v1", "namespaces").cloned() else { return };
+    let Some(namespaces) = api.get("", "v1", "namespaces").cloned() else {
+        return;
+    };
     loop {
-        let mut events = match namespaces.watch("", &WatchOptions { resource_version: ResourceVersion::Unset, send_initial_events: None, allow_bookmarks: false, predicate: None }).await {
+        let mut events = match namespaces
+            .watch(
+                "",
+                &WatchOptions {
+                    resource_version: ResourceVersion::Unset,
+                    send_initial_events: None,
+                    allow_bookmarks: false,
+                    predicate: None,
+                },
+            )
+            .await
+        {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e.message, "namespace controller cannot watch; retrying");
@@ -77,7 +93,19 @@ async fn finish(api: &ApiResources, ns: &str) -> bool {
         if !info.namespaced || !info.has_verb("list") || !seen_keys.insert(store.prefix(ns)) {
             continue;
         }
-        let list = match store.list(ns, &ListOptions { resource_version: ResourceVersion::Unset, resource_version_match: None, limit: 0, continue_token: None, predicate: None }).await {
+        let list = match store
+            .list(
+                ns,
+                &ListOptions {
+                    resource_version: ResourceVersion::Unset,
+                    resource_version_match: None,
+                    limit: 0,
+                    continue_token: None,
+                    predicate: None,
+                },
+            )
+            .await
+        {
             Ok(l) => l,
             Err(_) => {
                 remaining += 1;
@@ -88,23 +116,40 @@ async fn finish(api: &ApiResources, ns: &str) -> bool {
             remaining += 1;
             let Ok(v) = item.value() else { continue };
             if v.deletion_timestamp().is_none() {
-                let _ = store.delete(&requester, ns, v.name(), &DeleteOptions::default()).await;
+                let _ = store
+                    .delete(&requester, ns, v.name(), &DeleteOptions::default())
+                    .await;
             }
         }
     }
     if remaining > 0 {
         return false;
     }
-    let Some(namespaces) = api.get("", "v1", "namespaces") else { return true };
+    let Some(namespaces) = api.get("", "v1", "namespaces") else {
+        return true;
+    };
     let mut updater = |current: Option<&Value>| {
         let mut v = current.cloned().unwrap_or(Value::Null);
-        let left: Vec<Value> = v.pointer("/spec/finalizers").and_then(Value::as_array).into_iter().flatten().filter(|f| *f != "kubernetes").cloned().collect();
+        let left: Vec<Value> = v
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|f| *f != "kubernetes")
+            .cloned()
+            .collect();
         v["spec"]["finalizers"] = json!(left);
         v.remove_meta("resourceVersion");
         Ok(v)
     };
-    let opts = UpdateOptions { subresource: "finalize".into(), ..Default::default() };
-    match namespaces.update(&requester, "", ns, &mut updater, &opts).await {
+    let opts = UpdateOptions {
+        subresource: "finalize".into(),
+        ..Default::default()
+    };
+    match namespaces
+        .update(&requester, "", ns, &mut updater, &opts)
+        .await
+    {
         Ok(_) => true,
         Err(s) => s.code == 404,
     }

@@ -8,8 +8,8 @@ pub mod catalog;
 pub mod controllers;
 pub mod openapi;
 pub mod printers;
-mod table;
 pub mod strategies;
+mod table;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,7 +31,9 @@ pub struct BuiltinApi {
 pub fn install(kv: Arc<dyn Kv>, prefix: &str, allocator: Arc<ServiceIpAllocator>) -> BuiltinApi {
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
     let lookup: Arc<std::sync::OnceLock<Arc<ApiResources>>> = Arc::new(std::sync::OnceLock::new());
-    let admission = Admission::default().with_validating(Arc::new(admission::NamespaceLifecycle { api: lookup.clone() }));
+    let admission = Admission::default().with_validating(Arc::new(admission::NamespaceLifecycle {
+        api: lookup.clone(),
+    }));
     // One cache per stored resource, shared by every version it is served in.
     let mut caches: HashMap<String, Arc<dyn Store>> = HashMap::new();
     for info in catalog::builtin_resources() {
@@ -46,9 +48,18 @@ pub fn install(kv: Arc<dyn Kv>, prefix: &str, allocator: Arc<ServiceIpAllocator>
             })
             .clone();
         let strategy = strategies::for_resource(&info.group, &info.resource, &allocator);
-        resources.add(Arc::new(RegistryStore::new(info, strategy, store, admission.clone(), prefix)));
+        resources.add(Arc::new(RegistryStore::new(
+            info,
+            strategy,
+            store,
+            admission.clone(),
+            prefix,
+        )));
     }
     let resources = Arc::new(resources);
     let _ = lookup.set(resources.clone());
-    BuiltinApi { resources, allocator }
+    BuiltinApi {
+        resources,
+        allocator,
+    }
 }

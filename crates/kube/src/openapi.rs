@@ -14,7 +14,10 @@ include!(concat!(env!("OUT_DIR"), "/openapi_v3.rs"));
 pub fn documents() -> OpenApi {
     OpenApi {
         v2: Some(GzDoc(Bytes::from_static(V2))),
-        v3: V3_DOCS.iter().map(|(p, b)| (p.to_string(), GzDoc(Bytes::from_static(b)))).collect(),
+        v3: V3_DOCS
+            .iter()
+            .map(|(p, b)| (p.to_string(), GzDoc(Bytes::from_static(b))))
+            .collect(),
     }
 }
 
@@ -22,7 +25,9 @@ pub fn documents() -> OpenApi {
 /// path).
 pub fn schemas() -> Result<Schemas, String> {
     let mut json = Vec::new();
-    flate2::read::GzDecoder::new(V2).read_to_end(&mut json).map_err(|e| e.to_string())?;
+    flate2::read::GzDecoder::new(V2)
+        .read_to_end(&mut json)
+        .map_err(|e| e.to_string())?;
     let doc: serde_json::Value = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
     Ok(Schemas::from_openapi_v2(&doc))
 }

@@ -11,7 +11,12 @@ impl TableConvertor for BuiltinTables {
         crate::printers::column_definitions(&info.group, &info.version, &info.resource)
     }
 
-    fn cells(&self, info: &ResourceInfo, obj: &Value, now: chrono::DateTime<chrono::Utc>) -> Vec<Value> {
+    fn cells(
+        &self,
+        info: &ResourceInfo,
+        obj: &Value,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<Value> {
         crate::printers::row_cells(&info.group, &info.version, &info.resource, obj, now)
     }
 }

@@ -13,9 +13,7 @@ use serde_json::{Map, Value};
 use crate::ProtobufError;
 use crate::schema::{Cardinality, Field, MessageId, Schema, Special, Type};
 use crate::time;
-use crate::wire::{
-    FIXED64, LENGTH_DELIMITED, put_bytes, put_nested, put_tag, put_varint, put_varint_field,
-};
+use crate::wire::{FIXED64, put_bytes, put_nested, put_tag, put_varint_field};
 
 pub(crate) struct Encoder<'s> {
     pub schema: &'s Schema,
@@ -318,10 +316,9 @@ fn scalar(number: u32, ty: Type, value: &Value, out: &mut Vec<u8>) -> Result<(),
             put_tag(out, number, FIXED64);
             out.extend_from_slice(&number_value.to_le_bytes());
         }
+        // The callers handle these; reaching here is a bug, reported rather than panicked on.
         Type::Bytes | Type::Message(_) => {
-            // Handled by the callers; kept total so a schema mistake is an error, not a panic.
-            put_tag(out, number, LENGTH_DELIMITED);
-            put_varint(out, 0);
+            return Err(invalid(format!("field {number} is not a scalar")));
         }
     }
     Ok(())

@@ -228,12 +228,15 @@ impl Schema {
                 .get(&(Box::from(dir.as_str()), Box::from(version)))?;
             self.message_named(&format!("{package}.{kind}"))
         });
-        found.or_else(|| {
-            META_KINDS
-                .contains(&kind)
-                .then(|| self.message_named(&format!("{META_V1}.{kind}")))
-                .flatten()
-        })
+        found
+            .or_else(|| {
+                META_KINDS
+                    .contains(&kind)
+                    .then(|| self.message_named(&format!("{META_V1}.{kind}")))
+                    .flatten()
+            })
+            // Only structs are objects: `Time` or `Quantity` are not kinds.
+            .filter(|&id| self.messages[id].special == Special::None)
     }
 }
 
@@ -363,6 +366,7 @@ mod tests {
             ("v1", "Deployment"),
             ("apps/v9", "Deployment"),
             ("meta.k8s.io/v1", "Table"),
+            ("meta.k8s.io/v1", "Time"),
             ("", "Pod"),
             ("v1", ""),
         ] {

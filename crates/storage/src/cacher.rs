@@ -531,7 +531,14 @@ impl Store for Cacher {
                     end_bookmark: false,
                 }
             }
-            (Some(false), ResourceVersion::Unset | ResourceVersion::Any) => {
+            (Some(false), ResourceVersion::Unset) => {
+                // "From the most recent version": everything after the store's current revision,
+                // whether or not the cache has seen it yet.
+                let current = self.shared.inner.current_revision().await?;
+                self.shared.wait_ready().await?;
+                Start::Since(current)
+            }
+            (Some(false), ResourceVersion::Any) => {
                 self.shared.wait_ready().await?;
                 Start::Now
             }

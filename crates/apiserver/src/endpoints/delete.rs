@@ -25,19 +25,29 @@ fn delete_options(req: &ApiRequest, q: &Query) -> Result<DeleteOptions, Status> 
         ..Default::default()
     };
     if req.body.iter().any(|b| !b.is_ascii_whitespace()) {
-        let ct = req.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-        let body = super::decode::parse(&req.body, super::negotiation::body_encoding(ct).unwrap_or(Encoding::Json))?;
+        let ct = req
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let body = super::decode::parse(
+            &req.body,
+            super::negotiation::body_encoding(ct).unwrap_or(Encoding::Json),
+        )?;
         if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
             opts.propagation_policy = Some(p.to_string());
         } else if let Some(orphan) = body.get("orphanDependents").and_then(Value::as_bool) {
-            opts.propagation_policy = Some(if orphan { "Orphan" } else { "Background" }.to_string());
+            opts.propagation_policy =
+                Some(if orphan { "Orphan" } else { "Background" }.to_string());
         }
         if let Some(g) = body.get("gracePeriodSeconds").and_then(Value::as_i64) {
             opts.grace_period_seconds = Some(g);
         }
         if let Some(pre) = body.get("preconditions") {
             opts.precondition_uid = pre.get("uid").and_then(Value::as_str).map(str::to_string);
-            opts.precondition_resource_version = pre.get("resourceVersion").and_then(Value::as_str).map(str::to_string);
+            opts.precondition_resource_version = pre
+                .get("resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string);
         }
         if let Some(dr) = body.get("dryRun").and_then(Value::as_array) {
             opts.dry_run |= dr.iter().any(|v| v == "All");
@@ -46,14 +56,27 @@ fn delete_options(req: &ApiRequest, q: &Query) -> Result<DeleteOptions, Status> 
     Ok(opts)
 }
 
-pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn handle(
+    api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), OBJECT_VIEWS)?;
     let q = Query::parse(&req.query)?;
     let opts = delete_options(&req, &q)?;
-    let outcome = store.delete(&Requester { user: &req.user }, &req.info.namespace, &req.info.name, &opts).await?;
+    let outcome = store
+        .delete(
+            &Requester { user: &req.user },
+            &req.info.namespace,
+            &req.info.name,
+            &opts,
+        )
+        .await?;
     match outcome {
         DeleteOutcome::Pending(obj) => response::object(api, &store.info, StatusCode::OK, &obj, n),
-        DeleteOutcome::Deleted(obj) if store.info.return_deleted_object => response::object(api, &store.info, StatusCode::OK, &obj, n),
+        DeleteOutcome::Deleted(obj) if store.info.return_deleted_object => {
+            response::object(api, &store.info, StatusCode::OK, &obj, n)
+        }
         DeleteOutcome::Deleted(obj) => {
             // Upstream answers a finished delete with a Status of success naming the object, so
             // that clients can tell it from one that waits for finalizers.
@@ -62,7 +85,11 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
                 name: req.info.name.clone(),
                 group: store.info.group.clone(),
                 kind: store.info.resource.clone(),
-                uid: v.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string(),
+                uid: v
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
                 ..Default::default()
             };
             response::value(StatusCode::OK, &success_status(Some(details)), n)
@@ -70,22 +97,38 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
     }
 }
 
-pub async fn handle_collection(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn handle_collection(
+    api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), &[super::negotiation::View::Object])?;
     let q = Query::parse(&req.query)?;
     let opts = delete_options(&req, &q)?;
     let list = store
         .list(
             &req.info.namespace,
-            &ListOptions { resource_version: ResourceVersion::Unset, resource_version_match: None, limit: 0, continue_token: None, predicate: predicate(&store.info, &q)? },
+            &ListOptions {
+                resource_version: ResourceVersion::Unset,
+                resource_version_match: None,
+                limit: 0,
+                continue_token: None,
+                predicate: predicate(&store.info, &q)?,
+            },
         )
         .await?;
     let requester = Requester { user: &req.user };
     let mut deleted = Vec::with_capacity(list.items.len());
     for item in &list.items {
         let v = item.value().map_err(Status::internal)?;
-        let ns = v.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-        let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let ns = v
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name = v
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         match store.delete(&requester, ns, name, &opts).await {
             Ok(DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o)) => deleted.push(o),
             // Deleted by someone else meanwhile: that is what we wanted.

@@ -12,7 +12,9 @@ pub fn groups<'a>(infos: impl Iterator<Item = &'a ResourceInfo>) -> Vec<(String,
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     for i in infos.filter(|i| !i.group.is_empty()) {
         match out.iter_mut().find(|(g, _)| *g == i.group) {
-            Some((_, versions)) if !versions.contains(&i.version) => versions.push(i.version.clone()),
+            Some((_, versions)) if !versions.contains(&i.version) => {
+                versions.push(i.version.clone())
+            }
             Some(_) => {}
             None => out.push((i.group.clone(), vec![i.version.clone()])),
         }
@@ -57,7 +59,11 @@ pub fn group(name: &str, versions: &[String]) -> Value {
 
 /// `APIResourceList` of one group version: each resource, then its subresources as
 /// `resource/subresource` entries, sorted by name as upstream lists them.
-pub fn resource_list<'a>(group: &str, version: &str, infos: impl Iterator<Item = &'a ResourceInfo>) -> Value {
+pub fn resource_list<'a>(
+    group: &str,
+    version: &str,
+    infos: impl Iterator<Item = &'a ResourceInfo>,
+) -> Value {
     let mut entries: Vec<Value> = Vec::new();
     for i in infos.filter(|i| i.group == group && i.version == version) {
         let mut r = json!({
@@ -87,7 +93,11 @@ pub fn resource_list<'a>(group: &str, version: &str, infos: impl Iterator<Item =
         }
     }
     entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     let mut list = json!({"kind": "APIResourceList", "groupVersion": gv, "resources": entries});
     if !group.is_empty() {
         list["apiVersion"] = json!("v1");
@@ -121,8 +131,15 @@ fn aggregated_resource(i: &ResourceInfo) -> Value {
     r
 }
 
-fn aggregated_version<'a>(group: &str, version: &str, infos: impl Iterator<Item = &'a ResourceInfo>) -> Value {
-    let mut resources: Vec<Value> = infos.filter(|i| i.group == group && i.version == version).map(aggregated_resource).collect();
+fn aggregated_version<'a>(
+    group: &str,
+    version: &str,
+    infos: impl Iterator<Item = &'a ResourceInfo>,
+) -> Value {
+    let mut resources: Vec<Value> = infos
+        .filter(|i| i.group == group && i.version == version)
+        .map(aggregated_resource)
+        .collect();
     resources.sort_by(|a, b| a["resource"].as_str().cmp(&b["resource"].as_str()));
     json!({"version": version, "resources": resources, "freshness": "Current"})
 }

@@ -13,12 +13,24 @@ use crate::registry::RegistryStore;
 pub const OBJECT_VIEWS: &[View] = &[View::Object, View::Table, View::PartialObjectMetadata];
 
 pub fn accept(req: &ApiRequest) -> Option<&str> {
-    req.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok())
+    req.headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
 }
 
-pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn handle(
+    api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), OBJECT_VIEWS)?;
     let q = Query::parse(&req.query)?;
-    let obj = store.get(&req.info.namespace, &req.info.name, q.storage_resource_version()?).await?;
+    let obj = store
+        .get(
+            &req.info.namespace,
+            &req.info.name,
+            q.storage_resource_version()?,
+        )
+        .await?;
     response::object(api, &store.info, StatusCode::OK, &obj, n)
 }

@@ -13,7 +13,12 @@ use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
 use crate::registry::{RegistryStore, ResourceInfo};
 
-const LIST_VIEWS: &[View] = &[View::Object, View::Table, View::PartialObjectMetadataList, View::PartialObjectMetadata];
+const LIST_VIEWS: &[View] = &[
+    View::Object,
+    View::Table,
+    View::PartialObjectMetadataList,
+    View::PartialObjectMetadata,
+];
 
 /// Builds the storage predicate from `labelSelector` and `fieldSelector`, rejecting fields the
 /// kind cannot select on with upstream's message.
@@ -25,7 +30,8 @@ pub fn predicate(info: &ResourceInfo, q: &Query) -> Result<Predicate, Status> {
     let fields = match q.field_selector.as_deref() {
         Some(s) => {
             let f = FieldSelector::parse(s).map_err(Status::bad_request)?;
-            f.check_known(&info.field_selector_names()).map_err(Status::bad_request)?;
+            f.check_known(&info.field_selector_names())
+                .map_err(Status::bad_request)?;
             Some(f)
         }
         None => None,
@@ -36,11 +42,16 @@ pub fn predicate(info: &ResourceInfo, q: &Query) -> Result<Predicate, Status> {
         return Ok(None);
     }
     Ok(Some(Arc::new(move |attrs: &storage::Attrs| {
-        labels.as_ref().is_none_or(|l| l.matches(&attrs.labels)) && fields.as_ref().is_none_or(|f| f.matches(&attrs.fields))
+        labels.as_ref().is_none_or(|l| l.matches(&attrs.labels))
+            && fields.as_ref().is_none_or(|f| f.matches(&attrs.fields))
     })))
 }
 
-pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn handle(
+    api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), LIST_VIEWS)?;
     let q = Query::parse(&req.query)?;
     let opts = ListOptions {
@@ -51,6 +62,10 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
         predicate: predicate(&store.info, &q)?,
     };
     let result = store.list(&req.info.namespace, &opts).await?;
-    let meta = response::list_metadata(result.resource_version, result.continue_token.as_deref(), result.remaining_item_count);
+    let meta = response::list_metadata(
+        result.resource_version,
+        result.continue_token.as_deref(),
+        result.remaining_item_count,
+    );
     response::list(api, &store.info, &result.items, meta, n)
 }

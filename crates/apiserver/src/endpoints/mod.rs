@@ -55,17 +55,27 @@ pub struct ApiResources {
 
 impl ApiResources {
     pub fn new(tables: Arc<dyn TableConvertor>) -> Self {
-        Self { stores: HashMap::new(), order: Vec::new(), tables, schemas: Arc::new(std::sync::OnceLock::new()), shutdown: tokio::sync::watch::channel(false).0 }
+        Self {
+            stores: HashMap::new(),
+            order: Vec::new(),
+            tables,
+            schemas: Arc::new(std::sync::OnceLock::new()),
+            shutdown: tokio::sync::watch::channel(false).0,
+        }
     }
 
     pub fn add(&mut self, store: Arc<RegistryStore>) {
         let i = &store.info;
-        self.stores.insert((i.group.clone(), i.version.clone(), i.resource.clone()), store.clone());
+        self.stores.insert(
+            (i.group.clone(), i.version.clone(), i.resource.clone()),
+            store.clone(),
+        );
         self.order.push(store);
     }
 
     pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<RegistryStore>> {
-        self.stores.get(&(group.to_string(), version.to_string(), resource.to_string()))
+        self.stores
+            .get(&(group.to_string(), version.to_string(), resource.to_string()))
     }
 
     /// Every served resource, in registration order (the order discovery lists them in).
@@ -89,12 +99,18 @@ impl ApiResources {
 
     /// The route table: verb × subresource → handler. A verb the resource does not list in its
     /// data row answers 405, as upstream does for routes it never installed.
-    async fn dispatch(&self, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+    async fn dispatch(
+        &self,
+        store: &Arc<RegistryStore>,
+        req: ApiRequest,
+    ) -> Result<Response, Status> {
         let info = &req.info;
         let verb = info.verb.as_str();
         let sub = info.subresource.as_str();
         if !sub.is_empty() {
-            let Some(sr) = store.info.subresource(sub) else { return Err(Status::path_not_found()) };
+            let Some(sr) = store.info.subresource(sub) else {
+                return Err(Status::path_not_found());
+            };
             if !sr.verbs.iter().any(|v| v == verb) {
                 return Err(Status::method_not_allowed());
             }

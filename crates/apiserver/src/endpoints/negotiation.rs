@@ -50,7 +50,11 @@ pub struct Negotiated {
 }
 
 impl Negotiated {
-    pub const JSON: Negotiated = Negotiated { encoding: Encoding::Json, view: View::Object, view_version: "v1" };
+    pub const JSON: Negotiated = Negotiated {
+        encoding: Encoding::Json,
+        view: View::Object,
+        view_version: "v1",
+    };
 }
 
 struct MediaRange<'a> {
@@ -86,19 +90,32 @@ pub fn negotiate(accept: Option<&str>, allowed: &[View]) -> Result<Negotiated, S
     };
     for range in accept.split(',') {
         let mr = parse_media_range(range);
-        let Some(mut encoding) = encoding_of(mr.essence) else { continue };
-        let param = |k: &str| mr.params.iter().find(|(pk, _)| pk.eq_ignore_ascii_case(k)).map(|(_, v)| *v);
+        let Some(mut encoding) = encoding_of(mr.essence) else {
+            continue;
+        };
+        let param = |k: &str| {
+            mr.params
+                .iter()
+                .find(|(pk, _)| pk.eq_ignore_ascii_case(k))
+                .map(|(_, v)| *v)
+        };
         let (view, version) = match (param("as"), param("g"), param("v")) {
             (None, _, _) => (View::Object, "v1"),
             (Some("Table"), Some("meta.k8s.io"), Some(v @ ("v1" | "v1beta1"))) => {
                 (View::Table, if v == "v1" { "v1" } else { "v1beta1" })
             }
-            (Some("PartialObjectMetadata"), Some("meta.k8s.io"), Some(v @ ("v1" | "v1beta1"))) => {
-                (View::PartialObjectMetadata, if v == "v1" { "v1" } else { "v1beta1" })
-            }
-            (Some("PartialObjectMetadataList"), Some("meta.k8s.io"), Some(v @ ("v1" | "v1beta1"))) => {
-                (View::PartialObjectMetadataList, if v == "v1" { "v1" } else { "v1beta1" })
-            }
+            (Some("PartialObjectMetadata"), Some("meta.k8s.io"), Some(v @ ("v1" | "v1beta1"))) => (
+                View::PartialObjectMetadata,
+                if v == "v1" { "v1" } else { "v1beta1" },
+            ),
+            (
+                Some("PartialObjectMetadataList"),
+                Some("meta.k8s.io"),
+                Some(v @ ("v1" | "v1beta1")),
+            ) => (
+                View::PartialObjectMetadataList,
+                if v == "v1" { "v1" } else { "v1beta1" },
+            ),
             (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2")) => {
                 (View::AggregatedDiscovery, "v2")
             }
@@ -116,7 +133,11 @@ pub fn negotiate(accept: Option<&str>, allowed: &[View]) -> Result<Negotiated, S
         if mr.essence == "*/*" && view == View::Object {
             encoding = Encoding::Json;
         }
-        return Ok(Negotiated { encoding, view, view_version: version });
+        return Ok(Negotiated {
+            encoding,
+            view,
+            view_version: version,
+        });
     }
     Err(Status::not_acceptable(format!(
         "only the following media types are accepted: {JSON}, {YAML}, {PROTOBUF}"
@@ -126,7 +147,9 @@ pub fn negotiate(accept: Option<&str>, allowed: &[View]) -> Result<Negotiated, S
 /// The encoding of a request body, from its Content-Type. A missing Content-Type is JSON, as
 /// upstream treats it.
 pub fn body_encoding(content_type: Option<&str>) -> Result<Encoding, Status> {
-    let Some(ct) = content_type else { return Ok(Encoding::Json) };
+    let Some(ct) = content_type else {
+        return Ok(Encoding::Json);
+    };
     match parse_media_range(ct).essence.to_ascii_lowercase().as_str() {
         "" | "application/json" => Ok(Encoding::Json),
         "application/yaml" => Ok(Encoding::Yaml),
@@ -141,28 +164,45 @@ pub fn body_encoding(content_type: Option<&str>) -> Result<Encoding, Status> {
 mod tests {
     use super::*;
 
-    const ALL: &[View] = &[View::Object, View::Table, View::PartialObjectMetadata, View::PartialObjectMetadataList];
+    const ALL: &[View] = &[
+        View::Object,
+        View::Table,
+        View::PartialObjectMetadata,
+        View::PartialObjectMetadataList,
+    ];
 
     #[test]
     fn kubectl_get_asks_for_a_table() {
         let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         let n = negotiate(Some(a), ALL).unwrap();
-        assert_eq!((n.encoding, n.view, n.view_version), (Encoding::Json, View::Table, "v1"));
+        assert_eq!(
+            (n.encoding, n.view, n.view_version),
+            (Encoding::Json, View::Table, "v1")
+        );
         // An endpoint that cannot make tables falls through to plain JSON.
-        assert_eq!(negotiate(Some(a), &[View::Object]).unwrap(), Negotiated::JSON);
+        assert_eq!(
+            negotiate(Some(a), &[View::Object]).unwrap(),
+            Negotiated::JSON
+        );
     }
 
     #[test]
     fn protobuf_and_yaml() {
         let n = negotiate(Some("application/vnd.kubernetes.protobuf, */*"), ALL).unwrap();
         assert_eq!(n.encoding, Encoding::Protobuf);
-        assert_eq!(negotiate(Some("application/yaml"), ALL).unwrap().encoding, Encoding::Yaml);
+        assert_eq!(
+            negotiate(Some("application/yaml"), ALL).unwrap().encoding,
+            Encoding::Yaml
+        );
         assert!(negotiate(Some("text/html"), ALL).is_err());
     }
 
     #[test]
     fn body_types() {
-        assert_eq!(body_encoding(Some("application/json; charset=utf-8")).unwrap(), Encoding::Json);
+        assert_eq!(
+            body_encoding(Some("application/json; charset=utf-8")).unwrap(),
+            Encoding::Json
+        );
         assert_eq!(body_encoding(None).unwrap(), Encoding::Json);
         let e = body_encoding(Some("text/plain")).unwrap_err();
         assert_eq!(e.code, 415);

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
-use apimachinery::patch::{PatchType, apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
+use apimachinery::patch::{
+    PatchType, apply_json_patch, apply_merge_patch, apply_strategic_merge_patch,
+};
 use http::StatusCode;
 use serde_json::Value;
 
@@ -16,10 +18,18 @@ use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
 use crate::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
 
-pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn handle(
+    api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), OBJECT_VIEWS)?;
     let q = Query::parse(&req.query)?;
-    let ct = req.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let ct = req
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let essence = ct.split(';').next().unwrap_or("").trim();
     let patch_type = match PatchType::from_content_type(essence) {
         Some(PatchType::Apply) | None => {
@@ -36,12 +46,16 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
     let body = req.body.clone();
     // Parse the patch document once; a JSON patch is kept as bytes for the json-patch crate.
     let patch_doc: Option<Value> = match patch_type {
-        PatchType::Strategic => Some(parse(&body, Encoding::Json).map_err(|s| Status::bad_request(s.message))?),
+        PatchType::Strategic => {
+            Some(parse(&body, Encoding::Json).map_err(|s| Status::bad_request(s.message))?)
+        }
         _ => None,
     };
     let mut warnings = Vec::new();
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
-        let Some(current) = current else { return Err(Status::not_found(&info.group_resource(), &name)) };
+        let Some(current) = current else {
+            return Err(Status::not_found(&info.group_resource(), &name));
+        };
         let mut patched = match patch_type {
             PatchType::Json => apply_json_patch(current, &body).map_err(|e| e.to_status())?,
             PatchType::Merge => apply_merge_patch(current, &body).map_err(|e| e.to_status())?,
@@ -53,8 +67,13 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
                     s.details = Some(Default::default());
                     return Err(s);
                 };
-                apply_strategic_merge_patch(current, patch_doc.as_ref().unwrap_or(&Value::Null), schemas, Some(root))
-                    .map_err(|e| e.to_status())?
+                apply_strategic_merge_patch(
+                    current,
+                    patch_doc.as_ref().unwrap_or(&Value::Null),
+                    schemas,
+                    Some(root),
+                )
+                .map_err(|e| e.to_status())?
             }
             PatchType::Apply => unreachable!("rejected above"),
         };
@@ -69,10 +88,31 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
         if patched.resource_version() == current.resource_version() {
             patched.remove_meta("resourceVersion");
         }
-        warnings = prune_unknown_fields(api, &mut patched, &info.api_version(), &info.kind, q.field_validation)?;
+        warnings = prune_unknown_fields(
+            api,
+            &mut patched,
+            &info.api_version(),
+            &info.kind,
+            q.field_validation,
+        )?;
         Ok(patched)
     };
-    let opts = UpdateOptions { write: WriteOptions { dry_run: q.dry_run }, subresource: sub, is_put: false };
-    let (updated, _) = store.update(&Requester { user: &req.user }, &req.info.namespace, &req.info.name, &mut updater, &opts).await?;
-    Ok(response::with_warnings(response::object(api, &store.info, StatusCode::OK, &updated, n)?, &warnings))
+    let opts = UpdateOptions {
+        write: WriteOptions { dry_run: q.dry_run },
+        subresource: sub,
+        is_put: false,
+    };
+    let (updated, _) = store
+        .update(
+            &Requester { user: &req.user },
+            &req.info.namespace,
+            &req.info.name,
+            &mut updater,
+            &opts,
+        )
+        .await?;
+    Ok(response::with_warnings(
+        response::object(api, &store.info, StatusCode::OK, &updated, n)?,
+        &warnings,
+    ))
 }

@@ -44,10 +44,18 @@ impl Query {
             match k.as_ref() {
                 "resourceVersion" => q.resource_version = Some(v.into_owned()),
                 "resourceVersionMatch" => q.resource_version_match = Some(v.into_owned()),
-                "limit" => q.limit = v.parse().map_err(|_| Status::bad_request(format!("invalid limit {v:?}")))?,
+                "limit" => {
+                    q.limit = v
+                        .parse()
+                        .map_err(|_| Status::bad_request(format!("invalid limit {v:?}")))?
+                }
                 "continue" => q.continue_token = Some(v.into_owned()).filter(|s| !s.is_empty()),
-                "labelSelector" => q.label_selector = Some(v.into_owned()).filter(|s| !s.is_empty()),
-                "fieldSelector" => q.field_selector = Some(v.into_owned()).filter(|s| !s.is_empty()),
+                "labelSelector" => {
+                    q.label_selector = Some(v.into_owned()).filter(|s| !s.is_empty())
+                }
+                "fieldSelector" => {
+                    q.field_selector = Some(v.into_owned()).filter(|s| !s.is_empty())
+                }
                 "watch" => q.watch = boolean(&v),
                 "timeoutSeconds" => q.timeout_seconds = v.parse().ok(),
                 "allowWatchBookmarks" => q.allow_watch_bookmarks = boolean(&v),

@@ -40,14 +40,24 @@ pub fn raw(code: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp
 /// Encodes a JSON value in the negotiated encoding.
 pub fn encode_value(v: &Value, encoding: Encoding) -> Result<Bytes, Status> {
     match encoding {
-        Encoding::Json => serde_json::to_vec(v).map(Bytes::from).map_err(Status::internal),
-        Encoding::Yaml => serde_yaml_ng::to_string(v).map(Bytes::from).map_err(Status::internal),
-        Encoding::Protobuf => ironplane_protobuf::encode(v).map(Bytes::from).map_err(|e| Status::internal(e.to_string())),
+        Encoding::Json => serde_json::to_vec(v)
+            .map(Bytes::from)
+            .map_err(Status::internal),
+        Encoding::Yaml => serde_yaml_ng::to_string(v)
+            .map(Bytes::from)
+            .map_err(Status::internal),
+        Encoding::Protobuf => ironplane_protobuf::encode(v)
+            .map(Bytes::from)
+            .map_err(|e| Status::internal(e.to_string())),
     }
 }
 
 pub fn value(code: StatusCode, v: &Value, n: Negotiated) -> Result<Response, Status> {
-    Ok(raw(code, n.encoding.media_type(), encode_value(v, n.encoding)?))
+    Ok(raw(
+        code,
+        n.encoding.media_type(),
+        encode_value(v, n.encoding)?,
+    ))
 }
 
 /// The `metav1.Status` answer of a failed request: JSON unless the client asked for YAML or
@@ -57,11 +67,21 @@ pub fn status(s: &Status, encoding: Encoding) -> Response {
     let body = encode_value(&s.to_json(), encoding)
         .or_else(|_| encode_value(&s.to_json(), Encoding::Json))
         .unwrap_or_default();
-    let encoding = if body.first() == Some(&b'{') { Encoding::Json } else { encoding };
+    let encoding = if body.first() == Some(&b'{') {
+        Encoding::Json
+    } else {
+        encoding
+    };
     let mut r = raw(code, encoding.media_type(), body);
     if s.code == 429 || s.code == 504 {
-        if let Some(secs) = s.details.as_ref().map(|d| d.retry_after_seconds).filter(|s| *s > 0) {
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        if let Some(secs) = s
+            .details
+            .as_ref()
+            .map(|d| d.retry_after_seconds)
+            .filter(|s| *s > 0)
+        {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
     }
     r
@@ -88,22 +108,45 @@ fn partial_metadata(obj: &Value, version: &str) -> Value {
 }
 
 /// One stored object in the negotiated view and encoding.
-pub fn object(api: &ApiResources, info: &ResourceInfo, code: StatusCode, obj: &Object, n: Negotiated) -> Result<Response, Status> {
+pub fn object(
+    api: &ApiResources,
+    info: &ResourceInfo,
+    code: StatusCode,
+    obj: &Object,
+    n: Negotiated,
+) -> Result<Response, Status> {
     match (n.view, n.encoding) {
         (View::Object, Encoding::Json) => Ok(raw(code, n.encoding.media_type(), obj.bytes.clone())),
         (View::Object, _) => value(code, &obj.value().map_err(Status::internal)?, n),
         (View::Table, _) => {
             let v = obj.value().map_err(Status::internal)?;
-            let table = super::table::table(api, info, std::slice::from_ref(&v), None, n.view_version, true);
+            let table = super::table::table(
+                api,
+                info,
+                std::slice::from_ref(&v),
+                None,
+                n.view_version,
+                true,
+            );
             value(code, &table, n)
         }
-        (View::PartialObjectMetadata, _) => value(code, &partial_metadata(&obj.value().map_err(Status::internal)?, n.view_version), n),
-        _ => Err(Status::not_acceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")),
+        (View::PartialObjectMetadata, _) => value(
+            code,
+            &partial_metadata(&obj.value().map_err(Status::internal)?, n.view_version),
+            n,
+        ),
+        _ => Err(Status::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        )),
     }
 }
 
 /// The `metadata` of a list: resourceVersion, and continue / remainingItemCount when paging.
-pub fn list_metadata(resource_version: i64, continue_token: Option<&str>, remaining: Option<i64>) -> Value {
+pub fn list_metadata(
+    resource_version: i64,
+    continue_token: Option<&str>,
+    remaining: Option<i64>,
+) -> Value {
     let mut m = json!({"resourceVersion": resource_version.to_string()});
     if let Some(c) = continue_token {
         m["continue"] = json!(c);
@@ -115,12 +158,19 @@ pub fn list_metadata(resource_version: i64, continue_token: Option<&str>, remain
 }
 
 /// A list in the negotiated view and encoding.
-pub fn list(api: &ApiResources, info: &ResourceInfo, items: &[Object], meta: Value, n: Negotiated) -> Result<Response, Status> {
+pub fn list(
+    api: &ApiResources,
+    info: &ResourceInfo,
+    items: &[Object],
+    meta: Value,
+    n: Negotiated,
+) -> Result<Response, Status> {
     match (n.view, n.encoding) {
         (View::Object, Encoding::Json) => {
             let head = serde_json::to_vec(&json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta}))
                 .map_err(Status::internal)?;
-            let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + head.len() + 16;
+            let size: usize =
+                items.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + head.len() + 16;
             let mut out = BytesMut::with_capacity(size);
             // The envelope is a closed JSON object: reopen it to append `"items":[...]`.
             out.put_slice(&head[..head.len() - 1]);
@@ -141,17 +191,29 @@ pub fn list(api: &ApiResources, info: &ResourceInfo, items: &[Object], meta: Val
         }
         (View::Table, _) => {
             let values: Result<Vec<Value>, _> = items.iter().map(Object::value).collect();
-            let t = super::table::table(api, info, &values.map_err(Status::internal)?, Some(meta), n.view_version, true);
+            let t = super::table::table(
+                api,
+                info,
+                &values.map_err(Status::internal)?,
+                Some(meta),
+                n.view_version,
+                true,
+            );
             value(StatusCode::OK, &t, n)
         }
         (View::PartialObjectMetadataList | View::PartialObjectMetadata, _) => {
             let mut out = Vec::with_capacity(items.len());
             for o in items {
-                out.push(partial_metadata(&o.value().map_err(Status::internal)?, n.view_version));
+                out.push(partial_metadata(
+                    &o.value().map_err(Status::internal)?,
+                    n.view_version,
+                ));
             }
             let v = json!({"kind": "PartialObjectMetadataList", "apiVersion": format!("meta.k8s.io/{}", n.view_version), "metadata": meta, "items": out});
             value(StatusCode::OK, &v, n)
         }
-        _ => Err(Status::not_acceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")),
+        _ => Err(Status::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        )),
     }
 }

@@ -21,8 +21,11 @@ use crate::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
 /// The selector in its string form: from a `LabelSelector` (apps kinds) or a plain map
 /// (ReplicationController).
 fn selector_string(obj: &Value) -> String {
-    let Some(sel) = obj.pointer("/spec/selector") else { return String::new() };
-    let from_label_selector = sel.get("matchLabels").is_some() || sel.get("matchExpressions").is_some();
+    let Some(sel) = obj.pointer("/spec/selector") else {
+        return String::new();
+    };
+    let from_label_selector =
+        sel.get("matchLabels").is_some() || sel.get("matchExpressions").is_some();
     let parsed = if from_label_selector {
         Selector::from_label_selector(sel)
     } else {
@@ -49,54 +52,120 @@ fn scale_of(obj: &Value) -> Value {
     })
 }
 
-pub async fn get(_api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn get(
+    _api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), &[View::Object])?;
     let q = Query::parse(&req.query)?;
-    let obj = store.get(&req.info.namespace, &req.info.name, q.storage_resource_version()?).await?;
-    response::value(StatusCode::OK, &scale_of(&obj.value().map_err(Status::internal)?), n)
+    let obj = store
+        .get(
+            &req.info.namespace,
+            &req.info.name,
+            q.storage_resource_version()?,
+        )
+        .await?;
+    response::value(
+        StatusCode::OK,
+        &scale_of(&obj.value().map_err(Status::internal)?),
+        n,
+    )
 }
 
-pub async fn update(_api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn update(
+    _api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), &[View::Object])?;
     let q = Query::parse(&req.query)?;
     let is_put = req.method == http::Method::PUT;
-    let incoming = if is_put { Some(decode_value(&req)?) } else { None };
-    let ct = req.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let incoming = if is_put {
+        Some(decode_value(&req)?)
+    } else {
+        None
+    };
+    let ct = req
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let patch_type = PatchType::from_content_type(ct.split(';').next().unwrap_or("").trim());
-    if !is_put && !matches!(patch_type, Some(PatchType::Json | PatchType::Merge | PatchType::Strategic)) {
-        return Err(Status::unsupported_media_type("415: Unsupported Media Type"));
+    if !is_put
+        && !matches!(
+            patch_type,
+            Some(PatchType::Json | PatchType::Merge | PatchType::Strategic)
+        )
+    {
+        return Err(Status::unsupported_media_type(
+            "415: Unsupported Media Type",
+        ));
     }
     let body = req.body.clone();
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
-        let Some(current) = current else { return Err(Status::not_found(&store.info.group_resource(), &req.info.name)) };
+        let Some(current) = current else {
+            return Err(Status::not_found(
+                &store.info.group_resource(),
+                &req.info.name,
+            ));
+        };
         let old_scale = scale_of(current);
         let new_scale = match (&incoming, patch_type) {
             (Some(s), _) => s.clone(),
-            (None, Some(PatchType::Json)) => apply_json_patch(&old_scale, &body).map_err(|e| e.to_status())?,
+            (None, Some(PatchType::Json)) => {
+                apply_json_patch(&old_scale, &body).map_err(|e| e.to_status())?
+            }
             // A Scale has no lists, so a strategic merge patch of it is a merge patch.
             (None, _) => apply_merge_patch(&old_scale, &body).map_err(|e| e.to_status())?,
         };
-        let replicas = new_scale.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+        let replicas = new_scale
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         if replicas < 0 {
-            return Err(Status::invalid("autoscaling", "Scale", &req.info.name, vec![apimachinery::StatusCause {
-                reason: "FieldValueInvalid".into(),
-                message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
-                field: "spec.replicas".into(),
-            }]));
+            return Err(Status::invalid(
+                "autoscaling",
+                "Scale",
+                &req.info.name,
+                vec![apimachinery::StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!(
+                        "Invalid value: {replicas}: must be greater than or equal to 0"
+                    ),
+                    field: "spec.replicas".into(),
+                }],
+            ));
         }
         let mut parent = current.clone();
         parent["spec"]["replicas"] = json!(replicas);
         match new_scale.resource_version() {
-            rv if !rv.is_empty() && rv != current.resource_version() => {
-                Err(Status::stale_resource_version(&store.info.group_resource(), &req.info.name))
-            }
+            rv if !rv.is_empty() && rv != current.resource_version() => Err(
+                Status::stale_resource_version(&store.info.group_resource(), &req.info.name),
+            ),
             _ => {
                 parent.remove_meta("resourceVersion");
                 Ok(parent)
             }
         }
     };
-    let opts = UpdateOptions { write: WriteOptions { dry_run: q.dry_run }, subresource: String::new(), is_put: false };
-    let (updated, _) = store.update(&Requester { user: &req.user }, &req.info.namespace, &req.info.name, &mut updater, &opts).await?;
-    response::value(StatusCode::OK, &scale_of(&updated.value().map_err(Status::internal)?), n)
+    let opts = UpdateOptions {
+        write: WriteOptions { dry_run: q.dry_run },
+        subresource: String::new(),
+        is_put: false,
+    };
+    let (updated, _) = store
+        .update(
+            &Requester { user: &req.user },
+            &req.info.namespace,
+            &req.info.name,
+            &mut updater,
+            &opts,
+        )
+        .await?;
+    response::value(
+        StatusCode::OK,
+        &scale_of(&updated.value().map_err(Status::internal)?),
+        n,
+    )
 }

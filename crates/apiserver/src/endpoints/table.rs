@@ -26,15 +26,26 @@ impl TableConvertor for DefaultTableConvertor {
     fn cells(&self, _info: &ResourceInfo, obj: &Value, _now: chrono::DateTime<Utc>) -> Vec<Value> {
         let meta = obj.get("metadata");
         vec![
-            meta.and_then(|m| m.get("name")).cloned().unwrap_or(Value::from("")),
-            meta.and_then(|m| m.get("creationTimestamp")).cloned().unwrap_or(Value::Null),
+            meta.and_then(|m| m.get("name"))
+                .cloned()
+                .unwrap_or(Value::from("")),
+            meta.and_then(|m| m.get("creationTimestamp"))
+                .cloned()
+                .unwrap_or(Value::Null),
         ]
     }
 }
 
 /// A Table of `objects`. Rows carry the object's metadata as PartialObjectMetadata (upstream's
 /// default `includeObject=Metadata`), which kubectl reads for namespaces and names.
-pub fn table(api: &ApiResources, info: &ResourceInfo, objects: &[Value], list_meta: Option<Value>, version: &str, with_columns: bool) -> Value {
+pub fn table(
+    api: &ApiResources,
+    info: &ResourceInfo,
+    objects: &[Value],
+    list_meta: Option<Value>,
+    version: &str,
+    with_columns: bool,
+) -> Value {
     let now = Utc::now();
     let rows: Vec<Value> = objects
         .iter()

@@ -13,7 +13,11 @@ use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
 use crate::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
 
-pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn handle(
+    api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), OBJECT_VIEWS)?;
     let q = Query::parse(&req.query)?;
     let (obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
@@ -24,14 +28,34 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
             obj.name()
         )));
     }
-    if store.info.namespaced && !obj.namespace().is_empty() && obj.namespace() != req.info.namespace {
+    if store.info.namespaced && !obj.namespace().is_empty() && obj.namespace() != req.info.namespace
+    {
         return Err(Status::bad_request(
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
-    let opts = UpdateOptions { write: WriteOptions { dry_run: q.dry_run }, subresource: req.info.subresource.clone(), is_put: true };
+    let opts = UpdateOptions {
+        write: WriteOptions { dry_run: q.dry_run },
+        subresource: req.info.subresource.clone(),
+        is_put: true,
+    };
     let mut updater = |_: Option<&serde_json::Value>| Ok(obj.clone());
-    let (updated, created) = store.update(&Requester { user: &req.user }, &req.info.namespace, name, &mut updater, &opts).await?;
-    let code = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(response::with_warnings(response::object(api, &store.info, code, &updated, n)?, &warnings))
+    let (updated, created) = store
+        .update(
+            &Requester { user: &req.user },
+            &req.info.namespace,
+            name,
+            &mut updater,
+            &opts,
+        )
+        .await?;
+    let code = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(response::with_warnings(
+        response::object(api, &store.info, code, &updated, n)?,
+        &warnings,
+    ))
 }

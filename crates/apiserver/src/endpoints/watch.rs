@@ -30,7 +30,11 @@ const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
 /// per-watcher bound decides when the watcher is dropped.
 const FRAME_BUFFER: usize = 256;
 
-pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequest) -> Result<Response, Status> {
+pub async fn handle(
+    api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
     let n = negotiate(accept(&req), &[View::Object, View::Table])?;
     let q = Query::parse(&req.query)?;
     let mut pred_query = q.clone();
@@ -52,7 +56,8 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
             "",
             vec![apimachinery::StatusCause {
                 reason: "FieldValueForbidden".into(),
-                message: "Forbidden: sendInitialEvents requires setting allowWatchBookmarks=true".into(),
+                message: "Forbidden: sendInitialEvents requires setting allowWatchBookmarks=true"
+                    .into(),
                 field: "allowWatchBookmarks".into(),
             }],
         ));
@@ -60,7 +65,10 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
     let mut events = store.watch(&req.info.namespace, &opts).await?;
     let timeout = match q.timeout_seconds {
         Some(s) => Duration::from_secs(s),
-        None => MIN_REQUEST_TIMEOUT + Duration::from_secs(rand::rng().random_range(0..MIN_REQUEST_TIMEOUT.as_secs())),
+        None => {
+            MIN_REQUEST_TIMEOUT
+                + Duration::from_secs(rand::rng().random_range(0..MIN_REQUEST_TIMEOUT.as_secs()))
+        }
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(FRAME_BUFFER);
     let info = store.info.clone();
@@ -90,14 +98,17 @@ pub async fn handle(api: &ApiResources, store: &Arc<RegistryStore>, req: ApiRequ
             }
         }
     });
-    let body = StreamBody::new(ReceiverStream::new(rx).map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b))));
+    let body = StreamBody::new(
+        ReceiverStream::new(rx).map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b))),
+    );
     let mut r = http::Response::new(BodyExt::boxed(body));
     *r.status_mut() = StatusCode::OK;
     let ct = match n.encoding {
         Encoding::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
         other => other.media_type(),
     };
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     Ok(r)
 }
 
@@ -109,7 +120,13 @@ fn bookmark(info: &ResourceInfo, rv: i64, initial_events_end: bool) -> Value {
     json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": meta})
 }
 
-fn encode_event(info: &ResourceInfo, tables: &dyn super::TableConvertor, event: &WatchEvent, n: Negotiated, first_table: &mut bool) -> Result<Bytes, Status> {
+fn encode_event(
+    info: &ResourceInfo,
+    tables: &dyn super::TableConvertor,
+    event: &WatchEvent,
+    n: Negotiated,
+    first_table: &mut bool,
+) -> Result<Bytes, Status> {
     let (kind, obj): (&str, Option<&Object>) = match event {
         WatchEvent::Added(o) => ("ADDED", Some(o)),
         WatchEvent::Modified(o) => ("MODIFIED", Some(o)),
@@ -128,7 +145,10 @@ fn encode_event(info: &ResourceInfo, tables: &dyn super::TableConvertor, event: 
         return Ok(out.freeze());
     }
     let value = match event {
-        WatchEvent::Bookmark { resource_version, initial_events_end } => bookmark(info, *resource_version, *initial_events_end),
+        WatchEvent::Bookmark {
+            resource_version,
+            initial_events_end,
+        } => bookmark(info, *resource_version, *initial_events_end),
         WatchEvent::Error(e) => {
             let s = match e {
                 storage::StorageError::Expired(m) => Status::expired(m.clone()),
@@ -137,7 +157,11 @@ fn encode_event(info: &ResourceInfo, tables: &dyn super::TableConvertor, event: 
             s.to_json()
         }
         _ => {
-            let v = obj.map(Object::value).transpose().map_err(Status::internal)?.unwrap_or(Value::Null);
+            let v = obj
+                .map(Object::value)
+                .transpose()
+                .map_err(Status::internal)?
+                .unwrap_or(Value::Null);
             if n.view == View::Table {
                 let now = chrono::Utc::now();
                 let mut t = json!({
@@ -163,9 +187,12 @@ fn encode_event(info: &ResourceInfo, tables: &dyn super::TableConvertor, event: 
         }
     };
     match n.encoding {
-        Encoding::Protobuf => ironplane_protobuf::encode_watch_event(kind, &value).map(Bytes::from).map_err(|e| Status::internal(e.to_string())),
+        Encoding::Protobuf => ironplane_protobuf::encode_watch_event(kind, &value)
+            .map(Bytes::from)
+            .map_err(|e| Status::internal(e.to_string())),
         _ => {
-            let mut b = serde_json::to_vec(&json!({"type": kind, "object": value})).map_err(Status::internal)?;
+            let mut b = serde_json::to_vec(&json!({"type": kind, "object": value}))
+                .map_err(Status::internal)?;
             b.push(b'\n');
             Ok(Bytes::from(b))
         }

@@ -31,8 +31,10 @@ use crate::serving::tls::PeerCertificates;
 
 /// Paths anonymous users may read, as upstream's `system:public-info-viewer` role allows.
 fn is_public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/livez" | "/readyz" | "/version" | "/version/")
-        || path.starts_with("/healthz/")
+    matches!(
+        path,
+        "/healthz" | "/livez" | "/readyz" | "/version" | "/version/"
+    ) || path.starts_with("/healthz/")
         || path.starts_with("/livez/")
         || path.starts_with("/readyz/")
 }
@@ -67,7 +69,10 @@ pub async fn handle(server: Arc<GenericApiServer>, req: http::Request<Incoming>)
     // 1. Panic recovery: nothing a handler does may take the connection or the server down.
     let path = req.uri().path().to_string();
     let method = req.method().clone();
-    match AssertUnwindSafe(after_recovery(server, req)).catch_unwind().await {
+    match AssertUnwindSafe(after_recovery(server, req))
+        .catch_unwind()
+        .await
+    {
         Ok(r) => r,
         Err(panic) => {
             let what = panic
@@ -83,7 +88,11 @@ pub async fn handle(server: Arc<GenericApiServer>, req: http::Request<Incoming>)
 
 async fn after_recovery(server: Arc<GenericApiServer>, req: http::Request<Incoming>) -> Response {
     // 2. Request info.
-    let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query().unwrap_or(""));
+    let info = RequestInfo::parse(
+        req.method(),
+        req.uri().path(),
+        req.uri().query().unwrap_or(""),
+    );
     // 3. In-flight accounting; watches are long-running and end through the shutdown signal.
     let _guard = (info.verb != "watch").then(|| InFlightGuard::enter(&server));
     // 4. Deadline for everything but watches.
@@ -94,20 +103,31 @@ async fn after_recovery(server: Arc<GenericApiServer>, req: http::Request<Incomi
     match tokio::time::timeout(timeout, authenticate(server, req, info)).await {
         Ok(r) => r,
         Err(_) => response::status(
-            &Status::timeout("request did not complete within requested timeout - context deadline exceeded"),
+            &Status::timeout(
+                "request did not complete within requested timeout - context deadline exceeded",
+            ),
             Encoding::Json,
         ),
     }
 }
 
-async fn authenticate(server: Arc<GenericApiServer>, req: http::Request<Incoming>, info: RequestInfo) -> Response {
+async fn authenticate(
+    server: Arc<GenericApiServer>,
+    req: http::Request<Incoming>,
+    info: RequestInfo,
+) -> Response {
     // 5. Authentication.
     let peer = req.extensions().get::<PeerCertificates>().cloned();
-    let authn = AuthnRequest { headers: req.headers(), peer_certificates: peer.as_ref().map(|p| p.0.as_slice()) };
+    let authn = AuthnRequest {
+        headers: req.headers(),
+        peer_certificates: peer.as_ref().map(|p| p.0.as_slice()),
+    };
     let user: UserInfo = match server.config.authenticator.authenticate(&authn).await {
         Ok(Some(user)) => user,
         Ok(None) if is_public(&info.path) => anonymous_user(),
-        Ok(None) | Err(_) => return response::status(&Status::unauthorized("Unauthorized"), Encoding::Json),
+        Ok(None) | Err(_) => {
+            return response::status(&Status::unauthorized("Unauthorized"), Encoding::Json);
+        }
     };
     // 6. Authorization.
     let reason = match server.config.authorizer.authorize(&user, &info).await {
@@ -126,25 +146,41 @@ async fn authenticate(server: Arc<GenericApiServer>, req: http::Request<Incoming
 /// resource "<resource>" in API group "<group>" in the namespace "<ns>": <reason>`.
 fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> Status {
     if !info.is_resource_request {
-        let mut s = Status::new(403, apimachinery::Reason::Forbidden, format!(
-            "forbidden: User \"{}\" cannot {} path \"{}\"{}",
-            user.name,
-            info.verb,
-            info.path,
-            if reason.is_empty() { String::new() } else { format!(": {reason}") }
-        ));
+        let mut s = Status::new(
+            403,
+            apimachinery::Reason::Forbidden,
+            format!(
+                "forbidden: User \"{}\" cannot {} path \"{}\"{}",
+                user.name,
+                info.verb,
+                info.path,
+                if reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {reason}")
+                }
+            ),
+        );
         s.details = Some(Default::default());
         return s;
     }
     let gr = apimachinery::GroupResource::new(info.api_group.clone(), info.resource.clone());
-    let scope = if info.namespace.is_empty() { String::new() } else { format!(" in the namespace \"{}\"", info.namespace) };
+    let scope = if info.namespace.is_empty() {
+        String::new()
+    } else {
+        format!(" in the namespace \"{}\"", info.namespace)
+    };
     let why = format!(
         "User \"{}\" cannot {} resource \"{}\" in API group \"{}\"{scope}{}",
         user.name,
         info.verb,
         info.resource,
         info.api_group,
-        if reason.is_empty() { String::new() } else { format!(": {reason}") }
+        if reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {reason}")
+        }
     );
     Status::forbidden(&gr, &info.name, why)
 }

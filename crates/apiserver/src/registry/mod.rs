@@ -8,5 +8,7 @@ mod store;
 mod strategy;
 
 pub use resource::{ResourceInfo, SelectableField, SubresourceInfo};
-pub use store::{DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions};
+pub use store::{
+    DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,
+};
 pub use strategy::{GenericStrategy, Strategy};

@@ -59,7 +59,11 @@ impl ResourceInfo {
     }
 
     pub fn gvr(&self) -> GroupVersionResource {
-        GroupVersionResource::new(self.group.clone(), self.version.clone(), self.resource.clone())
+        GroupVersionResource::new(
+            self.group.clone(),
+            self.version.clone(),
+            self.resource.clone(),
+        )
     }
 
     pub fn group_resource(&self) -> GroupResource {
@@ -99,15 +103,25 @@ impl ResourceInfo {
         let labels = meta
             .and_then(|m| m.get("labels"))
             .and_then(Value::as_object)
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut fields = BTreeMap::new();
-        let meta_str = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str).unwrap_or("").to_string();
+        let meta_str = |f: &str| {
+            meta.and_then(|m| m.get(f))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         fields.insert("metadata.name".to_string(), meta_str("name"));
         fields.insert("metadata.namespace".to_string(), meta_str("namespace"));
         for f in &self.selectable_fields {
             let path: Vec<&str> = f.path.iter().map(String::as_str).collect();
-            let value = apimachinery::object::get_path_string(obj, &path).unwrap_or_else(|| f.default.clone());
+            let value = apimachinery::object::get_path_string(obj, &path)
+                .unwrap_or_else(|| f.default.clone());
             fields.insert(f.name.clone(), value);
         }
         storage::Attrs { labels, fields }

@@ -7,13 +7,18 @@
 use std::sync::Arc;
 
 use apimachinery::object::ObjectExt;
-use apimachinery::validation::{FieldPath, invalid_status, validate_object_meta, validate_object_meta_update};
+use apimachinery::validation::{
+    FieldPath, invalid_status, validate_object_meta, validate_object_meta_update,
+};
 use apimachinery::{GroupResource, Status, StatusCause, StatusDetails};
 use bytes::Bytes;
 use chrono::{SecondsFormat, Utc};
 use rand::Rng;
 use serde_json::Value;
-use storage::{GetOptions, ListOptions, ListResult, Object, ResourceVersion, StorageError, Store, WatchOptions, WatchStream};
+use storage::{
+    GetOptions, ListOptions, ListResult, Object, ResourceVersion, StorageError, Store,
+    WatchOptions, WatchStream,
+};
 
 use super::{ResourceInfo, Strategy};
 use crate::admission::{Admission, Attributes, Operation};
@@ -77,7 +82,9 @@ fn now_rfc3339() -> String {
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 fn parse_rv(rv: &str) -> Option<i64> {
@@ -110,20 +117,40 @@ fn same_object(a: &Value, b: &Value) -> bool {
 }
 
 impl RegistryStore {
-    pub fn new(info: Arc<ResourceInfo>, strategy: Arc<dyn Strategy>, storage: Arc<dyn Store>, admission: Admission, prefix: &str) -> Self {
+    pub fn new(
+        info: Arc<ResourceInfo>,
+        strategy: Arc<dyn Strategy>,
+        storage: Arc<dyn Store>,
+        admission: Admission,
+        prefix: &str,
+    ) -> Self {
         let key_root = format!("{}/{}", prefix.trim_end_matches('/'), info.storage_key);
-        Self { info, strategy, storage, admission, key_root }
+        Self {
+            info,
+            strategy,
+            storage,
+            admission,
+            key_root,
+        }
     }
 
     /// The storage key of an object: `<prefix>/<resource>/<namespace>/<name>` (or without the
     /// namespace for cluster-scoped kinds), upstream's etcd layout.
     pub fn key(&self, namespace: &str, name: &str) -> String {
-        if self.info.namespaced { format!("{}/{}/{}", self.key_root, namespace, name) } else { format!("{}/{}", self.key_root, name) }
+        if self.info.namespaced {
+            format!("{}/{}/{}", self.key_root, namespace, name)
+        } else {
+            format!("{}/{}", self.key_root, name)
+        }
     }
 
     /// The key prefix of a collection: one namespace, or all of them when `namespace` is empty.
     pub fn prefix(&self, namespace: &str) -> String {
-        if self.info.namespaced && !namespace.is_empty() { format!("{}/{}/", self.key_root, namespace) } else { format!("{}/", self.key_root) }
+        if self.info.namespaced && !namespace.is_empty() {
+            format!("{}/{}/", self.key_root, namespace)
+        } else {
+            format!("{}/", self.key_root)
+        }
     }
 
     fn resource(&self) -> GroupResource {
@@ -138,11 +165,15 @@ impl RegistryStore {
             StorageError::Conflict { .. } => Status::stale_resource_version(&self.resource(), name),
             StorageError::Expired(msg) => Status::expired(msg),
             StorageError::TooLargeResourceVersion { requested, current } => {
-                let mut s = Status::timeout(format!("Too large resource version: {requested}, current: {current}"));
+                let mut s = Status::timeout(format!(
+                    "Too large resource version: {requested}, current: {current}"
+                ));
                 s.details = Some(StatusDetails {
                     causes: vec![StatusCause {
                         reason: "ResourceVersionTooLarge".into(),
-                        message: format!("Too large resource version: {requested}, current: {current}"),
+                        message: format!(
+                            "Too large resource version: {requested}, current: {current}"
+                        ),
                         ..Default::default()
                     }],
                     retry_after_seconds: 1,
@@ -158,8 +189,26 @@ impl RegistryStore {
         }
     }
 
-    fn attributes<'a>(&'a self, req: &Requester<'a>, op: Operation, ns: &'a str, name: &'a str, sub: &'a str, dry_run: bool, old: Option<&'a Value>) -> Attributes<'a> {
-        Attributes { operation: op, resource: &self.info, subresource: sub, namespace: ns, name, user: req.user, dry_run, old_object: old }
+    fn attributes<'a>(
+        &'a self,
+        req: &Requester<'a>,
+        op: Operation,
+        ns: &'a str,
+        name: &'a str,
+        sub: &'a str,
+        dry_run: bool,
+        old: Option<&'a Value>,
+    ) -> Attributes<'a> {
+        Attributes {
+            operation: op,
+            resource: &self.info,
+            subresource: sub,
+            namespace: ns,
+            name,
+            user: req.user,
+            dry_run,
+            old_object: old,
+        }
     }
 
     fn invalid(&self, obj: &Value, errs: &[apimachinery::validation::FieldError]) -> Status {
@@ -177,23 +226,45 @@ impl RegistryStore {
         })
     }
 
-    pub async fn get(&self, namespace: &str, name: &str, rv: ResourceVersion) -> Result<Object, Status> {
+    pub async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+        rv: ResourceVersion,
+    ) -> Result<Object, Status> {
         self.storage
-            .get(&self.key(namespace, name), &GetOptions { resource_version: rv })
+            .get(
+                &self.key(namespace, name),
+                &GetOptions {
+                    resource_version: rv,
+                },
+            )
             .await
             .map_err(|e| self.status_of(e, name))
     }
 
     pub async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, Status> {
-        self.storage.list(&self.prefix(namespace), opts).await.map_err(|e| self.status_of(e, ""))
+        self.storage
+            .list(&self.prefix(namespace), opts)
+            .await
+            .map_err(|e| self.status_of(e, ""))
     }
 
     pub async fn watch(&self, namespace: &str, opts: &WatchOptions) -> Result<WatchStream, Status> {
-        self.storage.watch(&self.prefix(namespace), opts).await.map_err(|e| self.status_of(e, ""))
+        self.storage
+            .watch(&self.prefix(namespace), opts)
+            .await
+            .map_err(|e| self.status_of(e, ""))
     }
 
     /// Sets namespace and system fields, runs the create half of the lifecycle and stores.
-    pub async fn create(&self, req: &Requester<'_>, namespace: &str, mut obj: Value, opts: &WriteOptions) -> Result<Object, Status> {
+    pub async fn create(
+        &self,
+        req: &Requester<'_>,
+        namespace: &str,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Object, Status> {
         if self.info.namespaced {
             match obj.namespace() {
                 "" => obj.set_meta("namespace", namespace),
@@ -209,7 +280,15 @@ impl RegistryStore {
         }
         self.strategy.default(&mut obj);
         {
-            let attrs = self.attributes(req, Operation::Create, namespace, "", "", opts.dry_run, None);
+            let attrs = self.attributes(
+                req,
+                Operation::Create,
+                namespace,
+                "",
+                "",
+                opts.dry_run,
+                None,
+            );
             self.admission.admit(&attrs, &mut obj).await?;
         }
         self.strategy.prepare_for_create(&mut obj);
@@ -217,7 +296,12 @@ impl RegistryStore {
         let meta = obj.metadata_mut();
         meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
         meta.insert("creationTimestamp".into(), now_rfc3339().into());
-        for f in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+        for f in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
             meta.remove(f);
         }
         if self.info.tracks_generation {
@@ -243,15 +327,31 @@ impl RegistryStore {
             }
             let name = obj.name().to_string();
             {
-                let attrs = self.attributes(req, Operation::Create, namespace, &name, "", opts.dry_run, None);
+                let attrs = self.attributes(
+                    req,
+                    Operation::Create,
+                    namespace,
+                    &name,
+                    "",
+                    opts.dry_run,
+                    None,
+                );
                 self.admission.validate(&attrs, &obj).await?;
             }
             if opts.dry_run {
                 return self.unstored(&obj);
             }
-            match self.storage.create(&self.key(namespace, &name), obj.clone()).await {
+            match self
+                .storage
+                .create(&self.key(namespace, &name), obj.clone())
+                .await
+            {
                 Ok(o) => return Ok(o),
-                Err(StorageError::AlreadyExists { .. }) if generate && attempt + 1 < MAX_GENERATE_NAME_RETRIES => continue,
+                Err(StorageError::AlreadyExists { .. })
+                    if generate && attempt + 1 < MAX_GENERATE_NAME_RETRIES =>
+                {
+                    continue;
+                }
                 Err(e) => return Err(self.status_of(e, &name)),
             }
         }
@@ -272,7 +372,16 @@ impl RegistryStore {
         let key = self.key(namespace, name);
         let sub = opts.subresource.as_str();
         for _ in 0..MAX_CONFLICT_RETRIES {
-            let current = match self.storage.get(&key, &GetOptions { resource_version: ResourceVersion::Unset }).await {
+            let current = match self
+                .storage
+                .get(
+                    &key,
+                    &GetOptions {
+                        resource_version: ResourceVersion::Unset,
+                    },
+                )
+                .await
+            {
                 Ok(o) => Some(o),
                 Err(StorageError::NotFound { .. }) => None,
                 Err(e) => return Err(self.status_of(e, name)),
@@ -291,7 +400,9 @@ impl RegistryStore {
                 rv => match parse_rv(rv) {
                     Some(v) => Some(v),
                     None => {
-                        return Err(Status::bad_request(format!("invalid resourceVersion {rv:?}")));
+                        return Err(Status::bad_request(format!(
+                            "invalid resourceVersion {rv:?}"
+                        )));
                     }
                 },
             };
@@ -334,7 +445,14 @@ impl RegistryStore {
             {
                 let old_meta = old.metadata();
                 let meta = new.metadata_mut();
-                for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name"] {
+                for f in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                    "name",
+                ] {
                     match old_meta.and_then(|m| m.get(f)) {
                         Some(v) => meta.insert(f.to_string(), v.clone()),
                         None => meta.remove(f),
@@ -349,15 +467,26 @@ impl RegistryStore {
             }
             self.strategy.default(&mut new);
             {
-                let attrs = self.attributes(req, Operation::Update, namespace, name, sub, opts.write.dry_run, Some(&old));
+                let attrs = self.attributes(
+                    req,
+                    Operation::Update,
+                    namespace,
+                    name,
+                    sub,
+                    opts.write.dry_run,
+                    Some(&old),
+                );
                 self.admission.admit(&attrs, &mut new).await?;
             }
             if sub.is_empty() || sub == "status" {
                 self.strategy.prepare_for_update(&mut new, &old);
             } else {
-                self.strategy.prepare_for_subresource_update(sub, &mut new, &old);
+                self.strategy
+                    .prepare_for_subresource_update(sub, &mut new, &old);
             }
-            if self.info.tracks_generation && without_meta_and_status(&new) != without_meta_and_status(&old) {
+            if self.info.tracks_generation
+                && without_meta_and_status(&new) != without_meta_and_status(&old)
+            {
                 new.set_meta("generation", old.generation() + 1);
             }
             // Validation sees the version being replaced, as upstream's store fills it in for
@@ -376,12 +505,24 @@ impl RegistryStore {
                     &FieldPath::new("metadata"),
                 ));
             }
-            errs.extend(if sub == "status" { self.strategy.validate_status_update(&new, &old) } else { self.strategy.validate_update(&new, &old) });
+            errs.extend(if sub == "status" {
+                self.strategy.validate_status_update(&new, &old)
+            } else {
+                self.strategy.validate_update(&new, &old)
+            });
             if !errs.is_empty() {
                 return Err(self.invalid(&new, &errs));
             }
             {
-                let attrs = self.attributes(req, Operation::Update, namespace, name, sub, opts.write.dry_run, Some(&old));
+                let attrs = self.attributes(
+                    req,
+                    Operation::Update,
+                    namespace,
+                    name,
+                    sub,
+                    opts.write.dry_run,
+                    Some(&old),
+                );
                 self.admission.validate(&attrs, &new).await?;
             }
             if same_object(&new, &old) {
@@ -391,27 +532,45 @@ impl RegistryStore {
                 return Ok((self.unstored(&new)?, false));
             }
             // The last finalizer of an object marked for deletion is gone: remove it for good.
-            let removing = new.deletion_timestamp().is_some() && self.strategy.ready_to_remove(&new);
+            let removing =
+                new.deletion_timestamp().is_some() && self.strategy.ready_to_remove(&new);
             let result = if removing {
-                let r = self.storage.delete(&key, Some(current.resource_version)).await;
+                let r = self
+                    .storage
+                    .delete(&key, Some(current.resource_version))
+                    .await;
                 if r.is_ok() {
                     self.strategy.after_delete(&new);
                 }
                 r
             } else {
-                self.storage.update(&key, new, current.resource_version).await
+                self.storage
+                    .update(&key, new, current.resource_version)
+                    .await
             };
             match result {
                 Ok(o) => return Ok((o, false)),
                 Err(StorageError::Conflict { .. }) if pinned.is_none() => continue,
-                Err(StorageError::NotFound { .. }) => return Err(Status::not_found(&self.resource(), name)),
+                Err(StorageError::NotFound { .. }) => {
+                    return Err(Status::not_found(&self.resource(), name));
+                }
                 Err(e) => return Err(self.status_of(e, name)),
             }
         }
-        Err(Status::conflict(&self.resource(), name, "too many concurrent updates, please retry"))
+        Err(Status::conflict(
+            &self.resource(),
+            name,
+            "too many concurrent updates, please retry",
+        ))
     }
 
-    pub async fn delete(&self, req: &Requester<'_>, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<DeleteOutcome, Status> {
+    pub async fn delete(
+        &self,
+        req: &Requester<'_>,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome, Status> {
         if let Some(p) = opts.propagation_policy.as_deref() {
             if !matches!(p, "Orphan" | "Background" | "Foreground") {
                 let errs = [apimachinery::validation::FieldError::not_supported(
@@ -426,13 +585,21 @@ impl RegistryStore {
         for _ in 0..MAX_CONFLICT_RETRIES {
             let current = self
                 .storage
-                .get(&key, &GetOptions { resource_version: ResourceVersion::Unset })
+                .get(
+                    &key,
+                    &GetOptions {
+                        resource_version: ResourceVersion::Unset,
+                    },
+                )
                 .await
                 .map_err(|e| self.status_of(e, name))?;
             let mut obj = current.value().map_err(Status::internal)?;
             if let Some(uid) = &opts.precondition_uid {
                 if uid != obj.uid() {
-                    let why = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", obj.uid());
+                    let why = format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        obj.uid()
+                    );
                     return Err(Status::conflict(&self.resource(), name, why));
                 }
             }
@@ -446,7 +613,15 @@ impl RegistryStore {
                 }
             }
             {
-                let attrs = self.attributes(req, Operation::Delete, namespace, name, "", opts.dry_run, Some(&obj));
+                let attrs = self.attributes(
+                    req,
+                    Operation::Delete,
+                    namespace,
+                    name,
+                    "",
+                    opts.dry_run,
+                    Some(&obj),
+                );
                 self.admission.validate(&attrs, &obj).await?;
             }
             let already_deleting = obj.deletion_timestamp().is_some();
@@ -465,7 +640,11 @@ impl RegistryStore {
                 if opts.dry_run {
                     return Ok(DeleteOutcome::Pending(self.unstored(&obj)?));
                 }
-                match self.storage.update(&key, obj, current.resource_version).await {
+                match self
+                    .storage
+                    .update(&key, obj, current.resource_version)
+                    .await
+                {
                     Ok(o) => return Ok(DeleteOutcome::Pending(o)),
                     Err(StorageError::Conflict { .. }) => continue,
                     Err(e) => return Err(self.status_of(e, name)),
@@ -474,7 +653,11 @@ impl RegistryStore {
             if opts.dry_run {
                 return Ok(DeleteOutcome::Deleted(current));
             }
-            match self.storage.delete(&key, Some(current.resource_version)).await {
+            match self
+                .storage
+                .delete(&key, Some(current.resource_version))
+                .await
+            {
                 Ok(o) => {
                     self.strategy.after_delete(&obj);
                     return Ok(DeleteOutcome::Deleted(o));
@@ -483,6 +666,10 @@ impl RegistryStore {
                 Err(e) => return Err(self.status_of(e, name)),
             }
         }
-        Err(Status::conflict(&self.resource(), name, "too many concurrent updates, please retry"))
+        Err(Status::conflict(
+            &self.resource(),
+            name,
+            "too many concurrent updates, please retry",
+        ))
     }
 }

@@ -56,7 +56,11 @@ pub trait Strategy: Send + Sync {
     }
 
     /// For kinds that are never stored (access reviews, token reviews): the answer to a create.
-    fn create_without_storage(&self, _obj: &Value, _user: &crate::authentication::UserInfo) -> Option<Result<Value, apimachinery::Status>> {
+    fn create_without_storage(
+        &self,
+        _obj: &Value,
+        _user: &crate::authentication::UserInfo,
+    ) -> Option<Result<Value, apimachinery::Status>> {
         None
     }
 
@@ -66,7 +70,9 @@ pub trait Strategy: Send + Sync {
     /// Whether an object marked for deletion may now be removed from storage: by default once
     /// `metadata.finalizers` is empty.
     fn ready_to_remove(&self, obj: &Value) -> bool {
-        obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+        obj.pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
     }
 }
 

@@ -56,7 +56,9 @@ pub async fn serve(
                     return;
                 }
             };
-            let peer_certs = tls.get_ref().1.peer_certificates().map(|c| PeerCertificates(Arc::new(c.iter().map(|c| c.clone().into_owned()).collect())));
+            let peer_certs = tls.get_ref().1.peer_certificates().map(|c| {
+                PeerCertificates(Arc::new(c.iter().map(|c| c.clone().into_owned()).collect()))
+            });
             let service = service_fn(move |mut req| {
                 if let Some(p) = &peer_certs {
                     req.extensions_mut().insert(p.clone());

@@ -55,13 +55,19 @@ impl CreateOptions {
     }
 }
 
-pub(crate) async fn run(cfg: &ClientConfig, options: &CreateOptions) -> Result<ScenarioResult, BenchError> {
+pub(crate) async fn run(
+    cfg: &ClientConfig,
+    options: &CreateOptions,
+) -> Result<ScenarioResult, BenchError> {
     let workspace = Workspace::open(cfg, &options.common).await?;
     let outcome = measure(&workspace, options).await;
     workspace.close(outcome).await
 }
 
-async fn measure(workspace: &Workspace, options: &CreateOptions) -> Result<ScenarioResult, BenchError> {
+async fn measure(
+    workspace: &Workspace,
+    options: &CreateOptions,
+) -> Result<ScenarioResult, BenchError> {
     let client = workspace.client.clone();
     let tally = Arc::new(Tally::new(client.server()));
     let counters = Arc::new(Counters::default());
@@ -150,7 +156,9 @@ async fn measure(workspace: &Workspace, options: &CreateOptions) -> Result<Scena
     }
     result.param("connections", client.connections());
     result.param("value_bytes", options.common.value_bytes());
-    result.rows.push(Row::from_histogram("create", &histogram, errors, elapsed));
+    result
+        .rows
+        .push(Row::from_histogram("create", &histogram, errors, elapsed));
     meter.finish(&mut result, histogram.count() + errors);
     result.error_samples = tally.samples();
     Ok(result)

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::{
-    ClientConfig, CommonOptions, MAX_DURATION, MAX_ITERATIONS, MAX_OBJECTS, Meter, ObjectSpec, Tally,
-    Workspace, check_common, check_duration, check_range, encode_query,
+    ClientConfig, CommonOptions, MAX_DURATION, MAX_ITERATIONS, MAX_OBJECTS, Meter, ObjectSpec,
+    Tally, Workspace, check_common, check_duration, check_range, encode_query,
 };
 use crate::client::ApiClient;
 use crate::error::BenchError;
@@ -191,7 +191,10 @@ async fn count_objects(client: &ApiClient, path: &str) -> Result<u64, BenchError
     }
 }
 
-pub(crate) async fn run(cfg: &ClientConfig, options: &ListOptions) -> Result<ScenarioResult, BenchError> {
+pub(crate) async fn run(
+    cfg: &ClientConfig,
+    options: &ListOptions,
+) -> Result<ScenarioResult, BenchError> {
     let workspace = Workspace::open(cfg, &options.common).await?;
     let outcome = measure(&workspace, options).await;
     workspace.close(outcome).await
@@ -204,7 +207,10 @@ const VARIANTS: [(&str, Option<&str>, Option<u32>); 4] = [
     ("paged500/consistent", None, Some(PAGE_SIZE)),
 ];
 
-async fn measure(workspace: &Workspace, options: &ListOptions) -> Result<ScenarioResult, BenchError> {
+async fn measure(
+    workspace: &Workspace,
+    options: &ListOptions,
+) -> Result<ScenarioResult, BenchError> {
     let client = workspace.client.clone();
     let path = workspace.configmaps_path();
     let tally = Arc::new(Tally::new(client.server()));
@@ -254,7 +260,10 @@ async fn measure(workspace: &Workspace, options: &ListOptions) -> Result<Scenari
     for (label, resource_version, limit) in VARIANTS {
         note(
             options.common.progress,
-            &format!("[list] {label}: {} traversals of {expected} objects", options.iterations),
+            &format!(
+                "[list] {label}: {} traversals of {expected} objects",
+                options.iterations
+            ),
         );
         let mut histogram = Histogram::new();
         let mut errors = 0u64;

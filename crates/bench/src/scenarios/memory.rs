@@ -65,17 +65,22 @@ async fn settled_rss(pid: u32, settle: Duration) -> Result<u64, BenchError> {
     last.ok_or_else(|| BenchError::InvalidArgument(format!("process {pid} is gone")))
 }
 
-pub(crate) async fn run(cfg: &ClientConfig, options: &MemoryOptions) -> Result<ScenarioResult, BenchError> {
+pub(crate) async fn run(
+    cfg: &ClientConfig,
+    options: &MemoryOptions,
+) -> Result<ScenarioResult, BenchError> {
     let workspace = Workspace::open(cfg, &options.common).await?;
     let outcome = measure(&workspace, options).await;
     workspace.close(outcome).await
 }
 
-async fn measure(workspace: &Workspace, options: &MemoryOptions) -> Result<ScenarioResult, BenchError> {
-    let pid = options
-        .common
-        .server_pid
-        .ok_or_else(|| BenchError::InvalidArgument("the memory scenario needs --server-pid".to_string()))?;
+async fn measure(
+    workspace: &Workspace,
+    options: &MemoryOptions,
+) -> Result<ScenarioResult, BenchError> {
+    let pid = options.common.server_pid.ok_or_else(|| {
+        BenchError::InvalidArgument("the memory scenario needs --server-pid".to_string())
+    })?;
     let client = workspace.client.clone();
     let tally = Arc::new(Tally::new(client.server()));
     let idle = settled_rss(pid, options.settle).await?;
@@ -97,14 +102,19 @@ async fn measure(workspace: &Workspace, options: &MemoryOptions) -> Result<Scena
     result.param("objects", options.objects);
     result.param("value_bytes", options.common.value_bytes());
     result.param("concurrency", options.concurrency);
-    result.rows.push(Row::from_histogram("create", &histogram, errors, elapsed));
+    result
+        .rows
+        .push(Row::from_histogram("create", &histogram, errors, elapsed));
     meter.finish(&mut result, histogram.count() + errors);
     result.figure("server_rss_idle_mib", idle as f64 / MIB);
     result.figure("server_rss_after_mib", after as f64 / MIB);
     let delta = after as f64 - idle as f64;
     result.figure("server_rss_delta_mib", delta / MIB);
     if histogram.count() > 0 {
-        result.figure("server_rss_bytes_per_object", delta / histogram.count() as f64);
+        result.figure(
+            "server_rss_bytes_per_object",
+            delta / histogram.count() as f64,
+        );
     }
     result.error_samples = tally.samples();
     Ok(result)

@@ -79,13 +79,19 @@ struct VerbStats {
     errors: [u64; 5],
 }
 
-pub(crate) async fn run(cfg: &ClientConfig, options: &MixedOptions) -> Result<ScenarioResult, BenchError> {
+pub(crate) async fn run(
+    cfg: &ClientConfig,
+    options: &MixedOptions,
+) -> Result<ScenarioResult, BenchError> {
     let workspace = Workspace::open(cfg, &options.common).await?;
     let outcome = measure(&workspace, options).await;
     workspace.close(outcome).await
 }
 
-async fn measure(workspace: &Workspace, options: &MixedOptions) -> Result<ScenarioResult, BenchError> {
+async fn measure(
+    workspace: &Workspace,
+    options: &MixedOptions,
+) -> Result<ScenarioResult, BenchError> {
     let client = workspace.client.clone();
     let tally = Arc::new(Tally::new(client.server()));
     let value_bytes = options.common.value_bytes();
@@ -232,13 +238,18 @@ async fn measure(workspace: &Workspace, options: &MixedOptions) -> Result<Scenar
     let mut all = Histogram::new();
     let mut all_errors = 0;
     for (i, (_, label)) in VERBS.iter().enumerate() {
-        result
-            .rows
-            .push(Row::from_histogram(label, &total.histograms[i], total.errors[i], elapsed));
+        result.rows.push(Row::from_histogram(
+            label,
+            &total.histograms[i],
+            total.errors[i],
+            elapsed,
+        ));
         all.merge(&total.histograms[i]);
         all_errors += total.errors[i];
     }
-    result.rows.push(Row::from_histogram("all", &all, all_errors, elapsed));
+    result
+        .rows
+        .push(Row::from_histogram("all", &all, all_errors, elapsed));
     meter.finish(&mut result, all.count() + all_errors);
     result.error_samples = tally.samples();
     Ok(result)

@@ -13,6 +13,9 @@ pub mod mixed;
 pub mod startup;
 pub mod watch;
 
+#[cfg(test)]
+mod fake_tests;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -107,7 +110,11 @@ pub struct CommonOptions {
 
 impl CommonOptions {
     fn value_bytes(&self) -> usize {
-        if self.value_bytes == 0 { 64 } else { self.value_bytes }
+        if self.value_bytes == 0 {
+            64
+        } else {
+            self.value_bytes
+        }
     }
 }
 
@@ -214,7 +221,9 @@ pub(crate) fn check_common(common: &CommonOptions) -> Result<(), BenchError> {
     if let Some(pid) = common.server_pid
         && pid == 0
     {
-        return Err(BenchError::InvalidArgument("server pid must not be 0".to_string()));
+        return Err(BenchError::InvalidArgument(
+            "server pid must not be 0".to_string(),
+        ));
     }
     Ok(())
 }
@@ -371,17 +380,13 @@ impl Tally {
             && !samples.contains(&message)
         {
             samples.push(message);
-            self.sample_count.store(samples.len() as u64, Ordering::Relaxed);
+            self.sample_count
+                .store(samples.len() as u64, Ordering::Relaxed);
         }
     }
 
     /// Records the outcome of a request that did not succeed as expected.
-    pub fn failed(
-        &self,
-        method: &Method,
-        path: &str,
-        outcome: &Result<ApiResponse, RequestError>,
-    ) {
+    pub fn failed(&self, method: &Method, path: &str, outcome: &Result<ApiResponse, RequestError>) {
         match outcome {
             Ok(response) => {
                 let code = response.status.as_u16();
@@ -461,11 +466,11 @@ impl RssSampler {
     pub fn finish(self) -> (u64, u64) {
         self.task.abort();
         let n = self.samples.load(Ordering::Relaxed);
-        let mean = if n == 0 {
-            0
-        } else {
-            self.sum.load(Ordering::Relaxed) / n * 1024
-        };
+        let mean = self
+            .sum
+            .load(Ordering::Relaxed)
+            .checked_div(n)
+            .map_or(0, |kib| kib * 1024);
         (self.peak.load(Ordering::Relaxed), mean)
     }
 }
@@ -506,10 +511,15 @@ impl Meter {
         if let (Some(before), Some(after)) = (self.own, sample_process("self")) {
             let cpu = after.cpu_seconds - before.cpu_seconds;
             result.figure("bench_cpu_seconds", cpu);
-            result.figure("bench_cpu_percent", if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 });
+            result.figure(
+                "bench_cpu_percent",
+                if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 },
+            );
             result.figure(
                 "bench_cores",
-                std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as f64,
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1) as f64,
             );
         }
         let rss = self.rss.map(RssSampler::finish);
@@ -518,13 +528,19 @@ impl Meter {
         {
             let cpu = after.cpu_seconds - before.cpu_seconds;
             result.figure("server_cpu_seconds", cpu);
-            result.figure("server_cpu_percent", if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 });
+            result.figure(
+                "server_cpu_percent",
+                if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 },
+            );
             if requests > 0 {
                 result.figure("server_cpu_ms_per_request", cpu * 1000.0 / requests as f64);
             }
             result.figure("server_rss_mib", after.rss_bytes as f64 / MIB);
             if let Some((peak, mean)) = rss {
-                result.figure("server_rss_peak_mib", peak.max(after.rss_bytes) as f64 / MIB);
+                result.figure(
+                    "server_rss_peak_mib",
+                    peak.max(after.rss_bytes) as f64 / MIB,
+                );
                 if mean > 0 {
                     result.figure("server_rss_mean_mib", mean as f64 / MIB);
                 }
@@ -610,7 +626,11 @@ impl Workspace {
         };
         // Listing ConfigMaps checks the permission the scenarios need, before any load.
         let list = format!("{}?limit=1", workspace.configmaps_path());
-        if let Err(e) = workspace.client.expect_success(Method::GET, &list, None).await {
+        if let Err(e) = workspace
+            .client
+            .expect_success(Method::GET, &list, None)
+            .await
+        {
             workspace.cleanup().await;
             return Err(e);
         }
@@ -619,7 +639,10 @@ impl Workspace {
 
     /// `/api/v1/namespaces/<ns>/configmaps`
     pub fn configmaps_path(&self) -> String {
-        format!("/api/v1/namespaces/{}/configmaps", encode_segment(&self.namespace))
+        format!(
+            "/api/v1/namespaces/{}/configmaps",
+            encode_segment(&self.namespace)
+        )
     }
 
     /// Deletes what the tool created, unless `keep`: the ConfigMaps it labelled, then the
@@ -730,7 +753,9 @@ impl Workspace {
                     }
                     let body = objects.body(i);
                     let start = Instant::now();
-                    let outcome = client.send_on(worker, Method::POST, &path, Some(body)).await;
+                    let outcome = client
+                        .send_on(worker, Method::POST, &path, Some(body))
+                        .await;
                     match &outcome {
                         Ok(r) if r.is_success() || r.status.as_u16() == 409 => {
                             histogram.record_duration(start.elapsed());
@@ -856,7 +881,10 @@ mod tests {
         let body = configmap_body(None, "bench-", "create", &[("k", "v")], "s1-", 10);
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(value["metadata"]["generateName"], "bench-");
-        assert_eq!(value["metadata"]["labels"][MANAGED_BY_LABEL], MANAGED_BY_VALUE);
+        assert_eq!(
+            value["metadata"]["labels"][MANAGED_BY_LABEL],
+            MANAGED_BY_VALUE
+        );
         assert_eq!(value["metadata"]["labels"][SET_LABEL], "create");
         assert_eq!(value["metadata"]["labels"]["k"], "v");
         assert_eq!(value["data"]["value"], "s1-xxxxxxx");

@@ -74,7 +74,10 @@ struct Ready {
     url: String,
 }
 
-pub(crate) async fn run(cfg: &ClientConfig, options: &StartupOptions) -> Result<ScenarioResult, BenchError> {
+pub(crate) async fn run(
+    cfg: &ClientConfig,
+    options: &StartupOptions,
+) -> Result<ScenarioResult, BenchError> {
     refuse_if_serving(cfg).await?;
     let meter = Meter::start(None);
     let mut histogram = Histogram::new();
@@ -113,12 +116,26 @@ pub(crate) async fn run(cfg: &ClientConfig, options: &StartupOptions) -> Result<
             }
         }
     }
+    if histogram.count() == 0 {
+        return Err(BenchError::Startup(format!(
+            "no run became ready; {}",
+            samples
+                .first()
+                .map(String::as_str)
+                .unwrap_or("no reason known")
+        )));
+    }
     let elapsed = meter.elapsed();
     let mut result = ScenarioResult::new("startup", &server, false);
     result.param("runs", options.runs);
     result.param("start_cmd", &options.start_cmd);
-    result.param("poll_interval_ms", options.poll_interval.as_secs_f64() * 1000.0);
-    result.rows.push(Row::from_histogram("ready", &histogram, failures, elapsed));
+    result.param(
+        "poll_interval_ms",
+        options.poll_interval.as_secs_f64() * 1000.0,
+    );
+    result
+        .rows
+        .push(Row::from_histogram("ready", &histogram, failures, elapsed));
     if let Some(median) = median(&mut cpu_ms) {
         result.figure("server_cpu_ms_to_ready", median);
     }
@@ -179,7 +196,9 @@ async fn one_run(
         .stderr(output())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| BenchError::Startup(format!("cannot run sh -c {:?}: {e}", options.start_cmd)))?;
+        .map_err(|e| {
+            BenchError::Startup(format!("cannot run sh -c {:?}: {e}", options.start_cmd))
+        })?;
     let Some(pgid) = child.id() else {
         return Ok(Err("the server exited at once".to_string()));
     };
@@ -196,7 +215,11 @@ async fn wait_ready(
     pgid: u32,
 ) -> Result<Ready, String> {
     let deadline = started + options.max_wait;
-    let base = cfg.kubeconfig.parent().unwrap_or_else(|| Path::new(".")).to_path_buf();
+    let base = cfg
+        .kubeconfig
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .to_path_buf();
     let mut loaded: Option<(Vec<u8>, ApiClient, String)> = None;
     let mut last_problem = String::from("nothing tried yet");
     loop {
@@ -233,7 +256,9 @@ async fn wait_ready(
                         url: url.clone(),
                     });
                 }
-                Ok(response) => last_problem = format!("/readyz answered {}", response.status.as_u16()),
+                Ok(response) => {
+                    last_problem = format!("/readyz answered {}", response.status.as_u16())
+                }
                 Err(e) => last_problem = e.to_string(),
             }
         }
@@ -262,7 +287,10 @@ async fn signal_group(pgid: u32, signal: &str) {
 /// no live member is left, so that the next run finds the port free.
 async fn stop_group(pgid: u32, child: &mut tokio::process::Child) {
     signal_group(pgid, "TERM").await;
-    if tokio::time::timeout(STOP_TIMEOUT, child.wait()).await.is_err() {
+    if tokio::time::timeout(STOP_TIMEOUT, child.wait())
+        .await
+        .is_err()
+    {
         signal_group(pgid, "KILL").await;
         let _ = child.start_kill();
         let _ = tokio::time::timeout(STOP_TIMEOUT, child.wait()).await;

@@ -81,7 +81,12 @@ impl WatchOptions {
         check_duration("duration", self.duration, MAX_DURATION)?;
         check_range("objects", self.objects, 1, 10_000)?;
         check_range("writers", self.writers, 1, 256)?;
-        check_range("streams per connection", self.streams_per_connection, 1, 100_000)?;
+        check_range(
+            "streams per connection",
+            self.streams_per_connection,
+            1,
+            100_000,
+        )?;
         check_duration("grace", self.grace, Duration::from_secs(300))?;
         let connections = self.watchers.div_ceil(self.streams_per_connection);
         if connections > MAX_CONNECTIONS {
@@ -90,8 +95,7 @@ impl WatchOptions {
                 self.watchers, self.streams_per_connection
             )));
         }
-        let expected =
-            self.watchers as u64 * u64::from(self.rate) * self.duration.as_secs().max(1);
+        let expected = self.watchers as u64 * u64::from(self.rate) * self.duration.as_secs().max(1);
         if expected > MAX_EXPECTED_EVENTS {
             return Err(BenchError::InvalidArgument(format!(
                 "watchers x rate x duration is {expected} events; at most {MAX_EXPECTED_EVENTS}"
@@ -122,7 +126,9 @@ struct WriteLog {
 impl WriteLog {
     fn new() -> WriteLog {
         WriteLog {
-            shards: (0..WRITE_SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            shards: (0..WRITE_SHARDS)
+                .map(|_| RwLock::new(HashMap::new()))
+                .collect(),
         }
     }
 
@@ -209,7 +215,9 @@ fn slow_parse(line: &[u8]) -> EventLine<'_> {
     match (event.kind, rv) {
         ("ADDED" | "MODIFIED" | "DELETED", Some(rv)) => EventLine::Object(rv),
         ("BOOKMARK", Some(rv)) => EventLine::Bookmark(rv),
-        ("ERROR", _) => EventLine::Error(event.object.code, event.object.message.unwrap_or_default()),
+        ("ERROR", _) => {
+            EventLine::Error(event.object.code, event.object.message.unwrap_or_default())
+        }
         _ => EventLine::Unknown,
     }
 }
@@ -341,9 +349,10 @@ async fn watcher(shared: Arc<Shared>, index: usize, state: Arc<WatcherState>) {
                     }
                     EventLine::Error(code, message) => {
                         shared.watch_errors.fetch_add(1, Ordering::Relaxed);
-                        shared
-                            .tally
-                            .note(format!("watch ERROR event {}: {message}", code.unwrap_or(0)));
+                        shared.tally.note(format!(
+                            "watch ERROR event {}: {message}",
+                            code.unwrap_or(0)
+                        ));
                         // 410 Gone: the events since `rv` are no longer available; a watcher
                         // cannot catch up without a new LIST, so it stops and its misses count
                         // as lost.
@@ -371,7 +380,10 @@ async fn watcher(shared: Arc<Shared>, index: usize, state: Arc<WatcherState>) {
     }
 }
 
-pub(crate) async fn run(cfg: &ClientConfig, options: &WatchOptions) -> Result<ScenarioResult, BenchError> {
+pub(crate) async fn run(
+    cfg: &ClientConfig,
+    options: &WatchOptions,
+) -> Result<ScenarioResult, BenchError> {
     let mut cfg = cfg.clone();
     cfg.connections = cfg
         .connections
@@ -382,7 +394,10 @@ pub(crate) async fn run(cfg: &ClientConfig, options: &WatchOptions) -> Result<Sc
     workspace.close(outcome).await
 }
 
-async fn measure(workspace: &Workspace, options: &WatchOptions) -> Result<ScenarioResult, BenchError> {
+async fn measure(
+    workspace: &Workspace,
+    options: &WatchOptions,
+) -> Result<ScenarioResult, BenchError> {
     let client = workspace.client.clone();
     let setup_tally = Arc::new(Tally::new(client.server()));
     let value_bytes = options.common.value_bytes();
@@ -407,12 +422,18 @@ async fn measure(workspace: &Workspace, options: &WatchOptions) -> Result<Scenar
     let base = workspace.configmaps_path();
     let selector = encode_query(&format!("{SET_LABEL}=watch"));
     let list_body = client
-        .expect_success(Method::GET, &format!("{base}?labelSelector={selector}"), None)
+        .expect_success(
+            Method::GET,
+            &format!("{base}?labelSelector={selector}"),
+            None,
+        )
         .await?;
-    let start_rv = resource_version(&list_body)
-        .ok_or_else(|| BenchError::Protocol("the LIST answer has no resourceVersion".to_string()))?;
+    let start_rv = resource_version(&list_body).ok_or_else(|| {
+        BenchError::Protocol("the LIST answer has no resourceVersion".to_string())
+    })?;
     // The server may end a watch at its own time limit; ask for one longer than the run.
-    let timeout_seconds = (options.duration + options.grace + client.request_timeout()).as_secs() + 60;
+    let timeout_seconds =
+        (options.duration + options.grace + client.request_timeout()).as_secs() + 60;
     let shared = Arc::new(Shared {
         client: client.clone(),
         path: format!(
@@ -437,7 +458,11 @@ async fn measure(workspace: &Workspace, options: &WatchOptions) -> Result<Scenar
             "[watch] opening {} watches over {} connection(s){}",
             options.watchers,
             client.connections(),
-            if client.http2() { " (HTTP/2)" } else { " (HTTP/1.1: one connection per watch)" }
+            if client.http2() {
+                " (HTTP/2)"
+            } else {
+                " (HTTP/1.1: one connection per watch)"
+            }
         ),
     );
     let opening = Instant::now();
@@ -450,7 +475,8 @@ async fn measure(workspace: &Workspace, options: &WatchOptions) -> Result<Scenar
     }
     let open_deadline = Instant::now() + client.request_timeout() + Duration::from_secs(5);
     loop {
-        let ready = shared.established.load(Ordering::Relaxed) + shared.failed.load(Ordering::Relaxed);
+        let ready =
+            shared.established.load(Ordering::Relaxed) + shared.failed.load(Ordering::Relaxed);
         if ready >= options.watchers || Instant::now() >= open_deadline || shared.tally.stopped() {
             break;
         }
@@ -506,7 +532,14 @@ async fn measure(workspace: &Workspace, options: &WatchOptions) -> Result<Scenar
                 }
                 let n = sequence.fetch_add(1, Ordering::Relaxed);
                 let name = format!("watch-{}", n % objects);
-                let body = configmap_body(Some(&name), "", "watch", &[], &format!("s{n}-"), value_bytes);
+                let body = configmap_body(
+                    Some(&name),
+                    "",
+                    "watch",
+                    &[],
+                    &format!("s{n}-"),
+                    value_bytes,
+                );
                 let path = format!("{base}/{name}");
                 let start = Instant::now();
                 let outcome = shared
@@ -525,7 +558,9 @@ async fn measure(workspace: &Workspace, options: &WatchOptions) -> Result<Scenar
                             }
                             None => {
                                 errors += 1;
-                                shared.tally.note("PUT answer has no resourceVersion".to_string());
+                                shared
+                                    .tally
+                                    .note("PUT answer has no resourceVersion".to_string());
                             }
                         }
                     }
@@ -627,9 +662,12 @@ async fn measure(workspace: &Workspace, options: &WatchOptions) -> Result<Scenar
     let mut delivery_row = Row::from_histogram("delivery", &delivery, watch_errors, delivery_phase);
     delivery_row.count = delivered;
     result.rows.push(delivery_row);
-    result
-        .rows
-        .push(Row::from_histogram("write", &write_histogram, write_errors, write_phase));
+    result.rows.push(Row::from_histogram(
+        "write",
+        &write_histogram,
+        write_errors,
+        write_phase,
+    ));
     result.figure("watches_open_seconds", open_seconds);
     result.figure("writes_acked", writes as f64);
     result.figure("writes_skipped", skipped as f64);

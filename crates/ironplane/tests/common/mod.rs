@@ -47,7 +47,9 @@ impl Server {
                 // Keep draining so the server never blocks on a full pipe.
             }
         });
-        let url = rx.recv_timeout(Duration::from_secs(30)).expect("the server announces its address");
+        let url = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server announces its address");
         let s = Server { child, dir, url };
         s.wait_ready();
         s
@@ -76,29 +78,55 @@ impl Server {
     }
 
     pub fn kubectl_output(&self, args: &[&str]) -> Output {
-        self.kubectl_cmd(args).output().expect("kubectl runs (is it installed?)")
+        self.kubectl_cmd(args)
+            .output()
+            .expect("kubectl runs (is it installed?)")
     }
 
     /// Runs kubectl and returns stdout; panics with stderr when it fails.
     pub fn kubectl(&self, args: &[&str]) -> String {
         let out = self.kubectl_output(args);
-        assert!(out.status.success(), "kubectl {args:?} failed: {}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Runs kubectl expecting failure; returns stderr.
     pub fn kubectl_fails(&self, args: &[&str]) -> String {
         let out = self.kubectl_output(args);
-        assert!(!out.status.success(), "kubectl {args:?} should fail but printed: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} should fail but printed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
     pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> String {
         use std::io::Write;
-        let mut child = self.kubectl_cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("kubectl runs");
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        let mut child = self
+            .kubectl_cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
         let out = child.wait_with_output().expect("kubectl finishes");
-        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -111,7 +139,13 @@ impl Server {
             .env("IRONPLANE_URL", &self.url)
             .output()
             .expect("python3 runs");
-        assert!(out.status.success(), "{} failed:\n{}\n{}", script.display(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{} failed:\n{}\n{}",
+            script.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 

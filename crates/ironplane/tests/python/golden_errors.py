@@ -12,7 +12,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "..", "golden")
 
 # Upstream's message here comes from Go's encoding/json or from live resourceVersions.
-CODE_AND_REASON_ONLY = {"malformed-json", "list-bad-continue", "watch-too-old"}
+CODE_AND_REASON_ONLY = {"malformed-json", "list-bad-continue"}
+# Upstream's answer depends on history this fresh server does not have: resourceVersion 1 was
+# long compacted there (it answered 410 at revision 7140), while here it is inside the watch
+# window. These are listed, not checked, and said so in the output.
+NEEDS_HISTORY = {"watch-too-old"}
 
 
 def main():
@@ -24,6 +28,9 @@ def main():
     failures = []
     checked = 0
     for name, req in corpus.items():
+        if name in NEEDS_HISTORY:
+            print(f"not checked here (needs compacted history): {name}")
+            continue
         with open(os.path.join(GOLDEN, "errors", name + ".json")) as f:
             want = json.load(f)
         path = req["path"].replace("{ns}", "golden")

@@ -14,14 +14,23 @@ pub fn validate_keys(obj: &Value, fields: &[&str]) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for field in fields {
-        let Some(map) = obj.get(*field).and_then(Value::as_object) else { continue };
+        let Some(map) = obj.get(*field).and_then(Value::as_object) else {
+            continue;
+        };
         let path = FieldPath::new(field);
         for key in map.keys() {
             for msg in is_config_map_key(key) {
-                errs.push(FieldError::invalid(&path.key(key), Value::from(key.as_str()), &msg));
+                errs.push(FieldError::invalid(
+                    &path.key(key),
+                    Value::from(key.as_str()),
+                    &msg,
+                ));
             }
             if !seen.insert(key.clone()) {
-                errs.push(FieldError::duplicate(&path.key(key), Value::from(key.as_str())));
+                errs.push(FieldError::duplicate(
+                    &path.key(key),
+                    Value::from(key.as_str()),
+                ));
             }
         }
     }
@@ -38,7 +47,11 @@ impl Strategy for ConfigMapStrategy {
             .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
             .sum();
         if size > MAX_TOTAL_BYTES {
-            errs.push(FieldError::too_long(&FieldPath::new(""), Value::from(size), MAX_TOTAL_BYTES as i64));
+            errs.push(FieldError::too_long(
+                &FieldPath::new(""),
+                Value::from(size),
+                MAX_TOTAL_BYTES as i64,
+            ));
         }
         errs
     }

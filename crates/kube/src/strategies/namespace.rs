@@ -18,7 +18,10 @@ impl Strategy for NamespaceStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({"phase": "Active"});
         // Upstream labels every namespace with its own name.
-        let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+        let name = obj
+            .pointer("/metadata/name")
+            .cloned()
+            .unwrap_or(Value::Null);
         if name.is_string() {
             if !obj["metadata"]["labels"].is_object() {
                 obj["metadata"]["labels"] = json!({});
@@ -42,7 +45,10 @@ impl Strategy for NamespaceStrategy {
     fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
         if subresource == "finalize" {
             // `finalize` changes spec.finalizers and nothing else.
-            let finalizers = new.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+            let finalizers = new
+                .pointer("/spec/finalizers")
+                .cloned()
+                .unwrap_or(json!([]));
             *new = old.clone();
             new["spec"]["finalizers"] = finalizers;
         }
@@ -58,7 +64,11 @@ impl Strategy for NamespaceStrategy {
     }
 
     fn ready_to_remove(&self, obj: &Value) -> bool {
-        let empty = |p: &str| obj.pointer(p).and_then(Value::as_array).is_none_or(Vec::is_empty);
+        let empty = |p: &str| {
+            obj.pointer(p)
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+        };
         empty("/spec/finalizers") && empty("/metadata/finalizers")
     }
 }

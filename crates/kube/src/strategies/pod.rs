@@ -26,7 +26,11 @@ fn pull_policy(image: &str) -> &'static str {
 }
 
 fn default_container(c: &mut Value) {
-    let image = c.get("image").and_then(Value::as_str).unwrap_or("").to_string();
+    let image = c
+        .get("image")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     set_default(c, "imagePullPolicy", json!(pull_policy(&image)));
     set_default(c, "resources", json!({}));
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
@@ -58,17 +62,25 @@ pub fn default_pod_spec(spec: &mut Value) {
 /// Containers present, each with a name and an image.
 pub fn validate_pod_spec(spec: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+    let containers = spec
+        .and_then(|s| s.get("containers"))
+        .and_then(Value::as_array);
     match containers {
         None => errs.push(FieldError::required(&path.child("containers"), "")),
         Some(cs) if cs.is_empty() => errs.push(FieldError::required(&path.child("containers"), "")),
         Some(cs) => {
             for (i, c) in cs.iter().enumerate() {
                 let p = path.child("containers").index(i);
-                if c.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                if c.get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
                     errs.push(FieldError::required(&p.child("name"), ""));
                 }
-                if c.get("image").and_then(Value::as_str).is_none_or(|s| s.trim().is_empty()) {
+                if c.get("image")
+                    .and_then(Value::as_str)
+                    .is_none_or(|s| s.trim().is_empty())
+                {
                     errs.push(FieldError::required(&p.child("image"), ""));
                 }
             }

@@ -9,7 +9,11 @@ use serde_json::{Value, json};
 pub struct AccessReviewStrategy;
 
 impl Strategy for AccessReviewStrategy {
-    fn create_without_storage(&self, obj: &Value, _user: &UserInfo) -> Option<Result<Value, Status>> {
+    fn create_without_storage(
+        &self,
+        obj: &Value,
+        _user: &UserInfo,
+    ) -> Option<Result<Value, Status>> {
         let mut out = obj.clone();
         if out.get("kind").and_then(Value::as_str) == Some("SelfSubjectRulesReview") {
             out["status"] = json!({
@@ -27,7 +31,11 @@ impl Strategy for AccessReviewStrategy {
 pub struct SelfSubjectReviewStrategy;
 
 impl Strategy for SelfSubjectReviewStrategy {
-    fn create_without_storage(&self, obj: &Value, user: &UserInfo) -> Option<Result<Value, Status>> {
+    fn create_without_storage(
+        &self,
+        obj: &Value,
+        user: &UserInfo,
+    ) -> Option<Result<Value, Status>> {
         let mut out = obj.clone();
         let mut info = json!({"username": user.name, "groups": user.groups});
         if !user.uid.is_empty() {

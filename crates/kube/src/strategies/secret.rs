@@ -10,7 +10,11 @@ pub struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
     fn default(&self, obj: &mut Value) {
-        if obj.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if obj
+            .get("type")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             obj["type"] = Value::from("Opaque");
         }
     }
@@ -22,7 +26,11 @@ impl Strategy for SecretStrategy {
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = self.validate(new);
         if new.get("type") != old.get("type") {
-            errs.push(FieldError::invalid(&FieldPath::new("type"), new.get("type").cloned().unwrap_or(Value::Null), "field is immutable"));
+            errs.push(FieldError::invalid(
+                &FieldPath::new("type"),
+                new.get("type").cloned().unwrap_or(Value::Null),
+                "field is immutable",
+            ));
         }
         errs
     }

@@ -23,18 +23,40 @@ pub struct ServiceIpAllocator {
 impl ServiceIpAllocator {
     /// `cidr` like `10.0.0.0/24`, `ports` like `30000-32767`.
     pub fn new(cidr: &str, ports: &str) -> Result<Self, String> {
-        let (addr, bits) = cidr.split_once('/').ok_or_else(|| format!("invalid CIDR {cidr:?}"))?;
-        let addr: Ipv4Addr = addr.parse().map_err(|_| format!("invalid CIDR {cidr:?}: only IPv4 ranges are supported"))?;
-        let bits: u32 = bits.parse().ok().filter(|b| (8..=30).contains(b)).ok_or_else(|| format!("invalid prefix length in {cidr:?}"))?;
+        let (addr, bits) = cidr
+            .split_once('/')
+            .ok_or_else(|| format!("invalid CIDR {cidr:?}"))?;
+        let addr: Ipv4Addr = addr
+            .parse()
+            .map_err(|_| format!("invalid CIDR {cidr:?}: only IPv4 ranges are supported"))?;
+        let bits: u32 = bits
+            .parse()
+            .ok()
+            .filter(|b| (8..=30).contains(b))
+            .ok_or_else(|| format!("invalid prefix length in {cidr:?}"))?;
         let size = 1u32 << (32 - bits);
         let base = u32::from(addr) & !(size - 1);
-        let (lo, hi) = ports.split_once('-').ok_or_else(|| format!("invalid port range {ports:?}"))?;
-        let lo: u16 = lo.trim().parse().map_err(|_| format!("invalid port range {ports:?}"))?;
-        let hi: u16 = hi.trim().parse().map_err(|_| format!("invalid port range {ports:?}"))?;
+        let (lo, hi) = ports
+            .split_once('-')
+            .ok_or_else(|| format!("invalid port range {ports:?}"))?;
+        let lo: u16 = lo
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid port range {ports:?}"))?;
+        let hi: u16 = hi
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid port range {ports:?}"))?;
         if lo > hi {
             return Err(format!("invalid port range {ports:?}"));
         }
-        Ok(Self { base, size, ips: Mutex::new(BTreeSet::new()), node_ports: Mutex::new(BTreeSet::new()), port_range: (lo, hi) })
+        Ok(Self {
+            base,
+            size,
+            ips: Mutex::new(BTreeSet::new()),
+            node_ports: Mutex::new(BTreeSet::new()),
+            port_range: (lo, hi),
+        })
     }
 
     /// The first address of the range, which upstream gives the `kubernetes` Service.
@@ -62,7 +84,10 @@ impl ServiceIpAllocator {
         let mut ips = self.ips.lock().ok()?;
         let usable = self.size.checked_sub(3)?;
         let start = rand::rng().random_range(0..usable.max(1));
-        (0..usable).map(|i| self.base + 2 + (start + i) % usable).find(|n| ips.insert(*n)).map(Ipv4Addr::from)
+        (0..usable)
+            .map(|i| self.base + 2 + (start + i) % usable)
+            .find(|n| ips.insert(*n))
+            .map(Ipv4Addr::from)
     }
 
     pub fn release_ip(&self, ip: Ipv4Addr) {
@@ -72,7 +97,10 @@ impl ServiceIpAllocator {
     }
 
     pub fn reserve_port(&self, port: u16) -> bool {
-        self.node_ports.lock().map(|mut s| s.insert(port)).unwrap_or(false)
+        self.node_ports
+            .lock()
+            .map(|mut s| s.insert(port))
+            .unwrap_or(false)
     }
 
     pub fn allocate_port(&self) -> Option<u16> {
@@ -80,7 +108,9 @@ impl ServiceIpAllocator {
         let (lo, hi) = self.port_range;
         let span = u32::from(hi - lo) + 1;
         let start = rand::rng().random_range(0..span);
-        (0..span).map(|i| lo + ((start + i) % span) as u16).find(|p| ports.insert(*p))
+        (0..span)
+            .map(|i| lo + ((start + i) % span) as u16)
+            .find(|p| ports.insert(*p))
     }
 
     pub fn release_port(&self, port: u16) {
@@ -91,11 +121,24 @@ impl ServiceIpAllocator {
 
     /// Records what a stored Service holds, when the allocator is rebuilt at start.
     pub fn observe(&self, svc: &Value) {
-        if let Some(ip) = svc.pointer("/spec/clusterIP").and_then(Value::as_str).and_then(|s| s.parse().ok()) {
+        if let Some(ip) = svc
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+        {
             self.reserve_ip(ip);
         }
-        for p in svc.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(np) = p.get("nodePort").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()) {
+        for p in svc
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(np) = p
+                .get("nodePort")
+                .and_then(Value::as_u64)
+                .and_then(|n| u16::try_from(n).ok())
+            {
                 self.reserve_port(np);
             }
         }
@@ -107,12 +150,16 @@ pub struct ServiceStrategy {
 }
 
 fn service_type(obj: &Value) -> &str {
-    obj.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP")
+    obj.pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
 }
 
 impl Strategy for ServiceStrategy {
     fn default(&self, obj: &mut Value) {
-        let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else { return };
+        let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+            return;
+        };
         if spec.get("type").is_none() {
             spec["type"] = json!("ClusterIP");
         }
@@ -124,7 +171,9 @@ impl Strategy for ServiceStrategy {
             if spec.get("internalTrafficPolicy").is_none() {
                 spec["internalTrafficPolicy"] = json!("Cluster");
             }
-            if matches!(ty.as_str(), "NodePort" | "LoadBalancer") && spec.get("externalTrafficPolicy").is_none() {
+            if matches!(ty.as_str(), "NodePort" | "LoadBalancer")
+                && spec.get("externalTrafficPolicy").is_none()
+            {
                 spec["externalTrafficPolicy"] = json!("Cluster");
             }
         }
@@ -147,7 +196,11 @@ impl Strategy for ServiceStrategy {
             return;
         }
         let spec = &mut obj["spec"];
-        let requested = spec.get("clusterIP").and_then(Value::as_str).unwrap_or("").to_string();
+        let requested = spec
+            .get("clusterIP")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if requested.is_empty() {
             if let Some(ip) = self.allocator.allocate_ip() {
                 spec["clusterIP"] = json!(ip.to_string());
@@ -166,8 +219,17 @@ impl Strategy for ServiceStrategy {
             spec["ipFamilyPolicy"] = json!("SingleStack");
         }
         if matches!(ty.as_str(), "NodePort" | "LoadBalancer") {
-            for p in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
-                match p.get("nodePort").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()) {
+            for p in spec
+                .get_mut("ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                match p
+                    .get("nodePort")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u16::try_from(n).ok())
+                {
                     Some(n) => {
                         self.allocator.reserve_port(n);
                     }
@@ -186,7 +248,10 @@ impl Strategy for ServiceStrategy {
         // manifest without clusterIP).
         for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
             if new.pointer(&format!("/spec/{f}")).is_none() {
-                if let (Some(v), Some(spec)) = (old.pointer(&format!("/spec/{f}")), new.get_mut("spec").filter(|s| s.is_object())) {
+                if let (Some(v), Some(spec)) = (
+                    old.pointer(&format!("/spec/{f}")),
+                    new.get_mut("spec").filter(|s| s.is_object()),
+                ) {
                     spec[f] = v.clone();
                 }
             }
@@ -205,10 +270,20 @@ impl Strategy for ServiceStrategy {
         for (i, p) in ports.into_iter().flatten().enumerate() {
             let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
             if !(1..=65535).contains(&port) {
-                errs.push(FieldError::invalid(&spec.child("ports").index(i).child("port"), json!(port), "must be between 1 and 65535, inclusive"));
+                errs.push(FieldError::invalid(
+                    &spec.child("ports").index(i).child("port"),
+                    json!(port),
+                    "must be between 1 and 65535, inclusive",
+                ));
             }
         }
-        for (i, ip) in obj.pointer("/spec/clusterIPs").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        for (i, ip) in obj
+            .pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             let s = ip.as_str().unwrap_or("");
             if s != "None" && s.parse::<std::net::IpAddr>().is_err() {
                 errs.push(FieldError::invalid(
@@ -219,19 +294,40 @@ impl Strategy for ServiceStrategy {
             }
         }
         if let Some(s) = obj.pointer("/spec/clusterIP").and_then(Value::as_str) {
-            if obj.pointer("/spec/clusterIPs").is_none() && !s.is_empty() && s != "None" && s.parse::<std::net::IpAddr>().is_err() {
-                errs.push(FieldError::invalid(&spec.child("clusterIPs").index(0), json!(s), "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"));
+            if obj.pointer("/spec/clusterIPs").is_none()
+                && !s.is_empty()
+                && s != "None"
+                && s.parse::<std::net::IpAddr>().is_err()
+            {
+                errs.push(FieldError::invalid(
+                    &spec.child("clusterIPs").index(0),
+                    json!(s),
+                    "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                ));
             }
         }
         errs
     }
 
     fn after_delete(&self, obj: &Value) {
-        if let Some(ip) = obj.pointer("/spec/clusterIP").and_then(Value::as_str).and_then(|s| s.parse().ok()) {
+        if let Some(ip) = obj
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+        {
             self.allocator.release_ip(ip);
         }
-        for p in obj.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(np) = p.get("nodePort").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()) {
+        for p in obj
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(np) = p
+                .get("nodePort")
+                .and_then(Value::as_u64)
+                .and_then(|n| u16::try_from(n).ok())
+            {
                 self.allocator.release_port(np);
             }
         }

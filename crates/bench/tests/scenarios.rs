@@ -1,0 +1,152 @@
+#![cfg(feature = "server-tests")]
+//! Every scenario for about a second, with tiny sizes, against an in-process Ironplane server
+//! (`ironplane::testing::TestServer`). These tests check correctness only (counts add up, no
+//! event is lost, no request fails, nothing is left behind), never timing.
+
+use std::time::Duration;
+
+use ironplane_bench::{
+    BenchError, ClientConfig, CommonOptions, CreateOptions, ListOptions, MemoryOptions,
+    MixedOptions, Scenario, WatchOptions, run_scenario,
+};
+
+fn client_config(server: &ironplane::testing::TestServer) -> ClientConfig {
+    let mut cfg = ClientConfig::new(&server.kubeconfig);
+    cfg.request_timeout = Duration::from_secs(10);
+    cfg
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_counts_add_up() {
+    let server = ironplane::testing::TestServer::start().await;
+    let scenario = Scenario::Create(CreateOptions {
+        concurrency: 4,
+        count: Some(40),
+        duration: None,
+        ..Default::default()
+    });
+    let result = run_scenario(&client_config(&server), &scenario)
+        .await
+        .unwrap();
+    let row = result.row("create").unwrap();
+    assert_eq!(row.count, 40);
+    assert_eq!(row.errors, 0, "{:?}", result.error_samples);
+    assert!(
+        result.error_samples.is_empty(),
+        "{:?}",
+        result.error_samples
+    );
+    assert!(result.server.starts_with(server.url.trim_end_matches('/')));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_has_no_errors() {
+    let server = ironplane::testing::TestServer::start().await;
+    let scenario = Scenario::Mixed(MixedOptions {
+        concurrency: 4,
+        duration: Duration::from_secs(1),
+        objects: 40,
+        ..Default::default()
+    });
+    let result = run_scenario(&client_config(&server), &scenario)
+        .await
+        .unwrap();
+    let sum: u64 = result
+        .rows
+        .iter()
+        .filter(|r| r.label != "all")
+        .map(|r| r.count)
+        .sum();
+    assert!(sum > 0);
+    assert_eq!(result.row("all").unwrap().count, sum);
+    assert_eq!(result.total_errors(), 0, "{:?}", result.error_samples);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_variants_see_every_object() {
+    let server = ironplane::testing::TestServer::start().await;
+    // More than one page of 500, so that the paginated variants follow `continue`.
+    let scenario = Scenario::List(ListOptions {
+        objects: 600,
+        iterations: 2,
+        ..Default::default()
+    });
+    let result = run_scenario(&client_config(&server), &scenario)
+        .await
+        .unwrap();
+    assert_eq!(result.rows.len(), 4);
+    for row in &result.rows {
+        assert_eq!(row.count, 2, "{}: {:?}", row.label, result.error_samples);
+        assert_eq!(row.errors, 0, "{}: {:?}", row.label, result.error_samples);
+    }
+    assert_eq!(result.figures["objects_in_namespace"], 600.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_loses_no_events() {
+    let server = ironplane::testing::TestServer::start().await;
+    let scenario = Scenario::Watch(WatchOptions {
+        watchers: 20,
+        rate: 20,
+        duration: Duration::from_secs(1),
+        objects: 3,
+        writers: 2,
+        streams_per_connection: 10,
+        grace: Duration::from_secs(10),
+        common: CommonOptions::default(),
+    });
+    let result = run_scenario(&client_config(&server), &scenario)
+        .await
+        .unwrap();
+    let writes = result.figures["writes_acked"];
+    assert!(writes > 0.0);
+    assert_eq!(
+        result.figures["events_lost"], 0.0,
+        "{:?}",
+        result.error_samples
+    );
+    assert_eq!(result.figures["events_delivered"], writes * 20.0);
+    assert_eq!(result.total_errors(), 0, "{:?}", result.error_samples);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_reads_the_server_process() {
+    let server = ironplane::testing::TestServer::start().await;
+    // The server runs in this test's process.
+    let scenario = Scenario::Memory(MemoryOptions {
+        objects: 30,
+        settle: Duration::from_millis(100),
+        concurrency: 4,
+        common: CommonOptions {
+            server_pid: Some(std::process::id()),
+            ..Default::default()
+        },
+    });
+    let result = run_scenario(&client_config(&server), &scenario)
+        .await
+        .unwrap();
+    assert_eq!(result.row("create").unwrap().count, 30);
+    assert!(result.figures["server_rss_after_mib"] > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_a_clear_error() {
+    let server = ironplane::testing::TestServer::start().await;
+    let dir = std::env::temp_dir().join(format!("bench-wrong-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: not-a-valid-token}}\n",
+        server.url
+    );
+    std::fs::write(&path, text).unwrap();
+    let scenario = Scenario::Create(CreateOptions::default());
+    let err = run_scenario(&ClientConfig::new(&path), &scenario)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, BenchError::Rejected { status: 401, .. }),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
