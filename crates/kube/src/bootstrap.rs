@@ -6,7 +6,7 @@ use std::sync::Arc;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{Requester, WriteOptions};
 use serde_json::json;
-use storage::{ListOptions, ResourceVersion};
+use storage::ListOptions;
 
 use crate::controllers::controller_user;
 use crate::strategies::ServiceIpAllocator;
@@ -26,16 +26,7 @@ pub async fn run(
     // Rebuild the allocator from what is stored before anything allocates.
     if let Some(services) = api.get("", "v1", "services") {
         let all = services
-            .list(
-                "",
-                &ListOptions {
-                    resource_version: ResourceVersion::Unset,
-                    resource_version_match: None,
-                    limit: 0,
-                    continue_token: None,
-                    predicate: None,
-                },
-            )
+            .list("", &ListOptions::default())
             .await
             .map_err(|s| s.message)?;
         for item in all.items {

@@ -93,19 +93,7 @@ async fn finish(api: &ApiResources, ns: &str) -> bool {
         if !info.namespaced || !info.has_verb("list") || !seen_keys.insert(store.prefix(ns)) {
             continue;
         }
-        let list = match store
-            .list(
-                ns,
-                &ListOptions {
-                    resource_version: ResourceVersion::Unset,
-                    resource_version_match: None,
-                    limit: 0,
-                    continue_token: None,
-                    predicate: None,
-                },
-            )
-            .await
-        {
+        let list = match store.list(ns, &ListOptions::default()).await {
             Ok(l) => l,
             Err(_) => {
                 remaining += 1;

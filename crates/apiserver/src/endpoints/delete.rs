@@ -6,7 +6,7 @@ use apimachinery::status::success_status;
 use apimachinery::{Status, StatusDetails};
 use http::StatusCode;
 use serde_json::Value;
-use storage::{ListOptions, ResourceVersion};
+use storage::ListOptions;
 
 use super::get::{OBJECT_VIEWS, accept};
 use super::list::predicate;
@@ -109,11 +109,8 @@ pub async fn handle_collection(
         .list(
             &req.info.namespace,
             &ListOptions {
-                resource_version: ResourceVersion::Unset,
-                resource_version_match: None,
-                limit: 0,
-                continue_token: None,
                 predicate: predicate(&store.info, &q)?,
+                ..ListOptions::default()
             },
         )
         .await?;

@@ -226,6 +226,25 @@ impl RegistryStore {
         })
     }
 
+    /// The stored object as of now (a consistent read, never the cache's possibly older copy),
+    /// which every read-modify-write starts from.
+    async fn current(&self, key: &str, name: &str) -> Result<Option<Object>, Status> {
+        match self
+            .storage
+            .get(
+                key,
+                &GetOptions {
+                    resource_version: ResourceVersion::Unset,
+                },
+            )
+            .await
+        {
+            Ok(o) => Ok(Some(o)),
+            Err(StorageError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.status_of(e, name)),
+        }
+    }
+
     pub async fn get(
         &self,
         namespace: &str,
@@ -372,21 +391,7 @@ impl RegistryStore {
         let key = self.key(namespace, name);
         let sub = opts.subresource.as_str();
         for _ in 0..MAX_CONFLICT_RETRIES {
-            let current = match self
-                .storage
-                .get(
-                    &key,
-                    &GetOptions {
-                        resource_version: ResourceVersion::Unset,
-                    },
-                )
-                .await
-            {
-                Ok(o) => Some(o),
-                Err(StorageError::NotFound { .. }) => None,
-                Err(e) => return Err(self.status_of(e, name)),
-            };
-            let Some(current) = current else {
+            let Some(current) = self.current(&key, name).await? else {
                 if opts.is_put && sub.is_empty() && self.strategy.allow_create_on_update() {
                     let obj = updater(None)?;
                     return Ok((self.create(req, namespace, obj, &opts.write).await?, true));
@@ -584,15 +589,9 @@ impl RegistryStore {
         let key = self.key(namespace, name);
         for _ in 0..MAX_CONFLICT_RETRIES {
             let current = self
-                .storage
-                .get(
-                    &key,
-                    &GetOptions {
-                        resource_version: ResourceVersion::Unset,
-                    },
-                )
-                .await
-                .map_err(|e| self.status_of(e, name))?;
+                .current(&key, name)
+                .await?
+                .ok_or_else(|| Status::not_found(&self.resource(), name))?;
             let mut obj = current.value().map_err(Status::internal)?;
             if let Some(uid) = &opts.precondition_uid {
                 if uid != obj.uid() {

@@ -121,28 +121,34 @@ impl ServiceIpAllocator {
 
     /// Records what a stored Service holds, when the allocator is rebuilt at start.
     pub fn observe(&self, svc: &Value) {
-        if let Some(ip) = svc
-            .pointer("/spec/clusterIP")
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse().ok())
-        {
+        let (ip, ports) = held(svc);
+        if let Some(ip) = ip {
             self.reserve_ip(ip);
         }
-        for p in svc
-            .pointer("/spec/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(np) = p
-                .get("nodePort")
-                .and_then(Value::as_u64)
-                .and_then(|n| u16::try_from(n).ok())
-            {
-                self.reserve_port(np);
-            }
+        for p in ports {
+            self.reserve_port(p);
         }
     }
+}
+
+/// The cluster IP and node ports a Service holds in the allocator.
+fn held(svc: &Value) -> (Option<Ipv4Addr>, Vec<u16>) {
+    let ip = svc
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok());
+    let ports = svc
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            p.get("nodePort")
+                .and_then(Value::as_u64)
+                .and_then(|n| u16::try_from(n).ok())
+        })
+        .collect();
+    (ip, ports)
 }
 
 pub struct ServiceStrategy {
@@ -310,26 +316,12 @@ impl Strategy for ServiceStrategy {
     }
 
     fn after_delete(&self, obj: &Value) {
-        if let Some(ip) = obj
-            .pointer("/spec/clusterIP")
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse().ok())
-        {
+        let (ip, ports) = held(obj);
+        if let Some(ip) = ip {
             self.allocator.release_ip(ip);
         }
-        for p in obj
-            .pointer("/spec/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(np) = p
-                .get("nodePort")
-                .and_then(Value::as_u64)
-                .and_then(|n| u16::try_from(n).ok())
-            {
-                self.allocator.release_port(np);
-            }
+        for p in ports {
+            self.allocator.release_port(p);
         }
     }
 }
