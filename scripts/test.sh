@@ -13,6 +13,9 @@ if ! command -v kubectl >/dev/null 2>&1; then
 fi
 python3 -c "import kubernetes" 2>/dev/null || python3 -m pip install --quiet "kubernetes>=31"
 
+# Formatting and lints first: a rule broken fails the run like a test.
+./scripts/check.sh
+
 # One release build shared by unit, integration and end-to-end tests.
 if command -v cargo-nextest >/dev/null 2>&1 || cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --release --workspace --no-fail-fast "$@"

@@ -95,8 +95,9 @@ pub struct Status {
     pub reason: Reason,
     pub message: String,
     /// `None` omits `details`; `Some(default)` writes `"details": {}` as upstream does for some
-    /// errors (MethodNotAllowed, an unknown resource).
-    pub details: Option<StatusDetails>,
+    /// errors (MethodNotAllowed, an unknown resource). Boxed because `Status` is the error of
+    /// nearly every `Result` in the server, and most errors carry no details.
+    pub details: Option<Box<StatusDetails>>,
 }
 
 impl std::fmt::Display for Status {
@@ -127,7 +128,7 @@ impl Status {
     }
 
     pub fn with_details(mut self, details: StatusDetails) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 

@@ -134,16 +134,15 @@ impl RequestInfo {
         } else if info.verb == "get" && query_flag(query, "watch") {
             info.verb = "watch".to_string();
         }
-        if info.verb == "watch" && info.name.is_empty() {
-            // A watch on `?fieldSelector=metadata.name=x` is a watch on one object for
-            // authorization, as upstream reports it.
-            if let Some(fs) = query_value(query, "fieldSelector") {
-                if let Some(name) = fs.strip_prefix("metadata.name=") {
-                    if !name.contains(',') {
-                        info.name = name.to_string();
-                    }
-                }
-            }
+        // A watch on `?fieldSelector=metadata.name=x` is a watch on one object for
+        // authorization, as upstream reports it.
+        if info.verb == "watch"
+            && info.name.is_empty()
+            && let Some(fs) = query_value(query, "fieldSelector")
+            && let Some(name) = fs.strip_prefix("metadata.name=")
+            && !name.contains(',')
+        {
+            info.name = name.to_string();
         }
         info
     }

@@ -264,12 +264,14 @@ impl GenericApiServer {
         let Some(doc) = doc else {
             return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
         };
-        if let Some(a) = accept {
-            if a.contains("protobuf") && !a.contains("json") && !a.contains("*/*") {
-                return Err(Status::not_acceptable(
-                    "only application/json is served for OpenAPI documents",
-                ));
-            }
+        if let Some(a) = accept
+            && a.contains("protobuf")
+            && !a.contains("json")
+            && !a.contains("*/*")
+        {
+            return Err(Status::not_acceptable(
+                "only application/json is served for OpenAPI documents",
+            ));
         }
         let body = doc.inflate().map_err(Status::internal)?;
         Ok(response::raw(StatusCode::OK, "application/json", body))

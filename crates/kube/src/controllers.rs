@@ -57,10 +57,10 @@ pub async fn run_namespace_controller(api: Arc<ApiResources>) {
             let next = tokio::time::timeout(Duration::from_millis(500), events.recv()).await;
             match next {
                 Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
-                    if let Ok(v) = o.value() {
-                        if v.deletion_timestamp().is_some() {
-                            pending.insert(v.name().to_string());
-                        }
+                    if let Ok(v) = o.value()
+                        && v.deletion_timestamp().is_some()
+                    {
+                        pending.insert(v.name().to_string());
                     }
                 }
                 Ok(Some(WatchEvent::Deleted(o))) => {

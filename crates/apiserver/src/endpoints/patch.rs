@@ -35,7 +35,7 @@ pub async fn handle(
         Some(PatchType::Apply) | None => {
             // Server-side apply is not served yet; upstream answers unknown patch types this way.
             let mut s = Status::unsupported_media_type("415: Unsupported Media Type");
-            s.details = Some(Default::default());
+            s.details = Some(Box::default());
             return Err(s);
         }
         Some(t) => t,
@@ -64,7 +64,7 @@ pub async fn handle(
                 let root = schemas.and_then(|s| s.root_for(&info.group, &info.version, &info.kind));
                 let (Some(schemas), Some(root)) = (schemas, root) else {
                     let mut s = Status::unsupported_media_type("415: Unsupported Media Type");
-                    s.details = Some(Default::default());
+                    s.details = Some(Box::default());
                     return Err(s);
                 };
                 apply_strategic_merge_patch(

@@ -73,16 +73,15 @@ pub fn status(s: &Status, encoding: Encoding) -> Response {
         encoding
     };
     let mut r = raw(code, encoding.media_type(), body);
-    if s.code == 429 || s.code == 504 {
-        if let Some(secs) = s
+    if (s.code == 429 || s.code == 504)
+        && let Some(secs) = s
             .details
             .as_ref()
             .map(|d| d.retry_after_seconds)
             .filter(|s| *s > 0)
-        {
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
+    {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     r
 }

@@ -161,7 +161,7 @@ fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> Status {
                 }
             ),
         );
-        s.details = Some(Default::default());
+        s.details = Some(Box::default());
         return s;
     }
     let gr = apimachinery::GroupResource::new(info.api_group.clone(), info.resource.clone());

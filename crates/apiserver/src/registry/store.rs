@@ -10,7 +10,7 @@ use apimachinery::object::ObjectExt;
 use apimachinery::validation::{
     FieldPath, invalid_status, validate_object_meta, validate_object_meta_update,
 };
-use apimachinery::{GroupResource, Status, StatusCause, StatusDetails};
+use apimachinery::{GroupResource, Status};
 use bytes::Bytes;
 use chrono::{SecondsFormat, Utc};
 use rand::Rng;
@@ -157,38 +157,21 @@ impl RegistryStore {
         self.info.group_resource()
     }
 
-    /// Turns a storage error into what the client sees.
+    /// Turns a storage error into what the client sees (storage's own mapping), logging the
+    /// ones that are the server's fault.
     pub fn status_of(&self, err: StorageError, name: &str) -> Status {
-        match err {
-            StorageError::NotFound { .. } => Status::not_found(&self.resource(), name),
-            StorageError::AlreadyExists { .. } => Status::already_exists(&self.resource(), name),
-            StorageError::Conflict { .. } => Status::stale_resource_version(&self.resource(), name),
-            StorageError::Expired(msg) => Status::expired(msg),
-            StorageError::TooLargeResourceVersion { requested, current } => {
-                let mut s = Status::timeout(format!(
-                    "Too large resource version: {requested}, current: {current}"
-                ));
-                s.details = Some(StatusDetails {
-                    causes: vec![StatusCause {
-                        reason: "ResourceVersionTooLarge".into(),
-                        message: format!(
-                            "Too large resource version: {requested}, current: {current}"
-                        ),
-                        ..Default::default()
-                    }],
-                    retry_after_seconds: 1,
-                    ..Default::default()
-                });
-                s
-            }
-            StorageError::InvalidContinue(msg) => Status::bad_request(msg),
-            other => {
-                tracing::error!(resource = %self.resource(), name, error = %other, "storage failure");
-                Status::internal(other)
-            }
+        if matches!(
+            err,
+            StorageError::Internal(_) | StorageError::InvalidObject(_)
+        ) {
+            tracing::error!(resource = %self.resource(), name, error = %err, "storage failure");
         }
+        err.to_status(&self.resource(), name)
     }
 
+    // The admission attributes are this many facts; a struct for the arguments would only
+    // rename them.
+    #[allow(clippy::too_many_arguments)]
     fn attributes<'a>(
         &'a self,
         req: &Requester<'a>,
@@ -576,15 +559,15 @@ impl RegistryStore {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<DeleteOutcome, Status> {
-        if let Some(p) = opts.propagation_policy.as_deref() {
-            if !matches!(p, "Orphan" | "Background" | "Foreground") {
-                let errs = [apimachinery::validation::FieldError::not_supported(
-                    &FieldPath::new("propagationPolicy"),
-                    Value::from(p),
-                    &["Foreground", "Background", "Orphan"],
-                )];
-                return Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs));
-            }
+        if let Some(p) = opts.propagation_policy.as_deref()
+            && !matches!(p, "Orphan" | "Background" | "Foreground")
+        {
+            let errs = [apimachinery::validation::FieldError::not_supported(
+                &FieldPath::new("propagationPolicy"),
+                Value::from(p),
+                &["Foreground", "Background", "Orphan"],
+            )];
+            return Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs));
         }
         let key = self.key(namespace, name);
         for _ in 0..MAX_CONFLICT_RETRIES {
@@ -593,23 +576,23 @@ impl RegistryStore {
                 .await?
                 .ok_or_else(|| Status::not_found(&self.resource(), name))?;
             let mut obj = current.value().map_err(Status::internal)?;
-            if let Some(uid) = &opts.precondition_uid {
-                if uid != obj.uid() {
-                    let why = format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        obj.uid()
-                    );
-                    return Err(Status::conflict(&self.resource(), name, why));
-                }
+            if let Some(uid) = &opts.precondition_uid
+                && uid != obj.uid()
+            {
+                let why = format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    obj.uid()
+                );
+                return Err(Status::conflict(&self.resource(), name, why));
             }
-            if let Some(rv) = &opts.precondition_resource_version {
-                if rv != obj.resource_version() {
-                    let why = format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in meta: {}",
-                        obj.resource_version()
-                    );
-                    return Err(Status::conflict(&self.resource(), name, why));
-                }
+            if let Some(rv) = &opts.precondition_resource_version
+                && rv != obj.resource_version()
+            {
+                let why = format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in meta: {}",
+                    obj.resource_version()
+                );
+                return Err(Status::conflict(&self.resource(), name, why));
             }
             {
                 let attrs = self.attributes(

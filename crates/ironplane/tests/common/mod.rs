@@ -38,13 +38,11 @@ impl Server {
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent {
-                    if let Some(url) = line.strip_prefix("Ironplane is serving on ") {
-                        let _ = tx.send(url.trim().to_string());
-                        sent = true;
-                    }
+                // Keep draining after the address line so the server never blocks on a full pipe.
+                if !sent && let Some(url) = line.strip_prefix("Ironplane is serving on ") {
+                    let _ = tx.send(url.trim().to_string());
+                    sent = true;
                 }
-                // Keep draining so the server never blocks on a full pipe.
             }
         });
         let url = rx
@@ -152,8 +150,7 @@ impl Server {
     pub fn kill9(mut self) -> tempfile::TempDir {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
-        dir
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"))
     }
 
     /// SIGTERM, and the exit status.

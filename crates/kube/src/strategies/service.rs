@@ -253,13 +253,13 @@ impl Strategy for ServiceStrategy {
         // Allocated values stay when the client leaves them out (e.g. a `kubectl replace` of a
         // manifest without clusterIP).
         for f in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            if new.pointer(&format!("/spec/{f}")).is_none() {
-                if let (Some(v), Some(spec)) = (
+            if new.pointer(&format!("/spec/{f}")).is_none()
+                && let (Some(v), Some(spec)) = (
                     old.pointer(&format!("/spec/{f}")),
                     new.get_mut("spec").filter(|s| s.is_object()),
-                ) {
-                    spec[f] = v.clone();
-                }
+                )
+            {
+                spec[f] = v.clone();
             }
         }
     }
@@ -283,31 +283,22 @@ impl Strategy for ServiceStrategy {
                 ));
             }
         }
-        for (i, ip) in obj
-            .pointer("/spec/clusterIPs")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let s = ip.as_str().unwrap_or("");
-            if s != "None" && s.parse::<std::net::IpAddr>().is_err() {
+        // The addresses asked for: `clusterIPs` when given, else the legacy `clusterIP`,
+        // reported at `clusterIPs[i]` either way, as upstream does.
+        let requested: Vec<&str> = match obj.pointer("/spec/clusterIPs").and_then(Value::as_array) {
+            Some(ips) => ips.iter().map(|ip| ip.as_str().unwrap_or("")).collect(),
+            None => obj
+                .pointer("/spec/clusterIP")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .into_iter()
+                .collect(),
+        };
+        for (i, ip) in requested.into_iter().enumerate() {
+            if ip != "None" && ip.parse::<std::net::IpAddr>().is_err() {
                 errs.push(FieldError::invalid(
                     &spec.child("clusterIPs").index(i),
-                    json!(s),
-                    "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-                ));
-            }
-        }
-        if let Some(s) = obj.pointer("/spec/clusterIP").and_then(Value::as_str) {
-            if obj.pointer("/spec/clusterIPs").is_none()
-                && !s.is_empty()
-                && s != "None"
-                && s.parse::<std::net::IpAddr>().is_err()
-            {
-                errs.push(FieldError::invalid(
-                    &spec.child("clusterIPs").index(0),
-                    json!(s),
+                    json!(ip),
                     "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
                 ));
             }
