@@ -30,8 +30,15 @@ pub fn predicate(info: &ResourceInfo, q: &Query) -> Result<Predicate, Status> {
     let fields = match q.field_selector.as_deref() {
         Some(s) => {
             let f = FieldSelector::parse(s).map_err(Status::bad_request)?;
-            f.check_known(&info.field_selector_names())
-                .map_err(Status::bad_request)?;
+            let known = info.field_selector_names();
+            // Upstream's kinds with field selectors of their own (pods, events, secrets, ...)
+            // reject an unknown field with another message than the generic default.
+            let checked = if info.selectable_fields.is_empty() {
+                f.check_known(&known)
+            } else {
+                f.check_supported(&known)
+            };
+            checked.map_err(Status::bad_request)?;
             Some(f)
         }
         None => None,
@@ -68,4 +75,46 @@ pub async fn handle(
         result.remaining_item_count,
     );
     response::list(api, &store.info, &result.items, meta, n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::SelectableField;
+
+    fn query(field_selector: &str) -> Query {
+        Query::parse(&format!("fieldSelector={field_selector}")).unwrap()
+    }
+
+    #[test]
+    fn unknown_field_selectors_get_the_kinds_message() {
+        let plain = ResourceInfo {
+            resource: "configmaps".into(),
+            ..Default::default()
+        };
+        let err = predicate(&plain, &query("spec.nope%3Dx")).err().unwrap();
+        assert_eq!(
+            err.message,
+            "\"spec.nope\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+        let pods = ResourceInfo {
+            resource: "pods".into(),
+            selectable_fields: vec![SelectableField {
+                name: "spec.nodeName".into(),
+                path: vec!["spec".into(), "nodeName".into()],
+                default: String::new(),
+            }],
+            ..Default::default()
+        };
+        let err = predicate(&pods, &query("spec.nope%3Dx")).err().unwrap();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (400, "field label not supported: spec.nope")
+        );
+        assert!(
+            predicate(&pods, &query("spec.nodeName%3Dn1"))
+                .unwrap()
+                .is_some()
+        );
+    }
 }

@@ -26,7 +26,7 @@ pub struct SelectableField {
     pub default: String,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ResourceInfo {
     pub group: String,
     pub version: String,
