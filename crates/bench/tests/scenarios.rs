@@ -1,4 +1,3 @@
-#![cfg(feature = "server-tests")]
 //! Every scenario for about a second, with tiny sizes, against an in-process Ironplane server
 //! (`ironplane::testing::TestServer`). These tests check correctness only (counts add up, no
 //! event is lost, no request fails, nothing is left behind), never timing.
