@@ -100,7 +100,11 @@ const SCHEMA: &str = "
         deleted INTEGER NOT NULL,
         value BLOB NOT NULL
     );
-    CREATE INDEX IF NOT EXISTS kv_name_id ON kv (name, id);
+    -- (name, id) serves key ranges and per-key history; `deleted` makes it covering, so that
+    -- counting a range (remainingItemCount) never reads the values. Replaces the earlier
+    -- (name, id) index of databases made before it.
+    CREATE INDEX IF NOT EXISTS kv_name_id_deleted ON kv (name, id, deleted);
+    DROP INDEX IF EXISTS kv_name_id;
     CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
     INSERT OR IGNORE INTO meta (name, value) VALUES ('compact_revision', 0);
 ";
@@ -475,15 +479,21 @@ fn range_at(
         });
     }
     let at = if revision > 0 { revision } else { current };
-    // The newest row of each key at or below `at`, kept when it is not a tombstone. The (name, id)
-    // index serves both the key range and the per-key maximum.
-    let upper = if end.is_empty() { "" } else { "AND name < ?2" };
-    let latest = format!(
-        "SELECT MAX(id) AS mid FROM kv WHERE name >= ?1 {upper} AND id <= ?3 GROUP BY name"
+    // The newest row of each key at or below `at`, kept when it is not a tombstone. Rows are
+    // walked in (name, id, deleted) index order and a row is kept when no newer row of its key exists
+    // at `at`, so the walk stops as soon as `limit` rows are found: a page costs its own size,
+    // not the size of everything after it (a GROUP BY over the range would).
+    let upper = if end.is_empty() {
+        ""
+    } else {
+        "AND k.name < ?2"
+    };
+    let newest = format!(
+        "FROM kv k WHERE k.name >= ?1 {upper} AND k.id <= ?3 AND k.deleted = 0 \
+         AND NOT EXISTS (SELECT 1 FROM kv n WHERE n.name = k.name AND n.id > k.id AND n.id <= ?3)"
     );
     let rows_sql = format!(
-        "SELECT k.id, k.name, k.create_revision, k.value FROM kv k JOIN ({latest}) m ON k.id = m.mid \
-         WHERE k.deleted = 0 ORDER BY k.name LIMIT ?4"
+        "SELECT k.id, k.name, k.create_revision, k.value {newest} ORDER BY k.name LIMIT ?4"
     );
     let sql_limit = if limit > 0 { limit } else { -1 };
     let mut stmt = conn.prepare_cached(&rows_sql).map_err(backend)?;
@@ -505,9 +515,7 @@ fn range_at(
     }
     drop(rows);
     let count = if limit > 0 && kvs.len() as i64 >= limit {
-        let count_sql = format!(
-            "SELECT COUNT(*) FROM kv k JOIN ({latest}) m ON k.id = m.mid WHERE k.deleted = 0 AND ?4 = ?4"
-        );
+        let count_sql = format!("SELECT COUNT(*) {newest} AND ?4 = ?4");
         conn.prepare_cached(&count_sql)
             .and_then(|mut stmt| {
                 stmt.query_row(params![start.as_bytes(), end.as_bytes(), at, 0], |row| {
