@@ -32,11 +32,20 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Running {
     pub addr: SocketAddr,
     pub kubeconfig: PathBuf,
+    /// The post-start hooks `/readyz` waits for.
+    hooks: Vec<Check>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     done: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
+    /// Resolves once every post-start hook has finished, i.e. when `/readyz` answers 200.
+    pub async fn ready(&self) {
+        while !self.hooks.iter().all(Check::is_ok) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
     /// Stops accepting, ends watches, drains in-flight requests and closes the store.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(());
@@ -182,14 +191,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     )
     .map_err(|e| e.to_string())?;
 
-    // Schemas load off the start-up path; writes before they are there keep unknown fields.
-    let schemas = resources.schemas.clone();
-    tokio::task::spawn_blocking(move || match ironplane_kube::openapi::schemas() {
-        Ok(s) => {
-            let _ = schemas.set(s);
-        }
-        Err(e) => tracing::error!(error = %e, "cannot load OpenAPI schemas"),
-    });
+    // Warm the schemas off the start-up path; a write that comes first loads them itself.
+    {
+        let resources = resources.clone();
+        tokio::task::spawn_blocking(move || {
+            resources.schemas();
+        });
+    }
     // Post-start hooks.
     {
         let resources = resources.clone();
@@ -237,6 +245,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     Ok(Running {
         addr,
         kubeconfig: kubeconfig_path,
+        hooks: server.health.post_start_hooks.clone(),
         shutdown: tx,
         done,
     })

@@ -33,6 +33,9 @@ impl TestServer {
             verbosity: 0,
         };
         let running = crate::start(opts).await.expect("the test server starts");
+        tokio::time::timeout(std::time::Duration::from_secs(30), running.ready())
+            .await
+            .expect("the post-start hooks finish within 30 s");
         let url = format!("https://{}", running.addr);
         TestServer {
             kubeconfig: running.kubeconfig.clone(),

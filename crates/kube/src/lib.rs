@@ -30,6 +30,7 @@ pub struct BuiltinApi {
 /// Serves every built-in resource from `kv`, under `prefix` (`--etcd-prefix`).
 pub fn install(kv: Arc<dyn Kv>, prefix: &str, allocator: Arc<ServiceIpAllocator>) -> BuiltinApi {
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
+    resources.set_schema_loader(openapi::schemas);
     let lookup: Arc<std::sync::OnceLock<Arc<ApiResources>>> = Arc::new(std::sync::OnceLock::new());
     let admission = Admission::default().with_validating(Arc::new(admission::NamespaceLifecycle {
         api: lookup.clone(),

@@ -118,7 +118,7 @@ pub fn prune_unknown_fields(
     kind: &str,
     fv: FieldValidation,
 ) -> Result<Vec<String>, Status> {
-    let Some(schemas) = api.schemas.get() else {
+    let Some(schemas) = api.schemas() else {
         return Ok(Vec::new());
     };
     let (group, version) = match api_version.split_once('/') {

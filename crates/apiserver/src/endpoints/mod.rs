@@ -46,9 +46,11 @@ pub struct ApiResources {
     stores: HashMap<(String, String, String), Arc<RegistryStore>>,
     order: Vec<Arc<RegistryStore>>,
     pub tables: Arc<dyn TableConvertor>,
-    /// OpenAPI schemas of the built-in kinds, for dropping unknown fields and strategic merge
-    /// patches; loaded in the background at start, so early writes may find them absent.
-    pub schemas: Arc<std::sync::OnceLock<Schemas>>,
+    /// OpenAPI schemas of the served kinds, for dropping unknown fields and strategic merge
+    /// patches: parsed once, on first use (start-up warms them off the request path, but a
+    /// request never proceeds without them).
+    schemas: std::sync::OnceLock<Option<Schemas>>,
+    schema_loader: Option<fn() -> Result<Schemas, String>>,
     /// Flipped at shutdown: open watches end cleanly instead of being cut.
     pub shutdown: tokio::sync::watch::Sender<bool>,
 }
@@ -59,9 +61,28 @@ impl ApiResources {
             stores: HashMap::new(),
             order: Vec::new(),
             tables,
-            schemas: Arc::new(std::sync::OnceLock::new()),
+            schemas: std::sync::OnceLock::new(),
+            schema_loader: None,
             shutdown: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// Where `schemas()` gets its schemas from.
+    pub fn set_schema_loader(&mut self, loader: fn() -> Result<Schemas, String>) {
+        self.schema_loader = Some(loader);
+    }
+
+    /// The schemas, loading them on the first call (which blocks its caller for the parse). A
+    /// loader that fails is logged once and leaves the server without schemas.
+    pub fn schemas(&self) -> Option<&Schemas> {
+        self.schemas
+            .get_or_init(|| {
+                let loader = self.schema_loader?;
+                loader()
+                    .map_err(|e| tracing::error!(error = %e, "cannot load OpenAPI schemas"))
+                    .ok()
+            })
+            .as_ref()
     }
 
     pub fn add(&mut self, store: Arc<RegistryStore>) {

@@ -60,7 +60,7 @@ pub async fn handle(
             PatchType::Json => apply_json_patch(current, &body).map_err(|e| e.to_status())?,
             PatchType::Merge => apply_merge_patch(current, &body).map_err(|e| e.to_status())?,
             PatchType::Strategic => {
-                let schemas = api.schemas.get();
+                let schemas = api.schemas();
                 let root = schemas.and_then(|s| s.root_for(&info.group, &info.version, &info.kind));
                 let (Some(schemas), Some(root)) = (schemas, root) else {
                     let mut s = Status::unsupported_media_type("415: Unsupported Media Type");
