@@ -459,3 +459,65 @@ fn sigterm_stops_cleanly() {
     let status = s.terminate();
     assert!(status.success(), "exit status {status:?}");
 }
+
+#[test]
+fn orphan_and_foreground_deletes_wait_for_the_garbage_collector() {
+    // As with kube-apiserver alone (no kube-controller-manager), the propagation finalizer
+    // keeps the object, marked for deletion, until someone removes the finalizer.
+    let s = Server::start();
+    s.kubectl(&["create", "configmap", "orphaned"]);
+    s.kubectl(&["create", "configmap", "foreground"]);
+    s.kubectl(&[
+        "delete",
+        "configmap",
+        "orphaned",
+        "--cascade=orphan",
+        "--wait=false",
+    ]);
+    s.kubectl(&[
+        "delete",
+        "configmap",
+        "foreground",
+        "--cascade=foreground",
+        "--wait=false",
+    ]);
+    let get = |name: &str| {
+        s.kubectl(&[
+            "get",
+            "configmap",
+            name,
+            "-o",
+            "jsonpath={.metadata.finalizers} {.metadata.deletionTimestamp}",
+        ])
+    };
+    let orphaned = get("orphaned");
+    assert!(
+        orphaned.starts_with(r#"["orphan"] "#) && orphaned.len() > 12,
+        "{orphaned}"
+    );
+    let foreground = get("foreground");
+    assert!(
+        foreground.starts_with(r#"["foregroundDeletion"] "#),
+        "{foreground}"
+    );
+    // Removing the finalizer (the collector's job) lets the delete finish.
+    s.kubectl(&[
+        "patch",
+        "configmap",
+        "orphaned",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    assert!(
+        s.kubectl_fails(&["get", "configmap", "orphaned"])
+            .contains("NotFound")
+    );
+    // A background delete of an object that waits only for the collector removes it at once.
+    s.kubectl(&["delete", "configmap", "foreground", "--cascade=background"]);
+    assert!(
+        s.kubectl_fails(&["get", "configmap", "foreground"])
+            .contains("NotFound")
+    );
+}

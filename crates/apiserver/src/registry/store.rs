@@ -87,6 +87,44 @@ fn random_suffix() -> String {
         .collect()
 }
 
+/// The finalizers through which the garbage collector carries out a propagation policy.
+const ORPHAN_FINALIZER: &str = "orphan";
+const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+/// Sets the garbage collector's finalizers for a delete's propagation policy, as upstream's
+/// store does: `Orphan` and `Foreground` add theirs (and drop the other), `Background` drops
+/// both, no policy leaves them. Without a garbage collector (as with kube-apiserver alone)
+/// an object so marked waits, with its deletionTimestamp, for someone to remove the finalizer.
+/// True when the finalizers changed.
+fn set_gc_finalizers(obj: &mut Value, policy: Option<&str>) -> bool {
+    let (add, drop): (Option<&str>, &[&str]) = match policy {
+        Some("Orphan") => (Some(ORPHAN_FINALIZER), &[FOREGROUND_FINALIZER]),
+        Some("Foreground") => (Some(FOREGROUND_FINALIZER), &[ORPHAN_FINALIZER]),
+        Some("Background") => (None, &[ORPHAN_FINALIZER, FOREGROUND_FINALIZER]),
+        _ => return false,
+    };
+    let before: Vec<String> = obj.finalizers().into_iter().map(str::to_string).collect();
+    let mut after: Vec<String> = before
+        .iter()
+        .filter(|f| !drop.contains(&f.as_str()))
+        .cloned()
+        .collect();
+    if let Some(a) = add
+        && !after.iter().any(|f| f == a)
+    {
+        after.push(a.to_string());
+    }
+    if after == before {
+        return false;
+    }
+    if after.is_empty() {
+        obj.remove_meta("finalizers");
+    } else {
+        obj.set_meta("finalizers", after);
+    }
+    true
+}
+
 fn parse_rv(rv: &str) -> Option<i64> {
     rv.parse::<i64>().ok().filter(|v| *v > 0)
 }
@@ -606,6 +644,7 @@ impl RegistryStore {
                 );
                 self.admission.validate(&attrs, &obj).await?;
             }
+            let gc_changed = set_gc_finalizers(&mut obj, opts.propagation_policy.as_deref());
             let already_deleting = obj.deletion_timestamp().is_some();
             let graceful = if already_deleting {
                 !self.strategy.ready_to_remove(&obj)
@@ -614,11 +653,13 @@ impl RegistryStore {
                 kept_by_strategy || !self.strategy.ready_to_remove(&obj)
             };
             if graceful {
-                if already_deleting {
+                if already_deleting && !gc_changed {
                     return Ok(DeleteOutcome::Pending(current));
                 }
-                obj.set_meta("deletionTimestamp", now_rfc3339());
-                obj.set_meta("deletionGracePeriodSeconds", 0);
+                if !already_deleting {
+                    obj.set_meta("deletionTimestamp", now_rfc3339());
+                    obj.set_meta("deletionGracePeriodSeconds", 0);
+                }
                 if opts.dry_run {
                     return Ok(DeleteOutcome::Pending(self.unstored(&obj)?));
                 }
@@ -653,5 +694,30 @@ impl RegistryStore {
             name,
             "too many concurrent updates, please retry",
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn propagation_policies_set_the_collectors_finalizers() {
+        let mut o = json!({"metadata": {"finalizers": ["example.com/keep"]}});
+        assert!(!set_gc_finalizers(&mut o, None));
+        assert!(set_gc_finalizers(&mut o, Some("Orphan")));
+        assert_eq!(o.finalizers(), vec!["example.com/keep", "orphan"]);
+        assert!(!set_gc_finalizers(&mut o, Some("Orphan")), "already there");
+        assert!(set_gc_finalizers(&mut o, Some("Foreground")));
+        assert_eq!(
+            o.finalizers(),
+            vec!["example.com/keep", "foregroundDeletion"]
+        );
+        assert!(set_gc_finalizers(&mut o, Some("Background")));
+        assert_eq!(o.finalizers(), vec!["example.com/keep"]);
+        let mut bare = json!({"metadata": {"finalizers": ["orphan"]}});
+        assert!(set_gc_finalizers(&mut bare, Some("Background")));
+        assert!(bare.pointer("/metadata/finalizers").is_none());
     }
 }
