@@ -65,6 +65,22 @@ def main():
                 failures.append(f"{name}: kind {got.get('kind')}, upstream {wb.get('kind')}")
         if want.get("warning") and want["warning"] not in (headers.get_all("Warning") or []):
             failures.append(f"{name}: warning {headers.get_all('Warning')}, upstream {want['warning']}")
+    # A body over upstream's 3 MiB limit is refused before it is decoded.
+    big = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "too-big"}, "data": {"a": "x" * (3 * 1024 * 1024 + 1)}}
+    status, _, body = raw.request("POST", "/api/v1/namespaces/golden/configmaps", big)
+    checked += 1
+    got = json.loads(body)
+    if (status, got.get("reason"), got.get("message")) != (413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728"):
+        failures.append(f"too-large body: {status} {got}")
+
+    # Every request above failed or was a dry run or a review that is never stored: none of
+    # them may have left an object behind.
+    for resource in ("api/v1/namespaces/golden/configmaps", "api/v1/namespaces/golden/pods",
+                     "api/v1/namespaces/golden/services", "apis/apps/v1/namespaces/golden/deployments"):
+        status, _, body = raw.request("GET", "/" + resource)
+        items = json.loads(body).get("items")
+        if status != 200 or items:
+            failures.append(f"{resource}: expected an empty list after failed writes, got {status} {[i['metadata']['name'] for i in items or []]}")
     print(f"{checked} requests checked, {len(failures)} differ from upstream")
     for f in failures:
         print("  " + f)
