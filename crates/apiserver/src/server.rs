@@ -10,14 +10,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::StatusCode;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use serde_json::Value;
 
 use crate::authentication::{Authenticator, UserInfo};
 use crate::authorization::Authorizer;
 use crate::endpoints::negotiation::{Encoding, View, negotiate};
 use crate::endpoints::{ApiRequest, ApiResources, Response, discovery, response};
-use crate::filters::InFlight;
+use crate::filters::{InFlight, RequestBody};
 use crate::health::Health;
 use crate::openapi::OpenApi;
 use crate::registry::ResourceInfo;
@@ -73,9 +72,30 @@ impl GenericApiServer {
     }
 
     /// Serves a request that passed the filter chain.
+    /// The end of the filter chain: the request info and user are in the extensions.
+    pub async fn route_request(&self, req: http::Request<RequestBody>) -> Response {
+        let info = req
+            .extensions()
+            .get::<RequestInfo>()
+            .cloned()
+            .unwrap_or_else(|| {
+                RequestInfo::parse(
+                    req.method(),
+                    req.uri().path(),
+                    req.uri().query().unwrap_or(""),
+                )
+            });
+        let user = req
+            .extensions()
+            .get::<UserInfo>()
+            .cloned()
+            .unwrap_or_else(crate::authentication::anonymous_user);
+        self.route(req, info, user).await
+    }
+
     pub async fn route(
         &self,
-        req: http::Request<Incoming>,
+        req: http::Request<RequestBody>,
         info: RequestInfo,
         user: UserInfo,
     ) -> Response {
@@ -101,7 +121,7 @@ impl GenericApiServer {
 
     async fn route_inner(
         &self,
-        req: http::Request<Incoming>,
+        req: http::Request<RequestBody>,
         info: RequestInfo,
         user: UserInfo,
         accept: Option<&str>,
@@ -279,7 +299,7 @@ impl GenericApiServer {
 }
 
 /// Reads a request body, refusing more than upstream's 3 MiB with 413.
-async fn read_body(body: Incoming) -> Result<Bytes, Status> {
+async fn read_body(body: RequestBody) -> Result<Bytes, Status> {
     match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e)

@@ -7,11 +7,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::BodyExt;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 
 use crate::filters;
 use crate::server::GenericApiServer;
@@ -29,6 +31,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     let acceptor = TlsAcceptor::from(tls);
+    // Built once; each connection and request gets a clone.
+    let chain = filters::build_handler_chain(server);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -46,7 +50,7 @@ pub async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let server = server.clone();
+        let chain = chain.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let tls = match acceptor.accept(tcp).await {
@@ -59,12 +63,12 @@ pub async fn serve(
             let peer_certs = tls.get_ref().1.peer_certificates().map(|c| {
                 PeerCertificates(Arc::new(c.iter().map(|c| c.clone().into_owned()).collect()))
             });
-            let service = service_fn(move |mut req| {
+            let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req = req.map(|b| b.boxed_unsync());
                 if let Some(p) = &peer_certs {
                     req.extensions_mut().insert(p.clone());
                 }
-                let server = server.clone();
-                async move { Ok::<_, std::convert::Infallible>(filters::handle(server, req).await) }
+                chain.clone().oneshot(req)
             });
             let builder = auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
