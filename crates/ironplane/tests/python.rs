@@ -18,3 +18,10 @@ fn error_corpus_matches_upstream() {
     let out = s.python(&tests_dir().join("python/golden_errors.py"), &[]);
     assert!(out.contains("0 differ from upstream"), "{out}");
 }
+
+#[test]
+fn object_semantics_over_raw_https() {
+    let s = Server::start();
+    let out = s.python(&tests_dir().join("python/semantics.py"), &[]);
+    assert!(out.contains("0 semantic checks failed"), "{out}");
+}

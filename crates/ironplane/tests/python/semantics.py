@@ -1,0 +1,192 @@
+"""Object semantics over raw HTTPS, checked against what kube-apiserver v1.36 does: namespace
+lifecycle, status only through /status, generation, delete preconditions, watch bookmarks and
+watch-list, timeouts, protobuf and YAML on the wire, deletecollection, PartialObjectMetadata.
+Every check that fails is reported; the script then exits non-zero."""
+import json
+import struct
+import sys
+import time
+import urllib.request
+
+import yaml
+
+from common import Raw
+
+failures = []
+
+
+def check(what, cond, detail=""):
+    if not cond:
+        failures.append(f"{what}: {detail}")
+
+
+def ns_create(raw, name):
+    s, _, b = raw.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    assert s == 201, (s, b)
+
+
+def cm(name, **extra):
+    o = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}}
+    o["metadata"].update(extra)
+    return o
+
+
+def deployment(name):
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+def stream_lines(raw, path, headers=None, limit_s=10):
+    """Reads a watch until the server ends it or limit_s passes; returns the JSON events."""
+    req = urllib.request.Request(raw.base + path, headers=headers or {})
+    events = []
+    start = time.time()
+    with urllib.request.urlopen(req, context=raw.ctx, timeout=limit_s) as r:
+        for line in r:
+            events.append(json.loads(line))
+            if time.time() - start > limit_s:
+                break
+    return events
+
+
+def namespace_lifecycle(raw):
+    ns_create(raw, "doomed")
+    s, _, b = raw.request("POST", "/api/v1/namespaces/doomed/configmaps", cm("held", finalizers=["example.com/hold"]))
+    check("create held configmap", s == 201, b)
+    s, _, b = raw.request("DELETE", "/api/v1/namespaces/doomed")
+    check("delete namespace", s == 200 and json.loads(b)["status"]["phase"] == "Terminating", b)
+    s, _, b = raw.request("POST", "/api/v1/namespaces/doomed/configmaps", cm("late"))
+    body = json.loads(b)
+    check("create in terminating namespace is 403", s == 403 and body.get("reason") == "Forbidden"
+          and body.get("message") == 'configmaps "late" is forbidden: unable to create new content in namespace doomed because it is being terminated', b)
+    # The namespace waits for the held object; releasing it lets the deletion finish.
+    time.sleep(0.5)
+    s, _, _ = raw.request("GET", "/api/v1/namespaces/doomed")
+    check("namespace waits for content with finalizers", s == 200, s)
+    s, _, b = raw.request("PATCH", "/api/v1/namespaces/doomed/configmaps/held", {"metadata": {"finalizers": None}}, "application/merge-patch+json")
+    check("release finalizer", s == 200, b)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        s, _, _ = raw.request("GET", "/api/v1/namespaces/doomed")
+        if s == 404:
+            break
+        time.sleep(0.1)
+    check("namespace removed after its content", s == 404, s)
+
+
+def status_and_generation(raw):
+    ns_create(raw, "sem")
+    s, _, b = raw.request("POST", "/apis/apps/v1/namespaces/sem/deployments", deployment("d"))
+    check("create deployment", s == 201, b)
+    d = json.loads(b)
+    check("generation starts at 1", d["metadata"].get("generation") == 1, d["metadata"])
+    # Status in a main-resource write is ignored.
+    s, _, b = raw.request("PATCH", "/apis/apps/v1/namespaces/sem/deployments/d", {"status": {"replicas": 7}}, "application/merge-patch+json")
+    check("status through the main resource is ignored", s == 200 and json.loads(b).get("status", {}).get("replicas") is None, b)
+    # Status through /status is written, without touching spec or generation.
+    s, _, b = raw.request("PATCH", "/apis/apps/v1/namespaces/sem/deployments/d/status",
+                          {"status": {"replicas": 7}, "spec": {"replicas": 9}}, "application/merge-patch+json")
+    d = json.loads(b)
+    check("status through /status", s == 200 and d["status"].get("replicas") == 7 and d["spec"]["replicas"] == 1
+          and d["metadata"]["generation"] == 1, b)
+    # A label change does not bump generation; a spec change does.
+    s, _, b = raw.request("PATCH", "/apis/apps/v1/namespaces/sem/deployments/d", {"metadata": {"labels": {"x": "y"}}}, "application/merge-patch+json")
+    check("metadata-only change keeps generation", json.loads(b)["metadata"]["generation"] == 1, b)
+    s, _, b = raw.request("PATCH", "/apis/apps/v1/namespaces/sem/deployments/d", {"spec": {"replicas": 3}}, "application/merge-patch+json")
+    check("spec change bumps generation", json.loads(b)["metadata"]["generation"] == 2, b)
+    # A no-op update does not change the resourceVersion.
+    s, _, before = raw.request("GET", "/apis/apps/v1/namespaces/sem/deployments/d")
+    s, _, after = raw.request("PUT", "/apis/apps/v1/namespaces/sem/deployments/d", json.loads(before))
+    check("no-op update keeps resourceVersion", json.loads(after)["metadata"]["resourceVersion"] == json.loads(before)["metadata"]["resourceVersion"], after)
+
+
+def delete_preconditions(raw):
+    s, _, b = raw.request("POST", "/api/v1/namespaces/sem/configmaps", cm("pre"))
+    o = json.loads(b)
+    s, _, b = raw.request("DELETE", "/api/v1/namespaces/sem/configmaps/pre",
+                          {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "not-the-uid"}})
+    body = json.loads(b)
+    check("uid precondition mismatch is 409", s == 409 and body["reason"] == "Conflict" and
+          body["message"] == f'Operation cannot be fulfilled on configmaps "pre": Precondition failed: UID in precondition: not-the-uid, UID in object meta: {o["metadata"]["uid"]}', b)
+    s, _, b = raw.request("DELETE", "/api/v1/namespaces/sem/configmaps/pre",
+                          {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}})
+    check("resourceVersion precondition mismatch is 409", s == 409, b)
+    s, _, b = raw.request("DELETE", "/api/v1/namespaces/sem/configmaps/pre",
+                          {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": o["metadata"]["uid"]}})
+    body = json.loads(b)
+    check("matching precondition deletes, answering a Status of success", s == 200 and body.get("status") == "Success"
+          and body.get("details", {}).get("uid") == o["metadata"]["uid"], b)
+
+
+def watches(raw):
+    for i in range(3):
+        raw.request("POST", "/api/v1/namespaces/sem/configmaps", cm(f"w{i}", labels={"w": "yes"}))
+    # watch-list: initial events, then a bookmark marking their end.
+    ev = stream_lines(raw, "/api/v1/namespaces/sem/configmaps?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
+                      "&resourceVersionMatch=NotOlderThan&labelSelector=w%3Dyes&timeoutSeconds=2")
+    types = [e["type"] for e in ev]
+    check("watch-list sends the initial objects then a bookmark", types[:4] == ["ADDED"] * 3 + ["BOOKMARK"], types)
+    bm = [e for e in ev if e["type"] == "BOOKMARK"]
+    check("the bookmark marks the end of initial events",
+          bool(bm) and bm[0]["object"]["metadata"].get("annotations", {}).get("k8s.io/initial-events-end") == "true", bm[:1])
+    # sendInitialEvents without bookmarks is refused, as upstream does.
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps?watch=1&sendInitialEvents=true")
+    check("sendInitialEvents needs allowWatchBookmarks", s == 422, b)
+    # timeoutSeconds ends the stream.
+    start = time.time()
+    stream_lines(raw, "/api/v1/namespaces/sem/configmaps?watch=1&timeoutSeconds=1&resourceVersion=0", limit_s=8)
+    check("timeoutSeconds ends the watch", time.time() - start < 4, time.time() - start)
+
+
+def wire_formats(raw):
+    # Protobuf answers: the k8s\0 envelope for objects, length-prefixed frames for watches.
+    s, h, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps/w0", headers={"Accept": "application/vnd.kubernetes.protobuf"})
+    check("protobuf GET", s == 200 and h.get("Content-Type") == "application/vnd.kubernetes.protobuf" and b[:4] == b"k8s\x00", (s, h.get("Content-Type"), b[:8]))
+    req = urllib.request.Request(raw.base + "/api/v1/namespaces/sem/configmaps?watch=1&timeoutSeconds=1&resourceVersion=0",
+                                 headers={"Accept": "application/vnd.kubernetes.protobuf;stream=watch"})
+    with urllib.request.urlopen(req, context=raw.ctx, timeout=10) as r:
+        ct = r.headers.get("Content-Type")
+        data = r.read()
+    frames = 0
+    while len(data) >= 4:
+        (n,) = struct.unpack(">I", data[:4])
+        frames += 1
+        data = data[4 + n:]
+    check("protobuf watch frames", ct == "application/vnd.kubernetes.protobuf;stream=watch" and frames >= 3 and data == b"", (ct, frames, len(data)))
+    # YAML in and out.
+    body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n"
+    s, h, b = raw.request("POST", "/api/v1/namespaces/sem/configmaps", body, "application/yaml", headers={"Accept": "application/yaml"})
+    check("YAML create answered in YAML", s == 201 and h.get("Content-Type") == "application/yaml" and yaml.safe_load(b)["data"] == {"k": "v"}, b[:200])
+    # PartialObjectMetadataList.
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps?labelSelector=w%3Dyes",
+                          headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+    body = json.loads(b)
+    check("PartialObjectMetadataList", s == 200 and body["kind"] == "PartialObjectMetadataList" and len(body["items"]) == 3
+          and all("data" not in i and i["kind"] == "PartialObjectMetadata" for i in body["items"]), b[:300])
+
+
+def delete_collection(raw):
+    s, _, b = raw.request("DELETE", "/api/v1/namespaces/sem/configmaps?labelSelector=w%3Dyes")
+    check("deletecollection", s == 200 and len(json.loads(b)["items"]) == 3, b[:200])
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps?labelSelector=w%3Dyes")
+    check("deletecollection removed only the selected objects", json.loads(b)["items"] == [], b[:200])
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps/from-yaml")
+    check("unselected object kept", s == 200, s)
+
+
+def main():
+    raw = Raw()
+    for step in (namespace_lifecycle, status_and_generation, delete_preconditions, watches, wire_formats, delete_collection):
+        try:
+            step(raw)
+        except Exception as e:  # a crash in one step is a failure, not the end of the report
+            failures.append(f"{step.__name__} raised {e!r}")
+    print(f"{len(failures)} semantic checks failed")
+    for f in failures:
+        print("  " + f)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
