@@ -132,7 +132,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     }
 
     // Complete and build the server chain.
-    let builtin = ironplane_kube::install(kv.clone(), &opts.etcd_prefix, allocator.clone());
+    let builtin = ironplane_kube::install(
+        kv.clone(),
+        &opts.etcd_prefix,
+        allocator.clone(),
+        opts.default_watch_cache_size,
+    );
     let resources: Arc<ApiResources> = builtin.resources.clone();
     let chain = chain::build(resources.clone());
 

@@ -43,6 +43,11 @@ pub struct Options {
     /// The range Service node ports come from.
     #[arg(long, default_value = "30000-32767")]
     pub service_node_port_range: String,
+    /// Recent events each resource's watch cache keeps for watches that resume from a
+    /// resourceVersion; older ones get 410 Expired. 0 disables the watch cache (reads and
+    /// watches go to storage). Upstream sizes its caches by time; this is a fixed count.
+    #[arg(long, default_value_t = 10_000)]
+    pub default_watch_cache_size: usize,
     /// The prefix of every storage key.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,

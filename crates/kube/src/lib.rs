@@ -17,7 +17,7 @@ use std::sync::Arc;
 use apiserver::admission::Admission;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::RegistryStore;
-use storage::{Cacher, Kv, KvStore, Store};
+use storage::{Cacher, CacherOptions, Kv, KvStore, Store};
 
 pub use strategies::ServiceIpAllocator;
 
@@ -27,8 +27,15 @@ pub struct BuiltinApi {
     pub allocator: Arc<ServiceIpAllocator>,
 }
 
-/// Serves every built-in resource from `kv`, under `prefix` (`--etcd-prefix`).
-pub fn install(kv: Arc<dyn Kv>, prefix: &str, allocator: Arc<ServiceIpAllocator>) -> BuiltinApi {
+/// Serves every built-in resource from `kv`, under `prefix` (`--etcd-prefix`), each behind a
+/// watch cache keeping `watch_cache_size` recent events (`--default-watch-cache-size`; 0 serves
+/// straight from storage, as upstream's 0 disables the cache).
+pub fn install(
+    kv: Arc<dyn Kv>,
+    prefix: &str,
+    allocator: Arc<ServiceIpAllocator>,
+    watch_cache_size: usize,
+) -> BuiltinApi {
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
     resources.set_schema_loader(openapi::schemas);
     let lookup: Arc<std::sync::OnceLock<Arc<ApiResources>>> = Arc::new(std::sync::OnceLock::new());
@@ -45,7 +52,14 @@ pub fn install(kv: Arc<dyn Kv>, prefix: &str, allocator: Arc<ServiceIpAllocator>
             .or_insert_with(|| {
                 let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
                 let inner: Arc<dyn Store> = Arc::new(KvStore::new(kv.clone(), attrs.clone()));
-                Cacher::new(inner, &key_root, attrs)
+                if watch_cache_size == 0 {
+                    return inner;
+                }
+                let options = CacherOptions {
+                    window_capacity: watch_cache_size,
+                    ..Default::default()
+                };
+                Cacher::with_options(inner, &key_root, attrs, options)
             })
             .clone();
         let strategy = strategies::for_resource(&info.group, &info.resource, &allocator);

@@ -21,14 +21,24 @@ pub fn kubectl_path() -> String {
 
 impl Server {
     pub fn start() -> Server {
-        Self::start_in(tempfile::tempdir().expect("a temporary directory"))
+        Self::start_with(&[])
+    }
+
+    /// Starts with extra flags.
+    pub fn start_with(args: &[&str]) -> Server {
+        Self::start_in_with(tempfile::tempdir().expect("a temporary directory"), args)
     }
 
     /// Starts on an existing data directory (a restart).
     pub fn start_in(dir: tempfile::TempDir) -> Server {
+        Self::start_in_with(dir, &[])
+    }
+
+    fn start_in_with(dir: tempfile::TempDir, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ironplane"))
             .args(["--secure-port", "0", "--data-dir"])
             .arg(dir.path())
+            .args(args)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
