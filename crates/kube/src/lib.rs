@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use apiserver::admission::Admission;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::RegistryStore;
+use apiserver::registry::{ConvertingStore, RegistryStore};
 use storage::{Cacher, CacherOptions, Kv, KvStore, Store};
 
 pub use strategies::ServiceIpAllocator;
@@ -62,7 +62,16 @@ pub fn install(
                 Cacher::with_options(inner, &key_root, attrs, options)
             })
             .clone();
-        let strategy = strategies::for_resource(&info.group, &info.resource, &allocator);
+        let strategy = strategies::for_resource(&info, &allocator);
+        // Another version of a stored resource reads and writes through a conversion.
+        let store: Arc<dyn Store> = match strategies::conversion_for(&info) {
+            Some(conversion) => {
+                let attrs_info = info.clone();
+                let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
+                Arc::new(ConvertingStore::new(store, conversion, attrs))
+            }
+            None => store,
+        };
         resources.add(Arc::new(RegistryStore::new(
             info,
             strategy,

@@ -3,10 +3,12 @@
 //! (upstream: k8s.io/apiserver/pkg/registry/generic/registry/store.go and pkg/registry/rest).
 //! The registry never names a particular kind.
 
+pub mod conversion;
 mod resource;
 mod store;
 mod strategy;
 
+pub use conversion::{Conversion, ConvertingStore};
 pub use resource::{ResourceInfo, SelectableField, SubresourceInfo};
 pub use store::{
     DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,

@@ -175,9 +175,39 @@ def delete_collection(raw):
     check("unselected object kept", s == 200, s)
 
 
+def versions(raw):
+    """autoscaling/v1 and v2 are one stored resource, converted for each version."""
+    v1 = {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h1"},
+          "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d1"}, "maxReplicas": 5, "targetCPUUtilizationPercentage": 70}}
+    s, _, b = raw.request("POST", "/apis/autoscaling/v1/namespaces/sem/horizontalpodautoscalers", v1)
+    got = json.loads(b)
+    # Upstream's answer (defaults/hpa-v1.json) for the same request.
+    check("v1 create answers upstream's v1 object", s == 201 and got["spec"] == {
+        "maxReplicas": 5, "minReplicas": 1, "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d1"},
+        "targetCPUUtilizationPercentage": 70} and got["status"] == {"currentReplicas": 0, "desiredReplicas": 0}, b)
+    s, _, b = raw.request("GET", "/apis/autoscaling/v2/namespaces/sem/horizontalpodautoscalers/h1")
+    v2 = json.loads(b)
+    check("the same object through v2", v2.get("apiVersion") == "autoscaling/v2" and v2["spec"].get("metrics") == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}], b)
+    # A metric v1 cannot express survives a write through v1.
+    v2["spec"]["metrics"].append({"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "10"}}})
+    s, _, b = raw.request("PUT", "/apis/autoscaling/v2/namespaces/sem/horizontalpodautoscalers/h1", v2)
+    check("v2 update", s == 200, b)
+    s, _, b = raw.request("PATCH", "/apis/autoscaling/v1/namespaces/sem/horizontalpodautoscalers/h1",
+                          {"spec": {"maxReplicas": 8}}, "application/merge-patch+json")
+    check("v1 patch", s == 200 and json.loads(b)["spec"]["maxReplicas"] == 8, b)
+    s, _, b = raw.request("GET", "/apis/autoscaling/v2/namespaces/sem/horizontalpodautoscalers/h1")
+    after = json.loads(b)
+    check("metrics v1 cannot express are kept", after["spec"]["maxReplicas"] == 8 and len(after["spec"]["metrics"]) == 2
+          and "annotations" not in after["metadata"], b)
+    s, _, b = raw.request("GET", "/apis/autoscaling/v1/namespaces/sem/horizontalpodautoscalers")
+    listed = json.loads(b)
+    check("v1 list", listed.get("apiVersion") == "autoscaling/v1" and [i["apiVersion"] for i in listed["items"]] == ["autoscaling/v1"], b[:300])
+
+
 def main():
     raw = Raw()
-    for step in (namespace_lifecycle, status_and_generation, delete_preconditions, watches, wire_formats, delete_collection):
+    for step in (namespace_lifecycle, status_and_generation, delete_preconditions, watches, wire_formats, delete_collection, versions):
         try:
             step(raw)
         except Exception as e:  # a crash in one step is a failure, not the end of the report

@@ -3,6 +3,7 @@
 
 mod configmap;
 mod deployment;
+mod hpa;
 mod namespace;
 mod pod;
 mod review;
@@ -11,17 +12,16 @@ mod service;
 
 use std::sync::Arc;
 
-use apiserver::registry::{GenericStrategy, Strategy};
+use apiserver::registry::{Conversion, GenericStrategy, ResourceInfo, Strategy};
 
 pub use service::ServiceIpAllocator;
 
 /// The strategy of a built-in resource.
-pub fn for_resource(
-    group: &str,
-    resource: &str,
-    services: &Arc<ServiceIpAllocator>,
-) -> Arc<dyn Strategy> {
-    match (group, resource) {
+pub fn for_resource(info: &ResourceInfo, services: &Arc<ServiceIpAllocator>) -> Arc<dyn Strategy> {
+    match (info.group.as_str(), info.resource.as_str()) {
+        ("autoscaling", "horizontalpodautoscalers") => Arc::new(hpa::HpaStrategy {
+            v2: info.version == "v2",
+        }),
         ("", "namespaces") => Arc::new(namespace::NamespaceStrategy),
         ("", "configmaps") => Arc::new(configmap::ConfigMapStrategy),
         ("", "secrets") => Arc::new(secret::SecretStrategy),
@@ -37,5 +37,40 @@ pub fn for_resource(
             Arc::new(review::SelfSubjectReviewStrategy)
         }
         _ => Arc::new(GenericStrategy),
+    }
+}
+
+/// How a version that is not the storage version converts to and from it.
+pub fn conversion_for(info: &ResourceInfo) -> Option<Arc<dyn Conversion>> {
+    match (
+        info.group.as_str(),
+        info.resource.as_str(),
+        info.version.as_str(),
+        info.storage_version.as_deref(),
+    ) {
+        ("autoscaling", "horizontalpodautoscalers", "v1", Some("v2")) => {
+            Some(Arc::new(hpa::HpaV1Conversion))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_resource_served_in_several_versions_converts() {
+        for info in crate::catalog::builtin_resources() {
+            if info.storage_version.is_some() {
+                assert!(
+                    conversion_for(&info).is_some(),
+                    "{}/{} {} has no conversion",
+                    info.group,
+                    info.resource,
+                    info.version
+                );
+            }
+        }
     }
 }
