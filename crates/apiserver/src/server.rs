@@ -52,6 +52,10 @@ pub struct Config {
     pub openapi: OpenApi,
     /// `host:port` clients are told to use in `/api`.
     pub external_address: String,
+    /// `--max-requests-inflight`: read-only requests served at once; 0 is no limit.
+    pub max_requests_inflight: usize,
+    /// `--max-mutating-requests-inflight`: writes served at once; 0 is no limit.
+    pub max_mutating_requests_inflight: usize,
 }
 
 pub struct GenericApiServer {
@@ -60,6 +64,7 @@ pub struct GenericApiServer {
     pub chain: Vec<Arc<dyn Delegate>>,
     pub health: Health,
     pub in_flight: InFlight,
+    pub limits: crate::filters::InFlightLimits,
 }
 
 fn text(code: StatusCode, body: impl Into<Bytes>) -> Response {
@@ -67,6 +72,20 @@ fn text(code: StatusCode, body: impl Into<Bytes>) -> Response {
 }
 
 impl GenericApiServer {
+    pub fn new(config: Config, chain: Vec<Arc<dyn Delegate>>, health: Health) -> Self {
+        let limits = crate::filters::InFlightLimits::new(
+            config.max_requests_inflight,
+            config.max_mutating_requests_inflight,
+        );
+        Self {
+            config,
+            chain,
+            health,
+            in_flight: InFlight::default(),
+            limits,
+        }
+    }
+
     fn infos(&self) -> Vec<ResourceInfo> {
         self.chain.iter().flat_map(|d| d.resources()).collect()
     }

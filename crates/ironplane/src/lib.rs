@@ -178,13 +178,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         version: version_info(),
         openapi: ironplane_kube::openapi::documents(),
         external_address: format!("{url_host}:{}", addr.port()),
+        max_requests_inflight: opts.max_requests_inflight,
+        max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
     };
-    let server = Arc::new(GenericApiServer {
-        config,
-        chain,
-        health,
-        in_flight: Default::default(),
-    });
+    let server = Arc::new(GenericApiServer::new(config, chain, health));
 
     let kubeconfig_path = opts.data_dir.join("kubeconfig");
     kubeconfig::write_admin(

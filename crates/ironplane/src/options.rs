@@ -48,6 +48,13 @@ pub struct Options {
     /// watches go to storage). Upstream sizes its caches by time; this is a fixed count.
     #[arg(long, default_value_t = 10_000)]
     pub default_watch_cache_size: usize,
+    /// Read-only requests served at once beyond which the server answers 429 (0: no limit);
+    /// watches and system:masters are exempt.
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Writes served at once beyond which the server answers 429 (0: no limit).
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
     /// The prefix of every storage key.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,

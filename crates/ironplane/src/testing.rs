@@ -30,6 +30,8 @@ impl TestServer {
             service_node_port_range: "30000-32767".into(),
             etcd_prefix: "/registry".into(),
             default_watch_cache_size: 10_000,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
             shutdown_delay_duration: std::time::Duration::ZERO,
             verbosity: 0,
         };

@@ -521,3 +521,25 @@ fn orphan_and_foreground_deletes_wait_for_the_garbage_collector() {
             .contains("NotFound")
     );
 }
+
+#[test]
+fn impersonation_with_as_and_as_group() {
+    let s = Server::start();
+    let me = s.kubectl(&["auth", "whoami", "-o", "json"]);
+    let me: serde_json::Value = serde_json::from_str(&me).unwrap();
+    assert_eq!(me["status"]["userInfo"]["username"], "kubernetes-admin");
+    let as_jane = s.kubectl(&[
+        "auth",
+        "whoami",
+        "-o",
+        "json",
+        "--as=jane",
+        "--as-group=devs",
+    ]);
+    let as_jane: serde_json::Value = serde_json::from_str(&as_jane).unwrap();
+    assert_eq!(as_jane["status"]["userInfo"]["username"], "jane");
+    assert_eq!(
+        as_jane["status"]["userInfo"]["groups"],
+        serde_json::json!(["devs", "system:authenticated"])
+    );
+}

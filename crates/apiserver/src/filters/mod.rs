@@ -8,11 +8,13 @@
 //! 4. request deadline — non-watch requests end with 504 after `request_timeout`;
 //! 5. authentication — x509 client certificates and bearer tokens; anonymous only for the
 //!    public health and version paths; the user goes into the extensions;
-//! 6. authorization — behind the `Authorizer` seam;
-//! 7. then the server chain (`GenericApiServer::route`).
+//! 6. impersonation — `Impersonate-*` headers, each authorized as the verb `impersonate`;
+//! 7. max in flight — 429 beyond `--max-requests-inflight` / `--max-mutating-requests-inflight`
+//!    (upstream's simpler flow control; priority and fairness is not built);
+//! 8. authorization — behind the `Authorizer` seam;
+//! 9. then the server chain (`GenericApiServer::route_request`).
 //!
-//! Audit, impersonation and flow control (max in flight / priority and fairness) belong between
-//! authentication and authorization; they are not built yet.
+//! Audit belongs between authentication and impersonation; it is not built yet.
 
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
@@ -59,8 +61,11 @@ pub fn build_handler_chain(server: Arc<GenericApiServer>) -> Next {
         .layer(filter(s(), with_request_info))
         .layer(filter(s(), track_in_flight))
         .layer(filter(s(), with_deadline))
-        // Flow control will go after authentication: it classifies requests by user.
         .layer(filter(s(), authenticate))
+        // Audit belongs here, before impersonation: it records who really asked.
+        .layer(filter(s(), impersonate))
+        // After authentication and impersonation: the limit exempts system:masters.
+        .layer(filter(s(), limit_in_flight))
         .layer(filter(s(), authorize))
         .service(route)
         .boxed_clone()
@@ -154,6 +159,22 @@ impl InFlightGuard {
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
         self.0.in_flight.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Semaphores of the max-in-flight filter; `None` is no limit.
+pub struct InFlightLimits {
+    read_only: Option<Arc<tokio::sync::Semaphore>>,
+    mutating: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl InFlightLimits {
+    pub fn new(read_only: usize, mutating: usize) -> Self {
+        let semaphore = |n: usize| (n > 0).then(|| Arc::new(tokio::sync::Semaphore::new(n)));
+        Self {
+            read_only: semaphore(read_only),
+            mutating: semaphore(mutating),
+        }
     }
 }
 
@@ -271,6 +292,204 @@ fn authenticate(
     })
 }
 
+const IMPERSONATE_USER: &str = "impersonate-user";
+const IMPERSONATE_UID: &str = "impersonate-uid";
+const IMPERSONATE_GROUP: &str = "impersonate-group";
+const IMPERSONATE_EXTRA: &str = "impersonate-extra-";
+
+/// One thing a request asks to act as, with what authorizing it takes.
+struct ActAs {
+    api_group: &'static str,
+    resource: &'static str,
+    subresource: String,
+    namespace: String,
+    name: String,
+}
+
+impl ActAs {
+    fn cluster(api_group: &'static str, resource: &'static str, name: &str) -> Self {
+        Self {
+            api_group,
+            resource,
+            subresource: String::new(),
+            namespace: String::new(),
+            name: name.to_string(),
+        }
+    }
+}
+
+fn header_values<'a>(req: &'a HttpRequest, name: &str) -> Vec<&'a str> {
+    req.headers()
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect()
+}
+
+/// `Impersonate-User`, `-Uid`, `-Group` and `-Extra-*`: each requested identity is authorized
+/// as the verb `impersonate` for the real user, then the request continues as the impersonated
+/// user, with the headers removed (upstream: endpoints/filters/impersonation.go).
+fn impersonate(
+    server: Arc<GenericApiServer>,
+    mut req: HttpRequest,
+    next: Next,
+) -> BoxFuture<'static, Response> {
+    Box::pin(async move {
+        let user_name = header_values(&req, IMPERSONATE_USER)
+            .first()
+            .map(|s| (*s).to_string())
+            .filter(|s| !s.is_empty());
+        let uid = header_values(&req, IMPERSONATE_UID)
+            .first()
+            .map(|s| (*s).to_string());
+        let groups: Vec<String> = header_values(&req, IMPERSONATE_GROUP)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let mut extra: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for (name, value) in req.headers() {
+            if let Some(key) = name.as_str().strip_prefix(IMPERSONATE_EXTRA)
+                && let Ok(v) = value.to_str()
+            {
+                let key = percent_encoding::percent_decode_str(key)
+                    .decode_utf8_lossy()
+                    .to_lowercase();
+                extra.entry(key).or_default().push(v.to_string());
+            }
+        }
+        let Some(user_name) = user_name else {
+            if uid.is_some() || !groups.is_empty() || !extra.is_empty() {
+                let s = Status::internal(
+                    "requested uid, groups or user-extra without impersonating a user",
+                );
+                return response::status(&s, Encoding::Json);
+            }
+            return call_next(next, req).await;
+        };
+        let requestor = req
+            .extensions()
+            .get::<UserInfo>()
+            .cloned()
+            .unwrap_or_else(anonymous_user);
+        let service_account = user_name
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|r| r.split_once(':'));
+        let mut checks = vec![match service_account {
+            Some((ns, name)) => ActAs {
+                namespace: ns.to_string(),
+                ..ActAs::cluster("", "serviceaccounts", name)
+            },
+            None => ActAs::cluster("", "users", &user_name),
+        }];
+        if let Some(uid) = &uid {
+            checks.push(ActAs::cluster("authentication.k8s.io", "uids", uid));
+        }
+        checks.extend(groups.iter().map(|g| ActAs::cluster("", "groups", g)));
+        for (key, values) in &extra {
+            checks.extend(values.iter().map(|v| ActAs {
+                subresource: key.clone(),
+                ..ActAs::cluster("authentication.k8s.io", "userextras", v)
+            }));
+        }
+        for c in checks {
+            let info = RequestInfo {
+                is_resource_request: true,
+                verb: "impersonate".into(),
+                api_group: c.api_group.into(),
+                resource: c.resource.into(),
+                subresource: c.subresource,
+                namespace: c.namespace,
+                name: c.name,
+                ..Default::default()
+            };
+            let reason = match server.config.authorizer.authorize(&requestor, &info).await {
+                Decision::Allow => continue,
+                Decision::Deny(reason) => reason,
+                Decision::NoOpinion => String::new(),
+            };
+            return response::status(&forbidden(&requestor, &info, &reason), Encoding::Json);
+        }
+        // Groups given are the authority; without them a service account has its fixed
+        // groups. Either way the impersonated user is authenticated unless a group says
+        // otherwise (or it is the anonymous user), as upstream.
+        let mut all_groups = match (groups.is_empty(), service_account) {
+            (true, Some((ns, _))) => vec![
+                "system:serviceaccounts".to_string(),
+                format!("system:serviceaccounts:{ns}"),
+            ],
+            _ => groups,
+        };
+        if !all_groups
+            .iter()
+            .any(|g| g == "system:authenticated" || g == "system:unauthenticated")
+        {
+            let marker = if user_name == "system:anonymous" {
+                "system:unauthenticated"
+            } else {
+                "system:authenticated"
+            };
+            all_groups.push(marker.to_string());
+        }
+        let acting = UserInfo {
+            name: user_name,
+            uid: uid.unwrap_or_default(),
+            groups: all_groups,
+            extra,
+        };
+        tracing::debug!(user = %requestor.name, as_user = %acting.name, "impersonating");
+        let names: Vec<http::HeaderName> = req
+            .headers()
+            .keys()
+            .filter(|n| n.as_str().starts_with("impersonate-"))
+            .cloned()
+            .collect();
+        for n in names {
+            req.headers_mut().remove(n);
+        }
+        req.extensions_mut().insert(acting);
+        call_next(next, req).await
+    })
+}
+
+/// Upstream's answer when the server is at its limit.
+fn too_many_requests() -> Response {
+    let s = Status::too_many_requests("Too many requests, please try again later.", 1);
+    response::status(&s, Encoding::Json)
+}
+
+/// Max in flight: read-only and mutating requests each have a limit; long-running requests
+/// (watches) and `system:masters` are exempt, as upstream (endpoints/filters/maxinflight.go).
+fn limit_in_flight(
+    server: Arc<GenericApiServer>,
+    req: HttpRequest,
+    next: Next,
+) -> BoxFuture<'static, Response> {
+    Box::pin(async move {
+        let info = request_info(&req);
+        let masters = req
+            .extensions()
+            .get::<UserInfo>()
+            .is_some_and(|u| u.groups.iter().any(|g| g == "system:masters"));
+        if info.verb == "watch" || masters {
+            return call_next(next, req).await;
+        }
+        let read_only = matches!(info.verb.as_str(), "get" | "list" | "head");
+        let semaphore = if read_only {
+            &server.limits.read_only
+        } else {
+            &server.limits.mutating
+        };
+        let _permit = match semaphore {
+            None => None,
+            Some(s) => match s.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => return too_many_requests(),
+            },
+        };
+        call_next(next, req).await
+    })
+}
+
 fn authorize(
     server: Arc<GenericApiServer>,
     req: HttpRequest,
@@ -319,15 +538,20 @@ fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> Status {
     }
     let gr = apimachinery::GroupResource::new(info.api_group.clone(), info.resource.clone());
     let scope = if info.namespace.is_empty() {
-        String::new()
+        " at the cluster scope".to_string()
     } else {
         format!(" in the namespace \"{}\"", info.namespace)
+    };
+    let resource = if info.subresource.is_empty() {
+        info.resource.clone()
+    } else {
+        format!("{}/{}", info.resource, info.subresource)
     };
     let why = format!(
         "User \"{}\" cannot {} resource \"{}\" in API group \"{}\"{scope}{}",
         user.name,
         info.verb,
-        info.resource,
+        resource,
         info.api_group,
         if reason.is_empty() {
             String::new()
@@ -346,20 +570,62 @@ mod tests {
     use crate::server::Config;
     use http_body_util::{BodyExt, Full};
 
+    fn server_with_limits(read_only: usize, mutating: usize) -> Arc<GenericApiServer> {
+        let config = Config {
+            authenticator: Arc::new(UnionAuthenticator::new(Vec::new())),
+            authorizer: Arc::new(AllowAuthenticated),
+            request_timeout: std::time::Duration::from_secs(5),
+            version: serde_json::json!({}),
+            openapi: Default::default(),
+            external_address: "127.0.0.1:6443".into(),
+            max_requests_inflight: read_only,
+            max_mutating_requests_inflight: mutating,
+        };
+        Arc::new(GenericApiServer::new(
+            config,
+            Vec::new(),
+            Default::default(),
+        ))
+    }
+
     fn server() -> Arc<GenericApiServer> {
-        Arc::new(GenericApiServer {
-            config: Config {
-                authenticator: Arc::new(UnionAuthenticator::new(Vec::new())),
-                authorizer: Arc::new(AllowAuthenticated),
-                request_timeout: std::time::Duration::from_secs(5),
-                version: serde_json::json!({}),
-                openapi: Default::default(),
-                external_address: "127.0.0.1:6443".into(),
-            },
-            chain: Vec::new(),
-            health: Default::default(),
-            in_flight: Default::default(),
-        })
+        server_with_limits(0, 0)
+    }
+
+    fn user(name: &str, groups: &[&str]) -> UserInfo {
+        UserInfo {
+            name: name.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// A request as it leaves authentication: request info and user in the extensions.
+    fn authenticated(
+        method: http::Method,
+        path: &str,
+        who: UserInfo,
+        headers: &[(&str, &str)],
+    ) -> HttpRequest {
+        let mut b = http::Request::builder().method(method.clone()).uri(path);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let mut req = b
+            .body(
+                Full::new(bytes::Bytes::new())
+                    .map_err(|e| match e {})
+                    .boxed_unsync(),
+            )
+            .unwrap();
+        req.extensions_mut()
+            .insert(RequestInfo::parse(&method, path, ""));
+        req.extensions_mut().insert(who);
+        req
+    }
+
+    async fn body_json(r: Response) -> serde_json::Value {
+        serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap()
     }
 
     fn request(path: &str) -> HttpRequest {
@@ -426,5 +692,176 @@ mod tests {
         assert_eq!(body["reason"], "Unauthorized");
         let r = chain.oneshot(request("/version")).await.unwrap();
         assert_eq!(r.status(), 200, "anonymous users may read /version");
+    }
+
+    #[tokio::test]
+    async fn impersonation_switches_the_user_and_drops_the_headers() {
+        let echo = tower::service_fn(|req: HttpRequest| async move {
+            let u = req.extensions().get::<UserInfo>().cloned().unwrap();
+            let leaked = req
+                .headers()
+                .keys()
+                .any(|k| k.as_str().starts_with("impersonate-"));
+            let body = serde_json::json!({"name": u.name, "groups": u.groups, "extra": u.extra, "leaked": leaked});
+            Ok::<_, Infallible>(response::raw(
+                http::StatusCode::OK,
+                "application/json",
+                body.to_string(),
+            ))
+        });
+        let chain: Next = ServiceBuilder::new()
+            .layer(filter(server(), impersonate))
+            .service(echo)
+            .boxed_clone();
+        let admin = user(
+            "kubernetes-admin",
+            &["system:masters", "system:authenticated"],
+        );
+        let r = chain
+            .clone()
+            .oneshot(authenticated(
+                http::Method::GET,
+                "/api",
+                admin.clone(),
+                &[
+                    ("Impersonate-User", "jane"),
+                    ("Impersonate-Group", "devs"),
+                    ("Impersonate-Extra-Scopes", "view"),
+                ],
+            ))
+            .await
+            .unwrap();
+        let b = body_json(r).await;
+        assert_eq!(b["name"], "jane");
+        assert_eq!(
+            b["groups"],
+            serde_json::json!(["devs", "system:authenticated"])
+        );
+        assert_eq!(b["extra"], serde_json::json!({"scopes": ["view"]}));
+        assert_eq!(b["leaked"], false);
+        // A service account gets its fixed groups.
+        let r = chain
+            .clone()
+            .oneshot(authenticated(
+                http::Method::GET,
+                "/api",
+                admin.clone(),
+                &[("Impersonate-User", "system:serviceaccount:ns1:robot")],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            body_json(r).await["groups"],
+            serde_json::json!([
+                "system:serviceaccounts",
+                "system:serviceaccounts:ns1",
+                "system:authenticated"
+            ])
+        );
+        // Groups without a user are refused.
+        let r = chain
+            .oneshot(authenticated(
+                http::Method::GET,
+                "/api",
+                admin,
+                &[("Impersonate-Group", "devs")],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 500);
+    }
+
+    #[tokio::test]
+    async fn impersonation_needs_permission() {
+        let echo = tower::service_fn(|_req: HttpRequest| async {
+            Ok::<_, Infallible>(response::raw(http::StatusCode::OK, "text/plain", "ok"))
+        });
+        let chain: Next = ServiceBuilder::new()
+            .layer(filter(server(), impersonate))
+            .service(echo)
+            .boxed_clone();
+        let r = chain
+            .oneshot(authenticated(
+                http::Method::GET,
+                "/api",
+                anonymous_user(),
+                &[("Impersonate-User", "jane")],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403);
+        let b = body_json(r).await;
+        assert_eq!(b["reason"], "Forbidden");
+        assert!(
+            b["message"].as_str().unwrap().starts_with(
+                r#"users "jane" is forbidden: User "system:anonymous" cannot impersonate resource "users" in API group "" at the cluster scope"#
+            ),
+            "{b}"
+        );
+    }
+
+    #[tokio::test]
+    async fn max_in_flight_answers_429_beyond_the_limit_but_not_for_masters() {
+        let release = Arc::new(tokio::sync::Notify::new());
+        let held = release.clone();
+        let slow = tower::service_fn(move |_req: HttpRequest| {
+            let held = held.clone();
+            async move {
+                held.notified().await;
+                Ok::<_, Infallible>(response::raw(
+                    http::StatusCode::CREATED,
+                    "text/plain",
+                    "done",
+                ))
+            }
+        });
+        let chain: Next = ServiceBuilder::new()
+            .layer(filter(server_with_limits(0, 1), limit_in_flight))
+            .service(slow)
+            .boxed_clone();
+        let bob = user("bob", &["system:authenticated"]);
+        let first = tokio::spawn(chain.clone().oneshot(authenticated(
+            http::Method::POST,
+            "/api/v1/namespaces/a/configmaps",
+            bob.clone(),
+            &[],
+        )));
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let second = chain
+            .clone()
+            .oneshot(authenticated(
+                http::Method::POST,
+                "/api/v1/namespaces/a/configmaps",
+                bob.clone(),
+                &[],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(second.status(), 429);
+        assert_eq!(
+            second.headers().get(http::header::RETRY_AFTER).unwrap(),
+            "1"
+        );
+        let b = body_json(second).await;
+        assert_eq!(
+            (b["reason"].as_str(), b["message"].as_str()),
+            (
+                Some("TooManyRequests"),
+                Some("Too many requests, please try again later.")
+            )
+        );
+        // system:masters is exempt, as upstream.
+        let admin = user("admin", &["system:masters", "system:authenticated"]);
+        let masters = tokio::spawn(chain.clone().oneshot(authenticated(
+            http::Method::POST,
+            "/api/v1/namespaces/a/configmaps",
+            admin,
+            &[],
+        )));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        release.notify_waiters();
+        assert_eq!(first.await.unwrap().unwrap().status(), 201);
+        assert_eq!(masters.await.unwrap().unwrap().status(), 201);
     }
 }
