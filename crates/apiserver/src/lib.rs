@@ -4,6 +4,7 @@
 //! `Strategy` values from the crates above it.
 
 pub mod admission;
+pub mod audit;
 pub mod authentication;
 pub mod authorization;
 pub mod endpoints;

@@ -65,6 +65,8 @@ pub struct GenericApiServer {
     pub health: Health,
     pub in_flight: InFlight,
     pub limits: crate::filters::InFlightLimits,
+    /// `--audit-policy-file` and `--audit-log-path`; `None` audits nothing.
+    pub auditor: Option<Arc<crate::audit::Auditor>>,
 }
 
 fn text(code: StatusCode, body: impl Into<Bytes>) -> Response {
@@ -83,6 +85,7 @@ impl GenericApiServer {
             health,
             in_flight: InFlight::default(),
             limits,
+            auditor: None,
         }
     }
 

@@ -181,7 +181,14 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         max_requests_inflight: opts.max_requests_inflight,
         max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
     };
-    let server = Arc::new(GenericApiServer::new(config, chain, health));
+    let mut server = GenericApiServer::new(config, chain, health);
+    // Upstream audits only with both a policy and a backend.
+    if let (Some(policy), Some(log)) = (&opts.audit_policy_file, &opts.audit_log_path) {
+        let policy = apiserver::audit::Policy::parse(&String::from_utf8_lossy(&read(policy)?))?;
+        let sink = apiserver::audit::Sink::open(log)?;
+        server.auditor = Some(Arc::new(apiserver::audit::Auditor { policy, sink }));
+    }
+    let server = Arc::new(server);
 
     let kubeconfig_path = opts.data_dir.join("kubeconfig");
     kubeconfig::write_admin(

@@ -55,6 +55,13 @@ pub struct Options {
     /// Writes served at once beyond which the server answers 429 (0: no limit).
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: usize,
+    /// Audit policy (`audit.k8s.io/v1` Policy, YAML); with --audit-log-path, requests are
+    /// audited at the levels it gives.
+    #[arg(long)]
+    pub audit_policy_file: Option<PathBuf>,
+    /// Where audit events go, one JSON line each (`-` is standard output).
+    #[arg(long)]
+    pub audit_log_path: Option<String>,
     /// The prefix of every storage key.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,

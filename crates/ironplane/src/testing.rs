@@ -32,6 +32,8 @@ impl TestServer {
             default_watch_cache_size: 10_000,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            audit_policy_file: None,
+            audit_log_path: None,
             shutdown_delay_duration: std::time::Duration::ZERO,
             verbosity: 0,
         };

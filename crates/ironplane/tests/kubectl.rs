@@ -543,3 +543,78 @@ fn impersonation_with_as_and_as_group() {
         serde_json::json!(["devs", "system:authenticated"])
     );
 }
+
+#[test]
+fn audit_log_records_what_the_policy_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &policy,
+        r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  nonResourceURLs: ["/readyz*", "/healthz*", "/livez*"]
+- level: RequestResponse
+  resources:
+  - group: ""
+    resources: ["configmaps"]
+- level: Metadata
+"#,
+    )
+    .unwrap();
+    let s = Server::start_with(&[
+        "--audit-policy-file",
+        policy.to_str().unwrap(),
+        "--audit-log-path",
+        log.to_str().unwrap(),
+    ]);
+    s.kubectl(&["create", "configmap", "audited", "--from-literal=k=v"]);
+    s.kubectl_fails(&["get", "configmap", "missing"]);
+    s.kubectl(&["get", "namespaces", "--as=jane"]);
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(events.iter().all(|e| e["kind"] == "Event"
+        && e["apiVersion"] == "audit.k8s.io/v1"
+        && e["stage"] != "RequestReceived"));
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["requestURI"].as_str().unwrap().starts_with("/readyz")),
+        "level None is not recorded"
+    );
+    let create = events
+        .iter()
+        .find(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "configmaps")
+        .expect("the create is audited");
+    assert_eq!(create["level"], "RequestResponse");
+    assert_eq!(create["stage"], "ResponseComplete");
+    assert_eq!(create["responseStatus"]["code"], 201);
+    assert_eq!(create["requestObject"]["data"]["k"], "v");
+    assert_eq!(create["responseObject"]["metadata"]["name"], "audited");
+    assert_eq!(create["user"]["username"], "kubernetes-admin");
+    let missing = events
+        .iter()
+        .find(|e| e["objectRef"]["name"] == "missing")
+        .expect("the failed get is audited");
+    assert_eq!(
+        (
+            missing["responseStatus"]["code"].as_i64(),
+            missing["responseStatus"]["reason"].as_str()
+        ),
+        (Some(404), Some("NotFound"))
+    );
+    let as_jane = events
+        .iter()
+        .find(|e| e["objectRef"]["resource"] == "namespaces" && e["verb"] == "list")
+        .expect("the impersonated list is audited");
+    assert_eq!(as_jane["level"], "Metadata");
+    assert_eq!(as_jane["user"]["username"], "kubernetes-admin");
+    assert_eq!(as_jane["impersonatedUser"]["username"], "jane");
+    assert!(as_jane.get("responseObject").is_none());
+}

@@ -4,7 +4,7 @@
 //! in between speak only JSON objects.
 
 mod create;
-mod decode;
+pub(crate) mod decode;
 mod delete;
 pub mod discovery;
 mod get;

@@ -8,13 +8,12 @@
 //! 4. request deadline — non-watch requests end with 504 after `request_timeout`;
 //! 5. authentication — x509 client certificates and bearer tokens; anonymous only for the
 //!    public health and version paths; the user goes into the extensions;
-//! 6. impersonation — `Impersonate-*` headers, each authorized as the verb `impersonate`;
-//! 7. max in flight — 429 beyond `--max-requests-inflight` / `--max-mutating-requests-inflight`
+//! 6. audit — `audit.k8s.io/v1` events at the levels and stages the policy asks for;
+//! 7. impersonation — `Impersonate-*` headers, each authorized as the verb `impersonate`;
+//! 8. max in flight — 429 beyond `--max-requests-inflight` / `--max-mutating-requests-inflight`
 //!    (upstream's simpler flow control; priority and fairness is not built);
-//! 8. authorization — behind the `Authorizer` seam;
-//! 9. then the server chain (`GenericApiServer::route_request`).
-//!
-//! Audit belongs between authentication and impersonation; it is not built yet.
+//! 9. authorization — behind the `Authorizer` seam;
+//! 10. then the server chain (`GenericApiServer::route_request`).
 
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
@@ -28,6 +27,7 @@ use futures_util::future::BoxFuture;
 use tower::util::BoxCloneService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
+use crate::audit::{Level, Record, Stage};
 use crate::authentication::{AuthnRequest, UserInfo, anonymous_user};
 use crate::authorization::Decision;
 use crate::endpoints::negotiation::Encoding;
@@ -35,6 +35,8 @@ use crate::endpoints::{Response, response};
 use crate::request::RequestInfo;
 use crate::server::GenericApiServer;
 use crate::serving::tls::PeerCertificates;
+use http_body_util::BodyExt;
+use serde_json::Value;
 
 /// Request bodies are boxed once, at the connection, so that the chain does not depend on the
 /// transport (and tests can drive it with any body).
@@ -62,7 +64,8 @@ pub fn build_handler_chain(server: Arc<GenericApiServer>) -> Next {
         .layer(filter(s(), track_in_flight))
         .layer(filter(s(), with_deadline))
         .layer(filter(s(), authenticate))
-        // Audit belongs here, before impersonation: it records who really asked.
+        // Audit before impersonation: it records who really asked, and as whom.
+        .layer(filter(s(), audit))
         .layer(filter(s(), impersonate))
         // After authentication and impersonation: the limit exempts system:masters.
         .layer(filter(s(), limit_in_flight))
@@ -292,6 +295,201 @@ fn authenticate(
     })
 }
 
+/// Where the impersonation filter leaves the user it switched to, for the audit event.
+#[derive(Clone, Default)]
+pub struct ImpersonatedSlot(Arc<std::sync::Mutex<Option<UserInfo>>>);
+
+/// Calls `on_end` when the body has been sent to its end, or dropped, whichever comes first:
+/// the ResponseComplete of a long-running request.
+struct CompletingBody {
+    inner: crate::endpoints::Body,
+    on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl CompletingBody {
+    fn finish(&mut self) {
+        if let Some(f) = self.on_end.take() {
+            f();
+        }
+    }
+}
+
+impl http_body::Body for CompletingBody {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            self.finish();
+        }
+        polled
+    }
+}
+
+impl Drop for CompletingBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// A request or response body as the object it encodes (JSON, YAML or protobuf, by its
+/// Content-Type; patch documents of their own media types are JSON), for an audit event.
+fn decode_for_audit(headers: &http::HeaderMap, bytes: &[u8]) -> Option<Value> {
+    let content_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    match crate::endpoints::negotiation::body_encoding(content_type) {
+        Ok(encoding) => crate::endpoints::decode::parse(bytes, encoding).ok(),
+        Err(_) => serde_json::from_slice(bytes).ok(),
+    }
+}
+
+/// Audit: decides the level from the policy for the authenticated user, and records the
+/// stages the policy keeps (upstream: endpoints/filters/audit.go). Requests the policy gives
+/// level None pass untouched; so does everything when no policy is configured.
+fn audit(
+    server: Arc<GenericApiServer>,
+    mut req: HttpRequest,
+    next: Next,
+) -> BoxFuture<'static, Response> {
+    Box::pin(async move {
+        let Some(auditor) = server.auditor.clone() else {
+            return call_next(next, req).await;
+        };
+        let info = request_info(&req);
+        let user = req
+            .extensions()
+            .get::<UserInfo>()
+            .cloned()
+            .unwrap_or_else(anonymous_user);
+        let decision = auditor.policy.decide(&user, &info);
+        if decision.level == Level::None {
+            return call_next(next, req).await;
+        }
+        let audit_id = req
+            .headers()
+            .get("audit-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let slot = ImpersonatedSlot::default();
+        req.extensions_mut().insert(slot.clone());
+        let mut record = Record {
+            audit_id: audit_id.clone(),
+            level: decision.level,
+            request_uri: req
+                .uri()
+                .path_and_query()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            info: info.clone(),
+            user,
+            impersonated: None,
+            source_ips: req
+                .extensions()
+                .get::<crate::serving::PeerAddr>()
+                .map(|a| vec![a.0.ip().to_string()])
+                .unwrap_or_default(),
+            user_agent: req
+                .headers()
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            received: crate::audit::micro_time(),
+            request_object: None,
+        };
+        if decision.records(Stage::RequestReceived) {
+            auditor
+                .sink
+                .write(&record.event(Stage::RequestReceived, None, None));
+        }
+        if decision.level >= Level::Request
+            && matches!(
+                info.verb.as_str(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        {
+            // The request object is read here, then handed on unchanged.
+            let (parts, body) = req.into_parts();
+            let limited = http_body_util::Limited::new(body, crate::server::MAX_REQUEST_BODY_BYTES);
+            let bytes = match limited.collect().await {
+                Ok(c) => c.to_bytes(),
+                Err(_) => {
+                    let s = Status::too_large(format!(
+                        "Request entity too large: limit is {}",
+                        crate::server::MAX_REQUEST_BODY_BYTES
+                    ));
+                    return response::status(&s, Encoding::Json);
+                }
+            };
+            // Recorded as decoded, whatever the wire format (kubectl's generators send protobuf).
+            record.request_object = decode_for_audit(&parts.headers, &bytes);
+            let body = http_body_util::Full::new(bytes)
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            req = http::Request::from_parts(parts, body);
+        }
+        let response = call_next(next, req).await;
+        record.impersonated = slot.0.lock().ok().and_then(|g| g.clone());
+        let code = response.status().as_u16();
+        let (mut parts, body) = response.into_parts();
+        parts.headers.insert(
+            "audit-id",
+            http::HeaderValue::from_str(&audit_id).unwrap_or(http::HeaderValue::from_static("")),
+        );
+        if info.verb == "watch" {
+            if decision.records(Stage::ResponseStarted) {
+                auditor
+                    .sink
+                    .write(&record.event(Stage::ResponseStarted, Some((code, None)), None));
+            }
+            let on_end: Box<dyn FnOnce() + Send + Sync> =
+                if decision.records(Stage::ResponseComplete) {
+                    Box::new(move || {
+                        auditor.sink.write(&record.event(
+                            Stage::ResponseComplete,
+                            Some((code, None)),
+                            None,
+                        ))
+                    })
+                } else {
+                    Box::new(|| {})
+                };
+            let body = CompletingBody {
+                inner: body,
+                on_end: Some(on_end),
+            };
+            return http::Response::from_parts(parts, BodyExt::boxed(body));
+        }
+        // Short requests: the answer is whole; read it when the event needs it.
+        if !decision.records(Stage::ResponseComplete) {
+            return http::Response::from_parts(parts, body);
+        }
+        let needs_body = code >= 400 || decision.level >= Level::RequestResponse;
+        if !needs_body {
+            auditor
+                .sink
+                .write(&record.event(Stage::ResponseComplete, Some((code, None)), None));
+            return http::Response::from_parts(parts, body);
+        }
+        let bytes = match body.collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(never) => match never {},
+        };
+        let parsed = decode_for_audit(&parts.headers, &bytes);
+        let failure = parsed.as_ref().filter(|_| code >= 400);
+        let object = parsed.as_ref().filter(|_| code < 400);
+        auditor
+            .sink
+            .write(&record.event(Stage::ResponseComplete, Some((code, failure)), object));
+        http::Response::from_parts(parts, response::full(bytes))
+    })
+}
+
 const IMPERSONATE_USER: &str = "impersonate-user";
 const IMPERSONATE_UID: &str = "impersonate-uid";
 const IMPERSONATE_GROUP: &str = "impersonate-group";
@@ -445,6 +643,11 @@ fn impersonate(
             .collect();
         for n in names {
             req.headers_mut().remove(n);
+        }
+        if let Some(slot) = req.extensions().get::<ImpersonatedSlot>()
+            && let Ok(mut s) = slot.0.lock()
+        {
+            *s = Some(acting.clone());
         }
         req.extensions_mut().insert(acting);
         call_next(next, req).await

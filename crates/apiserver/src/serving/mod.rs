@@ -19,6 +19,10 @@ use crate::filters;
 use crate::server::GenericApiServer;
 use tls::PeerCertificates;
 
+/// The client's address, put in each request's extensions (audit records it).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddr(pub SocketAddr);
+
 /// How long shutdown waits for in-flight requests before closing connections anyway.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -68,6 +72,7 @@ pub async fn serve(
                 if let Some(p) = &peer_certs {
                     req.extensions_mut().insert(p.clone());
                 }
+                req.extensions_mut().insert(PeerAddr(peer));
                 chain.clone().oneshot(req)
             });
             let builder = auto::Builder::new(TokioExecutor::new());
