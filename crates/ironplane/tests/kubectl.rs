@@ -618,3 +618,67 @@ rules:
     assert_eq!(as_jane["impersonatedUser"]["username"], "jane");
     assert!(as_jane.get("responseObject").is_none());
 }
+
+#[test]
+fn bearer_tokens_anonymous_health_and_401() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "s3cret,alice,uid-1,\"devs,ops\"\n").unwrap();
+    let s = Server::start_with(&["--token-auth-file", tokens.to_str().unwrap()]);
+    // A kubeconfig-free kubectl: only the server address and, where given, a token.
+    let kubectl = |extra: &[&str]| {
+        let mut args = vec!["--kubeconfig=/dev/null", "--insecure-skip-tls-verify=true"];
+        let server = format!("--server={}", s.url);
+        args.push(&server);
+        args.extend_from_slice(extra);
+        std::process::Command::new(common::kubectl_path())
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let who = kubectl(&[
+        "--token=s3cret",
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+    ]);
+    assert!(
+        who.status.success(),
+        "{}",
+        String::from_utf8_lossy(&who.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&who.stdout),
+        r#"alice ["devs","ops","system:authenticated"]"#
+    );
+    let wrong = kubectl(&["--token=nope", "get", "ns"]);
+    assert!(
+        !wrong.status.success()
+            && String::from_utf8_lossy(&wrong.stderr)
+                .contains("You must be logged in to the server")
+    );
+    // Without credentials (kubectl would prompt for a password): a plain HTTPS client.
+    let anonymous = |path: &str| {
+        let script = format!(
+            "import ssl,urllib.request\nctx=ssl.create_default_context();ctx.check_hostname=False;ctx.verify_mode=ssl.CERT_NONE\n\
+             try:\n r=urllib.request.urlopen('{}{path}',context=ctx);print(r.status,r.read().decode())\n\
+             except urllib.error.HTTPError as e:\n print(e.code,e.read().decode())",
+            s.url
+        );
+        let out = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let denied = anonymous("/api/v1/namespaces");
+    assert!(
+        denied.starts_with("401 ") && denied.contains(r#""reason":"Unauthorized""#),
+        "{denied}"
+    );
+    // Anonymous users may read the health and version endpoints.
+    assert_eq!(anonymous("/readyz"), "200 ok");
+    assert!(anonymous("/version").starts_with("200 {"));
+}
