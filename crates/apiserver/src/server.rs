@@ -93,28 +93,14 @@ impl GenericApiServer {
         self.chain.iter().flat_map(|d| d.resources()).collect()
     }
 
-    /// Serves a request that passed the filter chain.
     /// The end of the filter chain: the request info and user are in the extensions.
     pub async fn route_request(&self, req: http::Request<RequestBody>) -> Response {
-        let info = req
-            .extensions()
-            .get::<RequestInfo>()
-            .cloned()
-            .unwrap_or_else(|| {
-                RequestInfo::parse(
-                    req.method(),
-                    req.uri().path(),
-                    req.uri().query().unwrap_or(""),
-                )
-            });
-        let user = req
-            .extensions()
-            .get::<UserInfo>()
-            .cloned()
-            .unwrap_or_else(crate::authentication::anonymous_user);
+        let info = crate::filters::request_info(&req);
+        let user = crate::filters::request_user(&req);
         self.route(req, info, user).await
     }
 
+    /// Serves a request that passed the filter chain.
     pub async fn route(
         &self,
         req: http::Request<RequestBody>,

@@ -181,8 +181,16 @@ impl InFlightLimits {
     }
 }
 
+/// The user that authentication (or impersonation) put in; anonymous before authentication.
+pub(crate) fn request_user(req: &HttpRequest) -> UserInfo {
+    req.extensions()
+        .get::<UserInfo>()
+        .cloned()
+        .unwrap_or_else(anonymous_user)
+}
+
 /// The request info that `with_request_info` put in; present for every later filter.
-fn request_info(req: &HttpRequest) -> RequestInfo {
+pub(crate) fn request_info(req: &HttpRequest) -> RequestInfo {
     req.extensions()
         .get::<RequestInfo>()
         .cloned()
@@ -361,11 +369,7 @@ fn audit(
             return call_next(next, req).await;
         };
         let info = request_info(&req);
-        let user = req
-            .extensions()
-            .get::<UserInfo>()
-            .cloned()
-            .unwrap_or_else(anonymous_user);
+        let user = request_user(&req);
         let decision = auditor.policy.decide(&user, &info);
         if decision.level == Level::None {
             return call_next(next, req).await;
@@ -564,11 +568,7 @@ fn impersonate(
             }
             return call_next(next, req).await;
         };
-        let requestor = req
-            .extensions()
-            .get::<UserInfo>()
-            .cloned()
-            .unwrap_or_else(anonymous_user);
+        let requestor = request_user(&req);
         let service_account = user_name
             .strip_prefix("system:serviceaccount:")
             .and_then(|r| r.split_once(':'));
@@ -700,11 +700,7 @@ fn authorize(
 ) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         let info = request_info(&req);
-        let user = req
-            .extensions()
-            .get::<UserInfo>()
-            .cloned()
-            .unwrap_or_else(anonymous_user);
+        let user = request_user(&req);
         let reason = match server.config.authorizer.authorize(&user, &info).await {
             Decision::Allow => None,
             Decision::Deny(reason) => Some(reason),
