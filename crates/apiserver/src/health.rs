@@ -33,8 +33,7 @@ impl Check {
 pub struct Health {
     /// Checks of every endpoint (`ping`, `etcd`/storage, `log`).
     pub common: Vec<Check>,
-    /// `poststarthook/<name>` checks: part of /readyz and /healthz, not of /livez... upstream
-    /// includes them in /livez too, and so do we.
+    /// `poststarthook/<name>` checks, part of every endpoint as upstream has them.
     pub post_start_hooks: Vec<Check>,
     /// `shutdown`: fails /readyz once SIGTERM arrived, so load balancers stop sending traffic.
     pub shutdown: Option<Check>,

@@ -64,13 +64,15 @@ pub fn value(code: StatusCode, v: &Value, n: Negotiated) -> Result<Response, Sta
 /// protobuf, with the Status' code as the HTTP code.
 pub fn status(s: &Status, encoding: Encoding) -> Response {
     let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = encode_value(&s.to_json(), encoding)
-        .or_else(|_| encode_value(&s.to_json(), Encoding::Json))
-        .unwrap_or_default();
-    let encoding = if body.first() == Some(&b'{') {
-        Encoding::Json
-    } else {
-        encoding
+    let object = s.to_json();
+    // JSON always encodes a Status; should another encoding fail, answer in JSON rather than
+    // not at all.
+    let (encoding, body) = match encode_value(&object, encoding) {
+        Ok(b) => (encoding, b),
+        Err(_) => (
+            Encoding::Json,
+            encode_value(&object, Encoding::Json).unwrap_or_default(),
+        ),
     };
     let mut r = raw(code, encoding.media_type(), body);
     if (s.code == 429 || s.code == 504)

@@ -38,7 +38,7 @@ pub trait Strategy: Send + Sync {
         NameValidator::Dns1123Subdomain
     }
 
-    /// PUT on a missing object creates it (e.g. Events, Leases? upstream: a few kinds).
+    /// PUT on a missing object creates it (upstream allows it for a few kinds only).
     fn allow_create_on_update(&self) -> bool {
         false
     }
