@@ -456,8 +456,31 @@ fn diff_shows_a_change() {
 fn sigterm_stops_cleanly() {
     let s = Server::start();
     s.kubectl(&["create", "configmap", "before-stop"]);
+    // An open watch is ended by the server, not cut: kubectl sees the stream end and exits 0.
+    let mut watch = s
+        .kubectl_cmd(&["get", "configmaps", "-w"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
     let status = s.terminate();
     assert!(status.success(), "exit status {status:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let watch_status = loop {
+        if let Some(st) = watch.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watch did not end"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        watch_status.success(),
+        "kubectl's watch ended with {watch_status:?}"
+    );
 }
 
 #[test]
