@@ -42,8 +42,8 @@ use tokio::time::Instant;
 use crate::errors::StorageError;
 use crate::store::{
     AttrsFn, GetOptions, ListOptions, ListResult, Object, ResourceVersion, ResourceVersionMatch,
-    Store, WatchEvent, WatchOptions, WatchScope, WatchStream, encode_continue, filter_event,
-    list_prefix, matches,
+    Store, WatchEvent, WatchOptions, WatchScope, WatchStream, decode_continue, encode_continue,
+    filter_event, list_prefix, matches,
 };
 
 /// Tunables of a [`Cacher`]; `Default` gives the production values.
@@ -271,9 +271,36 @@ impl Shared {
         opts: &ListOptions,
     ) -> Result<ListResult, StorageError> {
         let state = self.read();
+        Self::page(&state, prefix, prefix, opts)
+    }
+
+    /// The next page of a paginated list whose snapshot is `revision`, when the cache is still
+    /// at exactly that revision: its state then is that snapshot. `None` otherwise (the caller
+    /// reads the snapshot from storage).
+    fn continue_from_memory(
+        &self,
+        prefix: &str,
+        start: &str,
+        revision: i64,
+        opts: &ListOptions,
+    ) -> Result<Option<ListResult>, StorageError> {
+        let state = self.read();
+        if !state.ready || state.revision != revision {
+            return Ok(None);
+        }
+        Self::page(&state, prefix, start, opts).map(Some)
+    }
+
+    /// A page of the objects under `prefix`, from `start` (inclusive) on.
+    fn page(
+        state: &State,
+        prefix: &str,
+        start: &str,
+        opts: &ListOptions,
+    ) -> Result<ListResult, StorageError> {
         let mut range = state
             .objects
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .range::<str, _>((Bound::Included(start), Bound::Unbounded))
             .take_while(|(key, _)| key.starts_with(prefix));
         let mut items = Vec::new();
         let mut has_more = false;
@@ -294,8 +321,8 @@ impl Shared {
             remaining_item_count: None,
         };
         if has_more && let Some(last) = result.items.last() {
-            // The next pages come from the inner store at this same revision, so the whole list
-            // is one snapshot.
+            // The next pages are read at this same revision — from memory while the cache has not
+            // moved, else from the inner store — so the whole list is one snapshot.
             result.continue_token = Some(encode_continue(
                 &format!("{}\0", last.key),
                 prefix,
@@ -454,6 +481,18 @@ impl Store for Cacher {
         let legacy_exact = opts.resource_version_match.is_none()
             && opts.limit > 0
             && matches!(opts.resource_version, ResourceVersion::Exact(_));
+        if let Some(token) = opts.continue_token.as_deref()
+            && self.covers(&prefix)
+            && opts.resource_version == ResourceVersion::Unset
+        {
+            let (start, revision) = decode_continue(token, &prefix)?;
+            if let Some(page) = self
+                .shared
+                .continue_from_memory(&prefix, &start, revision, opts)?
+            {
+                return Ok(page);
+            }
+        }
         if !self.covers(&prefix) || opts.continue_token.is_some() || exact_match || legacy_exact {
             return self.shared.inner.list(&prefix, opts).await;
         }

@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use crate::errors::{LIST_EXPIRED, WATCH_EXPIRED};
 use crate::{
-    Cacher, CacherOptions, GetOptions, Kv, KvStore, ListOptions, ResourceVersion,
-    ResourceVersionMatch, SqliteKv, StorageError, Store, WatchEvent, WatchOptions, WatchStream,
-    default_attrs,
+    Cacher, CacherOptions, GetOptions, Kv, KvStore, ListOptions, ListResult, Object,
+    ResourceVersion, ResourceVersionMatch, SqliteKv, StorageError, Store, WatchEvent, WatchOptions,
+    WatchStream, default_attrs,
 };
 
 const PREFIX: &str = "/registry/things/";
@@ -919,6 +919,127 @@ conformance!(
 /// Behaviours only the cacher has.
 mod cacher_only {
     use super::*;
+
+    /// Counts the paginated reads (continue tokens) that reach the store under a cacher.
+    struct CountingStore {
+        inner: Arc<dyn Store>,
+        continued: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for CountingStore {
+        async fn get(&self, key: &str, opts: &GetOptions) -> Result<Object, StorageError> {
+            self.inner.get(key, opts).await
+        }
+        async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+            if opts.continue_token.is_some() {
+                self.continued
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            self.inner.list(prefix, opts).await
+        }
+        async fn create(&self, key: &str, obj: serde_json::Value) -> Result<Object, StorageError> {
+            self.inner.create(key, obj).await
+        }
+        async fn update(
+            &self,
+            key: &str,
+            obj: serde_json::Value,
+            rv: i64,
+        ) -> Result<Object, StorageError> {
+            self.inner.update(key, obj, rv).await
+        }
+        async fn delete(&self, key: &str, rv: Option<i64>) -> Result<Object, StorageError> {
+            self.inner.delete(key, rv).await
+        }
+        async fn watch(
+            &self,
+            prefix: &str,
+            opts: &WatchOptions,
+        ) -> Result<WatchStream, StorageError> {
+            self.inner.watch(prefix, opts).await
+        }
+        async fn current_revision(&self) -> Result<i64, StorageError> {
+            self.inner.current_revision().await
+        }
+    }
+
+    async fn names_by_pages(
+        store: &Arc<Cacher>,
+        between_pages: impl Fn(usize) -> Option<(String, serde_json::Value)>,
+        writer: &Arc<dyn Store>,
+    ) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut token = None;
+        for page in 0.. {
+            let opts = ListOptions {
+                limit: 3,
+                continue_token: token.clone(),
+                ..Default::default()
+            };
+            let result = store.list(PREFIX, &opts).await.expect("page");
+            names.extend(result.items.iter().map(|o| o.key.to_string()));
+            token = result.continue_token;
+            if token.is_none() {
+                break;
+            }
+            if let Some((k, v)) = between_pages(page) {
+                writer.create(&k, v).await.expect("write between pages");
+            }
+        }
+        names
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn continuation_pages_come_from_memory_while_the_snapshot_holds() {
+        let (kv, _dir) = Fixture::open_kv();
+        let counting = Arc::new(CountingStore {
+            inner: Arc::new(KvStore::new(kv.clone(), default_attrs())),
+            continued: Default::default(),
+        });
+        let cacher = Cacher::new(counting.clone(), PREFIX, default_attrs());
+        let writer: Arc<dyn Store> = counting.clone();
+        for i in 0..10 {
+            writer
+                .create(
+                    &key("ns", &format!("o{i}")),
+                    thing("ns", &format!("o{i}"), json!({})),
+                )
+                .await
+                .expect("create");
+        }
+        let current = kv.current_revision().await.expect("revision");
+        cacher
+            .get(
+                &key("ns", "o9"),
+                &GetOptions {
+                    resource_version: ResourceVersion::Exact(current),
+                },
+            )
+            .await
+            .expect("cache caught up");
+        // No writes between pages: every page is served from the cache's state.
+        let names = names_by_pages(&cacher, |_| None, &writer).await;
+        assert_eq!(names.len(), 10);
+        assert_eq!(
+            counting.continued.load(std::sync::atomic::Ordering::SeqCst),
+            0
+        );
+        // A write between pages moves the cache: the rest of the snapshot comes from storage,
+        // and the list still shows the state of its first page.
+        let names = names_by_pages(
+            &cacher,
+            |page| (page == 0).then(|| (key("ns", "o5a"), thing("ns", "o5a", json!({})))),
+            &writer,
+        )
+        .await;
+        assert_eq!(names.len(), 10, "{names:?}");
+        assert!(
+            !names.iter().any(|n| n.ends_with("o5a")),
+            "the new object is not in the old snapshot"
+        );
+        assert!(counting.continued.load(std::sync::atomic::Ordering::SeqCst) > 0);
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn catches_up_through_progress_notifications() {
