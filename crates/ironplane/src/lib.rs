@@ -132,11 +132,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     }
 
     // Complete and build the server chain.
+    let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(authenticators));
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
         allocator.clone(),
         opts.default_watch_cache_size,
+        authenticator.clone(),
     );
     let resources: Arc<ApiResources> = builtin.resources.clone();
     let chain = chain::build(resources.clone());
@@ -172,7 +174,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         shutdown: Some(shutdown_check.clone()),
     };
     let config = Config {
-        authenticator: Arc::new(UnionAuthenticator::new(authenticators)),
+        authenticator,
         authorizer: Arc::new(AllowAuthenticated),
         request_timeout: REQUEST_TIMEOUT,
         version: version_info(),

@@ -47,7 +47,6 @@ const NOT_SERVED_YET: &[(&str, &str)] = &[
     ("", "pods/resize"),
     ("", "serviceaccounts/token"),
     ("", "services/proxy"),
-    ("authentication.k8s.io", "tokenreviews"),
     ("certificates.k8s.io", "certificatesigningrequests/approval"),
 ];
 

@@ -701,6 +701,43 @@ fn bearer_tokens_anonymous_health_and_401() {
         denied.starts_with("401 ") && denied.contains(r#""reason":"Unauthorized""#),
         "{denied}"
     );
+    // TokenReview asks the server's authenticators, as webhook token authenticators do. (Sent
+    // raw: kubectl validates review kinds against OpenAPI v2 in protobuf, which is not served.)
+    let review = |token: &str| {
+        let script = format!(
+            "import sys,json\nsys.path.insert(0,'{}')\nfrom common import Raw\n\
+             s,_,b=Raw().request('POST','/apis/authentication.k8s.io/v1/tokenreviews',\
+             {{'apiVersion':'authentication.k8s.io/v1','kind':'TokenReview','spec':{{'token':'{token}'}}}})\n\
+             print(s);print(b.decode())",
+            common::tests_dir().join("python").display()
+        );
+        let out = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .env("KUBECONFIG", s.kubeconfig())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let (code, body) = text.split_once('\n').unwrap_or(("", ""));
+        assert_eq!(
+            code,
+            "201",
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str::<serde_json::Value>(body).unwrap()["status"].clone()
+    };
+    let good = review("s3cret");
+    assert_eq!(
+        (
+            good["authenticated"].as_bool(),
+            good["user"]["username"].as_str(),
+            good["user"]["uid"].as_str()
+        ),
+        (Some(true), Some("alice"), Some("uid-1"))
+    );
+    let bad = review("nope");
+    assert!(bad.get("authenticated").is_none(), "{bad}");
     // Anonymous users may read the health and version endpoints.
     assert_eq!(anonymous("/readyz"), "200 ok");
     assert!(anonymous("/version").starts_with("200 {"));

@@ -37,11 +37,7 @@ const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize"];
 
 /// Resources that are not stored and that Ironplane does not answer yet; left out of discovery
 /// rather than served wrongly.
-const NOT_SERVED: &[(&str, &str)] = &[
-    ("", "bindings"),
-    ("", "componentstatuses"),
-    ("authentication.k8s.io", "tokenreviews"),
-];
+const NOT_SERVED: &[(&str, &str)] = &[("", "bindings"), ("", "componentstatuses")];
 
 /// Kinds whose objects carry `metadata.generation` (recorded from upstream's defaulted objects).
 const TRACKS_GENERATION: &[(&str, &str)] = &[

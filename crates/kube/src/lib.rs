@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use apiserver::admission::Admission;
+use apiserver::authentication::Authenticator;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{ConvertingStore, RegistryStore};
 use storage::{Cacher, CacherOptions, Kv, KvStore, Store};
@@ -35,6 +36,7 @@ pub fn install(
     prefix: &str,
     allocator: Arc<ServiceIpAllocator>,
     watch_cache_size: usize,
+    authenticator: Arc<dyn Authenticator>,
 ) -> BuiltinApi {
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
     resources.set_schema_loader(openapi::schemas);
@@ -62,7 +64,7 @@ pub fn install(
                 Cacher::with_options(inner, &key_root, attrs, options)
             })
             .clone();
-        let strategy = strategies::for_resource(&info, &allocator);
+        let strategy = strategies::for_resource(&info, &allocator, &authenticator);
         // Another version of a stored resource reads and writes through a conversion.
         let store: Arc<dyn Store> = match strategies::conversion_for(&info) {
             Some(conversion) => {

@@ -21,7 +21,7 @@ pub async fn handle(
     let q = Query::parse(&req.query)?;
     let (obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
     let requester = Requester { user: &req.user };
-    if let Some(answer) = store.strategy.create_without_storage(&obj, &req.user) {
+    if let Some(answer) = store.strategy.create_without_storage(&obj, &req.user).await {
         // Reviews and other create-only kinds answer without storing anything.
         let v = answer?;
         return Ok(response::with_warnings(

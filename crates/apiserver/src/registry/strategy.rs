@@ -4,6 +4,7 @@
 use apimachinery::validation::{FieldError, NameValidator};
 use serde_json::Value;
 
+#[async_trait::async_trait]
 pub trait Strategy: Send + Sync {
     /// Fills defaults, as upstream's scheme defaulters do after decoding (create and update).
     fn default(&self, _obj: &mut Value) {}
@@ -56,7 +57,7 @@ pub trait Strategy: Send + Sync {
     }
 
     /// For kinds that are never stored (access reviews, token reviews): the answer to a create.
-    fn create_without_storage(
+    async fn create_without_storage(
         &self,
         _obj: &Value,
         _user: &crate::authentication::UserInfo,

@@ -12,12 +12,17 @@ mod service;
 
 use std::sync::Arc;
 
+use apiserver::authentication::Authenticator;
 use apiserver::registry::{Conversion, GenericStrategy, ResourceInfo, Strategy};
 
 pub use service::ServiceIpAllocator;
 
 /// The strategy of a built-in resource.
-pub fn for_resource(info: &ResourceInfo, services: &Arc<ServiceIpAllocator>) -> Arc<dyn Strategy> {
+pub fn for_resource(
+    info: &ResourceInfo,
+    services: &Arc<ServiceIpAllocator>,
+    authenticator: &Arc<dyn Authenticator>,
+) -> Arc<dyn Strategy> {
     match (info.group.as_str(), info.resource.as_str()) {
         ("autoscaling", "horizontalpodautoscalers") => Arc::new(hpa::HpaStrategy {
             v2: info.version == "v2",
@@ -33,6 +38,9 @@ pub fn for_resource(info: &ResourceInfo, services: &Arc<ServiceIpAllocator>) -> 
             Arc::new(deployment::WorkloadStrategy)
         }
         ("authorization.k8s.io", _) => Arc::new(review::AccessReviewStrategy),
+        ("authentication.k8s.io", "tokenreviews") => Arc::new(review::TokenReviewStrategy {
+            authenticator: authenticator.clone(),
+        }),
         ("authentication.k8s.io", "selfsubjectreviews") => {
             Arc::new(review::SelfSubjectReviewStrategy)
         }
