@@ -984,7 +984,19 @@ mod cacher_only {
                 break;
             }
             if let Some((k, v)) = between_pages(page) {
-                writer.create(&k, v).await.expect("write between pages");
+                let written = writer.create(&k, v).await.expect("write between pages");
+                // Wait until the cache has seen the write: until then it still holds the
+                // snapshot and may rightly serve the next page itself.
+                for _ in 0..500 {
+                    if store.revision() >= written.resource_version {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                assert!(
+                    store.revision() >= written.resource_version,
+                    "the cache saw the write"
+                );
             }
         }
         names
