@@ -33,11 +33,11 @@ fn group_version_doc(group: &str, version: &str) -> Option<&'static str> {
 
 /// Subresources Ironplane serves; discovery lists only these (pods/log, exec and the like come
 /// with the kubelet-facing work).
-const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize"];
+const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize", "binding"];
 
 /// Resources that are not stored and that Ironplane does not answer yet; left out of discovery
 /// rather than served wrongly.
-const NOT_SERVED: &[(&str, &str)] = &[("", "bindings"), ("", "componentstatuses")];
+const NOT_SERVED: &[(&str, &str)] = &[("", "componentstatuses")];
 
 /// Kinds whose objects carry `metadata.generation` (recorded from upstream's defaulted objects).
 const TRACKS_GENERATION: &[(&str, &str)] = &[

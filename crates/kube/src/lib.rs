@@ -44,6 +44,11 @@ pub fn install(
     let admission = Admission::default().with_validating(Arc::new(admission::NamespaceLifecycle {
         api: lookup.clone(),
     }));
+    let ctx = strategies::StrategyContext {
+        services: allocator.clone(),
+        authenticator,
+        api: lookup.clone(),
+    };
     // One cache per stored resource, shared by every version it is served in.
     let mut caches: HashMap<String, Arc<dyn Store>> = HashMap::new();
     for info in catalog::builtin_resources() {
@@ -64,7 +69,7 @@ pub fn install(
                 Cacher::with_options(inner, &key_root, attrs, options)
             })
             .clone();
-        let strategy = strategies::for_resource(&info, &allocator, &authenticator);
+        let strategy = strategies::for_resource(&info, &ctx);
         // Another version of a stored resource reads and writes through a conversion.
         let store: Arc<dyn Store> = match strategies::conversion_for(&info) {
             Some(conversion) => {

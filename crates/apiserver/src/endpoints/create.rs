@@ -19,7 +19,16 @@ pub async fn handle(
 ) -> Result<Response, Status> {
     let n = negotiate(accept(&req), OBJECT_VIEWS)?;
     let q = Query::parse(&req.query)?;
-    let (obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
+    let (mut obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
+    if store.info.namespaced
+        && obj
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
+            .is_none()
+    {
+        // A kind that is never stored (bindings) sees the URL's namespace, as a stored one would.
+        obj["metadata"]["namespace"] = serde_json::json!(req.info.namespace);
+    }
     let requester = Requester { user: &req.user };
     if let Some(answer) = store.strategy.create_without_storage(&obj, &req.user).await {
         // Reviews and other create-only kinds answer without storing anything.
@@ -39,6 +48,63 @@ pub async fn handle(
         .await?;
     Ok(response::with_warnings(
         response::object(api, &store.info, StatusCode::CREATED, &created, n)?,
+        &warnings,
+    ))
+}
+
+/// POST on a subresource of an existing object (e.g. `pods/<name>/binding`): the strategy
+/// turns the body into a change of the object, applied like any update (compare-and-swap,
+/// validation, admission); the answer is a Status of success, as upstream's.
+pub async fn handle_subresource(
+    api: &ApiResources,
+    store: &Arc<RegistryStore>,
+    req: ApiRequest,
+) -> Result<Response, Status> {
+    let n = negotiate(accept(&req), &[super::negotiation::View::Object])?;
+    let q = Query::parse(&req.query)?;
+    let sub = store
+        .info
+        .subresource(&req.info.subresource)
+        .cloned()
+        .ok_or_else(Status::path_not_found)?;
+    let api_version = if sub.group.is_empty() && sub.version.is_empty() {
+        store.info.api_version()
+    } else {
+        apimachinery::GroupVersion::new(sub.group.clone(), sub.version.clone()).api_version()
+    };
+    let (body, warnings) = decode_object(
+        api,
+        &req,
+        &store.info,
+        Some((&api_version, &sub.kind)),
+        q.field_validation,
+    )?;
+    let strategy = store.strategy.clone();
+    let mut updater = |current: Option<&serde_json::Value>| match current {
+        Some(current) => strategy.create_on_subresource(&sub.name, &body, current),
+        None => Err(Status::not_found(
+            &store.info.group_resource(),
+            &req.info.name,
+        )),
+    };
+    let opts = crate::registry::UpdateOptions {
+        write: WriteOptions { dry_run: q.dry_run },
+        subresource: sub.name.clone(),
+        is_put: false,
+    };
+    store
+        .update(
+            &Requester { user: &req.user },
+            &req.info.namespace,
+            &req.info.name,
+            &mut updater,
+            &opts,
+        )
+        .await?;
+    let mut status = apimachinery::status::success_status(None);
+    status["code"] = serde_json::json!(201);
+    Ok(response::with_warnings(
+        response::value(StatusCode::CREATED, &status, n)?,
         &warnings,
     ))
 }

@@ -141,6 +141,7 @@ impl ApiResources {
                 (_, "get") => get::handle(self, store, req).await,
                 (_, "update") => update::handle(self, store, req).await,
                 (_, "patch") => patch::handle(self, store, req).await,
+                (_, "create") => create::handle_subresource(self, store, req).await,
                 _ => Err(Status::method_not_allowed()),
             };
         }

@@ -456,8 +456,9 @@ impl RegistryStore {
                     }
                 }
                 new = merged;
-            } else if self.info.has_status() {
-                // Status is written only through /status for kinds that have it.
+            } else if sub.is_empty() && self.info.has_status() {
+                // Status is written only through /status for kinds that have it (other
+                // subresources, such as a pod's binding, decide for themselves).
                 match old.get("status") {
                     Some(s) => new["status"] = s.clone(),
                     None => {

@@ -68,6 +68,18 @@ pub trait Strategy: Send + Sync {
     /// Called after an object left storage, to release what it held (allocated IPs, ports).
     fn after_delete(&self, _obj: &Value) {}
 
+    /// A create on a subresource of an existing object (a pod's `binding`): the object as
+    /// that create changes it, given the request body. Kinds without such subresources keep
+    /// the default, which refuses.
+    fn create_on_subresource(
+        &self,
+        _subresource: &str,
+        _body: &Value,
+        _current: &Value,
+    ) -> Result<Value, apimachinery::Status> {
+        Err(apimachinery::Status::method_not_allowed())
+    }
+
     /// Whether an object marked for deletion may now be removed from storage: by default once
     /// `metadata.finalizers` is empty.
     fn ready_to_remove(&self, obj: &Value) -> bool {

@@ -205,9 +205,32 @@ def versions(raw):
     check("v1 list", listed.get("apiVersion") == "autoscaling/v1" and [i["apiVersion"] for i in listed["items"]] == ["autoscaling/v1"], b[:300])
 
 
+def binding(raw):
+    """What a scheduler does: pods/binding and the older bindings resource."""
+    pod = lambda name: {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    for name in ("p1", "p2"):
+        s, _, b = raw.request("POST", "/api/v1/namespaces/sem/pods", pod(name))
+        check(f"create {name}", s == 201, b)
+    bind = lambda name, node: {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"kind": "Node", "name": node}}
+    s, _, b = raw.request("POST", "/api/v1/namespaces/sem/pods/p1/binding", bind("p1", "n1"))
+    check("pods/binding answers 201 Success", s == 201 and json.loads(b).get("status") == "Success", b)
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/pods/p1")
+    p1 = json.loads(b)
+    check("the pod is bound and scheduled", p1["spec"].get("nodeName") == "n1"
+          and any(c["type"] == "PodScheduled" and c["status"] == "True" for c in p1["status"].get("conditions", [])), b)
+    s, _, b = raw.request("POST", "/api/v1/namespaces/sem/pods/p1/binding", bind("p1", "n2"))
+    check("a bound pod cannot be bound again", s == 409 and json.loads(b)["message"] ==
+          'Operation cannot be fulfilled on pods "p1": pod p1 is already assigned to node "n1"', b)
+    s, _, b = raw.request("POST", "/api/v1/namespaces/sem/bindings", bind("p2", "n2"))
+    check("bindings resource", s == 201, b)
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/pods?fieldSelector=spec.nodeName%3Dn2")
+    check("field selector on the node", [i["metadata"]["name"] for i in json.loads(b)["items"]] == ["p2"], b[:200])
+
+
 def main():
     raw = Raw()
-    for step in (namespace_lifecycle, status_and_generation, delete_preconditions, watches, wire_formats, delete_collection, versions):
+    for step in (namespace_lifecycle, status_and_generation, delete_preconditions, watches, wire_formats, delete_collection, versions, binding):
         try:
             step(raw)
         except Exception as e:  # a crash in one step is a failure, not the end of the report

@@ -13,16 +13,21 @@ mod service;
 use std::sync::Arc;
 
 use apiserver::authentication::Authenticator;
+use apiserver::endpoints::ApiResources;
 use apiserver::registry::{Conversion, GenericStrategy, ResourceInfo, Strategy};
 
 pub use service::ServiceIpAllocator;
 
+/// What strategies may need besides their own kind: allocators, the authenticators, and the
+/// served resources (filled in once they exist).
+pub struct StrategyContext {
+    pub services: Arc<ServiceIpAllocator>,
+    pub authenticator: Arc<dyn Authenticator>,
+    pub api: Arc<std::sync::OnceLock<Arc<ApiResources>>>,
+}
+
 /// The strategy of a built-in resource.
-pub fn for_resource(
-    info: &ResourceInfo,
-    services: &Arc<ServiceIpAllocator>,
-    authenticator: &Arc<dyn Authenticator>,
-) -> Arc<dyn Strategy> {
+pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strategy> {
     match (info.group.as_str(), info.resource.as_str()) {
         ("autoscaling", "horizontalpodautoscalers") => Arc::new(hpa::HpaStrategy {
             v2: info.version == "v2",
@@ -31,15 +36,18 @@ pub fn for_resource(
         ("", "configmaps") => Arc::new(configmap::ConfigMapStrategy),
         ("", "secrets") => Arc::new(secret::SecretStrategy),
         ("", "pods") => Arc::new(pod::PodStrategy),
+        ("", "bindings") => Arc::new(pod::BindingStrategy {
+            api: ctx.api.clone(),
+        }),
         ("", "services") => Arc::new(service::ServiceStrategy {
-            allocator: services.clone(),
+            allocator: ctx.services.clone(),
         }),
         ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
             Arc::new(deployment::WorkloadStrategy)
         }
         ("authorization.k8s.io", _) => Arc::new(review::AccessReviewStrategy),
         ("authentication.k8s.io", "tokenreviews") => Arc::new(review::TokenReviewStrategy {
-            authenticator: authenticator.clone(),
+            authenticator: ctx.authenticator.clone(),
         }),
         ("authentication.k8s.io", "selfsubjectreviews") => {
             Arc::new(review::SelfSubjectReviewStrategy)
