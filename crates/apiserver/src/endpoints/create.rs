@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use apimachinery::Status;
+use apimachinery::object::ObjectExt;
 use http::StatusCode;
 
 use super::decode::decode_object;
@@ -20,14 +21,10 @@ pub async fn handle(
     let n = negotiate(accept(&req), OBJECT_VIEWS)?;
     let q = Query::parse(&req.query)?;
     let (mut obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
-    if store.info.namespaced
-        && obj
-            .get("metadata")
-            .and_then(|m| m.get("namespace"))
-            .is_none()
-    {
-        // A kind that is never stored (bindings) sees the URL's namespace, as a stored one would.
-        obj["metadata"]["namespace"] = serde_json::json!(req.info.namespace);
+    if store.info.namespaced && obj.namespace().is_empty() {
+        // The URL's namespace, before anyone reads the object: create-only kinds (bindings)
+        // see it as stored kinds do.
+        obj.set_meta("namespace", req.info.namespace.clone());
     }
     let requester = Requester { user: &req.user };
     if let Some(answer) = store.strategy.create_without_storage(&obj, &req.user).await {
