@@ -323,6 +323,14 @@ pub fn success_status(details: Option<StatusDetails>) -> Value {
     v
 }
 
+/// The `metav1.Status` of success that a create without an object of its own answers (a
+/// pod's binding), with its 201 code as upstream writes it.
+pub fn created_status() -> Value {
+    let mut v = success_status(None);
+    v["code"] = json!(201);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

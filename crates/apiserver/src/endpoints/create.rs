@@ -98,8 +98,7 @@ pub async fn handle_subresource(
             &opts,
         )
         .await?;
-    let mut status = apimachinery::status::success_status(None);
-    status["code"] = serde_json::json!(201);
+    let status = apimachinery::status::created_status();
     Ok(response::with_warnings(
         response::value(StatusCode::CREATED, &status, n)?,
         &warnings,

@@ -223,11 +223,7 @@ impl Strategy for BindingStrategy {
                 &opts,
             )
             .await;
-        Some(bound.map(|_| {
-            let mut status = apimachinery::status::success_status(None);
-            status["code"] = json!(201);
-            status
-        }))
+        Some(bound.map(|_| apimachinery::status::created_status()))
     }
 }
 
