@@ -493,18 +493,17 @@ impl RegistryStore {
                 meta.remove("resourceVersion");
             }
             self.strategy.default(&mut new);
-            {
-                let attrs = self.attributes(
-                    req,
-                    Operation::Update,
-                    namespace,
-                    name,
-                    sub,
-                    opts.write.dry_run,
-                    Some(&old),
-                );
-                self.admission.admit(&attrs, &mut new).await?;
-            }
+            // The same attributes serve mutating and validating admission.
+            let attrs = self.attributes(
+                req,
+                Operation::Update,
+                namespace,
+                name,
+                sub,
+                opts.write.dry_run,
+                Some(&old),
+            );
+            self.admission.admit(&attrs, &mut new).await?;
             if sub.is_empty() || sub == "status" {
                 self.strategy.prepare_for_update(&mut new, &old);
             } else {
@@ -540,18 +539,7 @@ impl RegistryStore {
             if !errs.is_empty() {
                 return Err(self.invalid(&new, &errs));
             }
-            {
-                let attrs = self.attributes(
-                    req,
-                    Operation::Update,
-                    namespace,
-                    name,
-                    sub,
-                    opts.write.dry_run,
-                    Some(&old),
-                );
-                self.admission.validate(&attrs, &new).await?;
-            }
+            self.admission.validate(&attrs, &new).await?;
             if same_object(&new, &old) {
                 return Ok((current, false));
             }
