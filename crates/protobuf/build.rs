@@ -195,6 +195,8 @@ struct Fact<'a> {
     omitempty: bool,
     inline: bool,
     pointer: bool,
+    /// The Go type as the source spells it (`*int32`, `[]Container`, `metav1.ObjectMeta`).
+    go_type: &'a str,
 }
 
 fn parse_fact(value: &Value) -> Result<Option<Fact<'_>>, String> {
@@ -218,6 +220,7 @@ fn parse_fact(value: &Value) -> Result<Option<Fact<'_>>, String> {
         omitempty: flag("omitempty"),
         inline: flag("inline"),
         pointer: flag("pointer"),
+        go_type: value.get("type").and_then(Value::as_str).unwrap_or(""),
     }))
 }
 
@@ -273,7 +276,13 @@ impl Table {
                             .filter(|(pkg, name, _)| *pkg == go_package && *name == message.name())
                             .map(|(_, _, json)| *json)
                             .collect();
-                        fact_fields(&message, fields, false, &omitzero)?
+                        fact_fields(
+                            &message,
+                            fields,
+                            false,
+                            &omitzero,
+                            go_package_name(&go_package),
+                        )?
                     }
                     (None, None) => {
                         if let Some((_, pkg, name)) = BORROWED_FACTS
@@ -284,7 +293,7 @@ impl Table {
                                 .get(*pkg)
                                 .and_then(|structs| structs.get(*name))
                                 .ok_or_else(|| format!("no facts for {pkg}.{name}"))?;
-                            fact_fields(&message, fields, true, &[])?
+                            fact_fields(&message, fields, true, &[], go_package_name(pkg))?
                         } else if message.fields().len() == 0 {
                             // Empty Go structs are absent from the facts file.
                             Vec::new()
@@ -380,12 +389,21 @@ fn type_of(field: &FieldDescriptor) -> Result<(String, &'static str, Option<Stri
     Ok((ty, card, reference))
 }
 
-fn field_line(field: &FieldDescriptor, json: &str, flags: &str) -> Result<FieldLine, String> {
+fn field_line(
+    field: &FieldDescriptor,
+    json: &str,
+    flags: &str,
+    go_type: &str,
+) -> Result<FieldLine, String> {
     let (ty, card, reference) = type_of(field)?;
     let flags = if flags.is_empty() { "-" } else { flags };
     let json = if json.is_empty() { "-" } else { json };
+    let go_type = if go_type.is_empty() { "-" } else { go_type };
     Ok(FieldLine {
-        text: format!("F\t{}\t{json}\t{flags}\t{card}\t{ty}", field.number()),
+        text: format!(
+            "F\t{}\t{json}\t{flags}\t{card}\t{ty}\t{go_type}",
+            field.number()
+        ),
         references: reference.into_iter().collect(),
     })
 }
@@ -417,7 +435,7 @@ fn special_fields(message: &MessageDescriptor, special: &str) -> Result<Vec<Fiel
     }
     fields
         .iter()
-        .map(|field| field_line(field, field.name(), ""))
+        .map(|field| field_line(field, field.name(), "", ""))
         .collect()
 }
 
@@ -426,6 +444,7 @@ fn fact_fields(
     facts: &[Value],
     by_name: bool,
     omitzero: &[&str],
+    package_name: &str,
 ) -> Result<Vec<FieldLine>, String> {
     let mut lines = Vec::new();
     let mut covered = BTreeSet::new();
@@ -476,7 +495,8 @@ fn fact_fields(
                 field.name()
             ));
         }
-        lines.push(field_line(&field, fact.json, &flags)?);
+        let go_type = reflect_type_name(fact.go_type.trim_start_matches('*'), package_name);
+        lines.push(field_line(&field, fact.json, &flags, &go_type)?);
     }
     if covered.len() != message.fields().len() {
         return Err(format!(
@@ -485,4 +505,77 @@ fn fact_fields(
         ));
     }
     Ok(lines)
+}
+
+/// The name Go's `reflect` gives a package's types: the last element of its import path
+/// (`k8s.io/api/apps/v1` → `v1`, `k8s.io/apimachinery/pkg/api/resource` → `resource`).
+fn go_package_name(import_path: &str) -> &str {
+    import_path.rsplit('/').next().unwrap_or(import_path)
+}
+
+/// A field's Go type as `reflect.Type.String()` writes it, which is what Go's JSON decoder puts in
+/// its type errors: named types are qualified by their package *name* (`metav1.ObjectMeta` and
+/// `ObjectMeta` alike become `v1.ObjectMeta`), and `byte` is `uint8`.
+fn reflect_type_name(go_type: &str, package_name: &str) -> String {
+    if let Some(rest) = go_type.strip_prefix("[]") {
+        return format!("[]{}", reflect_type_name(rest, package_name));
+    }
+    if let Some(rest) = go_type.strip_prefix('*') {
+        return format!("*{}", reflect_type_name(rest, package_name));
+    }
+    if let Some(rest) = go_type.strip_prefix("map[")
+        && let Some((key, value)) = rest.split_once(']')
+    {
+        return format!(
+            "map[{}]{}",
+            reflect_type_name(key, package_name),
+            reflect_type_name(value, package_name)
+        );
+    }
+    const BUILTIN: &[&str] = &[
+        "string",
+        "bool",
+        "int",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float32",
+        "float64",
+        "interface{}",
+        "any",
+    ];
+    match go_type {
+        "byte" => "uint8".to_string(),
+        "rune" => "int32".to_string(),
+        t if BUILTIN.contains(&t) => t.to_string(),
+        t => match t.split_once('.') {
+            // An import alias such as `metav1` or `authenticationv1` names a package whose
+            // name is its version; other aliases (`resource`, `intstr`) are the name itself.
+            Some((alias, name)) => format!("{}.{name}", alias_package_name(alias)),
+            None => format!("{package_name}.{t}"),
+        },
+    }
+}
+
+fn alias_package_name(alias: &str) -> &str {
+    let Some(at) = alias.rfind('v') else {
+        return alias;
+    };
+    let version = &alias[at..];
+    let rest = &version[1..];
+    let digits = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    let well_formed = digits.len() < rest.len()
+        && (digits.is_empty()
+            || ["alpha", "beta"].iter().any(|stage| {
+                digits
+                    .strip_prefix(stage)
+                    .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            }));
+    if well_formed { version } else { alias }
 }

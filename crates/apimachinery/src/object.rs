@@ -153,3 +153,40 @@ mod tests {
         assert_eq!(get_path_string(&o, &["status", "phase"]), None);
     }
 }
+
+/// Whether `value` nests objects and arrays more than `max` levels deep (a scalar is level 0,
+/// `{}` and `[]` are level 1). Iterative, so that it is safe on any input the parsers produce.
+pub fn nests_deeper_than(value: &Value, max: usize) -> bool {
+    let mut pending: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((value, depth)) = pending.pop() {
+        let inner = depth + 1;
+        match value {
+            Value::Object(_) if inner > max => return true,
+            Value::Array(_) if inner > max => return true,
+            Value::Object(map) => pending.extend(map.values().map(|child| (child, inner))),
+            Value::Array(items) => pending.extend(items.iter().map(|child| (child, inner))),
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::nests_deeper_than;
+    use serde_json::json;
+
+    #[test]
+    fn counts_objects_and_arrays() {
+        assert!(!nests_deeper_than(&json!(5), 0));
+        assert!(nests_deeper_than(&json!({}), 0));
+        assert!(!nests_deeper_than(&json!({"a": [1, {"b": 2}]}), 3));
+        assert!(nests_deeper_than(&json!({"a": [1, {"b": {}}]}), 3));
+        let mut deep = json!(1);
+        for _ in 0..50 {
+            deep = json!([deep]);
+        }
+        assert!(!nests_deeper_than(&deep, 50));
+        assert!(nests_deeper_than(&deep, 49));
+    }
+}

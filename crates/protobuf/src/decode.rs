@@ -6,6 +6,8 @@
 //! structs are always written, a nil slice or map without `omitempty` is `null`, and the special
 //! types write themselves as their `MarshalJSON` does. This module never writes protobuf.
 
+use std::cell::Cell;
+
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
@@ -17,42 +19,7 @@ use crate::{ProtobufError, malformed};
 /// Decodes an envelope body (a `runtime.Unknown` without the `k8s\0` prefix) into the object's
 /// JSON with `kind` and `apiVersion` first, as Go's `TypeMeta` is the first embedded field.
 pub(crate) fn unknown_to_json(schema: &Schema, bytes: &[u8]) -> Result<Value, ProtobufError> {
-    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
-    let mut encoding = String::new();
-    let mut reader = Reader::new(bytes);
-    while let Some((number, value)) = reader.next_field().map_err(malformed)? {
-        match (number, value) {
-            (1, WireValue::Bytes(type_meta)) => {
-                let mut inner = Reader::new(type_meta);
-                while let Some((number, value)) = inner.next_field().map_err(malformed)? {
-                    match (number, value) {
-                        (1, WireValue::Bytes(text)) => api_version = utf8(text),
-                        (2, WireValue::Bytes(text)) => kind = utf8(text),
-                        _ => {}
-                    }
-                }
-            }
-            (2, WireValue::Bytes(bytes)) => raw = bytes,
-            (3, WireValue::Bytes(text)) => encoding = utf8(text),
-            // Field 4, the content type, is left empty by upstream's protobuf serializer, which
-            // reads the raw bytes as protobuf whatever it says; so does this.
-            _ => {}
-        }
-    }
-    if !encoding.is_empty() {
-        return Err(ProtobufError::UnsupportedEncoding(encoding));
-    }
-    let id = schema
-        .resolve(&api_version, &kind)
-        .ok_or_else(|| ProtobufError::UnknownKind {
-            api_version: api_version.clone(),
-            kind: kind.clone(),
-        })?;
-    let mut object = Map::new();
-    object.insert("kind".to_string(), Value::String(kind));
-    object.insert("apiVersion".to_string(), Value::String(api_version));
-    Decoder { schema }.fields_into(id, raw, &mut object)?;
-    Ok(Value::Object(object))
+    Decoder::new(schema).envelope(bytes)
 }
 
 /// Decodes a message (no envelope) of the named type; used for watch event frames.
@@ -61,14 +28,77 @@ pub(crate) fn message_to_json(
     id: MessageId,
     bytes: &[u8],
 ) -> Result<Value, ProtobufError> {
-    Decoder { schema }.value(id, bytes)
+    Decoder::new(schema).value(id, bytes)
 }
 
 struct Decoder<'s> {
     schema: &'s Schema,
+    /// How many messages deep the decoder is. Nesting is checked before each level, so that
+    /// hostile input (a CRD schema whose `not` nests ten thousand times) is refused instead of
+    /// exhausting the stack.
+    depth: Cell<usize>,
 }
 
-impl Decoder<'_> {
+impl<'s> Decoder<'s> {
+    fn new(schema: &'s Schema) -> Self {
+        Decoder {
+            schema,
+            depth: Cell::new(0),
+        }
+    }
+
+    /// Runs `f` one level deeper, or refuses when that is past [`crate::MAX_DEPTH`].
+    fn nested<T>(&self, f: impl FnOnce() -> Result<T, ProtobufError>) -> Result<T, ProtobufError> {
+        let depth = self.depth.get() + 1;
+        if depth > crate::MAX_DEPTH {
+            return Err(ProtobufError::TooDeep);
+        }
+        self.depth.set(depth);
+        let result = f();
+        self.depth.set(depth - 1);
+        result
+    }
+
+    fn envelope(&self, bytes: &[u8]) -> Result<Value, ProtobufError> {
+        let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+        let mut encoding = String::new();
+        let mut reader = Reader::new(bytes);
+        while let Some((number, value)) = reader.next_field().map_err(malformed)? {
+            match (number, value) {
+                (1, WireValue::Bytes(type_meta)) => {
+                    let mut inner = Reader::new(type_meta);
+                    while let Some((number, value)) = inner.next_field().map_err(malformed)? {
+                        match (number, value) {
+                            (1, WireValue::Bytes(text)) => api_version = utf8(text),
+                            (2, WireValue::Bytes(text)) => kind = utf8(text),
+                            _ => {}
+                        }
+                    }
+                }
+                (2, WireValue::Bytes(bytes)) => raw = bytes,
+                (3, WireValue::Bytes(text)) => encoding = utf8(text),
+                // Field 4, the content type, is left empty by upstream's protobuf serializer, which
+                // reads the raw bytes as protobuf whatever it says; so does this.
+                _ => {}
+            }
+        }
+        if !encoding.is_empty() {
+            return Err(ProtobufError::UnsupportedEncoding(encoding));
+        }
+        let id =
+            self.schema
+                .resolve(&api_version, &kind)
+                .ok_or_else(|| ProtobufError::UnknownKind {
+                    api_version: api_version.clone(),
+                    kind: kind.clone(),
+                })?;
+        let mut object = Map::new();
+        object.insert("kind".to_string(), Value::String(kind));
+        object.insert("apiVersion".to_string(), Value::String(api_version));
+        self.fields_into(id, raw, &mut object)?;
+        Ok(Value::Object(object))
+    }
+
     /// The JSON of one message: an object for plain structs, whatever the special type writes
     /// otherwise.
     fn value(&self, id: MessageId, bytes: &[u8]) -> Result<Value, ProtobufError> {
@@ -84,6 +114,15 @@ impl Decoder<'_> {
 
     /// Writes the JSON fields of a plain struct into `out`, in Go declaration order.
     fn fields_into(
+        &self,
+        id: MessageId,
+        bytes: &[u8],
+        out: &mut Map<String, Value>,
+    ) -> Result<(), ProtobufError> {
+        self.nested(|| self.fields_into_here(id, bytes, out))
+    }
+
+    fn fields_into_here(
         &self,
         id: MessageId,
         bytes: &[u8],
@@ -361,7 +400,7 @@ impl Decoder<'_> {
                     Value::Null
                 }
             }
-            Special::Unknown => unknown_to_json(self.schema, bytes)?,
+            Special::Unknown => self.nested(|| self.envelope(bytes))?,
         })
     }
 
@@ -369,7 +408,7 @@ impl Decoder<'_> {
     /// envelope when upstream embedded an object it encoded itself (watch events, lists).
     fn raw_extension(&self, raw: &[u8]) -> Result<Value, ProtobufError> {
         match raw.strip_prefix(crate::MAGIC) {
-            Some(envelope) => unknown_to_json(self.schema, envelope),
+            Some(envelope) => self.nested(|| self.envelope(envelope)),
             None => raw_json(raw),
         }
     }

@@ -14,6 +14,7 @@
 //! This crate knows nothing of HTTP, storage or custom resources (which upstream never serves
 //! as protobuf): [`supports`] tells the caller which objects it can carry.
 
+mod check;
 mod decode;
 mod encode;
 mod schema;
@@ -22,9 +23,16 @@ mod wire;
 
 use serde_json::Value;
 
+pub use crate::check::check_go_types;
 use crate::schema::schema;
 
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// How deep messages may nest in what [`decode`] accepts. Go's decoder has no such limit but
+/// Go's stacks grow; ours do not, so hostile nesting is refused here. Legitimate objects stay far
+/// below it (a CRD schema ten levels deep is some thirty messages), and it keeps every decoded
+/// object within what the JSON parser reads back (serde_json stops at 128 levels).
+pub const MAX_DEPTH: usize = 100;
 
 /// The four bytes that open every envelope.
 const MAGIC: &[u8] = b"k8s\0";
@@ -42,6 +50,9 @@ pub enum ProtobufError {
     /// The bytes are not a valid message of the type the envelope names.
     #[error("malformed protobuf{}: {message}", at(path))]
     Malformed { path: String, message: String },
+    /// Messages nest deeper than [`MAX_DEPTH`].
+    #[error("protobuf message nests deeper than {MAX_DEPTH} levels")]
+    TooDeep,
     /// The JSON does not fit the Go type of its kind.
     #[error("cannot encode as protobuf{}: {message}", at(path))]
     Invalid { path: String, message: String },

@@ -75,6 +75,9 @@ pub(crate) struct Field {
     pub omitzero: bool,
     /// An embedded struct whose JSON fields sit in the parent object.
     pub inline: bool,
+    /// The Go type as `reflect` names it, pointer stripped (`int32`, `[]v1.Container`,
+    /// `map[string]string`), for Go's decoding errors; empty inside special types.
+    pub go_type: Box<str>,
 }
 
 #[derive(Debug)]
@@ -157,7 +160,7 @@ impl Schema {
                     wire_order: Vec::new(),
                     by_number: HashMap::new(),
                 }),
-                ["F", number, json, flags, cardinality, ty] => {
+                ["F", number, json, flags, cardinality, ty, go_type] => {
                     let message = messages.last_mut().ok_or("field before any message")?;
                     let ty = match *ty {
                         "s" => Type::String,
@@ -191,6 +194,7 @@ impl Schema {
                         omitempty: flags.contains('o'),
                         omitzero: flags.contains('z'),
                         inline: flags.contains('i'),
+                        go_type: Box::from(if *go_type == "-" { "" } else { *go_type }),
                     });
                 }
                 ["V", dir, version, package] => {

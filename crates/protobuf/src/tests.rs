@@ -445,3 +445,47 @@ fn stored_objects_of_many_kinds_round_trip() {
     }
     assert!(kinds > 40);
 }
+
+/// A CRD whose schema's `not` nests `depth` times, built on the wire by hand (JSON that deep could
+/// not even be parsed to encode it).
+fn crd_with_nested_not(depth: usize) -> Vec<u8> {
+    use crate::wire::put_bytes;
+    let mut props = Vec::new();
+    for _ in 0..depth {
+        let mut outer = Vec::new();
+        put_bytes(&mut outer, 28, &props);
+        props = outer;
+    }
+    let mut validation = Vec::new();
+    put_bytes(&mut validation, 1, &props);
+    let mut version = Vec::new();
+    put_bytes(&mut version, 1, b"v1");
+    put_bytes(&mut version, 4, &validation);
+    let mut spec = Vec::new();
+    put_bytes(&mut spec, 7, &version);
+    let mut crd = Vec::new();
+    put_bytes(&mut crd, 2, &spec);
+    let mut type_meta = Vec::new();
+    put_bytes(&mut type_meta, 1, b"apiextensions.k8s.io/v1");
+    put_bytes(&mut type_meta, 2, b"CustomResourceDefinition");
+    let mut envelope = b"k8s\0".to_vec();
+    put_bytes(&mut envelope, 1, &type_meta);
+    put_bytes(&mut envelope, 2, &crd);
+    envelope
+}
+
+#[test]
+fn nesting_past_the_limit_is_refused_before_the_stack_runs_out() {
+    // 10,000 levels used to overflow the stack and abort the process.
+    assert_eq!(
+        decode(&crd_with_nested_not(10_000)),
+        Err(ProtobufError::TooDeep)
+    );
+    assert_eq!(
+        decode(&crd_with_nested_not(crate::MAX_DEPTH)),
+        Err(ProtobufError::TooDeep)
+    );
+    let shallow = decode(&crd_with_nested_not(20)).expect("20 levels decode");
+    let schema = &shallow["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    assert!(schema.pointer(&"/not".repeat(19)).is_some());
+}
