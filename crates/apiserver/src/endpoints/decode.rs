@@ -1,8 +1,12 @@
 //! Request bodies → JSON objects: the negotiated encoding, apiVersion/kind checks against the
-//! URL, and unknown-field handling per `fieldValidation`. Messages follow upstream's decoder.
+//! URL, Go's type rules for built-in kinds, and unknown-field handling per `fieldValidation`.
+//! Messages follow upstream's decoder. Every object that reaches a handler from a body or a patch
+//! has passed through here, so nothing deeper than [`MAX_OBJECT_DEPTH`] or of a shape Go could
+//! not hold is ever stored.
 
 use apimachinery::Status;
-use apimachinery::object::ObjectExt;
+use apimachinery::object::{ObjectExt, nests_deeper_than};
+use apimachinery::validation::{FieldError, FieldPath, invalid_status};
 use serde_json::Value;
 
 use super::negotiation::{Encoding, body_encoding};
@@ -20,17 +24,51 @@ pub fn decode_value(req: &ApiRequest) -> Result<Value, Status> {
     parse(&req.body, encoding)
 }
 
+/// How deep a decoded object may nest. The protobuf decoder refuses deeper messages before it
+/// recurses, the JSON and YAML parsers stop at 128 levels on their own, and every object is
+/// checked against this after decoding and after a patch, so a stored object is always readable
+/// again (serde_json reads back 128 levels) and every recursive walk of it stays shallow.
+pub const MAX_OBJECT_DEPTH: usize = ironplane_protobuf::MAX_DEPTH;
+
 /// Parses bytes of a known encoding, for bodies and patches alike.
 pub fn parse(body: &[u8], encoding: Encoding) -> Result<Value, Status> {
-    match encoding {
+    let value = match encoding {
         Encoding::Json => {
-            serde_json::from_slice(body).map_err(|e| Status::bad_request(json_error(body, &e)))
+            serde_json::from_slice(body).map_err(|e| Status::bad_request(json_error(body, &e)))?
         }
-        Encoding::Yaml => yaml_to_json(body),
+        Encoding::Yaml => yaml_to_json(body)?,
         Encoding::Protobuf => {
-            ironplane_protobuf::decode(body).map_err(|e| Status::bad_request(e.to_string()))
+            ironplane_protobuf::decode(body).map_err(|e| Status::bad_request(e.to_string()))?
+        }
+    };
+    check_depth(&value).map_err(Status::bad_request)?;
+    Ok(value)
+}
+
+fn check_depth(value: &Value) -> Result<(), String> {
+    if nests_deeper_than(value, MAX_OBJECT_DEPTH) {
+        return Err(format!(
+            "object nests deeper than the maximum of {MAX_OBJECT_DEPTH} levels"
+        ));
+    }
+    Ok(())
+}
+
+/// Go decodes `apiVersion` and `kind` first, into an anonymous struct of two strings; anything
+/// else there is refused with that struct's (nameless) type error.
+fn check_type_meta(obj: &Value) -> Result<(), String> {
+    for key in ["apiVersion", "kind"] {
+        match obj.get(key) {
+            None | Some(Value::Null) | Some(Value::String(_)) => {}
+            Some(other) => {
+                return Err(format!(
+                    "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go struct field .{key} of type string",
+                    json_type(other)
+                ));
+            }
         }
     }
+    Ok(())
 }
 
 fn json_error(body: &[u8], e: &serde_json::Error) -> String {
@@ -80,6 +118,11 @@ pub fn decode_object(
             json_type(&obj)
         )));
     }
+    if let Err(e) = check_type_meta(&obj) {
+        return Err(Status::bad_request(format!(
+            "the object provided is unrecognized (must be of type {expected_kind}): {e}"
+        )));
+    }
     let url_version = expected_api_version
         .rsplit('/')
         .next()
@@ -105,8 +148,80 @@ pub fn decode_object(
             "{expected_kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: no kind \"{expected_kind}\" is registered for version \"{api_version}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
         )));
     }
+    if let Err(e) = ironplane_protobuf::check_go_types(&expected_api_version, &expected_kind, &obj)
+    {
+        return Err(Status::bad_request(format!(
+            "{expected_kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: {e}"
+        )));
+    }
     let warnings = prune_unknown_fields(api, &mut obj, &expected_api_version, &expected_kind, fv)?;
     Ok((obj, warnings))
+}
+
+/// What a patch produced, decoded as upstream decodes the patched JSON into the kind's Go type:
+/// it must be an object of the same kind (a missing `kind` or `apiVersion` is filled in, as
+/// upstream's decoder defaults them), fit the Go type, and nest no deeper than the limit. Every
+/// refusal is upstream's 422 with one cause on the field `patch`; `shown` is the bad value the
+/// cause carries (the patched JSON for JSON and merge patches, the patch for strategic ones).
+pub fn decode_patched(
+    api: &ApiResources,
+    info: &ResourceInfo,
+    mut patched: Value,
+    fv: FieldValidation,
+    shown: impl FnOnce(&Value) -> String,
+) -> Result<(Value, Vec<String>), Status> {
+    let api_version = info.api_version();
+    let kind = info.kind.as_str();
+    let refuse = |shown: String, e: String| -> Status {
+        invalid_status(
+            "",
+            "",
+            "",
+            &[FieldError::invalid(&FieldPath::new("patch"), shown, e)],
+        )
+    };
+    if let Err(e) = check_depth(&patched) {
+        return Err(refuse(shown(&patched), e));
+    }
+    if !patched.is_object() {
+        let e = format!(
+            "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
+            json_type(&patched)
+        );
+        return Err(refuse(shown(&patched), e));
+    }
+    if let Err(e) = check_type_meta(&patched) {
+        return Err(refuse(shown(&patched), e));
+    }
+    let group = api_version
+        .split_once('/')
+        .map(|(g, _)| g)
+        .unwrap_or("core");
+    let (sent_kind, sent_version) = (
+        patched.kind().to_string(),
+        patched.api_version().to_string(),
+    );
+    if !sent_kind.is_empty() && sent_kind != kind {
+        let sent_short = sent_version.rsplit('/').next().unwrap_or_default();
+        let e = format!(
+            "converting ({sent_short}.{sent_kind}) to ({group}.{kind}): unknown conversion"
+        );
+        return Err(refuse(shown(&patched), e));
+    }
+    if !sent_version.is_empty() && sent_version != api_version {
+        let e = format!(
+            "no kind \"{kind}\" is registered for version \"{sent_version}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
+        );
+        return Err(refuse(shown(&patched), e));
+    }
+    if let Err(e) = ironplane_protobuf::check_go_types(&api_version, kind, &patched) {
+        return Err(refuse(shown(&patched), e));
+    }
+    // The decoded object carries its type again, whatever the patch did to those two fields.
+    patched["apiVersion"] = Value::from(api_version.clone());
+    patched["kind"] = Value::from(kind);
+    let warnings = prune_unknown_fields(api, &mut patched, &api_version, kind, fv)?;
+    Ok((patched, warnings))
 }
 
 /// Drops fields the kind's schema does not know, as decoding into upstream's Go types does, and

@@ -11,7 +11,7 @@ use apimachinery::patch::{
 use http::StatusCode;
 use serde_json::Value;
 
-use super::decode::{parse, prune_unknown_fields};
+use super::decode::{decode_patched, parse};
 use super::get::{OBJECT_VIEWS, accept};
 use super::negotiation::{Encoding, negotiate};
 use super::query::Query;
@@ -56,7 +56,7 @@ pub async fn handle(
         let Some(current) = current else {
             return Err(Status::not_found(&info.group_resource(), &name));
         };
-        let mut patched = match patch_type {
+        let patched = match patch_type {
             PatchType::Json => apply_json_patch(current, &body).map_err(|e| e.to_status())?,
             PatchType::Merge => apply_merge_patch(current, &body).map_err(|e| e.to_status())?,
             PatchType::Strategic => {
@@ -77,6 +77,19 @@ pub async fn handle(
             }
             PatchType::Apply => unreachable!("rejected above"),
         };
+        // Upstream shows the patched JSON in the error of a JSON or merge patch, and the patch
+        // map (as Go prints it) in that of a strategic merge patch.
+        let (mut patched, found) = decode_patched(
+            api,
+            &info,
+            patched,
+            q.field_validation,
+            |patched| match patch_doc.as_ref() {
+                Some(doc) => go_print(doc),
+                None => patched.to_string(),
+            },
+        )?;
+        warnings = found;
         if patched.name() != name.as_str() && !patched.name().is_empty() {
             return Err(Status::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -88,13 +101,6 @@ pub async fn handle(
         if patched.resource_version() == current.resource_version() {
             patched.remove_meta("resourceVersion");
         }
-        warnings = prune_unknown_fields(
-            api,
-            &mut patched,
-            &info.api_version(),
-            &info.kind,
-            q.field_validation,
-        )?;
         Ok(patched)
     };
     let opts = UpdateOptions {
@@ -115,4 +121,26 @@ pub async fn handle(
         response::object(api, &store.info, StatusCode::OK, &updated, n)?,
         &warnings,
     ))
+}
+
+/// A JSON value as Go's `fmt` prints the `map[string]interface{}` it decodes into with `%+v`:
+/// `map[data:map[a:5]]`, keys sorted, lists as `[a b]`, null as `<nil>`.
+fn go_print(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_print).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::Object(map) => {
+            let entries: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_print(v)))
+                .collect();
+            format!("map[{}]", entries.join(" "))
+        }
+    }
 }
