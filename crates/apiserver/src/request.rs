@@ -25,9 +25,12 @@ pub struct RequestInfo {
     pub parts: Vec<String>,
 }
 
-/// Query parameters that change the verb: `watch=true` on a GET turns it into a watch.
+/// Query parameters that change the verb: `watch=true` on a GET turns it into a watch. The first
+/// value counts, read as upstream's parameter codec reads booleans.
 fn query_flag(query: &str, key: &str) -> bool {
-    form_urlencoded::parse(query.as_bytes()).any(|(k, v)| k == key && (v == "true" || v == "1"))
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == key)
+        .is_some_and(|(_, v)| crate::endpoints::query::boolean(&v))
 }
 
 fn query_value(query: &str, key: &str) -> Option<String> {
@@ -40,6 +43,10 @@ impl RequestInfo {
     /// Parses a request the way upstream's RequestInfoFactory does. Never fails: anything that is
     /// not a well-formed resource path becomes a non-resource request, which later answers 404.
     pub fn parse(method: &Method, path: &str, query: &str) -> RequestInfo {
+        // Go's server hands handlers the percent-decoded path (`%2F` becomes a separator too),
+        // and upstream splits that.
+        let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+        let path = decoded.as_ref();
         let mut info = RequestInfo {
             path: path.to_string(),
             verb: method.as_str().to_ascii_lowercase(),
@@ -154,6 +161,26 @@ mod tests {
 
     fn p(m: Method, path: &str, q: &str) -> RequestInfo {
         RequestInfo::parse(&m, path, q)
+    }
+
+    #[test]
+    fn path_segments_are_percent_decoded_and_booleans_read_as_go_reads_them() {
+        let i = p(Method::GET, "/api/v1/namespaces/n%73/configmaps/a%2Eb", "");
+        assert_eq!((i.namespace.as_str(), i.name.as_str()), ("ns", "a.b"));
+        // An encoded slash separates segments, as in Go's decoded URL path.
+        let i = p(Method::GET, "/api/v1/namespaces/ns/pods/p%2Fstatus", "");
+        assert_eq!((i.name.as_str(), i.subresource.as_str()), ("p", "status"));
+        for (q, verb) in [
+            ("watch=true", "watch"),
+            ("watch=1", "watch"),
+            ("watch=yes", "watch"),
+            ("watch=", "watch"),
+            ("watch=0", "list"),
+            ("watch=FALSE", "list"),
+            ("", "list"),
+        ] {
+            assert_eq!(p(Method::GET, "/api/v1/pods", q).verb, verb, "{q}");
+        }
     }
 
     #[test]

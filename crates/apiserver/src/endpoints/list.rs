@@ -61,6 +61,7 @@ pub async fn handle(
 ) -> Result<Response, Status> {
     let n = negotiate(accept(&req), LIST_VIEWS)?;
     let q = Query::parse(&req.query)?;
+    q.validate_list_options(false)?;
     let opts = ListOptions {
         resource_version: q.storage_resource_version()?,
         resource_version_match: q.storage_resource_version_match()?,

@@ -12,7 +12,8 @@ pub struct Query {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
     pub watch: bool,
-    pub timeout_seconds: Option<u64>,
+    /// As sent; `0` means the server's default, as upstream reads it.
+    pub timeout_seconds: Option<i64>,
     pub allow_watch_bookmarks: bool,
     pub send_initial_events: Option<bool>,
     pub dry_run: bool,
@@ -33,8 +34,27 @@ pub enum FieldValidation {
     Strict,
 }
 
-fn boolean(v: &str) -> bool {
-    matches!(v, "true" | "1" | "True" | "TRUE")
+/// A boolean query parameter as upstream's parameter codec reads it: present means true unless
+/// it is `0` or `false` (any case); an empty value is true.
+pub(crate) fn boolean(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
+}
+
+/// An integer query parameter, refused with the message Go's `strconv.ParseInt` gives, which is
+/// what upstream's parameter codec answers (400).
+fn integer(v: &str) -> Result<i64, Status> {
+    v.parse::<i64>().map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "value out of range"
+            }
+            _ => "invalid syntax",
+        };
+        Status::bad_request(format!(
+            "strconv.ParseInt: parsing {}: {why}",
+            serde_json::Value::from(v)
+        ))
+    })
 }
 
 impl Query {
@@ -44,11 +64,7 @@ impl Query {
             match k.as_ref() {
                 "resourceVersion" => q.resource_version = Some(v.into_owned()),
                 "resourceVersionMatch" => q.resource_version_match = Some(v.into_owned()),
-                "limit" => {
-                    q.limit = v
-                        .parse()
-                        .map_err(|_| Status::bad_request(format!("invalid limit {v:?}")))?
-                }
+                "limit" => q.limit = integer(&v)?,
                 "continue" => q.continue_token = Some(v.into_owned()).filter(|s| !s.is_empty()),
                 "labelSelector" => {
                     q.label_selector = Some(v.into_owned()).filter(|s| !s.is_empty())
@@ -57,7 +73,7 @@ impl Query {
                     q.field_selector = Some(v.into_owned()).filter(|s| !s.is_empty())
                 }
                 "watch" => q.watch = boolean(&v),
-                "timeoutSeconds" => q.timeout_seconds = v.parse().ok(),
+                "timeoutSeconds" => q.timeout_seconds = Some(integer(&v)?),
                 "allowWatchBookmarks" => q.allow_watch_bookmarks = boolean(&v),
                 "sendInitialEvents" => q.send_initial_events = Some(boolean(&v)),
                 "dryRun" => {
@@ -82,12 +98,99 @@ impl Query {
                 }
                 "fieldManager" => q.field_manager = Some(v.into_owned()),
                 "propagationPolicy" => q.propagation_policy = Some(v.into_owned()),
-                "gracePeriodSeconds" => q.grace_period_seconds = v.parse().ok(),
+                "gracePeriodSeconds" => q.grace_period_seconds = Some(integer(&v)?),
                 "pretty" => q.pretty = boolean(&v),
                 _ => {}
             }
         }
         Ok(q)
+    }
+
+    /// Upstream's `ValidateListOptions` for a list (`watch` false) or a watch: the combinations
+    /// of `resourceVersionMatch`, `resourceVersion`, `continue` and `sendInitialEvents` it
+    /// refuses, all at once, as a 422 on `ListOptions.meta.k8s.io`.
+    pub fn validate_list_options(&self, watch: bool) -> Result<(), Status> {
+        use apimachinery::validation::{FieldError, FieldPath, invalid_status};
+        let path = FieldPath::new("resourceVersionMatch");
+        let rv = self.resource_version.as_deref().unwrap_or("");
+        let has_continue = self.continue_token.is_some();
+        let mut errs = Vec::new();
+        let rv_match = self
+            .resource_version_match
+            .as_deref()
+            .filter(|m| !m.is_empty());
+        if watch {
+            if self.send_initial_events.is_some() {
+                if rv_match != Some("NotOlderThan") {
+                    errs.push(FieldError::forbidden(
+                        &path,
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    ));
+                }
+                if !self.allow_watch_bookmarks {
+                    errs.push(FieldError::forbidden(
+                        &FieldPath::new("allowWatchBookmarks"),
+                        "sendInitialEvents requires setting allowWatchBookmarks=true",
+                    ));
+                }
+            }
+            if let Some(m) = rv_match {
+                if self.send_initial_events.is_none() {
+                    errs.push(FieldError::forbidden(
+                        &path,
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    ));
+                }
+                if m != "NotOlderThan" {
+                    errs.push(FieldError::not_supported(&path, m, &["NotOlderThan"]));
+                }
+                if has_continue {
+                    errs.push(FieldError::forbidden(
+                        &path,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+            }
+        } else {
+            if let Some(m) = rv_match {
+                if rv.is_empty() {
+                    errs.push(FieldError::forbidden(
+                        &path,
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
+                }
+                if has_continue {
+                    errs.push(FieldError::forbidden(
+                        &path,
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+                if m != "Exact" && m != "NotOlderThan" {
+                    errs.push(FieldError::not_supported(
+                        &path,
+                        m,
+                        &["Exact", "NotOlderThan", ""],
+                    ));
+                }
+                if m == "Exact" && rv == "0" {
+                    errs.push(FieldError::forbidden(
+                        &path,
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    ));
+                }
+            }
+            if self.send_initial_events.is_some() {
+                errs.push(FieldError::forbidden(
+                    &FieldPath::new("sendInitialEvents"),
+                    "sendInitialEvents is forbidden for list",
+                ));
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(invalid_status("meta.k8s.io", "ListOptions", "", &errs))
+        }
     }
 
     /// `resourceVersion` as the storage layer reads it.
@@ -113,5 +216,94 @@ impl Query {
                 "invalid resourceVersionMatch: {other}, supported values: Exact, NotOlderThan"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(query: &str) -> String {
+        Query::parse(query)
+            .err()
+            .map(|s| s.message)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn integers_are_refused_with_go_parse_errors() {
+        assert_eq!(
+            message("timeoutSeconds=abc"),
+            r#"strconv.ParseInt: parsing "abc": invalid syntax"#
+        );
+        assert_eq!(
+            message("gracePeriodSeconds=1.5"),
+            r#"strconv.ParseInt: parsing "1.5": invalid syntax"#
+        );
+        assert_eq!(
+            message("limit=99999999999999999999"),
+            r#"strconv.ParseInt: parsing "99999999999999999999": value out of range"#
+        );
+        let q = Query::parse("timeoutSeconds=0&gracePeriodSeconds=-1&limit=5").expect("valid");
+        assert_eq!(
+            (q.timeout_seconds, q.grace_period_seconds, q.limit),
+            (Some(0), Some(-1), 5)
+        );
+    }
+
+    fn invalid(query: &str, watch: bool) -> (u16, String) {
+        let q = Query::parse(query).expect("parses");
+        match q.validate_list_options(watch) {
+            Ok(()) => (200, String::new()),
+            Err(s) => (s.code, s.message),
+        }
+    }
+
+    #[test]
+    fn list_options_are_validated_as_upstream() {
+        assert_eq!(
+            invalid("resourceVersionMatch=Exact&resourceVersion=0", false),
+            (
+                422,
+                r#"ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0""#
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            invalid("resourceVersionMatch=NotOlderThan", false),
+            (
+                422,
+                r#"ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"#
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            invalid("resourceVersionMatch=Newest&resourceVersion=5", false),
+            (
+                422,
+                r#"ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Unsupported value: "Newest": supported values: "Exact", "NotOlderThan", """#
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            invalid("resourceVersionMatch=Exact&resourceVersion=5", false).0,
+            200
+        );
+        assert_eq!(invalid("sendInitialEvents=true", false).0, 422);
+        assert_eq!(
+            invalid(
+                "sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan",
+                true
+            )
+            .0,
+            200
+        );
+        let (code, message) = invalid(
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            true,
+        );
+        assert_eq!(code, 422);
+        assert!(message.contains("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks=true"), "{message}");
+        assert_eq!(invalid("resourceVersionMatch=NotOlderThan", true).0, 422);
     }
 }

@@ -37,6 +37,7 @@ pub async fn handle(
 ) -> Result<Response, Status> {
     let n = negotiate(accept(&req), &[View::Object, View::Table])?;
     let q = Query::parse(&req.query)?;
+    q.validate_list_options(true)?;
     let mut pred_query = q.clone();
     if !req.info.name.is_empty() && pred_query.field_selector.is_none() {
         // A watch on one object (`/watch/.../name` or `.../name?watch=1`) is a watch on the
@@ -49,22 +50,10 @@ pub async fn handle(
         allow_bookmarks: q.allow_watch_bookmarks,
         predicate: predicate(&store.info, &pred_query)?,
     };
-    if opts.send_initial_events.is_some() && !opts.allow_bookmarks {
-        return Err(Status::invalid(
-            "meta.k8s.io",
-            "ListOptions",
-            "",
-            vec![apimachinery::StatusCause {
-                reason: "FieldValueForbidden".into(),
-                message: "Forbidden: sendInitialEvents requires setting allowWatchBookmarks=true"
-                    .into(),
-                field: "allowWatchBookmarks".into(),
-            }],
-        ));
-    }
     let mut events = store.watch(&req.info.namespace, &opts).await?;
-    let timeout = match q.timeout_seconds {
-        Some(s) => Duration::from_secs(s),
+    // `timeoutSeconds=0` (or none) is the server's default, as upstream reads it.
+    let timeout = match q.timeout_seconds.filter(|&s| s != 0) {
+        Some(s) => Duration::from_secs(s.max(0).unsigned_abs()),
         None => {
             MIN_REQUEST_TIMEOUT
                 + Duration::from_secs(rand::rng().random_range(0..MIN_REQUEST_TIMEOUT.as_secs()))
