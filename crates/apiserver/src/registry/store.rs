@@ -24,8 +24,6 @@ use super::{ResourceInfo, Strategy};
 use crate::admission::{Admission, Attributes, Operation};
 use crate::authentication::UserInfo;
 
-/// How many times an update or delete re-reads and retries after losing a compare-and-swap race.
-const MAX_CONFLICT_RETRIES: usize = 8;
 /// How many generated names are tried before giving up, as upstream retries `generateName`.
 const MAX_GENERATE_NAME_RETRIES: usize = 8;
 
@@ -400,7 +398,9 @@ impl RegistryStore {
 
     /// PUT and PATCH. `updater` computes the new object from the current one (None when it does
     /// not exist); it runs again after a lost compare-and-swap race, unless the client pinned a
-    /// resourceVersion, in which case the race is the client's conflict.
+    /// resourceVersion, in which case the race is the client's conflict. As upstream's
+    /// `GuaranteedUpdate`, an unconditional write retries until it applies: every lost race
+    /// means another writer won, and the request deadline bounds the wait.
     pub async fn update(
         &self,
         req: &Requester<'_>,
@@ -411,7 +411,7 @@ impl RegistryStore {
     ) -> Result<(Object, bool), Status> {
         let key = self.key(namespace, name);
         let sub = opts.subresource.as_str();
-        for _ in 0..MAX_CONFLICT_RETRIES {
+        loop {
             let Some(current) = self.current(&key, name).await? else {
                 if opts.is_put && sub.is_empty() && self.strategy.allow_create_on_update() {
                     let obj = updater(None)?;
@@ -572,13 +572,10 @@ impl RegistryStore {
                 Err(e) => return Err(self.status_of(e, name)),
             }
         }
-        Err(Status::conflict(
-            &self.resource(),
-            name,
-            "too many concurrent updates, please retry",
-        ))
     }
 
+    /// DELETE. Like [`update`](Self::update), a lost race with another writer re-reads the object
+    /// and tries again; the client's preconditions are checked on every try.
     pub async fn delete(
         &self,
         req: &Requester<'_>,
@@ -597,7 +594,7 @@ impl RegistryStore {
             return Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs));
         }
         let key = self.key(namespace, name);
-        for _ in 0..MAX_CONFLICT_RETRIES {
+        loop {
             let current = self
                 .current(&key, name)
                 .await?
@@ -678,11 +675,6 @@ impl RegistryStore {
                 Err(e) => return Err(self.status_of(e, name)),
             }
         }
-        Err(Status::conflict(
-            &self.resource(),
-            name,
-            "too many concurrent updates, please retry",
-        ))
     }
 }
 
