@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod chain;
+pub mod data_dir;
 pub mod kubeconfig;
 pub mod options;
 pub mod testing;
@@ -86,6 +87,28 @@ fn version_info() -> serde_json::Value {
     })
 }
 
+/// Connection limits: upstream's timeouts, open connections bounded by the descriptors this
+/// process may hold (a few hundred kept for the store, logs and outgoing connections), and
+/// connections that have not yet sent a request bounded by the in-flight limits.
+fn serving_limits(opts: &Options) -> apiserver::serving::ServingLimits {
+    const RESERVED_DESCRIPTORS: u64 = 256;
+    let descriptors = rlimit::getrlimit(rlimit::Resource::NOFILE)
+        .map(|(soft, _)| soft)
+        .unwrap_or(1024);
+    let max_connections = descriptors.saturating_sub(RESERVED_DESCRIPTORS).max(64);
+    let max_pending_connections =
+        if opts.max_requests_inflight == 0 || opts.max_mutating_requests_inflight == 0 {
+            0
+        } else {
+            opts.max_requests_inflight + opts.max_mutating_requests_inflight
+        };
+    apiserver::serving::ServingLimits {
+        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+        max_pending_connections,
+        ..Default::default()
+    }
+}
+
 fn read(path: &std::path::Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
 }
@@ -96,6 +119,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     opts.validate()?;
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|e| format!("creating {}: {e}", opts.data_dir.display()))?;
+    // One process per data directory: two writers would corrupt each other's view of the store.
+    let data_dir_lock = data_dir::lock(&opts.data_dir)?;
 
     // Config: storage, certificates, authentication.
     let kv: Arc<dyn Kv> = storage::SqliteKv::open(&opts.data_dir.join("state.db"))
@@ -235,6 +260,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     controllers_hook.set(true);
 
     // Run.
+    let limits = serving_limits(&opts);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let delay = opts.shutdown_delay_duration;
     let watches = resources.shutdown.clone();
@@ -247,10 +273,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             tokio::time::sleep(delay).await;
             let _ = watches.send(true);
         };
-        if let Err(e) = apiserver::serving::serve(listener, tls, served, stop).await {
+        if let Err(e) = apiserver::serving::serve(listener, tls, served, limits, stop).await {
             tracing::error!(error = %e, "serving failed");
         }
         drop(kv);
+        // The store is closed: another process may have the directory now.
+        drop(data_dir_lock);
     });
     tracing::info!(address = %addr, elapsed_ms = started.elapsed().as_millis() as u64, "serving");
     Ok(Running {

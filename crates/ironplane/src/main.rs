@@ -20,6 +20,11 @@ async fn main() -> std::process::ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    // As Go's runtime does for kube-apiserver: use every descriptor the hard limit allows, since
+    // each client connection holds one.
+    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+        tracing::warn!(error = %e, "could not raise the open-files limit");
+    }
     let running = match ironplane::start(opts).await {
         Ok(r) => r,
         Err(e) => {
