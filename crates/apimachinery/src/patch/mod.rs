@@ -233,7 +233,38 @@ fn apply_operation(doc: &mut Value, operation: Value) -> Result<(), PatchError> 
     if let Some(Value::String(path)) = op.get_mut("path") {
         *path = normalize_pointer(doc, path, insert);
     }
+    check_depth(doc, &kind, &op)?;
     run(doc, Value::Object(op))
+}
+
+/// The deepest nesting of arrays and objects a patch may leave: serde_json, which reads every
+/// body and every stored object, refuses anything deeper, so a deeper result could be written
+/// but never read back. (Upstream's decoder of the patched object stops at 10,000 levels.)
+pub const MAX_DEPTH: usize = 127;
+
+/// Refuses an operation that would put a value deeper than [`MAX_DEPTH`]: each operation's value
+/// was parsed, so it is within the limit, but an `add`, `copy` or `move` can place it at the
+/// bottom of a branch that is already deep, and a patch may repeat that 10,000 times.
+fn check_depth(doc: &Value, kind: &str, op: &Map<String, Value>) -> Result<(), PatchError> {
+    let placed = match kind {
+        "add" | "replace" => op.get("value"),
+        "copy" | "move" => op
+            .get("from")
+            .and_then(Value::as_str)
+            .and_then(|from| doc.pointer(from)),
+        _ => None,
+    };
+    let (Some(value), Some(path)) = (placed, op.get("path").and_then(Value::as_str)) else {
+        return Ok(());
+    };
+    // Every token of the path is one container above the value.
+    let above = path.matches('/').count();
+    if above > MAX_DEPTH || crate::object::nests_deeper_than(value, MAX_DEPTH - above) {
+        return Err(PatchError::invalid(format!(
+            "{kind} operation does not apply: the result would nest deeper than {MAX_DEPTH} levels"
+        )));
+    }
+    Ok(())
 }
 
 fn run(doc: &mut Value, op: Value) -> Result<(), PatchError> {
@@ -412,6 +443,39 @@ mod tests {
 
     fn json_patch(doc: Value, patch: Value) -> Result<Value, PatchError> {
         apply_json_patch(&doc, patch.to_string().as_bytes())
+    }
+
+    /// Found by the fuzz target (crates/fuzz, patch): operations that each add a value 64 levels
+    /// deep at the bottom of the previous one built a document serde_json could not read back.
+    #[test]
+    fn refuses_results_deeper_than_a_body_may_be() {
+        let nested = |depth: usize| (0..depth).fold(json!(1), |v, _| json!([v]));
+        let deep_path = format!("/a{}", "/0".repeat(63));
+        let patch = json!([
+            {"op": "add", "path": "/a", "value": nested(64)},
+            {"op": "add", "path": deep_path, "value": nested(64)},
+        ]);
+        let err = json_patch(json!({}), patch).unwrap_err();
+        assert_eq!(err.kind, PatchErrorKind::Invalid);
+        assert!(
+            err.message.contains("deeper than 127 levels"),
+            "{}",
+            err.message
+        );
+        // Up to the limit is fine: 27 objects above a value of 100 nested arrays.
+        let doc = (0..26).fold(json!({}), |v, _| json!({ "k": v }));
+        let path = format!("{}/v", "/k".repeat(26));
+        let at_limit = json_patch(
+            doc,
+            json!([{"op": "add", "path": path, "value": nested(100)}]),
+        )
+        .unwrap();
+        let text = serde_json::to_string(&at_limit).unwrap();
+        assert!(serde_json::from_str::<Value>(&text).is_ok());
+        // A copy counts the copied branch.
+        let doc = json!({"a": nested(100)});
+        let copy = json!([{"op": "copy", "from": "/a", "path": format!("/a{}", "/0".repeat(40))}]);
+        assert!(json_patch(doc, copy).is_err());
     }
 
     #[test]
