@@ -17,6 +17,10 @@ use crate::wire::{FIXED64, put_bytes, put_nested, put_tag, put_varint_field};
 
 pub(crate) struct Encoder<'s> {
     pub schema: &'s Schema,
+    /// How many messages deep the encoder is: the server refuses objects nested past
+    /// [`crate::MAX_DEPTH`] on the way in, and this keeps anything stored before that rule from
+    /// exhausting the stack on the way out.
+    pub depth: std::cell::Cell<usize>,
 }
 
 fn invalid(message: impl Into<String>) -> ProtobufError {
@@ -29,6 +33,22 @@ fn invalid(message: impl Into<String>) -> ProtobufError {
 impl Encoder<'_> {
     /// Appends the contents (no tag, no length) of message `id` built from `value`.
     pub(crate) fn message(
+        &self,
+        id: MessageId,
+        value: &Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ProtobufError> {
+        let depth = self.depth.get() + 1;
+        if depth > crate::MAX_DEPTH {
+            return Err(ProtobufError::TooDeep);
+        }
+        self.depth.set(depth);
+        let result = self.message_here(id, value, out);
+        self.depth.set(depth - 1);
+        result
+    }
+
+    fn message_here(
         &self,
         id: MessageId,
         value: &Value,

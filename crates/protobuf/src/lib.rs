@@ -112,7 +112,11 @@ pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
             kind: kind.to_string(),
         })?;
     let mut raw = Vec::with_capacity(256);
-    encode::Encoder { schema }.message(id, obj, &mut raw)?;
+    encode::Encoder {
+        schema,
+        depth: Default::default(),
+    }
+    .message(id, obj, &mut raw)?;
 
     let mut out = Vec::with_capacity(raw.len() + api_version.len() + kind.len() + 16);
     out.extend_from_slice(MAGIC);

@@ -22,7 +22,6 @@ use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
@@ -350,51 +349,90 @@ async fn serve_connection(
             }
         })
     };
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.read_header_timeout)
-        .max_buf_size(limits.max_header_bytes + 64 * 1024)
-        .max_headers(MAX_HEADER_COUNT);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(limits.http2_max_streams)
-        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+    // The protocol is what ALPN chose, as Go's server decides it: h2, or HTTP/1.1 (with
+    // upgrades) for everything else.
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    let io = TokioIo::new(tls);
+    if h2 {
+        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(limits.http2_max_streams)
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            .serve_connection(io, service);
+        drive(
+            conn,
+            |c| c.graceful_shutdown(),
+            &activity,
+            &limits,
+            &mut stop,
+            peer,
+        )
+        .await;
+    } else {
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.read_header_timeout)
+            // Go allows 4 KiB over MaxHeaderBytes ("slop") before answering 431; the buffer
+            // may hold that much and a little body.
+            .max_header_size(limits.max_header_bytes + 4096)
+            .max_buf_size(limits.max_header_bytes + 8192)
+            .max_headers(MAX_HEADER_COUNT)
+            .serve_connection(io, service)
+            .with_upgrades();
+        drive(
+            conn,
+            |c| c.graceful_shutdown(),
+            &activity,
+            &limits,
+            &mut stop,
+            peer,
+        )
+        .await;
+    }
+    connections.pending_done(id);
+}
+
+/// Serves one connection to its end: closes it gracefully once it has been idle too long or the
+/// server stops, and then lets it finish what is in flight.
+async fn drive<C, E>(
+    conn: C,
+    graceful_shutdown: impl Fn(Pin<&mut C>),
+    activity: &Activity,
+    limits: &ServingLimits,
+    stop: &mut watch::Receiver<bool>,
+    peer: SocketAddr,
+) where
+    C: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
     tokio::pin!(conn);
     let mut shutting_down = false;
     loop {
         // Wake when the connection would have been idle for too long; while requests are in
         // flight, look again after an idle timeout.
         let idle_deadline = activity
-            .close_at(&limits)
+            .close_at(limits)
             .unwrap_or_else(|| Instant::now() + limits.idle_timeout);
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
-                break;
+                return;
             }
             _ = tokio::time::sleep_until(idle_deadline), if !shutting_down => {
-                if activity
-                    .close_at(&limits)
-                    .is_some_and(|at| at <= Instant::now())
-                {
+                if activity.close_at(limits).is_some_and(|at| at <= Instant::now()) {
                     tracing::debug!(%peer, "closing an idle connection");
                     shutting_down = true;
-                    conn.as_mut().graceful_shutdown();
+                    graceful_shutdown(conn.as_mut());
                 }
             }
             _ = stop.wait_for(|s| *s), if !shutting_down => {
                 shutting_down = true;
-                conn.as_mut().graceful_shutdown();
+                graceful_shutdown(conn.as_mut());
             }
         }
     }
-    connections.pending_done(id);
 }
 
 /// Headers per HTTP/1.1 request at most. Go counts only bytes; hyper also counts headers, and
