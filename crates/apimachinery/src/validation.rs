@@ -369,6 +369,18 @@ impl FieldError {
         Self::new(ErrorType::NotSupported, path, Some(value.into()), detail)
     }
 
+    /// [`not_supported`](Self::not_supported) for a bad value that is no JSON value (Go's `%#v`
+    /// of a slice, `[]string{"x"}`), given already rendered.
+    pub fn not_supported_rendered(path: &FieldPath, rendered: &str, valid: &[&str]) -> Self {
+        let quoted: Vec<String> = valid.iter().map(|v| go_quote(v)).collect();
+        Self::new(
+            ErrorType::NotSupported,
+            path,
+            None,
+            format!("{rendered}: supported values: {}", quoted.join(", ")),
+        )
+    }
+
     pub fn duplicate(path: &FieldPath, value: impl Into<Value>) -> Self {
         Self::new(ErrorType::Duplicate, path, Some(value.into()), "")
     }

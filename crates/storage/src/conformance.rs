@@ -881,6 +881,77 @@ async fn list_is_consistent_after_writes_elsewhere(f: &Fixture) {
     assert_eq!(listed.items.len(), 1);
 }
 
+/// A stored value that cannot be decoded (corrupted on disk, or written by an older version under
+/// looser rules: serde_json reads at most 128 levels back) is left out of lists and watches, so
+/// the rest of the collection stays readable; it can still be deleted.
+async fn undecodable_objects_are_left_out(f: &Fixture) {
+    let store = &f.store;
+    let before = store
+        .create(&key("ns", "a"), thing("ns", "a", json!({})))
+        .await
+        .expect("create a");
+    let mut events = store
+        .watch(
+            PREFIX,
+            &WatchOptions {
+                resource_version: ResourceVersion::Exact(before.resource_version),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("watch");
+    let deep = format!(
+        "{{\"metadata\":{{\"name\":\"deep\"}},\"x\":{}{}}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    for (name, bytes) in [
+        ("corrupt", b"{\"metadata\": tru".to_vec()),
+        ("deep", deep.into_bytes()),
+    ] {
+        f.kv.create(&key("ns", name), Bytes::from(bytes))
+            .await
+            .expect("raw write");
+    }
+    let b = store
+        .create(&key("ns", "b"), thing("ns", "b", json!({})))
+        .await
+        .expect("create b");
+    // The watch goes on past the undecodable writes.
+    assert_eq!(
+        summary(&next(&mut events).await),
+        ("ADDED", key("ns", "b"), b.resource_version)
+    );
+    let listed = store
+        .list(PREFIX, &ListOptions::default())
+        .await
+        .expect("the list is served");
+    assert_eq!(keys(&listed.items), vec![key("ns", "a"), key("ns", "b")]);
+    let paged = store
+        .list(
+            PREFIX,
+            &ListOptions {
+                limit: 1,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("a page is served");
+    assert_eq!(keys(&paged.items), vec![key("ns", "a")]);
+    for name in ["corrupt", "deep"] {
+        assert!(
+            store
+                .get(&key("ns", name), &GetOptions::default())
+                .await
+                .is_err()
+        );
+        // Deleting removes the key even though the answer cannot carry the object.
+        let _ = store.delete(&key("ns", name), None).await;
+        let (left, _) = f.kv.get(&key("ns", name)).await.expect("kv get");
+        assert!(left.is_none(), "{name} is deleted");
+    }
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod kv_store {
@@ -914,6 +985,7 @@ conformance!(
     watch_predicate_transitions,
     concurrent_creates,
     list_is_consistent_after_writes_elsewhere,
+    undecodable_objects_are_left_out,
 );
 
 /// Behaviours only the cacher has.

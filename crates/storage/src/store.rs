@@ -572,6 +572,14 @@ impl KvStore {
         Object::from_stored(&kv.key, &kv.value, kv.mod_revision, &self.attrs)
     }
 
+    /// An object of a list or a watch, or `None` when its stored bytes cannot be decoded: one
+    /// undecodable object (corrupted on disk, or stored by an older version under looser
+    /// rules) is left out and logged, never making the whole collection unreadable. A GET of
+    /// it still answers the decoding error, and a DELETE that ignores read errors removes it.
+    fn readable(&self, kv: &KeyValue) -> Option<Object> {
+        undecodable_left_out(self.object(kv))
+    }
+
     /// The value as stored: a JSON object without resourceVersion.
     fn prepare(key: &str, mut obj: Value) -> Result<(Value, Vec<u8>), StorageError> {
         if !obj.is_object() {
@@ -688,7 +696,9 @@ impl Store for KvStore {
                     break;
                 }
                 last_key = Some(kv.key.clone());
-                let object = self.object(kv)?;
+                let Some(object) = self.readable(kv) else {
+                    continue;
+                };
                 if matches(&opts.predicate, &object.attrs) {
                     items.push(object);
                 }
@@ -889,11 +899,7 @@ impl KvStore {
                     .range(prefix, &prefix_end(prefix), 0, 0)
                     .await
                     .map_err(|e| list_error(e, false))?;
-                let items = resp
-                    .kvs
-                    .iter()
-                    .map(|kv| self.object(kv))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let items = resp.kvs.iter().filter_map(|kv| self.readable(kv)).collect();
                 Ok((items, resp.revision))
             }
         }
@@ -1029,8 +1035,14 @@ impl KvWatch {
                     if !self.scope.contains(&kv.key) {
                         return Ok(None);
                     }
-                    let object =
-                        Object::from_stored(&kv.key, &kv.value, kv.mod_revision, &self.attrs)?;
+                    let Some(object) = undecodable_left_out(Object::from_stored(
+                        &kv.key,
+                        &kv.value,
+                        kv.mod_revision,
+                        &self.attrs,
+                    )) else {
+                        return Ok(None);
+                    };
                     let Some(prev) = prev else {
                         return Ok(filter_event(
                             &self.predicate,
@@ -1042,8 +1054,21 @@ impl KvWatch {
                     if self.predicate.is_none() {
                         return Ok(Some(WatchEvent::Modified(object)));
                     }
-                    let prev_at_event =
-                        Object::from_stored(&kv.key, &prev.value, kv.mod_revision, &self.attrs)?;
+                    // A previous value that cannot be decoded: the watcher sees the object as
+                    // new, as it never saw the old one.
+                    let Some(prev_at_event) = undecodable_left_out(Object::from_stored(
+                        &kv.key,
+                        &prev.value,
+                        kv.mod_revision,
+                        &self.attrs,
+                    )) else {
+                        return Ok(filter_event(
+                            &self.predicate,
+                            &WatchEvent::Added(object),
+                            None,
+                            || None,
+                        ));
+                    };
                     let prev_attrs = prev_at_event.attrs.clone();
                     Ok(filter_event(
                         &self.predicate,
@@ -1064,7 +1089,14 @@ impl KvWatch {
                         tracing::warn!(%key, "delete event without the previous value; skipped");
                         return Ok(None);
                     };
-                    let object = Object::from_stored(&key, &prev.value, mod_revision, &self.attrs)?;
+                    let Some(object) = undecodable_left_out(Object::from_stored(
+                        &key,
+                        &prev.value,
+                        mod_revision,
+                        &self.attrs,
+                    )) else {
+                        return Ok(None);
+                    };
                     Ok(filter_event(
                         &self.predicate,
                         &WatchEvent::Deleted(object),
@@ -1075,6 +1107,17 @@ impl KvWatch {
             }
         })();
         result.unwrap_or_else(|err| Some(WatchEvent::Error(err)))
+    }
+}
+
+/// See [`KvStore::readable`]: a decoding error becomes `None`, logged with the key.
+fn undecodable_left_out(object: Result<Object, StorageError>) -> Option<Object> {
+    match object {
+        Ok(object) => Some(object),
+        Err(e) => {
+            tracing::error!(error = %e, "a stored object cannot be decoded; it is left out");
+            None
+        }
     }
 }
 

@@ -20,6 +20,7 @@ pub async fn handle(
 ) -> Result<Response, Status> {
     let n = negotiate(accept(&req), OBJECT_VIEWS)?;
     let q = Query::parse(&req.query)?;
+    q.validate_write_options("CreateOptions", false)?;
     let (mut obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
     if store.info.namespaced && obj.namespace().is_empty() {
         // The URL's namespace, before anyone reads the object: create-only kinds (bindings)
@@ -59,6 +60,7 @@ pub async fn handle_subresource(
 ) -> Result<Response, Status> {
     let n = negotiate(accept(&req), &[super::negotiation::View::Object])?;
     let q = Query::parse(&req.query)?;
+    q.validate_write_options("CreateOptions", false)?;
     let sub = store
         .info
         .subresource(&req.info.subresource)

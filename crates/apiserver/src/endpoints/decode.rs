@@ -30,13 +30,96 @@ pub fn decode_value(req: &ApiRequest) -> Result<Value, Status> {
 /// again (serde_json reads back 128 levels) and every recursive walk of it stays shallow.
 pub const MAX_OBJECT_DEPTH: usize = ironplane_protobuf::MAX_DEPTH;
 
+/// Parses JSON as Go's decoder would, with its error texts: nesting past [`MAX_OBJECT_DEPTH`]
+/// is refused as Go's scanner refuses nesting past its own limit (checked before parsing, so
+/// the parser never recurses that deep), and syntax errors read as Go's do.
+pub fn parse_json(body: &[u8]) -> Result<Value, String> {
+    if let Some(opening) = first_too_deep(body, MAX_OBJECT_DEPTH) {
+        return Err(format!(
+            "invalid character '{}' exceeded max depth",
+            char::from(opening)
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| go_syntax_error(body, &e))
+}
+
+/// The bracket that opens level `max + 1` of a JSON text, if it nests that deep. A byte scan
+/// that skips strings; it does not validate, the parser does that.
+fn first_too_deep(body: &[u8], max: usize) -> Option<u8> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in body {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return Some(b);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A serde_json error in the words of Go's `encoding/json`.
+fn go_syntax_error(body: &[u8], e: &serde_json::Error) -> String {
+    if e.is_eof() {
+        return "unexpected end of JSON input".to_string();
+    }
+    // serde counts lines and columns from 1; Go names the offending character.
+    let offset = body
+        .split(|&b| b == b'\n')
+        .take(e.line().saturating_sub(1))
+        .map(|line| line.len() + 1)
+        .sum::<usize>()
+        + e.column().saturating_sub(1);
+    match body.get(offset) {
+        Some(&c) if !c.is_ascii_whitespace() => {
+            format!(
+                "invalid character {} looking for beginning of value",
+                go_quote_char(c)
+            )
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// Go's `quoteChar`: `'x'`, with `'\''` and `'\"'` escaped.
+fn go_quote_char(c: u8) -> String {
+    match c {
+        b'\'' => "'\\''".to_string(),
+        b'"' => "'\"'".to_string(),
+        c if c.is_ascii_graphic() => format!("'{}'", char::from(c)),
+        c => format!("'\\x{c:02x}'"),
+    }
+}
+
 /// Parses bytes of a known encoding, for bodies and patches alike.
 pub fn parse(body: &[u8], encoding: Encoding) -> Result<Value, Status> {
     let value = match encoding {
         Encoding::Json => {
-            serde_json::from_slice(body).map_err(|e| Status::bad_request(json_error(body, &e)))?
+            parse_json(body).map_err(|what| Status::bad_request(json_error(body, &what)))?
         }
-        Encoding::Yaml => yaml_to_json(body)?,
+        Encoding::Yaml => {
+            let value = yaml_to_json(body)?;
+            if nests_deeper_than(&value, MAX_OBJECT_DEPTH) {
+                return Err(Status::bad_request(format!(
+                    "error converting YAML to JSON: yaml: exceeded max depth of {MAX_OBJECT_DEPTH}"
+                )));
+            }
+            value
+        }
         Encoding::Protobuf => {
             ironplane_protobuf::decode(body).map_err(|e| Status::bad_request(e.to_string()))?
         }
@@ -71,19 +154,24 @@ fn check_type_meta(obj: &Value) -> Result<(), String> {
     Ok(())
 }
 
-fn json_error(body: &[u8], e: &serde_json::Error) -> String {
+fn json_error(body: &[u8], what: &str) -> String {
     let shown = String::from_utf8_lossy(&body[..body.len().min(256)]);
-    let what = if e.is_eof() {
-        "unexpected end of JSON input".to_string()
-    } else {
-        e.to_string()
-    };
     format!("couldn't get version/kind; json parse error: {what} ({shown})")
 }
 
 pub fn yaml_to_json(body: &[u8]) -> Result<Value, Status> {
-    let v: Value = serde_yaml_ng::from_slice(body)
-        .map_err(|e| Status::bad_request(format!("error converting YAML to JSON: yaml: {e}")))?;
+    let v: Value = serde_yaml_ng::from_slice(body).map_err(|e| {
+        // Say it in go-yaml's words where the two libraries refuse the same thing.
+        let text = e.to_string();
+        let what = if text.starts_with("recursion limit exceeded") {
+            format!("exceeded max depth of {MAX_OBJECT_DEPTH}")
+        } else if text.starts_with("repetition limit exceeded") {
+            "document contains excessive aliasing".to_string()
+        } else {
+            text
+        };
+        Status::bad_request(format!("error converting YAML to JSON: yaml: {what}"))
+    })?;
     Ok(v)
 }
 

@@ -18,10 +18,19 @@ use crate::registry::{DeleteOptions, DeleteOutcome, RegistryStore, Requester};
 /// DeleteOptions from the query and, if present, the body (the body wins, as upstream reads it
 /// after the query).
 fn delete_options(req: &ApiRequest, q: &Query) -> Result<DeleteOptions, Status> {
+    if let Some(e) = q.validate_dry_run() {
+        return Err(apimachinery::validation::invalid_status(
+            "meta.k8s.io",
+            "DeleteOptions",
+            "",
+            &[e],
+        ));
+    }
     let mut opts = DeleteOptions {
         dry_run: q.dry_run,
         propagation_policy: q.propagation_policy.clone(),
         grace_period_seconds: q.grace_period_seconds,
+        ignore_store_read_error: q.ignore_store_read_error,
         ..Default::default()
     };
     if req.body.iter().any(|b| !b.is_ascii_whitespace()) {
@@ -52,8 +61,47 @@ fn delete_options(req: &ApiRequest, q: &Query) -> Result<DeleteOptions, Status> 
         if let Some(dr) = body.get("dryRun").and_then(Value::as_array) {
             opts.dry_run |= dr.iter().any(|v| v == "All");
         }
+        if let Some(ignore) = body
+            .get("ignoreStoreReadErrorWithClusterBreakingPotential")
+            .and_then(Value::as_bool)
+        {
+            opts.ignore_store_read_error = ignore;
+        }
     }
+    validate_unsafe_delete(&opts)?;
     Ok(opts)
+}
+
+/// Upstream's `ValidateDeleteOptions` for the unsafe deletion: it goes with no other option.
+fn validate_unsafe_delete(opts: &DeleteOptions) -> Result<(), Status> {
+    use apimachinery::validation::{FieldError, FieldPath, invalid_status};
+    if !opts.ignore_store_read_error {
+        return Ok(());
+    }
+    let with = |field: &str| {
+        FieldError::forbidden(
+            &FieldPath::new(field),
+            "cannot be set together with ignoreStoreReadErrorWithClusterBreakingPotential",
+        )
+    };
+    let mut errs = Vec::new();
+    if opts.dry_run {
+        errs.push(with("dryRun"));
+    }
+    if opts.propagation_policy.is_some() {
+        errs.push(with("propagationPolicy"));
+    }
+    if opts.grace_period_seconds.is_some() {
+        errs.push(with("gracePeriodSeconds"));
+    }
+    if opts.precondition_uid.is_some() || opts.precondition_resource_version.is_some() {
+        errs.push(with("preconditions"));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs))
+    }
 }
 
 pub async fn handle(
@@ -74,6 +122,15 @@ pub async fn handle(
         .await?;
     match outcome {
         DeleteOutcome::Pending(obj) => response::object(api, &store.info, StatusCode::OK, &obj, n),
+        DeleteOutcome::DeletedUnreadable => {
+            let details = StatusDetails {
+                name: req.info.name.clone(),
+                group: store.info.group.clone(),
+                kind: store.info.resource.clone(),
+                ..Default::default()
+            };
+            response::value(StatusCode::OK, &success_status(Some(details)), n)
+        }
         DeleteOutcome::Deleted(obj) if store.info.return_deleted_object => {
             response::object(api, &store.info, StatusCode::OK, &obj, n)
         }
@@ -128,6 +185,8 @@ pub async fn handle_collection(
             .unwrap_or("");
         match store.delete(&requester, ns, name, &opts).await {
             Ok(DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o)) => deleted.push(o),
+            // Listed objects were readable; one that is not any more has nothing to show.
+            Ok(DeleteOutcome::DeletedUnreadable) => {}
             // Deleted by someone else meanwhile: that is what we wanted.
             Err(s) if s.code == 404 => {}
             Err(s) => return Err(s),

@@ -4,7 +4,7 @@
 //! in between speak only JSON objects.
 
 mod create;
-pub(crate) mod decode;
+pub mod decode;
 mod delete;
 pub mod discovery;
 mod get;

@@ -11,9 +11,10 @@ use apimachinery::patch::{
 use http::StatusCode;
 use serde_json::Value;
 
-use super::decode::{decode_patched, parse};
+use super::decode::{decode_patched, parse_json};
 use super::get::{OBJECT_VIEWS, accept};
-use super::negotiation::{Encoding, negotiate};
+use super::negotiation::negotiate;
+use super::query::FieldValidation;
 use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
 use crate::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
@@ -40,17 +41,15 @@ pub async fn handle(
         }
         Some(t) => t,
     };
+    q.validate_write_options("PatchOptions", false)?;
     let info = store.info.clone();
     let name = req.info.name.clone();
+    let namespace = req.info.namespace.clone();
     let sub = req.info.subresource.clone();
     let body = req.body.clone();
-    // Parse the patch document once; a JSON patch is kept as bytes for the json-patch crate.
-    let patch_doc: Option<Value> = match patch_type {
-        PatchType::Strategic => {
-            Some(parse(&body, Encoding::Json).map_err(|s| Status::bad_request(s.message))?)
-        }
-        _ => None,
-    };
+    // The patch document is read once, before the update loop; a strategic merge patch is kept
+    // parsed, the others as bytes for their appliers.
+    let patch_doc = check_patch_document(patch_type, &body, q.field_validation)?;
     let mut warnings = Vec::new();
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
         let Some(current) = current else {
@@ -90,10 +89,20 @@ pub async fn handle(
             },
         )?;
         warnings = found;
-        if patched.name() != name.as_str() && !patched.name().is_empty() {
+        // Upstream's checkName: the patched object keeps the URL's name and namespace.
+        if patched.name() != name.as_str() {
             return Err(Status::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
                 patched.name()
+            )));
+        }
+        if !namespace.is_empty()
+            && !patched.namespace().is_empty()
+            && patched.namespace() != namespace.as_str()
+        {
+            return Err(Status::bad_request(format!(
+                "the namespace of the object ({}) does not match the namespace on the request ({namespace})",
+                patched.namespace()
             )));
         }
         // A patch that keeps the stored resourceVersion is not a precondition: only one that
@@ -121,6 +130,77 @@ pub async fn handle(
         response::object(api, &store.info, StatusCode::OK, &updated, n)?,
         &warnings,
     ))
+}
+
+/// Reads the patch document as upstream does before applying it: with `fieldValidation` Warn or
+/// Strict, JSON and merge patches are decoded into their Go shapes (a list of operations, a
+/// map) and refused with `error decoding patch: ...`; a strategic merge patch is always decoded
+/// into a map. Returns the parsed strategic patch.
+fn check_patch_document(
+    patch_type: PatchType,
+    body: &[u8],
+    fv: FieldValidation,
+) -> Result<Option<Value>, Status> {
+    let kind = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let checked = fv != FieldValidation::Ignore;
+    let decoding = |e: String| Status::bad_request(format!("error decoding patch: {e}"));
+    match patch_type {
+        PatchType::Json if checked => {
+            let doc = parse_json(body).map_err(decoding)?;
+            let ops = match &doc {
+                Value::Array(ops) => ops,
+                Value::Null => return Ok(None),
+                other => {
+                    return Err(decoding(format!(
+                        "json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+                        kind(other)
+                    )));
+                }
+            };
+            for op in ops {
+                let Value::Object(fields) = op else {
+                    if op.is_null() {
+                        continue;
+                    }
+                    return Err(decoding(format!(
+                        "json: cannot unmarshal {} into Go value of type handlers.jsonPatchOp",
+                        kind(op)
+                    )));
+                };
+                for key in ["op", "path", "from"] {
+                    if let Some(v) = fields.get(key).filter(|v| !v.is_string() && !v.is_null()) {
+                        return Err(decoding(format!(
+                            "json: cannot unmarshal {} into Go struct field jsonPatchOp.{key} of type string",
+                            kind(v)
+                        )));
+                    }
+                }
+            }
+            Ok(None)
+        }
+        PatchType::Merge if checked => match parse_json(body).map_err(decoding)? {
+            Value::Object(_) | Value::Null => Ok(None),
+            other => Err(decoding(format!(
+                "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                kind(&other)
+            ))),
+        },
+        PatchType::Strategic => match parse_json(body).map_err(Status::bad_request)? {
+            doc @ (Value::Object(_) | Value::Null) => Ok(Some(doc)),
+            other => Err(Status::bad_request(format!(
+                "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                kind(&other)
+            ))),
+        },
+        _ => Ok(None),
+    }
 }
 
 /// A JSON value as Go's `fmt` prints the `map[string]interface{}` it decodes into with `%+v`:

@@ -16,11 +16,20 @@ pub struct Query {
     pub timeout_seconds: Option<i64>,
     pub allow_watch_bookmarks: bool,
     pub send_initial_events: Option<bool>,
+    /// `dryRun` is `All`; the values as sent are in `dry_run_values`, checked by
+    /// [`Query::validate_write_options`].
     pub dry_run: bool,
+    pub dry_run_values: Vec<String>,
     pub field_validation: FieldValidation,
+    /// `fieldValidation` as sent, when it is none of upstream's values.
+    pub field_validation_unsupported: Option<String>,
+    /// `force`, present at all (upstream forbids it on every patch but apply).
+    pub force: Option<bool>,
     pub field_manager: Option<String>,
     pub propagation_policy: Option<String>,
     pub grace_period_seconds: Option<i64>,
+    /// `ignoreStoreReadErrorWithClusterBreakingPotential`, of DeleteOptions.
+    pub ignore_store_read_error: bool,
     pub pretty: bool,
 }
 
@@ -77,29 +86,23 @@ impl Query {
                 "allowWatchBookmarks" => q.allow_watch_bookmarks = boolean(&v),
                 "sendInitialEvents" => q.send_initial_events = Some(boolean(&v)),
                 "dryRun" => {
-                    if v != "All" {
-                        return Err(Status::bad_request(format!(
-                            "Invalid dryRun value: {v:?}, supported values: \"All\""
-                        )));
-                    }
-                    q.dry_run = true;
+                    q.dry_run = q.dry_run || v == "All";
+                    q.dry_run_values.push(v.into_owned());
                 }
-                "fieldValidation" => {
-                    q.field_validation = match v.as_ref() {
-                        "Ignore" => FieldValidation::Ignore,
-                        "Warn" | "" => FieldValidation::Warn,
-                        "Strict" => FieldValidation::Strict,
-                        other => {
-                            return Err(Status::bad_request(format!(
-                                "fieldValidation parameter unsupported: {other}, supported values: Ignore, Warn, Strict"
-                            )));
-                        }
-                    }
-                }
+                "fieldValidation" => match v.as_ref() {
+                    "Ignore" => q.field_validation = FieldValidation::Ignore,
+                    "Warn" | "" => q.field_validation = FieldValidation::Warn,
+                    "Strict" => q.field_validation = FieldValidation::Strict,
+                    other => q.field_validation_unsupported = Some(other.to_string()),
+                },
+                "force" => q.force = Some(boolean(&v)),
                 "fieldManager" => q.field_manager = Some(v.into_owned()),
                 "propagationPolicy" => q.propagation_policy = Some(v.into_owned()),
                 "gracePeriodSeconds" => q.grace_period_seconds = Some(integer(&v)?),
                 "pretty" => q.pretty = boolean(&v),
+                "ignoreStoreReadErrorWithClusterBreakingPotential" => {
+                    q.ignore_store_read_error = boolean(&v)
+                }
                 _ => {}
             }
         }
@@ -193,6 +196,57 @@ impl Query {
         }
     }
 
+    /// Upstream's `ValidateCreateOptions`, `ValidateUpdateOptions` and `ValidatePatchOptions`
+    /// (`kind` names which, `apply` whether the patch is server-side apply): `fieldManager` at
+    /// most 128 printable bytes, `dryRun` only `All`, a known `fieldValidation`, and `force` only
+    /// with apply. All errors at once, as a 422 on `<kind>.meta.k8s.io`.
+    pub fn validate_write_options(&self, kind: &str, apply: bool) -> Result<(), Status> {
+        use apimachinery::validation::{FieldError, FieldPath, invalid_status};
+        let mut errs = Vec::new();
+        if kind == "PatchOptions" && !apply && self.force.is_some() {
+            errs.push(FieldError::forbidden(
+                &FieldPath::new("force"),
+                "may not be specified for non-apply patch",
+            ));
+        }
+        if let Some(manager) = &self.field_manager {
+            errs.extend(validate_field_manager(manager));
+        }
+        errs.extend(self.validate_dry_run());
+        if let Some(other) = &self.field_validation_unsupported {
+            errs.push(FieldError::not_supported(
+                &FieldPath::new("fieldValidation"),
+                other.as_str(),
+                &["", "Ignore", "Strict", "Warn"],
+            ));
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(invalid_status("meta.k8s.io", kind, "", &errs))
+        }
+    }
+
+    /// Upstream's `ValidateDryRun`: every value must be `All`. The bad value is the whole list,
+    /// printed as Go prints a `[]string`.
+    pub fn validate_dry_run(&self) -> Option<apimachinery::validation::FieldError> {
+        use apimachinery::validation::{FieldError, FieldPath};
+        if self.dry_run_values.iter().all(|v| v == "All") {
+            return None;
+        }
+        let quoted: Vec<String> = self
+            .dry_run_values
+            .iter()
+            .map(|v| serde_json::Value::from(v.as_str()).to_string())
+            .collect();
+        // The value is rendered here because Go's `%#v` of a slice is not a JSON value.
+        Some(FieldError::not_supported_rendered(
+            &FieldPath::new("dryRun"),
+            &format!("[]string{{{}}}", quoted.join(", ")),
+            &["All"],
+        ))
+    }
+
     /// `resourceVersion` as the storage layer reads it.
     pub fn storage_resource_version(&self) -> Result<ResourceVersion, Status> {
         match self.resource_version.as_deref() {
@@ -217,6 +271,27 @@ impl Query {
             ))),
         }
     }
+}
+
+/// Upstream's `ValidateFieldManager`: at most 128 bytes, every character printable.
+fn validate_field_manager(manager: &str) -> Vec<apimachinery::validation::FieldError> {
+    use apimachinery::validation::{FieldError, FieldPath};
+    const MAX: i64 = 128;
+    let path = FieldPath::new("fieldManager");
+    let mut errs = Vec::new();
+    if manager.len() as i64 > MAX {
+        errs.push(FieldError::too_long(&path, manager, MAX));
+    }
+    for (i, c) in manager.char_indices() {
+        if c.is_control() || (c.is_whitespace() && c != ' ') {
+            errs.push(FieldError::invalid(
+                &path,
+                manager,
+                format!("invalid character U+{:04X} (at position {i})", c as u32),
+            ));
+        }
+    }
+    errs
 }
 
 #[cfg(test)]
@@ -248,6 +323,44 @@ mod tests {
         assert_eq!(
             (q.timeout_seconds, q.grace_period_seconds, q.limit),
             (Some(0), Some(-1), 5)
+        );
+    }
+
+    fn write_error(query: &str, kind: &str) -> String {
+        let q = Query::parse(query).expect("parses");
+        q.validate_write_options(kind, false)
+            .err()
+            .map(|s| s.message)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn write_options_are_validated_as_upstream() {
+        assert_eq!(
+            write_error("dryRun=Bogus", "CreateOptions"),
+            r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"Bogus"}: supported values: "All""#
+        );
+        assert_eq!(
+            write_error("fieldValidation=Bogus", "UpdateOptions"),
+            r#"UpdateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Bogus": supported values: "", "Ignore", "Strict", "Warn""#
+        );
+        assert_eq!(
+            write_error("force=false", "PatchOptions"),
+            r#"PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified for non-apply patch"#
+        );
+        assert_eq!(
+            write_error(
+                &format!("fieldManager={}", "m".repeat(129)),
+                "CreateOptions"
+            ),
+            r#"CreateOptions.meta.k8s.io "" is invalid: fieldManager: Too long: may not be more than 128 bytes"#
+        );
+        assert_eq!(
+            write_error(
+                "dryRun=All&fieldManager=kubectl&fieldValidation=Strict",
+                "CreateOptions"
+            ),
+            ""
         );
     }
 

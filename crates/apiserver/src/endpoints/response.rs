@@ -6,6 +6,7 @@
 use std::convert::Infallible;
 
 use apimachinery::Status;
+use apimachinery::object::ObjectExt;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
@@ -186,9 +187,33 @@ pub fn list(
             Ok(raw(StatusCode::OK, n.encoding.media_type(), out.freeze()))
         }
         (View::Object, _) => {
-            let values: Result<Vec<Value>, _> = items.iter().map(Object::value).collect();
-            let v = json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": values.map_err(Status::internal)?});
-            value(StatusCode::OK, &v, n)
+            let values: Vec<Value> = items
+                .iter()
+                .map(Object::value)
+                .collect::<Result<_, _>>()
+                .map_err(Status::internal)?;
+            let list = |items: Vec<Value>| json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": items});
+            match value(StatusCode::OK, &list(values.clone()), n) {
+                Ok(response) => Ok(response),
+                // An object stored before the type checks existed may not fit its Go type, and
+                // so has no protobuf form: leave it out (and log it) rather than fail the list.
+                // Only this slow path encodes item by item.
+                Err(_) if n.encoding == Encoding::Protobuf => {
+                    let encodable = values
+                        .into_iter()
+                        .filter(|item| match ironplane_protobuf::encode(item) {
+                            Ok(_) => true,
+                            Err(e) => {
+                                tracing::error!(name = %item.name(), namespace = %item.namespace(), error = %e,
+                                    "a stored object has no protobuf form; left out of the list");
+                                false
+                            }
+                        })
+                        .collect();
+                    value(StatusCode::OK, &list(encodable), n)
+                }
+                Err(e) => Err(e),
+            }
         }
         (View::Table, _) => {
             let values: Result<Vec<Value>, _> = items.iter().map(Object::value).collect();

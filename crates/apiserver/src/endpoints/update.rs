@@ -20,6 +20,7 @@ pub async fn handle(
 ) -> Result<Response, Status> {
     let n = negotiate(accept(&req), OBJECT_VIEWS)?;
     let q = Query::parse(&req.query)?;
+    q.validate_write_options("UpdateOptions", false)?;
     let (obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
     let name = &req.info.name;
     if obj.name() != name.as_str() {

@@ -54,12 +54,18 @@ pub struct DeleteOptions {
     pub precondition_resource_version: Option<String>,
     pub propagation_policy: Option<String>,
     pub grace_period_seconds: Option<i64>,
+    /// `ignoreStoreReadErrorWithClusterBreakingPotential`: an object whose stored bytes cannot
+    /// be decoded is removed without reading it (no finalizers, no admission), as upstream's
+    /// unsafe deletion of malformed objects does. A readable object is deleted as usual.
+    pub ignore_store_read_error: bool,
 }
 
 /// What a DELETE did.
 pub enum DeleteOutcome {
     /// The object is gone; this is its last state.
     Deleted(Object),
+    /// An undecodable object was removed without reading it: there is no last state to show.
+    DeletedUnreadable,
     /// The object is marked for deletion and waits for finalizers or a controller.
     Pending(Object),
 }
@@ -589,16 +595,22 @@ impl RegistryStore {
             let errs = [apimachinery::validation::FieldError::not_supported(
                 &FieldPath::new("propagationPolicy"),
                 Value::from(p),
-                &["Foreground", "Background", "Orphan"],
+                &["Foreground", "Background", "Orphan", "nil"],
             )];
             return Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs));
         }
         let key = self.key(namespace, name);
         loop {
-            let current = self
-                .current(&key, name)
-                .await?
-                .ok_or_else(|| Status::not_found(&self.resource(), name))?;
+            let current = match self.current(&key, name).await {
+                Ok(Some(current)) => current,
+                // The watch cache leaves undecodable objects out, so the object may be there
+                // although the cache says it is not: only the store itself can tell.
+                Ok(None) | Err(_) if opts.ignore_store_read_error => {
+                    return self.delete_unreadable(&key, name).await;
+                }
+                Ok(None) => return Err(Status::not_found(&self.resource(), name)),
+                Err(e) => return Err(e),
+            };
             let mut obj = current.value().map_err(Status::internal)?;
             if let Some(uid) = &opts.precondition_uid
                 && uid != obj.uid()
@@ -674,6 +686,22 @@ impl RegistryStore {
                 Err(StorageError::Conflict { .. }) => continue,
                 Err(e) => return Err(self.status_of(e, name)),
             }
+        }
+    }
+}
+
+impl RegistryStore {
+    /// The unsafe deletion of an object that cannot be read (see
+    /// [`DeleteOptions::ignore_store_read_error`]): delete the key unconditionally.
+    async fn delete_unreadable(&self, key: &str, name: &str) -> Result<DeleteOutcome, Status> {
+        match self.storage.delete(key, None).await {
+            Ok(object) => Ok(DeleteOutcome::Deleted(object)),
+            Err(StorageError::InvalidObject(why)) => {
+                tracing::warn!(%key, %why, "deleted an undecodable object without reading it");
+                Ok(DeleteOutcome::DeletedUnreadable)
+            }
+            Err(StorageError::NotFound { .. }) => Err(Status::not_found(&self.resource(), name)),
+            Err(e) => Err(self.status_of(e, name)),
         }
     }
 }
