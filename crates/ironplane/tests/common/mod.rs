@@ -163,6 +163,14 @@ impl Server {
         std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"))
     }
 
+    /// SIGTERM, waits for the exit, and hands back the data directory (for a restart).
+    pub fn stop(mut self) -> tempfile::TempDir {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"))
+    }
+
     /// SIGTERM, and the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
