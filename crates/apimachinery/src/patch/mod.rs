@@ -425,7 +425,7 @@ pub(crate) fn go_syntax_error(err: &serde_json::Error) -> String {
 }
 
 /// The JSON type word Go's `UnmarshalTypeError` prints.
-pub(crate) fn go_json_type(value: &Value) -> &'static str {
+pub fn go_json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "bool",

@@ -6,6 +6,7 @@
 
 use apimachinery::Status;
 use apimachinery::object::{ObjectExt, nests_deeper_than};
+use apimachinery::patch::go_json_type;
 use apimachinery::validation::{FieldError, FieldPath, invalid_status};
 use serde_json::Value;
 
@@ -105,11 +106,13 @@ fn go_quote_char(c: u8) -> String {
     }
 }
 
-/// Parses bytes of a known encoding, for bodies and patches alike.
+/// Parses bytes of a known encoding, for bodies and patches alike, each held to
+/// [`MAX_OBJECT_DEPTH`] once: JSON by its byte scan, YAML and protobuf by a walk of the result
+/// (the protobuf decoder limits messages, and lists nest further).
 pub fn parse(body: &[u8], encoding: Encoding) -> Result<Value, Status> {
-    let value = match encoding {
+    match encoding {
         Encoding::Json => {
-            parse_json(body).map_err(|what| Status::bad_request(json_error(body, &what)))?
+            parse_json(body).map_err(|what| Status::bad_request(json_error(body, &what)))
         }
         Encoding::Yaml => {
             let value = yaml_to_json(body)?;
@@ -118,14 +121,15 @@ pub fn parse(body: &[u8], encoding: Encoding) -> Result<Value, Status> {
                     "error converting YAML to JSON: yaml: exceeded max depth of {MAX_OBJECT_DEPTH}"
                 )));
             }
-            value
+            Ok(value)
         }
         Encoding::Protobuf => {
-            ironplane_protobuf::decode(body).map_err(|e| Status::bad_request(e.to_string()))?
+            let value =
+                ironplane_protobuf::decode(body).map_err(|e| Status::bad_request(e.to_string()))?;
+            check_depth(&value).map_err(Status::bad_request)?;
+            Ok(value)
         }
-    };
-    check_depth(&value).map_err(Status::bad_request)?;
-    Ok(value)
+    }
 }
 
 fn check_depth(value: &Value) -> Result<(), String> {
@@ -137,6 +141,15 @@ fn check_depth(value: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// What Go's decoder answers for a body that is no JSON object: it fails to read `apiVersion`
+/// and `kind` into its anonymous struct.
+fn not_an_object(value: &Value) -> String {
+    format!(
+        "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
+        go_json_type(value)
+    )
+}
+
 /// Go decodes `apiVersion` and `kind` first, into an anonymous struct of two strings; anything
 /// else there is refused with that struct's (nameless) type error.
 fn check_type_meta(obj: &Value) -> Result<(), String> {
@@ -146,7 +159,7 @@ fn check_type_meta(obj: &Value) -> Result<(), String> {
             Some(other) => {
                 return Err(format!(
                     "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go struct field .{key} of type string",
-                    json_type(other)
+                    go_json_type(other)
                 ));
             }
         }
@@ -202,8 +215,8 @@ pub fn decode_object(
     };
     if !obj.is_object() {
         return Err(Status::bad_request(format!(
-            "the object provided is unrecognized (must be of type {expected_kind}): couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
-            json_type(&obj)
+            "the object provided is unrecognized (must be of type {expected_kind}): {}",
+            not_an_object(&obj)
         )));
     }
     if let Err(e) = check_type_meta(&obj) {
@@ -272,10 +285,7 @@ pub fn decode_patched(
         return Err(refuse(shown(&patched), e));
     }
     if !patched.is_object() {
-        let e = format!(
-            "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
-            json_type(&patched)
-        );
+        let e = not_an_object(&patched);
         return Err(refuse(shown(&patched), e));
     }
     if let Err(e) = check_type_meta(&patched) {
@@ -347,16 +357,5 @@ pub fn prune_unknown_fields(
                 "{kind} in version \"{url_version}\" cannot be handled as a {kind}: strict decoding error: {detail}"
             )))
         }
-    }
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
 use apimachinery::patch::{
-    PatchType, apply_json_patch, apply_merge_patch, apply_strategic_merge_patch,
+    PatchType, apply_json_patch, apply_merge_patch, apply_strategic_merge_patch, go_json_type,
 };
 use http::StatusCode;
 use serde_json::Value;
@@ -141,14 +141,7 @@ fn check_patch_document(
     body: &[u8],
     fv: FieldValidation,
 ) -> Result<Option<Value>, Status> {
-    let kind = |v: &Value| match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    };
+    let kind = go_json_type;
     let checked = fv != FieldValidation::Ignore;
     let decoding = |e: String| Status::bad_request(format!("error decoding patch: {e}"));
     match patch_type {

@@ -124,7 +124,10 @@ pub async fn serve(
         next_id += 1;
         let id = next_id;
         let open = OpenGuard::enter(&connections);
-        let task = tokio::spawn(serve_connection(
+        // The task waits until it is registered as pending, so that its first request cannot
+        // unregister it before it is there (and leave it to be closed as "pending" later).
+        let (registered_tx, registered_rx) = tokio::sync::oneshot::channel::<()>();
+        let connection = serve_connection(
             tcp,
             peer,
             id,
@@ -134,8 +137,15 @@ pub async fn serve(
             connections.clone(),
             stop_rx.clone(),
             open,
-        ));
-        connections.pending_started(id, task.abort_handle(), limits.max_pending_connections);
+        );
+        let task = tokio::spawn(async move {
+            let _ = registered_rx.await;
+            connection.await;
+        });
+        if limits.max_pending_connections > 0 {
+            connections.pending_started(id, task.abort_handle(), limits.max_pending_connections);
+        }
+        let _ = registered_tx.send(());
     }
     // Stop: idle connections close at once, busy ones after their requests (open watches end
     // when the watch shutdown signal reaches them).
@@ -332,7 +342,9 @@ async fn serve_connection(
         let connections = connections.clone();
         service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             // The first request makes the connection a client's, not a pending one.
-            connections.pending_done(id);
+            if !activity.served.load(Ordering::Acquire) {
+                connections.pending_done(id);
+            }
             let active = ActiveGuard::enter(&activity);
             let mut req = req.map(|b| b.boxed_unsync());
             if let Some(p) = &peer_certs {
