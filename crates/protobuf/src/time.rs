@@ -196,7 +196,7 @@ fn push_decimal(out: &mut String, value: u64, digits: u32) {
 /// Parses Go's duration syntax (`time.ParseDuration`): an optional sign, then one or more
 /// decimal numbers each with a unit of `ns`, `us` (or `µs`, `μs`), `ms`, `s`, `m` or `h`; a bare
 /// `0` is allowed.
-pub(crate) fn parse_duration(text: &str) -> Result<i64, String> {
+pub fn parse_duration(text: &str) -> Result<i64, String> {
     let invalid = || format!("time: invalid duration {text:?}");
     let (negative, mut rest) = match text.as_bytes().first() {
         Some(b'-') => (true, &text[1..]),

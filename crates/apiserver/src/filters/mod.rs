@@ -262,7 +262,13 @@ fn with_deadline(
     if request_info(&req).verb == "watch" {
         return Box::pin(call_next(next, req));
     }
-    let timeout = server.config.request_timeout;
+    let timeout = match requested_timeout(
+        req.uri().query().unwrap_or(""),
+        server.config.request_timeout,
+    ) {
+        Ok(timeout) => timeout,
+        Err(status) => return Box::pin(async move { response::status(&status, Encoding::Json) }),
+    };
     Box::pin(async move {
         match tokio::time::timeout(timeout, call_next(next, req)).await {
             Ok(r) => r,
@@ -273,6 +279,33 @@ fn with_deadline(
                 Encoding::Json,
             ),
         }
+    })
+}
+
+/// The deadline a request asks for with `?timeout=` (Go's duration syntax, as kubectl's
+/// `--request-timeout` sends it), within the server's maximum: zero or more than the maximum
+/// means the maximum, as upstream's `WithRequestDeadline` reads it.
+fn requested_timeout(
+    query: &str,
+    maximum: std::time::Duration,
+) -> Result<std::time::Duration, Status> {
+    let Some((_, value)) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "timeout")
+    else {
+        return Ok(maximum);
+    };
+    if value.is_empty() {
+        return Ok(maximum);
+    }
+    let nanos = ironplane_protobuf::parse_go_duration(&value).map_err(|e| {
+        Status::bad_request(format!(
+            "invalid timeout specified in the request URL - {e}"
+        ))
+    })?;
+    let requested = std::time::Duration::from_nanos(nanos.max(0).unsigned_abs());
+    Ok(if nanos > 0 && requested < maximum {
+        requested
+    } else {
+        maximum
     })
 }
 
@@ -763,6 +796,31 @@ fn forbidden(user: &UserInfo, info: &RequestInfo, reason: &str) -> Status {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn request_timeouts_follow_the_timeout_parameter() {
+        use std::time::Duration;
+        let max = Duration::from_secs(60);
+        assert_eq!(requested_timeout("", max), Ok(max));
+        assert_eq!(
+            requested_timeout("timeout=10s", max),
+            Ok(Duration::from_secs(10))
+        );
+        assert_eq!(requested_timeout("timeout=1m30s", max), Ok(max));
+        assert_eq!(requested_timeout("timeout=0s", max), Ok(max));
+        assert_eq!(
+            requested_timeout("timeout=250ms&x=1", max),
+            Ok(Duration::from_millis(250))
+        );
+        assert_eq!(
+            requested_timeout("timeout=abc", max).map_err(|s| (s.code, s.message)),
+            Err((
+                400,
+                r#"invalid timeout specified in the request URL - time: invalid duration "abc""#
+                    .to_string()
+            ))
+        );
+    }
+
     use super::*;
     use crate::authentication::UnionAuthenticator;
     use crate::authorization::AllowAuthenticated;

@@ -610,6 +610,14 @@ def params_and_selectors():
     expect_status("list timeoutSeconds=abc", "GET", CM_PATH + "?timeoutSeconds=abc", 400, "BadRequest", contains=(syntax,))
     expect_status("list limit=abc", "GET", CM_PATH + "?limit=abc", 400, "BadRequest", contains=(syntax,))
     expect_status("watch timeoutSeconds=abc", "GET", CM_PATH + "?watch=true&timeoutSeconds=abc", 400, "BadRequest", contains=(syntax,), timeout=10)
+    # `timeout` is the request deadline (WithRequestDeadline), in Go's duration syntax.
+    for verb, path in (("GET", CM_PATH + "?timeout=abc"), ("GET", VICTIM_PATH + "?timeout=10"),
+                       ("DELETE", CM_PATH + "/hostile-x?timeout=-"), ("POST", CM_PATH + "?timeout=1x")):
+        value = path.rsplit("=", 1)[1]
+        expect_status(f"{verb} timeout={value}", verb, path, 400, "BadRequest",
+                      body=cm_body("hostile-timeout") if verb == "POST" else None,
+                      contains=("invalid timeout specified in the request URL - time: ", f'duration "{value}"'))
+    expect_ok("GET timeout=5s is served", "GET", VICTIM_PATH + "?timeout=5s", 200, "ConfigMap")
     expect_status("delete gracePeriodSeconds=abc", "DELETE", CM_PATH + "/hostile-x?gracePeriodSeconds=abc", 400, "BadRequest", contains=(syntax,))
     expect_status("deletecollection gracePeriodSeconds=abc", "DELETE", CM_PATH + "?gracePeriodSeconds=abc&labelSelector=hostile%3Dnone", 400, "BadRequest",
                   contains=(syntax,))
