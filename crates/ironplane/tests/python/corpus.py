@@ -1,0 +1,95 @@
+"""Replays upstream's differential corpus (../shared/upstream-v1.36/corpus: a few hundred requests
+on built-in kinds with kube-apiserver v1.36.2's recorded answers) against Ironplane with the
+corpus's own replay.py, and compares every answer.
+
+Differences that belong to other open issues are expected, each listed once below with its
+reason; a case whose only differences are expected ones counts as matching. Cases listed in
+tests/golden/corpus-matching.txt must match (a regression fails the test); a case that matches
+but is not listed yet is printed so that the list can grow. The script prints every case that
+is not matching and ends with `N passed, M failed` over the listed cases.
+
+Usage: corpus.py [--write-list]   (KUBECONFIG names the server; --write-list rewrites the list
+with the cases that match now)."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+CORPUS = os.environ.get("IRONPLANE_CORPUS") or os.path.join(REPO, "..", "shared", "upstream-v1.36", "corpus")
+MATCHING = os.path.join(HERE, "..", "golden", "corpus-matching.txt")
+
+# Differences that other open issues own, as (substring of the difference, reason).
+EXPECTED = [
+    ("managedFields", "server-side apply and managedFields are issue 11"),
+    # Admission plugins (issue 9): ServiceAccount mounts the token volume and names the account,
+    # DefaultTolerationSeconds adds the not-ready/unreachable tolerations, Priority sets priority.
+    ("kube-api-access", "the ServiceAccount admission plugin is issue 9"),
+    ("/var/run/secrets/kubernetes.io/serviceaccount", "the ServiceAccount admission plugin is issue 9"),
+    ("serviceAccountName: missing", "the ServiceAccount admission plugin is issue 9"),
+    ("serviceAccount: missing", "the ServiceAccount admission plugin is issue 9"),
+    ("tolerations: missing (expected [{\"effect\": \"NoExecute\", \"key\": \"node.kubernetes.io/not-ready\"",
+     "the DefaultTolerationSeconds admission plugin is issue 9"),
+    ("priority: missing (expected 0)", "the Priority admission plugin is issue 9"),
+]
+
+
+def expected_reason(diff):
+    for needle, reason in EXPECTED:
+        if needle in diff:
+            return reason
+    return None
+
+
+def main():
+    if not os.path.exists(os.path.join(CORPUS, "replay.py")):
+        print(f"the upstream corpus is missing at {CORPUS} (set IRONPLANE_CORPUS)", file=sys.stderr)
+        sys.exit(2)
+    sys.path.insert(0, CORPUS)
+    import replay  # noqa: E402  (the corpus's own replay tool)
+
+    write_list = "--write-list" in sys.argv
+    listed = set()
+    if os.path.exists(MATCHING):
+        with open(MATCHING) as f:
+            listed = {line.strip() for line in f if line.strip() and not line.startswith("#")}
+
+    class Args:
+        kubeconfig = os.environ["KUBECONFIG"]
+        context = None
+        server = token = cacert = cert = key = None
+        insecure = False
+
+    client = replay.client_from_args(Args)
+    cases = replay.load_cases(os.path.join(CORPUS, "requests.json"))
+    matching, other = [], []
+
+    def check(case, got):
+        name = case["name"]
+        with open(os.path.join(CORPUS, name + ".json")) as f:
+            recorded = replay.json.load(f)
+        diffs = [d for d in replay.compare(recorded, got) if expected_reason(d) is None]
+        (matching if not diffs else other).append((name, diffs))
+
+    replay.run_all(client, cases, check)
+    names = {name for name, _ in matching}
+    regressions = sorted(listed - names)
+    new = sorted(names - listed)
+    for name, diffs in other:
+        mark = "REGRESSION" if name in listed else "differs"
+        print(f"{mark} {name}: {diffs[0]}" + (f" (+{len(diffs) - 1} more)" if len(diffs) > 1 else ""))
+    for name in new:
+        print(f"matches, not listed yet: {name}")
+    print(f"{len(matching)} of {len(cases)} corpus cases match upstream "
+          f"(expected differences: {', '.join(sorted({r for _, r in EXPECTED}))})")
+    if write_list:
+        with open(MATCHING, "w") as f:
+            f.write("# Corpus cases that match upstream's recorded answers (tests/python/corpus.py).\n")
+            f.write("# Regenerate with: corpus.py --write-list (only ever add: a removal is a regression).\n")
+            for name in sorted(names):
+                f.write(name + "\n")
+    print(f"{len(listed) - len(regressions)} passed, {len(regressions)} failed")
+    sys.exit(1 if regressions else 0)
+
+
+if __name__ == "__main__":
+    main()
