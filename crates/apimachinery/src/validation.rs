@@ -219,8 +219,12 @@ fn render_bad_value(v: &Value) -> String {
 pub struct FieldPath(Option<String>);
 
 impl FieldPath {
-    /// A root path: `FieldPath::new("metadata")`.
+    /// A root path: `FieldPath::new("metadata")`. A root without a name is the whole object,
+    /// which upstream's `field.Path` prints as `[]`.
     pub fn new(name: &str) -> Self {
+        if name.is_empty() {
+            return Self(Some("[]".to_string()));
+        }
         Self(Some(name.to_string()))
     }
 

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{
-    FieldPath, invalid_status, validate_object_meta, validate_object_meta_update,
+    FieldError, FieldPath, invalid_status, validate_kube_finalizer_names, validate_object_meta,
+    validate_object_meta_update,
 };
 use apimachinery::{GroupResource, Status};
 use bytes::Bytes;
@@ -359,12 +360,7 @@ impl RegistryStore {
                 let base: String = obj.generate_name().chars().take(58).collect();
                 obj.set_meta("name", format!("{base}{}", random_suffix()));
             }
-            let mut errs = validate_object_meta(
-                obj.get("metadata").unwrap_or(&Value::Null),
-                self.info.namespaced,
-                self.strategy.name_validator(),
-                &FieldPath::new("metadata"),
-            );
+            let mut errs = self.validate_meta(&obj);
             errs.extend(self.strategy.validate(&obj));
             if !errs.is_empty() {
                 return Err(self.invalid(&obj, &errs));
@@ -530,12 +526,7 @@ impl RegistryStore {
                 &FieldPath::new("metadata"),
             );
             if errs.is_empty() {
-                errs.extend(validate_object_meta(
-                    new.get("metadata").unwrap_or(&Value::Null),
-                    self.info.namespaced,
-                    self.strategy.name_validator(),
-                    &FieldPath::new("metadata"),
-                ));
+                errs.extend(self.validate_meta(&new));
             }
             errs.extend(if sub == "status" {
                 self.strategy.validate_status_update(&new, &old)
@@ -691,6 +682,23 @@ impl RegistryStore {
 }
 
 impl RegistryStore {
+    /// Object metadata as upstream validates it for this kind: the generic rules, then the
+    /// finalizer names built-in kinds insist on.
+    fn validate_meta(&self, obj: &Value) -> Vec<FieldError> {
+        let meta = obj.get("metadata").unwrap_or(&Value::Null);
+        let path = FieldPath::new("metadata");
+        let mut errs = validate_object_meta(
+            meta,
+            self.info.namespaced,
+            self.strategy.name_validator(),
+            &path,
+        );
+        if self.strategy.checks_kube_finalizer_names() {
+            errs.extend(validate_kube_finalizer_names(meta, &path));
+        }
+        errs
+    }
+
     /// The unsafe deletion of an object that cannot be read (see
     /// [`DeleteOptions::ignore_store_read_error`]): delete the key unconditionally.
     async fn delete_unreadable(&self, key: &str, name: &str) -> Result<DeleteOutcome, Status> {

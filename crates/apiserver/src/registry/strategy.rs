@@ -39,6 +39,13 @@ pub trait Strategy: Send + Sync {
         NameValidator::Dns1123Subdomain
     }
 
+    /// Finalizer names must be standard (`kubernetes`, `orphan`, `foregroundDeletion`) or
+    /// domain-qualified, as the core validation of built-in kinds has it; custom resources only
+    /// get warnings for them.
+    fn checks_kube_finalizer_names(&self) -> bool {
+        true
+    }
+
     /// PUT on a missing object creates it (upstream allows it for a few kinds only).
     fn allow_create_on_update(&self) -> bool {
         false

@@ -1,15 +1,116 @@
-//! Secrets: type `Opaque` by default, valid keys, and a type that cannot change.
+//! Secrets: `stringData` merged into `data` on the way in (upstream's conversion to the internal
+//! type does it, so nothing downstream sees `stringData`), type `Opaque` by default, valid keys,
+//! the 1 MiB total, what each well-known type requires, an immutable type, and the immutability
+//! of `immutable` Secrets, as upstream's `ValidateSecret(Update)` has them.
 
 use apimachinery::validation::{FieldError, FieldPath};
 use apiserver::registry::Strategy;
+use base64::Engine as _;
 use serde_json::Value;
 
-use super::configmap::validate_keys;
+use super::configmap::{
+    MAX_TOTAL_BYTES, decoded_len, string_map, validate_immutable, validate_keys,
+};
 
 pub struct SecretStrategy;
 
+/// `stringData` wins over `data` key by key, then goes: upstream's v1 → internal conversion.
+fn merge_string_data(obj: &mut Value) {
+    let Some(Value::Object(strings)) = obj.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return;
+    };
+    if strings.is_empty() {
+        return;
+    }
+    if !obj.get("data").is_some_and(Value::is_object) {
+        obj["data"] = Value::Object(Default::default());
+    }
+    if let Some(data) = obj.get_mut("data").and_then(Value::as_object_mut) {
+        for (key, value) in strings {
+            let text = value.as_str().unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(key, Value::from(encoded));
+        }
+    }
+}
+
+fn data_has(obj: &Value, key: &str) -> bool {
+    string_map(obj, "data").is_some_and(|d| d.contains_key(key))
+}
+
+/// What the well-known secret types require of their keys.
+fn validate_type(obj: &Value) -> Vec<FieldError> {
+    let data = FieldPath::new("data");
+    let required = |key: &str| FieldError::required(&data.key(key), "");
+    let mut errs = Vec::new();
+    match obj.get("type").and_then(Value::as_str).unwrap_or("") {
+        "kubernetes.io/service-account-token" => {
+            let named = obj
+                .pointer("/metadata/annotations/kubernetes.io~1service-account.name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            if !named {
+                errs.push(FieldError::required(
+                    &FieldPath::new("metadata")
+                        .child("annotations")
+                        .key("kubernetes.io/service-account.name"),
+                    "",
+                ));
+            }
+        }
+        "kubernetes.io/dockercfg" => {
+            errs.extend(validate_json_key(obj, ".dockercfg"));
+        }
+        "kubernetes.io/dockerconfigjson" => {
+            errs.extend(validate_json_key(obj, ".dockerconfigjson"));
+        }
+        "kubernetes.io/basic-auth" if !data_has(obj, "username") && !data_has(obj, "password") => {
+            errs.push(required("username"));
+            errs.push(required("password"));
+        }
+        "kubernetes.io/ssh-auth" => {
+            let key = string_map(obj, "data").and_then(|d| d.get("ssh-privatekey"));
+            if key.is_none_or(|v| decoded_len(v) == 0) {
+                errs.push(required("ssh-privatekey"));
+            }
+        }
+        "kubernetes.io/tls" => {
+            for key in ["tls.crt", "tls.key"] {
+                if !data_has(obj, key) {
+                    errs.push(required(key));
+                }
+            }
+        }
+        _ => {}
+    }
+    errs
+}
+
+/// A key that must hold a JSON object (docker configs). Upstream shows the error of Go's JSON
+/// decoder; serde_json's words differ.
+fn validate_json_key(obj: &Value, key: &str) -> Vec<FieldError> {
+    let path = FieldPath::new("data").key(key);
+    let Some(value) = string_map(obj, "data").and_then(|d| d.get(key)) else {
+        return vec![FieldError::required(&path, "")];
+    };
+    let bytes = value
+        .as_str()
+        .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
+        .unwrap_or_default();
+    match serde_json::from_slice::<serde_json::Map<String, Value>>(&bytes) {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![FieldError::invalid(
+            &path,
+            "<secret contents redacted>",
+            e.to_string(),
+        )],
+    }
+}
+
 impl Strategy for SecretStrategy {
     fn default(&self, obj: &mut Value) {
+        merge_string_data(obj);
         if obj
             .get("type")
             .and_then(Value::as_str)
@@ -20,7 +121,21 @@ impl Strategy for SecretStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_keys(obj, &["data", "stringData"])
+        let mut errs = validate_keys(obj, "data");
+        let size: usize = string_map(obj, "data")
+            .into_iter()
+            .flat_map(|m| m.values())
+            .map(decoded_len)
+            .sum();
+        if size > MAX_TOTAL_BYTES {
+            errs.push(FieldError::too_long(
+                &FieldPath::new("data"),
+                "",
+                MAX_TOTAL_BYTES as i64,
+            ));
+        }
+        errs.extend(validate_type(obj));
+        errs
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -32,6 +147,81 @@ impl Strategy for SecretStrategy {
                 "field is immutable",
             ));
         }
+        errs.extend(validate_immutable(new, old, &["data"]));
         errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn messages(errs: &[FieldError]) -> Vec<String> {
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn string_data_is_merged_into_data_and_wins() {
+        let mut s = json!({"data": {"a": "b2xk", "keep": "eA=="}, "stringData": {"a": "new", "b": "plain"}});
+        SecretStrategy.default(&mut s);
+        assert_eq!(
+            s,
+            json!({"data": {"a": "bmV3", "b": "cGxhaW4=", "keep": "eA=="}, "type": "Opaque"})
+        );
+        let mut only = json!({"stringData": {"k": "v"}, "type": "Opaque"});
+        SecretStrategy.default(&mut only);
+        assert_eq!(only, json!({"data": {"k": "dg=="}, "type": "Opaque"}));
+    }
+
+    #[test]
+    fn well_known_types_require_their_keys() {
+        let s = SecretStrategy;
+        assert_eq!(
+            messages(&s.validate(&json!({"type": "kubernetes.io/basic-auth"}))),
+            vec![
+                "data[username]: Required value",
+                "data[password]: Required value"
+            ]
+        );
+        assert!(
+            s.validate(&json!({"type": "kubernetes.io/basic-auth", "data": {"password": ""}}))
+                .is_empty()
+        );
+        assert_eq!(
+            messages(&s.validate(
+                &json!({"type": "kubernetes.io/ssh-auth", "data": {"ssh-privatekey": ""}})
+            )),
+            vec!["data[ssh-privatekey]: Required value"]
+        );
+        assert_eq!(
+            messages(
+                &s.validate(&json!({"type": "kubernetes.io/tls", "data": {"tls.crt": "eA=="}}))
+            ),
+            vec!["data[tls.key]: Required value"]
+        );
+        assert_eq!(
+            messages(&s.validate(&json!({"type": "kubernetes.io/service-account-token"}))),
+            vec!["metadata.annotations[kubernetes.io/service-account.name]: Required value"]
+        );
+        let docker = |content: &str| {
+            json!({"type": "kubernetes.io/dockerconfigjson",
+                   "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(content)}})
+        };
+        assert!(s.validate(&docker(r#"{"auths": {}}"#)).is_empty());
+        assert!(messages(&s.validate(&docker("{nope"))).len() == 1);
+    }
+
+    #[test]
+    fn immutable_secrets_keep_their_data() {
+        let s = SecretStrategy;
+        let old = json!({"type": "Opaque", "immutable": true, "data": {"a": "eA=="}});
+        assert_eq!(
+            messages(&s.validate_update(
+                &json!({"type": "Opaque", "immutable": true, "data": {}}),
+                &old
+            )),
+            vec!["data: Forbidden: field is immutable when `immutable` is set"]
+        );
     }
 }
