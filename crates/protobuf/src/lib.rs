@@ -24,9 +24,9 @@ mod wire;
 use serde_json::Value;
 
 pub use crate::check::check_go_types;
+use crate::schema::schema;
 /// Go's `time.ParseDuration`, in nanoseconds (`metav1.Duration` and query parameters use it).
 pub use crate::time::parse_duration as parse_go_duration;
-use crate::schema::schema;
 
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 

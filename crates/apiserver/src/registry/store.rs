@@ -336,8 +336,8 @@ impl RegistryStore {
             );
             self.admission.admit(&attrs, &mut obj).await?;
         }
-        self.strategy.prepare_for_create(&mut obj);
-        let generate = obj.name().is_empty() && !obj.generate_name().is_empty();
+        // System fields first, as upstream's store fills them before the strategy prepares the
+        // object (a Job's generated selector names its uid).
         let meta = obj.metadata_mut();
         meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
         meta.insert("creationTimestamp".into(), now_rfc3339().into());
@@ -349,6 +349,9 @@ impl RegistryStore {
         ] {
             meta.remove(f);
         }
+        self.strategy.prepare_for_create(&mut obj);
+        let generate = obj.name().is_empty() && !obj.generate_name().is_empty();
+        let meta = obj.metadata_mut();
         if self.info.tracks_generation {
             meta.insert("generation".into(), 1.into());
         } else {
@@ -378,6 +381,7 @@ impl RegistryStore {
                 );
                 self.admission.validate(&attrs, &obj).await?;
             }
+            go_form(&mut obj);
             if opts.dry_run {
                 return self.unstored(&obj);
             }
@@ -537,6 +541,7 @@ impl RegistryStore {
                 return Err(self.invalid(&new, &errs));
             }
             self.admission.validate(&attrs, &new).await?;
+            go_form(&mut new);
             if same_object(&new, &old) {
                 return Ok((current, false));
             }
@@ -678,6 +683,26 @@ impl RegistryStore {
                 Err(e) => return Err(self.status_of(e, name)),
             }
         }
+    }
+}
+
+/// The object as upstream stores it: what Go's JSON encoder writes for the Go struct the object
+/// decodes into. Structs that are not pointers are always there (a Pod's `status: {}`, a pod
+/// template's `metadata: {}`), fields without `omitempty` show their zero values, empty
+/// `omitempty` maps and lists go (`labels: {}` after the last label is removed). The protobuf
+/// transcoder knows exactly these Go facts, so a round trip through it gives that form; objects
+/// it has no Go type for (custom resources) are left as they are.
+fn go_form(obj: &mut Value) {
+    let api_version = obj.api_version();
+    let kind = obj.kind();
+    if !ironplane_protobuf::supports(api_version, kind) {
+        return;
+    }
+    match ironplane_protobuf::encode(obj).and_then(|bytes| ironplane_protobuf::decode(&bytes)) {
+        Ok(go) => *obj = go,
+        // The decoder already refused what Go could not hold; log anything else and keep the
+        // object as it is.
+        Err(e) => tracing::warn!(error = %e, kind, "object has no Go form"),
     }
 }
 

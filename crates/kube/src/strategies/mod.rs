@@ -1,12 +1,15 @@
 //! Per-kind behaviour of the built-in kinds: one `Strategy` per kind that has any, looked up by
 //! group and resource. Kinds not listed here use `GenericStrategy`.
 
+mod batch;
 mod configmap;
 mod deployment;
 mod hpa;
 mod namespace;
+mod networking;
 mod pod;
 mod review;
+mod scheduling;
 mod secret;
 mod service;
 
@@ -45,6 +48,10 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
             Arc::new(deployment::WorkloadStrategy)
         }
+        ("batch", "jobs") => Arc::new(batch::JobStrategy),
+        ("batch", "cronjobs") => Arc::new(batch::CronJobStrategy),
+        ("networking.k8s.io", "networkpolicies") => Arc::new(networking::NetworkPolicyStrategy),
+        ("scheduling.k8s.io", "priorityclasses") => Arc::new(scheduling::PriorityClassStrategy),
         ("authorization.k8s.io", _) => Arc::new(review::AccessReviewStrategy),
         ("authentication.k8s.io", "tokenreviews") => Arc::new(review::TokenReviewStrategy {
             authenticator: ctx.authenticator.clone(),

@@ -32,6 +32,41 @@ fn pull_policy(image: &str) -> &'static str {
     }
 }
 
+/// `SetDefaults_HTTPGetAction`: path `/`, scheme `HTTP`.
+fn default_http_get(handler: &mut Value) {
+    if let Some(get) = handler.get_mut("httpGet").filter(|g| g.is_object()) {
+        set_default(get, "path", json!("/"));
+        set_default(get, "scheme", json!("HTTP"));
+    }
+}
+
+/// `SetDefaults_Probe`, and its handler's.
+fn default_probe(probe: &mut Value) {
+    if !probe.is_object() {
+        return;
+    }
+    set_default(probe, "timeoutSeconds", json!(1));
+    set_default(probe, "periodSeconds", json!(10));
+    set_default(probe, "successThreshold", json!(1));
+    set_default(probe, "failureThreshold", json!(3));
+    default_http_get(probe);
+}
+
+/// `SetDefaults_ObjectFieldSelector`: a `fieldRef` reads `v1` fields unless it says otherwise.
+fn default_field_ref(holder: &mut Value) {
+    if let Some(field_ref) = holder.get_mut("fieldRef").filter(|f| f.is_object()) {
+        set_default(field_ref, "apiVersion", json!("v1"));
+    }
+}
+
+fn each_in<'a>(value: &'a mut Value, list: &str) -> impl Iterator<Item = &'a mut Value> {
+    value
+        .get_mut(list)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+}
+
 fn default_container(c: &mut Value) {
     let image = c
         .get("image")
@@ -42,9 +77,81 @@ fn default_container(c: &mut Value) {
     set_default(c, "resources", json!({}));
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
-    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-        for p in ports {
-            set_default(p, "protocol", json!("TCP"));
+    for p in each_in(c, "ports") {
+        set_default(p, "protocol", json!("TCP"));
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(probe) = c.get_mut(probe) {
+            default_probe(probe);
+        }
+    }
+    for hook in ["postStart", "preStop"] {
+        if let Some(handler) = c.pointer_mut(&format!("/lifecycle/{hook}")) {
+            default_http_get(handler);
+        }
+    }
+    for env in each_in(c, "env") {
+        if let Some(from) = env.get_mut("valueFrom") {
+            default_field_ref(from);
+        }
+    }
+}
+
+/// The volume sources upstream defaults: file modes 0644 (420) for configMap, secret,
+/// downwardAPI and projected volumes, the downward API's field references, and the unset
+/// hostPath type.
+fn default_volume(volume: &mut Value) {
+    for source in ["configMap", "secret", "downwardAPI", "projected"] {
+        if let Some(v) = volume.get_mut(source).filter(|v| v.is_object()) {
+            set_default(v, "defaultMode", json!(420));
+        }
+    }
+    if let Some(items) = volume
+        .pointer_mut("/downwardAPI/items")
+        .and_then(Value::as_array_mut)
+    {
+        items.iter_mut().for_each(default_field_ref);
+    }
+    for projection in volume
+        .pointer_mut("/projected/sources")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        for item in projection
+            .pointer_mut("/downwardAPI/items")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            default_field_ref(item);
+        }
+        if let Some(token) = projection
+            .get_mut("serviceAccountToken")
+            .filter(|t| t.is_object())
+        {
+            set_default(token, "expirationSeconds", json!(3600));
+        }
+    }
+    if let Some(host_path) = volume.get_mut("hostPath").filter(|h| h.is_object()) {
+        set_default(host_path, "type", json!(""));
+    }
+}
+
+/// With `hostNetwork`, a container port's host port is the container port
+/// (`defaultHostNetworkPorts`).
+fn default_host_network_ports(spec: &mut Value) {
+    if spec.get("hostNetwork") != Some(&Value::Bool(true)) {
+        return;
+    }
+    for list in ["containers", "initContainers"] {
+        for c in each_in(spec, list) {
+            for p in each_in(c, "ports") {
+                let unset = p.get("hostPort").is_none_or(|h| h.as_i64() == Some(0));
+                if let (true, Some(port)) = (unset, p.get("containerPort").cloned()) {
+                    p["hostPort"] = port;
+                }
+            }
         }
     }
 }
@@ -59,11 +166,11 @@ pub fn default_pod_spec(spec: &mut Value) {
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
-    for list in ["containers", "initContainers"] {
-        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            cs.iter_mut().for_each(default_container);
-        }
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        each_in(spec, list).for_each(default_container);
     }
+    each_in(spec, "volumes").for_each(default_volume);
+    default_host_network_ports(spec);
 }
 
 /// Containers present, each with a name and an image.
