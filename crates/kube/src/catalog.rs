@@ -42,6 +42,7 @@ const NOT_SERVED: &[(&str, &str)] = &[("", "componentstatuses")];
 /// Kinds whose objects carry `metadata.generation` (recorded from upstream's defaulted objects).
 const TRACKS_GENERATION: &[(&str, &str)] = &[
     ("", "pods"),
+    ("", "podtemplates"),
     ("", "replicationcontrollers"),
     ("apps", "deployments"),
     ("apps", "replicasets"),
@@ -82,7 +83,6 @@ const TRACKS_GENERATION: &[(&str, &str)] = &[
         "flowcontrol.apiserver.k8s.io",
         "prioritylevelconfigurations",
     ),
-    ("autoscaling", "horizontalpodautoscalers"),
     ("resource.k8s.io", "resourceclaims"),
     ("resource.k8s.io", "deviceclasses"),
     ("resource.k8s.io", "resourceslices"),

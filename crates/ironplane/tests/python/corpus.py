@@ -30,6 +30,9 @@ EXPECTED = [
     ("tolerations: missing (expected [{\"effect\": \"NoExecute\", \"key\": \"node.kubernetes.io/not-ready\"",
      "the DefaultTolerationSeconds admission plugin is issue 9"),
     ("priority: missing (expected 0)", "the Priority admission plugin is issue 9"),
+    ("kubernetes.io/pv-protection", "the StorageObjectInUseProtection admission plugin is issue 9"),
+    ("kubernetes.io/pvc-protection", "the StorageObjectInUseProtection admission plugin is issue 9"),
+    ("\"key\": \"node.kubernetes.io/not-ready\"}", "the TaintNodesByCondition admission plugin is issue 9"),
 ]
 
 

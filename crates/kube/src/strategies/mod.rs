@@ -4,16 +4,23 @@
 mod batch;
 mod configmap;
 mod deployment;
+mod endpointslice;
 mod hpa;
+mod limitrange;
 mod namespace;
 mod networking;
 mod pod;
+mod rbac;
 mod review;
 mod scheduling;
 mod secret;
 mod service;
+mod storage;
+mod volumes;
 
 use std::sync::Arc;
+
+use serde_json::Value;
 
 use apiserver::authentication::Authenticator;
 use apiserver::endpoints::ApiResources;
@@ -27,6 +34,17 @@ pub struct StrategyContext {
     pub services: Arc<ServiceIpAllocator>,
     pub authenticator: Arc<dyn Authenticator>,
     pub api: Arc<std::sync::OnceLock<Arc<ApiResources>>>,
+}
+
+/// Sets `field` of an object unless it holds a value: how upstream's `SetDefaults_*` functions
+/// fill unset pointers and empty strings alike.
+pub(crate) fn set_default(obj: &mut Value, field: &str, value: serde_json::Value) {
+    if obj
+        .get(field)
+        .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+    {
+        obj[field] = value;
+    }
 }
 
 /// The strategy of a built-in resource.
@@ -48,6 +66,16 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
             Arc::new(deployment::WorkloadStrategy)
         }
+        ("", "limitranges") => Arc::new(limitrange::LimitRangeStrategy),
+        ("", "podtemplates") => Arc::new(pod::PodTemplateStrategy),
+        ("", "persistentvolumes") => Arc::new(volumes::PersistentVolumeStrategy),
+        ("", "persistentvolumeclaims") => Arc::new(volumes::PersistentVolumeClaimStrategy),
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            Arc::new(rbac::BindingStrategy)
+        }
+        ("discovery.k8s.io", "endpointslices") => Arc::new(endpointslice::EndpointSliceStrategy),
+        ("storage.k8s.io", "storageclasses") => Arc::new(storage::StorageClassStrategy),
+        ("storage.k8s.io", "csidrivers") => Arc::new(storage::CsiDriverStrategy),
         ("batch", "jobs") => Arc::new(batch::JobStrategy),
         ("batch", "cronjobs") => Arc::new(batch::CronJobStrategy),
         ("networking.k8s.io", "networkpolicies") => Arc::new(networking::NetworkPolicyStrategy),

@@ -14,6 +14,24 @@ use serde_json::{Value, json};
 
 pub struct PodStrategy;
 
+/// PodTemplates: the template's pod spec gets the pod spec's defaults.
+pub struct PodTemplateStrategy;
+
+impl Strategy for PodTemplateStrategy {
+    fn default(&self, obj: &mut Value) {
+        if let Some(spec) = obj.pointer_mut("/template/spec") {
+            default_pod_spec(spec);
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_pod_spec(
+            obj.pointer("/template/spec"),
+            &FieldPath::new("template").child("spec"),
+        )
+    }
+}
+
 fn set_default(obj: &mut Value, field: &str, value: Value) {
     if obj.get(field).is_none_or(Value::is_null) {
         obj[field] = value;
@@ -25,6 +43,8 @@ fn pull_policy(image: &str) -> &'static str {
     let without_digest = image.split('@').next().unwrap_or(image);
     let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
     match last.split_once(':') {
+        // No tag means `latest`, unless the image is pinned by digest.
+        None if image.contains('@') => "IfNotPresent",
         None => "Always",
         Some((_, "latest")) => "Always",
         Some(_) if image.contains('@') => "IfNotPresent",
