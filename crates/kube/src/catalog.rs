@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use apiserver::registry::{ResourceInfo, SelectableField, SubresourceInfo};
+use apiserver::registry::{
+    ImmutableField, Refusal, ResourceInfo, SelectableField, SubresourceInfo,
+};
 use serde_json::Value;
 
 const API_GROUPS: &str = include_str!("../data/discovery/discovery_apis.json");
@@ -40,6 +42,75 @@ const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize", "binding"]
 const NOT_SERVED: &[(&str, &str)] = &[("", "componentstatuses")];
 
 /// Kinds whose objects carry `metadata.generation` (recorded from upstream's defaulted objects).
+/// Fields updates may not change, per resource, with upstream's words for the refusal (each from
+/// the kind's `Validate*Update`). Rules that are more than "this field stays" live in the kind's
+/// strategy.
+fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
+    const IMMUTABLE: Refusal = Refusal::Invalid("field is immutable");
+    // A struct literal (not a call) so that each table is a promoted constant.
+    macro_rules! field {
+        ($pointer:expr, $path:expr, $refusal:expr $(,)?) => {
+            ImmutableField {
+                pointer: $pointer,
+                path: $path,
+                refusal: $refusal,
+            }
+        };
+    }
+    const SELECTOR: &[ImmutableField] = &[field!("/spec/selector", "spec.selector", IMMUTABLE)];
+    match (group, resource) {
+        ("apps", "deployments" | "replicasets" | "daemonsets" | "statefulsets") => SELECTOR,
+        ("apps", "controllerrevisions") => &[field!("/data", "data", IMMUTABLE)],
+        ("batch", "jobs") => &[
+            field!("/spec/selector", "spec.selector", IMMUTABLE),
+            field!("/spec/template", "spec.template", IMMUTABLE),
+            field!("/spec/completionMode", "spec.completionMode", IMMUTABLE),
+        ],
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => &[field!(
+            "/roleRef",
+            "roleRef",
+            Refusal::Invalid("cannot change roleRef"),
+        )],
+        ("scheduling.k8s.io", "priorityclasses") => &[field!(
+            "/value",
+            "value",
+            Refusal::Forbidden("may not be changed in an update."),
+        )],
+        ("networking.k8s.io", "ingressclasses") => {
+            &[field!("/spec/controller", "spec.controller", IMMUTABLE)]
+        }
+        ("storage.k8s.io", "storageclasses") => &[
+            field!(
+                "/parameters",
+                "parameters",
+                Refusal::Forbidden("updates to parameters are forbidden."),
+            ),
+            field!(
+                "/provisioner",
+                "provisioner",
+                Refusal::Forbidden("updates to provisioner are forbidden."),
+            ),
+            field!(
+                "/reclaimPolicy",
+                "reclaimPolicy",
+                Refusal::Forbidden("updates to reclaimPolicy are forbidden."),
+            ),
+            field!("/volumeBindingMode", "volumeBindingMode", IMMUTABLE),
+        ],
+        // Upstream reports this field as `attachedRequired`.
+        ("storage.k8s.io", "csidrivers") => &[field!(
+            "/spec/attachRequired",
+            "spec.attachedRequired",
+            IMMUTABLE,
+        )],
+        ("apiextensions.k8s.io", "customresourcedefinitions") => &[
+            field!("/spec/group", "spec.group", IMMUTABLE),
+            field!("/spec/scope", "spec.scope", IMMUTABLE),
+        ],
+        _ => &[],
+    }
+}
+
 const TRACKS_GENERATION: &[(&str, &str)] = &[
     ("", "pods"),
     ("", "podtemplates"),
@@ -246,6 +317,7 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
             tracks_generation: TRACKS_GENERATION.contains(&(group, name)),
             return_deleted_object: false,
             selectable_fields,
+            immutable_fields: immutable_fields(group, name),
             // Upstream keeps built-in kinds under `/registry/<resource>`, except the two groups
             // that belong to other servers in its chain.
             storage_key: if matches!(group, "apiextensions.k8s.io" | "apiregistration.k8s.io") {

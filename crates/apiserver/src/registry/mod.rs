@@ -9,7 +9,7 @@ mod store;
 mod strategy;
 
 pub use conversion::{Conversion, ConvertingStore};
-pub use resource::{ResourceInfo, SelectableField, SubresourceInfo};
+pub use resource::{ImmutableField, Refusal, ResourceInfo, SelectableField, SubresourceInfo};
 pub use store::{
     DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,
 };

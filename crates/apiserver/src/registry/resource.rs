@@ -26,6 +26,25 @@ pub struct SelectableField {
     pub default: String,
 }
 
+/// A field that an update may not change, and how upstream words the refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImmutableField {
+    /// Where the field is, as a JSON pointer (`/spec/selector`).
+    pub pointer: &'static str,
+    /// The field path upstream reports (`spec.selector`; upstream's own spelling, typos kept).
+    pub path: &'static str,
+    pub refusal: Refusal,
+}
+
+/// How an update of an [`ImmutableField`] is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `Invalid value: <new value>: <detail>` (`field is immutable`, `cannot change roleRef`).
+    Invalid(&'static str),
+    /// `Forbidden: <detail>`, without the value.
+    Forbidden(&'static str),
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct ResourceInfo {
     pub group: String,
@@ -45,6 +64,8 @@ pub struct ResourceInfo {
     pub return_deleted_object: bool,
     /// Field selectors beyond `metadata.name` and `metadata.namespace`.
     pub selectable_fields: Vec<SelectableField>,
+    /// Fields an update may not change (checked by the store before the strategy's rules).
+    pub immutable_fields: &'static [ImmutableField],
     /// The key below the storage prefix, e.g. `configmaps` in `/registry/configmaps/ns/name`.
     pub storage_key: String,
     /// The version whose storage this resource shares when it is served in several versions.

@@ -516,6 +516,9 @@ impl RegistryStore {
                 self.strategy
                     .prepare_for_subresource_update(sub, &mut new, &old);
             }
+            // Compared, validated and stored in Go's form, as upstream compares decoded Go
+            // values: a field a client left out is the same as its zero value.
+            go_form(&mut new);
             if self.info.tracks_generation
                 && without_meta_and_status(&new) != without_meta_and_status(&old)
             {
@@ -532,6 +535,9 @@ impl RegistryStore {
             if errs.is_empty() {
                 errs.extend(self.validate_meta(&new));
             }
+            if sub != "status" {
+                errs.extend(self.immutable_field_errors(&new, &old));
+            }
             errs.extend(if sub == "status" {
                 self.strategy.validate_status_update(&new, &old)
             } else {
@@ -541,7 +547,6 @@ impl RegistryStore {
                 return Err(self.invalid(&new, &errs));
             }
             self.admission.validate(&attrs, &new).await?;
-            go_form(&mut new);
             if same_object(&new, &old) {
                 return Ok((current, false));
             }
@@ -722,6 +727,32 @@ impl RegistryStore {
             errs.extend(validate_kube_finalizer_names(meta, &path));
         }
         errs
+    }
+
+    /// The fields of this kind's data row that an update may not change.
+    fn immutable_field_errors(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        if self.info.immutable_fields.is_empty() {
+            return Vec::new();
+        }
+        // The stored object may predate Go's form; `new` is in it already.
+        let mut old = old.clone();
+        go_form(&mut old);
+        self.info
+            .immutable_fields
+            .iter()
+            .filter(|f| new.pointer(f.pointer) != old.pointer(f.pointer))
+            .map(|f| {
+                let path = FieldPath::new(f.path);
+                match f.refusal {
+                    super::Refusal::Invalid(detail) => FieldError::invalid(
+                        &path,
+                        new.pointer(f.pointer).cloned().unwrap_or(Value::Null),
+                        detail,
+                    ),
+                    super::Refusal::Forbidden(detail) => FieldError::forbidden(&path, detail),
+                }
+            })
+            .collect()
     }
 
     /// The unsafe deletion of an object that cannot be read (see
