@@ -210,7 +210,10 @@ impl Query {
             ));
         }
         if let Some(manager) = &self.field_manager {
-            errs.extend(validate_field_manager(manager));
+            errs.extend(apimachinery::validation::validate_field_manager(
+                manager,
+                &FieldPath::new("fieldManager"),
+            ));
         }
         errs.extend(self.validate_dry_run());
         if let Some(other) = &self.field_validation_unsupported {
@@ -271,27 +274,6 @@ impl Query {
             ))),
         }
     }
-}
-
-/// Upstream's `ValidateFieldManager`: at most 128 bytes, every character printable.
-fn validate_field_manager(manager: &str) -> Vec<apimachinery::validation::FieldError> {
-    use apimachinery::validation::{FieldError, FieldPath};
-    const MAX: i64 = 128;
-    let path = FieldPath::new("fieldManager");
-    let mut errs = Vec::new();
-    if manager.len() as i64 > MAX {
-        errs.push(FieldError::too_long(&path, manager, MAX));
-    }
-    for (i, c) in manager.char_indices() {
-        if c.is_control() || (c.is_whitespace() && c != ' ') {
-            errs.push(FieldError::invalid(
-                &path,
-                manager,
-                format!("invalid character U+{:04X} (at position {i})", c as u32),
-            ));
-        }
-    }
-    errs
 }
 
 #[cfg(test)]
