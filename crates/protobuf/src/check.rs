@@ -306,7 +306,7 @@ const QUANTITY_FORMAT: &str =
 /// `Ei`), a decimal SI suffix (`n u m k M G T P E`, or none) or a decimal exponent (`e3`, `E-2`).
 fn check_quantity(text: &str) -> Result<(), String> {
     if text.is_empty() {
-        return Err("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".to_string());
+        return Err(QUANTITY_FORMAT.to_string());
     }
     let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
     let number_len = unsigned
