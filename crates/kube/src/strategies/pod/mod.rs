@@ -1,6 +1,8 @@
 //! Pods and pod templates: upstream's defaults for a pod spec and the basic validation of
 //! containers. Workload kinds reuse `default_pod_spec` and `validate_pod_spec` for templates.
 
+mod containers;
+
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{FieldError, FieldPath, invalid_status};
 use apimachinery::{GroupResource, Status};
@@ -193,32 +195,17 @@ pub fn default_pod_spec(spec: &mut Value) {
     default_host_network_ports(spec);
 }
 
-/// Containers present, each with a name and an image.
+/// Containers present, and each valid (see `containers`).
 pub fn validate_pod_spec(spec: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let containers = spec
         .and_then(|s| s.get("containers"))
         .and_then(Value::as_array);
-    match containers {
-        None => errs.push(FieldError::required(&path.child("containers"), "")),
-        Some(cs) if cs.is_empty() => errs.push(FieldError::required(&path.child("containers"), "")),
-        Some(cs) => {
-            for (i, c) in cs.iter().enumerate() {
-                let p = path.child("containers").index(i);
-                if c.get("name")
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
-                    errs.push(FieldError::required(&p.child("name"), ""));
-                }
-                if c.get("image")
-                    .and_then(Value::as_str)
-                    .is_none_or(|s| s.trim().is_empty())
-                {
-                    errs.push(FieldError::required(&p.child("image"), ""));
-                }
-            }
-        }
+    if containers.is_none_or(Vec::is_empty) {
+        errs.push(FieldError::required(&path.child("containers"), ""));
+    }
+    if let Some(spec) = spec {
+        errs.extend(containers::validate_containers(spec, path));
     }
     errs
 }
