@@ -5,6 +5,7 @@ use apiserver::registry::Strategy;
 use serde_json::{Map, Value, json};
 
 use super::pod::{default_pod_spec, validate_pod_spec};
+use super::set_default;
 use apimachinery::validation::{FieldError, FieldPath};
 
 pub struct JobStrategy;
@@ -14,12 +15,6 @@ pub struct CronJobStrategy;
 /// the legacy and the `batch.kubernetes.io/` key.
 const NAME_LABELS: [&str; 2] = ["job-name", "batch.kubernetes.io/job-name"];
 const UID_LABELS: [&str; 2] = ["controller-uid", "batch.kubernetes.io/controller-uid"];
-
-fn set_default(obj: &mut Value, field: &str, value: Value) {
-    if obj.get(field).is_none_or(Value::is_null) {
-        obj[field] = value;
-    }
-}
 
 /// `SetDefaults_JobSpec`, for Jobs and the job templates of CronJobs.
 fn default_job_spec(spec: &mut Value) {

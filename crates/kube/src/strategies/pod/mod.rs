@@ -3,6 +3,8 @@
 
 mod containers;
 
+use super::set_default;
+
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{FieldError, FieldPath, invalid_status};
 use apimachinery::{GroupResource, Status};
@@ -31,12 +33,6 @@ impl Strategy for PodTemplateStrategy {
             obj.pointer("/template/spec"),
             &FieldPath::new("template").child("spec"),
         )
-    }
-}
-
-fn set_default(obj: &mut Value, field: &str, value: Value) {
-    if obj.get(field).is_none_or(Value::is_null) {
-        obj[field] = value;
     }
 }
 
