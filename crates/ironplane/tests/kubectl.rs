@@ -742,3 +742,128 @@ fn bearer_tokens_anonymous_health_and_401() {
     assert_eq!(anonymous("/readyz"), "200 ok");
     assert!(anonymous("/version").starts_with("200 {"));
 }
+
+const WORKLOADS_YAML: &str = r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers:
+      - name: c
+        image: nginx:1.27
+        readinessProbe: {httpGet: {port: 80}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: once}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: tick}
+spec:
+  schedule: "*/5 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: c, image: busybox}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: plain}
+stringData: {password: hunter2}
+"#;
+
+#[test]
+fn workloads_come_back_defaulted_and_immutable_fields_stay() {
+    let s = Server::start();
+    s.kubectl_stdin(&["create", "-f", "-"], WORKLOADS_YAML);
+    let field = |args: &[&str]| s.kubectl(args).trim().to_string();
+    // Defaults as kube-apiserver sets them, read back through kubectl.
+    assert_eq!(
+        field(&[
+            "get",
+            "statefulset",
+            "db",
+            "-o",
+            "jsonpath={.spec.podManagementPolicy} {.spec.updateStrategy.type} {.spec.revisionHistoryLimit} {.spec.persistentVolumeClaimRetentionPolicy.whenDeleted}"
+        ]),
+        "OrderedReady RollingUpdate 10 Retain"
+    );
+    assert_eq!(
+        field(&[
+            "get",
+            "statefulset",
+            "db",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].readinessProbe.periodSeconds} {.spec.template.spec.containers[0].readinessProbe.httpGet.scheme} {.spec.template.spec.containers[0].imagePullPolicy}"
+        ]),
+        "10 HTTP IfNotPresent"
+    );
+    assert_eq!(
+        field(&[
+            "get",
+            "job",
+            "once",
+            "-o",
+            "jsonpath={.spec.completions} {.spec.parallelism} {.spec.backoffLimit} {.spec.completionMode} {.spec.suspend} {.spec.template.metadata.labels.job-name}"
+        ]),
+        "1 1 6 NonIndexed false once"
+    );
+    assert_eq!(
+        field(&[
+            "get",
+            "cronjob",
+            "tick",
+            "-o",
+            "jsonpath={.spec.concurrencyPolicy} {.spec.successfulJobsHistoryLimit} {.spec.failedJobsHistoryLimit} {.spec.suspend}"
+        ]),
+        "Allow 3 1 false"
+    );
+    // stringData is merged into data and gone; a literal round-trips the same way.
+    assert_eq!(
+        field(&[
+            "get",
+            "secret",
+            "plain",
+            "-o",
+            "jsonpath={.data.password}|{.stringData}"
+        ]),
+        "aHVudGVyMg==|"
+    );
+    s.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "lit",
+        "--from-literal=user=admin",
+    ]);
+    assert_eq!(
+        field(&["get", "secret", "lit", "-o", "jsonpath={.data.user}"]),
+        "YWRtaW4="
+    );
+    // A Job's selector is immutable, in upstream's words.
+    let err = s.kubectl_fails(&[
+        "patch",
+        "job",
+        "once",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"selector":{"matchLabels":{"x":"y"}}}}"#,
+    ]);
+    assert!(
+        err.contains("spec.selector: Invalid value:") && err.contains("field is immutable"),
+        "{err}"
+    );
+}
