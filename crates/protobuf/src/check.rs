@@ -222,12 +222,9 @@ impl<'s> Checker<'s> {
                 None => Ok(()),
             },
             (Special::Strings, other) => Err(self.mismatch(owner, json_kind(other), go_type)),
-            (Special::SchemaOrBool, Value::Bool(_))
-            | (Special::SchemaOrStringArray, Value::Array(_))
-                if special == Special::SchemaOrBool
-                    || value
-                        .as_array()
-                        .is_some_and(|a| a.iter().all(Value::is_string)) =>
+            (Special::SchemaOrBool, Value::Bool(_)) => Ok(()),
+            (Special::SchemaOrStringArray, Value::Array(items))
+                if items.iter().all(Value::is_string) =>
             {
                 Ok(())
             }

@@ -5,7 +5,7 @@ use apiserver::registry::Strategy;
 use serde_json::{Map, Value, json};
 
 use super::pod::{default_pod_spec, validate_pod_spec};
-use super::set_default;
+use super::{object_at, set_default};
 use apimachinery::validation::{FieldError, FieldPath};
 
 pub struct JobStrategy;
@@ -138,20 +138,7 @@ fn generate_selector(obj: &mut Value) {
     let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
         return;
     };
-    if !spec.get("template").is_some_and(Value::is_object) {
-        spec["template"] = json!({});
-    }
-    let template = &mut spec["template"];
-    if !template.get("metadata").is_some_and(Value::is_object) {
-        template["metadata"] = json!({});
-    }
-    if !template["metadata"]
-        .get("labels")
-        .is_some_and(Value::is_object)
-    {
-        template["metadata"]["labels"] = json!({});
-    }
-    let labels = &mut template["metadata"]["labels"];
+    let labels = object_at(object_at(object_at(spec, "template"), "metadata"), "labels");
     // A label the user set is kept; a conflict is validation's to report.
     for key in NAME_LABELS {
         if labels.get(key).is_none() {
@@ -163,16 +150,7 @@ fn generate_selector(obj: &mut Value) {
             labels[key] = json!(uid);
         }
     }
-    if !spec.get("selector").is_some_and(Value::is_object) {
-        spec["selector"] = json!({});
-    }
-    if !spec["selector"]
-        .get("matchLabels")
-        .is_some_and(Value::is_object)
-    {
-        spec["selector"]["matchLabels"] = json!({});
-    }
-    let match_labels = &mut spec["selector"]["matchLabels"];
+    let match_labels = object_at(object_at(spec, "selector"), "matchLabels");
     if match_labels.get(UID_LABELS[1]).is_none() {
         match_labels[UID_LABELS[1]] = json!(uid);
     }

@@ -7,6 +7,7 @@ use apimachinery::validation::{FieldError, FieldPath};
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
 
+use super::object_at;
 use super::pod::{default_pod_spec, validate_pod_spec};
 
 pub struct WorkloadStrategy;
@@ -69,10 +70,7 @@ fn default_stateful_set(spec: &mut Value) {
             claim_spec["volumeMode"] = json!("Filesystem");
         }
         if claim.pointer("/status/phase").is_none() {
-            if !claim.get("status").is_some_and(Value::is_object) {
-                claim["status"] = json!({});
-            }
-            claim["status"]["phase"] = json!("Pending");
+            object_at(claim, "status")["phase"] = json!("Pending");
         }
     }
 }
@@ -99,10 +97,7 @@ fn default_daemon_set(spec: &mut Value) {
                 strategy["type"] = json!("RollingUpdate");
             }
             if strategy.get("type") == Some(&json!("RollingUpdate")) {
-                if !strategy.get("rollingUpdate").is_some_and(Value::is_object) {
-                    strategy["rollingUpdate"] = json!({});
-                }
-                let rolling = &mut strategy["rollingUpdate"];
+                let rolling = object_at(strategy, "rollingUpdate");
                 if rolling.get("maxUnavailable").is_none() {
                     rolling["maxUnavailable"] = json!(1);
                 }

@@ -3,7 +3,9 @@
 //! the default limit, then from the min.
 
 use apiserver::registry::Strategy;
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use super::object_at;
 
 pub struct LimitRangeStrategy;
 
@@ -12,10 +14,7 @@ fn fill(item: &mut Value, target: &str, source: &str) {
     let Some(from) = item.get(source).and_then(Value::as_object).cloned() else {
         return;
     };
-    if !item.get(target).is_some_and(Value::is_object) {
-        item[target] = Value::Object(Map::new());
-    }
-    if let Some(to) = item.get_mut(target).and_then(Value::as_object_mut) {
+    if let Some(to) = object_at(item, target).as_object_mut() {
         for (resource, quantity) in from {
             to.entry(resource).or_insert(quantity);
         }

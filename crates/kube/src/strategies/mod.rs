@@ -47,6 +47,15 @@ pub(crate) fn set_default(obj: &mut Value, field: &str, value: serde_json::Value
     }
 }
 
+/// The object at `field` of `obj` (itself an object), made an empty object first when absent or
+/// not an object: where defaulting fills a nested struct that Go would have allocated.
+pub(crate) fn object_at<'a>(obj: &'a mut Value, field: &str) -> &'a mut Value {
+    if !obj.get(field).is_some_and(Value::is_object) {
+        obj[field] = Value::Object(serde_json::Map::new());
+    }
+    &mut obj[field]
+}
+
 /// The strategy of a built-in resource.
 pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strategy> {
     match (info.group.as_str(), info.resource.as_str()) {

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::configmap::{
     MAX_TOTAL_BYTES, decoded_len, string_map, validate_immutable, validate_keys,
 };
+use super::object_at;
 
 pub struct SecretStrategy;
 
@@ -23,10 +24,7 @@ fn merge_string_data(obj: &mut Value) {
     if strings.is_empty() {
         return;
     }
-    if !obj.get("data").is_some_and(Value::is_object) {
-        obj["data"] = Value::Object(Default::default());
-    }
-    if let Some(data) = obj.get_mut("data").and_then(Value::as_object_mut) {
+    if let Some(data) = object_at(obj, "data").as_object_mut() {
         for (key, value) in strings {
             let text = value.as_str().unwrap_or_default();
             let encoded = base64::engine::general_purpose::STANDARD.encode(text);

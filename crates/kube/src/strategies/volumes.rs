@@ -5,16 +5,13 @@
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
 
-use super::set_default;
+use super::{object_at, set_default};
 
 pub struct PersistentVolumeStrategy;
 pub struct PersistentVolumeClaimStrategy;
 
 fn pending(obj: &mut Value) {
-    if !obj.get("status").is_some_and(Value::is_object) {
-        obj["status"] = json!({});
-    }
-    set_default(&mut obj["status"], "phase", json!("Pending"));
+    set_default(object_at(obj, "status"), "phase", json!("Pending"));
 }
 
 impl Strategy for PersistentVolumeStrategy {
