@@ -190,6 +190,9 @@ fn load_facts(path: &Path) -> Result<Facts, String> {
 /// One Go struct field that has a protobuf tag.
 struct Fact<'a> {
     json: &'a str,
+    /// The Go field name, which is what Go's JSON encoder writes for the internal (untagged)
+    /// types that validation messages print.
+    go_name: &'a str,
     number: u32,
     proto_name: Option<&'a str>,
     omitempty: bool,
@@ -215,6 +218,7 @@ fn parse_fact(value: &Value) -> Result<Option<Fact<'_>>, String> {
     let flag = |name: &str| value.get(name).and_then(Value::as_bool).unwrap_or(false);
     Ok(Some(Fact {
         json: value.get("json").and_then(Value::as_str).unwrap_or(""),
+        go_name: value.get("go").and_then(Value::as_str).unwrap_or(""),
         number,
         proto_name,
         omitempty: flag("omitempty"),
@@ -394,14 +398,16 @@ fn field_line(
     json: &str,
     flags: &str,
     go_type: &str,
+    go_name: &str,
 ) -> Result<FieldLine, String> {
     let (ty, card, reference) = type_of(field)?;
     let flags = if flags.is_empty() { "-" } else { flags };
     let json = if json.is_empty() { "-" } else { json };
     let go_type = if go_type.is_empty() { "-" } else { go_type };
+    let go_name = if go_name.is_empty() { "-" } else { go_name };
     Ok(FieldLine {
         text: format!(
-            "F\t{}\t{json}\t{flags}\t{card}\t{ty}\t{go_type}",
+            "F\t{}\t{json}\t{flags}\t{card}\t{ty}\t{go_type}\t{go_name}",
             field.number()
         ),
         references: reference.into_iter().collect(),
@@ -435,7 +441,7 @@ fn special_fields(message: &MessageDescriptor, special: &str) -> Result<Vec<Fiel
     }
     fields
         .iter()
-        .map(|field| field_line(field, field.name(), "", ""))
+        .map(|field| field_line(field, field.name(), "", "", ""))
         .collect()
 }
 
@@ -496,7 +502,13 @@ fn fact_fields(
             ));
         }
         let go_type = reflect_type_name(fact.go_type.trim_start_matches('*'), package_name);
-        lines.push(field_line(&field, fact.json, &flags, &go_type)?);
+        lines.push(field_line(
+            &field,
+            fact.json,
+            &flags,
+            &go_type,
+            fact.go_name,
+        )?);
     }
     if covered.len() != message.fields().len() {
         return Err(format!(

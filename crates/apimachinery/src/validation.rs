@@ -324,6 +324,10 @@ pub struct FieldError {
     pub error_type: ErrorType,
     pub field: String,
     pub bad_value: Option<Value>,
+    /// The bad value already printed, for values upstream prints as a Go struct (field names
+    /// and order of the internal type, see `ironplane_protobuf::go_struct_json`); it replaces
+    /// the rendering of `bad_value` in the message.
+    pub rendered: Option<String>,
     pub detail: String,
 }
 
@@ -342,8 +346,15 @@ impl FieldError {
             error_type,
             field: path.to_string(),
             bad_value,
+            rendered: None,
             detail: detail.into(),
         }
+    }
+
+    /// The same error with its bad value printed as given (a Go struct's rendering).
+    pub fn with_rendered_value(mut self, rendered: impl Into<String>) -> Self {
+        self.rendered = Some(rendered.into());
+        self
     }
 
     pub fn required(path: &FieldPath, detail: impl Into<String>) -> Self {
@@ -482,6 +493,9 @@ impl FieldError {
                 _,
             )
             | (_, None) => words.to_string(),
+            _ if self.rendered.is_some() => {
+                format!("{words}: {}", self.rendered.as_deref().unwrap_or_default())
+            }
             (_, Some(v)) => format!("{words}: {}", render_bad_value(v)),
         };
         if !self.detail.is_empty() {
@@ -1587,25 +1601,57 @@ pub fn validate_owner_references(refs: Option<&Value>, path: &FieldPath) -> Vec<
             ));
         }
         if group.is_empty() && version == "v1" && kind == "Event" {
-            errs.push(FieldError::invalid(
-                path,
-                r.clone(),
-                format!("{group}/{version}, Kind={kind} is disallowed from being an owner"),
-            ));
+            errs.push(
+                FieldError::invalid(
+                    path,
+                    r.clone(),
+                    format!("{group}/{version}, Kind={kind} is disallowed from being an owner"),
+                )
+                .with_rendered_value(owner_reference_json(r)),
+            );
         }
         if r.get("controller").and_then(Value::as_bool) == Some(true) {
             let current = format!("{kind}/{name}");
             match &first_controller {
-                Some(first) => errs.push(FieldError::invalid(
-                    path,
-                    Value::Array(refs.clone()),
-                    format!("Only one reference can have Controller set to true. Found \"true\" in references for {first} and {current}"),
-                )),
+                Some(first) => {
+                    let all: Vec<String> = refs.iter().map(owner_reference_json).collect();
+                    errs.push(
+                        FieldError::invalid(
+                            path,
+                            Value::Array(refs.clone()),
+                            format!("Only one reference can have Controller set to true. Found \"true\" in references for {first} and {current}"),
+                        )
+                        .with_rendered_value(format!("[{}]", all.join(","))),
+                    )
+                }
                 None => first_controller = Some(current),
             }
         }
     }
     errs
+}
+
+/// An `OwnerReference` as Go's encoder writes it: JSON names in declaration order, the
+/// `omitempty` pointers left out when unset.
+fn owner_reference_json(r: &Value) -> String {
+    let mut out = String::from("{");
+    for (i, field) in ["apiVersion", "kind", "name", "uid"].iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_go_json_string(field, &mut out);
+        out.push(':');
+        write_go_json_string(meta_str(r, field), &mut out);
+    }
+    for field in ["controller", "blockOwnerDeletion"] {
+        if let Some(b) = r.get(field).and_then(Value::as_bool) {
+            out.push(',');
+            write_go_json_string(field, &mut out);
+            out.push_str(if b { ":true" } else { ":false" });
+        }
+    }
+    out.push('}');
+    out
 }
 
 /// Finalizer names (qualified names, reported at `path`), and `orphan` with `foregroundDeletion`

@@ -116,7 +116,11 @@ impl GenericApiServer {
             Ok(n) if n.encoding == Encoding::Yaml => Encoding::Yaml,
             _ => Encoding::Json,
         };
-        match self.route_inner(req, info, user, accept.as_deref()).await {
+        // Warnings recorded while serving reach the client whether the request succeeds or not,
+        // as upstream's recorder writes them to the response headers as they are added.
+        let (result, warnings) =
+            crate::warning::record(self.route_inner(req, info, user, accept.as_deref())).await;
+        let response = match result {
             Ok(r) => r,
             Err(s) => {
                 if s.code >= 500 {
@@ -124,7 +128,8 @@ impl GenericApiServer {
                 }
                 response::status(&s, error_encoding)
             }
-        }
+        };
+        crate::warning::append(response, warnings)
     }
 
     async fn route_inner(

@@ -69,7 +69,7 @@ fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => &[field!(
             "/roleRef",
             "roleRef",
-            Refusal::Invalid("cannot change roleRef"),
+            Refusal::InvalidGo("rbac.v1.RoleRef", "cannot change roleRef"),
         )],
         ("scheduling.k8s.io", "priorityclasses") => &[field!(
             "/value",

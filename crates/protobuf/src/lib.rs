@@ -17,6 +17,7 @@
 mod check;
 mod decode;
 mod encode;
+mod render;
 mod schema;
 mod time;
 mod wire;
@@ -24,6 +25,7 @@ mod wire;
 use serde_json::Value;
 
 pub use crate::check::check_go_types;
+pub use crate::render::{GoStyle, go_slice_json, go_struct_json};
 use crate::schema::schema;
 /// Go's `time.ParseDuration`, in nanoseconds (`metav1.Duration` and query parameters use it).
 pub use crate::time::parse_duration as parse_go_duration;

@@ -78,6 +78,8 @@ pub(crate) struct Field {
     /// The Go type as `reflect` names it, pointer stripped (`int32`, `[]v1.Container`,
     /// `map[string]string`), for Go's decoding errors; empty inside special types.
     pub go_type: Box<str>,
+    /// The Go field name (`TimeAdded`); empty inside special types.
+    pub go_name: Box<str>,
 }
 
 #[derive(Debug)]
@@ -160,7 +162,7 @@ impl Schema {
                     wire_order: Vec::new(),
                     by_number: HashMap::new(),
                 }),
-                ["F", number, json, flags, cardinality, ty, go_type] => {
+                ["F", number, json, flags, cardinality, ty, go_type, go_name] => {
                     let message = messages.last_mut().ok_or("field before any message")?;
                     let ty = match *ty {
                         "s" => Type::String,
@@ -195,6 +197,7 @@ impl Schema {
                         omitzero: flags.contains('z'),
                         inline: flags.contains('i'),
                         go_type: Box::from(if *go_type == "-" { "" } else { *go_type }),
+                        go_name: Box::from(if *go_name == "-" { "" } else { *go_name }),
                     });
                 }
                 ["V", dir, version, package] => {

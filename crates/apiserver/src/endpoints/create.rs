@@ -22,6 +22,7 @@ pub async fn handle(
     let q = Query::parse(&req.query)?;
     q.validate_write_options("CreateOptions", false)?;
     let (mut obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
+    crate::warning::add_all(warnings);
     if store.info.namespaced && obj.namespace().is_empty() {
         // The URL's namespace, before anyone reads the object: create-only kinds (bindings)
         // see it as stored kinds do.
@@ -31,10 +32,7 @@ pub async fn handle(
     if let Some(answer) = store.strategy.create_without_storage(&obj, &req.user).await {
         // Reviews and other create-only kinds answer without storing anything.
         let v = answer?;
-        return Ok(response::with_warnings(
-            response::value(StatusCode::CREATED, &v, n)?,
-            &warnings,
-        ));
+        return response::value(StatusCode::CREATED, &v, n);
     }
     let created = store
         .create(
@@ -44,10 +42,7 @@ pub async fn handle(
             &WriteOptions { dry_run: q.dry_run },
         )
         .await?;
-    Ok(response::with_warnings(
-        response::object(api, &store.info, StatusCode::CREATED, &created, n)?,
-        &warnings,
-    ))
+    response::object(api, &store.info, StatusCode::CREATED, &created, n)
 }
 
 /// POST on a subresource of an existing object (e.g. `pods/<name>/binding`): the strategy
@@ -78,6 +73,7 @@ pub async fn handle_subresource(
         Some((&api_version, &sub.kind)),
         q.field_validation,
     )?;
+    crate::warning::add_all(warnings);
     let strategy = store.strategy.clone();
     let mut updater = |current: Option<&serde_json::Value>| match current {
         Some(current) => strategy.create_on_subresource(&sub.name, &body, current),
@@ -101,8 +97,5 @@ pub async fn handle_subresource(
         )
         .await?;
     let status = apimachinery::status::created_status();
-    Ok(response::with_warnings(
-        response::value(StatusCode::CREATED, &status, n)?,
-        &warnings,
-    ))
+    response::value(StatusCode::CREATED, &status, n)
 }

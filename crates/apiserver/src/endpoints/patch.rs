@@ -50,7 +50,6 @@ pub async fn handle(
     // The patch document is read once, before the update loop; a strategic merge patch is kept
     // parsed, the others as bytes for their appliers.
     let patch_doc = check_patch_document(patch_type, &body, q.field_validation)?;
-    let mut warnings = Vec::new();
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
         let Some(current) = current else {
             return Err(Status::not_found(&info.group_resource(), &name));
@@ -88,7 +87,7 @@ pub async fn handle(
                 None => patched.to_string(),
             },
         )?;
-        warnings = found;
+        crate::warning::add_all(found);
         // Upstream's checkName: the patched object keeps the URL's name and namespace.
         if patched.name() != name.as_str() {
             return Err(Status::bad_request(format!(
@@ -126,10 +125,7 @@ pub async fn handle(
             &opts,
         )
         .await?;
-    Ok(response::with_warnings(
-        response::object(api, &store.info, StatusCode::OK, &updated, n)?,
-        &warnings,
-    ))
+    response::object(api, &store.info, StatusCode::OK, &updated, n)
 }
 
 /// Reads the patch document as upstream does before applying it: with `fieldValidation` Warn or

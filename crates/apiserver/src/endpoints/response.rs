@@ -89,17 +89,6 @@ pub fn status(s: &Status, encoding: Encoding) -> Response {
     r
 }
 
-/// Adds `Warning: 299 - "..."` headers, as upstream reports dropped fields and deprecations.
-pub fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
-    for w in warnings {
-        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
-            r.headers_mut().append(header::WARNING, v);
-        }
-    }
-    r
-}
-
 /// `PartialObjectMetadata` of one object.
 fn partial_metadata(obj: &Value, version: &str) -> Value {
     json!({

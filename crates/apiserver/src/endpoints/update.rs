@@ -22,6 +22,7 @@ pub async fn handle(
     let q = Query::parse(&req.query)?;
     q.validate_write_options("UpdateOptions", false)?;
     let (obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
+    crate::warning::add_all(warnings);
     let name = &req.info.name;
     if obj.name() != name.as_str() {
         return Err(Status::bad_request(format!(
@@ -55,8 +56,5 @@ pub async fn handle(
     } else {
         StatusCode::OK
     };
-    Ok(response::with_warnings(
-        response::object(api, &store.info, code, &updated, n)?,
-        &warnings,
-    ))
+    response::object(api, &store.info, code, &updated, n)
 }

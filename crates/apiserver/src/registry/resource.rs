@@ -41,6 +41,9 @@ pub struct ImmutableField {
 pub enum Refusal {
     /// `Invalid value: <new value>: <detail>` (`field is immutable`, `cannot change roleRef`).
     Invalid(&'static str),
+    /// `Invalid value: <new value>: <detail>`, the value printed as upstream's internal Go type
+    /// of that name prints (`rbac.v1.RoleRef` → `{"APIGroup":...,"Kind":...,"Name":...}`).
+    InvalidGo(&'static str, &'static str),
     /// `Forbidden: <detail>`, without the value.
     Forbidden(&'static str),
 }

@@ -368,6 +368,7 @@ impl RegistryStore {
             if !errs.is_empty() {
                 return Err(self.invalid(&obj, &errs));
             }
+            crate::warning::add_all(self.strategy.warnings_on_create(&obj));
             let name = obj.name().to_string();
             {
                 let attrs = self.attributes(
@@ -545,6 +546,9 @@ impl RegistryStore {
             });
             if !errs.is_empty() {
                 return Err(self.invalid(&new, &errs));
+            }
+            if sub.is_empty() {
+                crate::warning::add_all(self.strategy.warnings_on_update(&new, &old));
             }
             self.admission.validate(&attrs, &new).await?;
             if same_object(&new, &old) {
@@ -749,6 +753,19 @@ impl RegistryStore {
                         new.pointer(f.pointer).cloned().unwrap_or(Value::Null),
                         detail,
                     ),
+                    super::Refusal::InvalidGo(go_type, detail) => {
+                        let value = new.pointer(f.pointer).cloned().unwrap_or(Value::Null);
+                        let rendered = ironplane_protobuf::go_struct_json(
+                            go_type,
+                            &value,
+                            ironplane_protobuf::GoStyle::Internal,
+                        );
+                        let err = FieldError::invalid(&path, value, detail);
+                        match rendered {
+                            Some(r) => err.with_rendered_value(r),
+                            None => err,
+                        }
+                    }
                     super::Refusal::Forbidden(detail) => FieldError::forbidden(&path, detail),
                 }
             })

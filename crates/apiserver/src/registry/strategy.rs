@@ -29,6 +29,17 @@ pub trait Strategy: Send + Sync {
         self.validate(new)
     }
 
+    /// Warnings for a create that passed validation (upstream's `WarningsOnCreate`): deprecated
+    /// fields, values that will not do what the client may think.
+    fn warnings_on_create(&self, _obj: &Value) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Warnings for an update that passed validation (upstream's `WarningsOnUpdate`).
+    fn warnings_on_update(&self, _new: &Value, _old: &Value) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Validation of a write through `/status`.
     fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
         Vec::new()
