@@ -45,3 +45,16 @@ fn upstream_corpus_cases_keep_matching() {
     eprintln!("{out}");
     assert!(out.contains(" 0 failed"), "{out}");
 }
+
+#[test]
+fn own_corpus_cases_match() {
+    // tests/corpus/<family>: Ironplane's own cases in upstream's corpus format, each rule's
+    // expected answer taken from upstream's tests or source; every case must pass.
+    let s = Server::start();
+    let out = s.python(&tests_dir().join("python/own_corpus.py"), &[]);
+    eprintln!("{out}");
+    assert!(
+        out.contains("own corpus: ") && out.contains(" 0 failed"),
+        "{out}"
+    );
+}
