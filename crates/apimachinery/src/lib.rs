@@ -10,6 +10,7 @@ pub mod gvk;
 pub mod labels;
 pub mod object;
 pub mod patch;
+pub mod quantity;
 pub mod schema;
 pub mod status;
 pub mod validation;

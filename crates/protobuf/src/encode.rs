@@ -197,9 +197,11 @@ impl Encoder<'_> {
             Special::Quantity => {
                 // Quantity accepts a JSON number too; it is written in its string form. A zero
                 // Quantity writes "0".
+                // Go writes a quantity's `String()`: its canonical form (`1.5` → `1500m`,
+                // `1024Mi` → `1Gi`), or the text itself when Go's parser kept it.
                 let text = match value {
-                    Value::String(text) => text.clone(),
-                    Value::Number(number) => number.to_string(),
+                    Value::String(text) => canonical_quantity(text),
+                    Value::Number(number) => canonical_quantity(&number.to_string()),
                     Value::Null => "0".to_string(),
                     other => {
                         return Err(invalid(format!(
@@ -421,5 +423,14 @@ fn json_kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// A quantity as Go writes it back; text that is no quantity (refused before it gets here by
+/// the type check) is kept as it is.
+fn canonical_quantity(text: &str) -> String {
+    match apimachinery::quantity::Quantity::parse(text.trim()) {
+        Ok(q) => q.canonical(),
+        Err(_) => text.to_string(),
     }
 }
