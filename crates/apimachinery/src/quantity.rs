@@ -335,11 +335,6 @@ impl Quantity {
         }
     }
 
-    /// Go's `Cmp`.
-    pub fn cmp(&self, other: &Quantity) -> Ordering {
-        self.cmp_parts(other.mantissa, other.exponent)
-    }
-
     /// Go's `CmpInt64`.
     pub fn cmp_int64(&self, n: i64) -> Ordering {
         let (m, e) = normalize(n as i128, 0);
@@ -510,11 +505,26 @@ impl fmt::Display for Quantity {
     }
 }
 
+/// Quantities compare by value, whatever their format or text (Go's `Cmp`).
+impl Ord for Quantity {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.cmp_parts(other.mantissa, other.exponent)
+    }
+}
+
+impl PartialOrd for Quantity {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl PartialEq for Quantity {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
+
+impl Eq for Quantity {}
 
 #[cfg(test)]
 mod tests {
