@@ -98,6 +98,9 @@ pub struct Status {
     /// errors (MethodNotAllowed, an unknown resource). Boxed because `Status` is the error of
     /// nearly every `Result` in the server, and most errors carry no details.
     pub details: Option<Box<StatusDetails>>,
+    /// `metadata.continue`: a token to go on with, as upstream hands out with the 410 for a
+    /// continue token whose revision was compacted.
+    pub list_continue: Option<String>,
 }
 
 impl std::fmt::Display for Status {
@@ -124,6 +127,7 @@ impl Status {
             reason,
             message: message.into(),
             details: None,
+            list_continue: None,
         }
     }
 
@@ -309,6 +313,9 @@ impl Status {
         });
         if let Some(d) = &self.details {
             v["details"] = serde_json::to_value(d).unwrap_or_else(|_| json!({}));
+        }
+        if let Some(token) = &self.list_continue {
+            v["metadata"]["continue"] = json!(token);
         }
         v
     }

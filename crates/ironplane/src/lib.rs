@@ -123,8 +123,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let data_dir_lock = data_dir::lock(&opts.data_dir)?;
 
     // Config: storage, certificates, authentication.
-    let kv: Arc<dyn Kv> = storage::SqliteKv::open(&opts.data_dir.join("state.db"))
-        .map_err(|e| format!("opening the embedded store: {e}"))?;
+    let sqlite_options = storage::SqliteOptions {
+        compaction_interval: opts.etcd_compaction_interval,
+        ..Default::default()
+    };
+    let kv: Arc<dyn Kv> =
+        storage::SqliteKv::open_with(&opts.data_dir.join("state.db"), sqlite_options)
+            .map_err(|e| format!("opening the embedded store: {e}"))?;
     let allocator = Arc::new(ServiceIpAllocator::new(
         &opts.service_cluster_ip_range,
         &opts.service_node_port_range,

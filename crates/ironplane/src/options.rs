@@ -65,6 +65,10 @@ pub struct Options {
     /// The prefix of every storage key.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
+    /// How often the store's history is compacted: revisions older than the previous interval
+    /// become too old to read or watch from (410). 0 turns compaction off.
+    #[arg(long, default_value = "5m0s", value_parser = parse_duration)]
+    pub etcd_compaction_interval: Duration,
     /// After SIGTERM, how long /readyz fails before the server stops accepting (e.g. 5s).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub shutdown_delay_duration: Duration,

@@ -29,6 +29,7 @@ impl TestServer {
             service_cluster_ip_range: "10.0.0.0/24".into(),
             service_node_port_range: "30000-32767".into(),
             etcd_prefix: "/registry".into(),
+            etcd_compaction_interval: std::time::Duration::from_secs(300),
             default_watch_cache_size: 10_000,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,

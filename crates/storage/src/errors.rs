@@ -12,11 +12,18 @@ use crate::kv::KvError;
 /// Upstream's message when a list's resourceVersion has been compacted.
 pub const LIST_EXPIRED: &str = "The resourceVersion for the provided list is too old.";
 
-/// Upstream's message when the revision a continue token reads at has been compacted. (Upstream
-/// also has a longer variant that hands out a fresh, inconsistent continue token; this store does
-/// not offer one, so it answers with the variant upstream uses when it cannot.)
+/// Upstream's message when the revision a continue token reads at has been compacted and no
+/// fresh token can be made.
 pub const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. \
      You can start a new list without the continue parameter.";
+
+/// Upstream's message when the revision a continue token reads at has been compacted: the
+/// answer carries a fresh token that goes on at the latest revision.
+pub const CONTINUE_INCONSISTENT: &str = "The provided continue parameter is too old to display a consistent list result. \
+     You can start a new list without the continue parameter, or use the continue token in this response to \
+     retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - \
+     objects that were created, modified, or deleted between the time the first chunk was returned and now may \
+     show up in the list.";
 
 /// Upstream's message when an etcd watch starts at a compacted revision.
 pub const WATCH_EXPIRED: &str = "The resourceVersion for the provided watch is too old.";
@@ -41,6 +48,10 @@ pub enum StorageError {
     /// 410 Expired; the string is the whole message the client sees.
     #[error("{0}")]
     Expired(String),
+    /// 410 Expired for a continue token whose revision was compacted, with a fresh token that
+    /// reads on at the latest revision (upstream's `handleCompactedErrorForPaging`).
+    #[error("{CONTINUE_INCONSISTENT}")]
+    ContinueExpired { token: String },
     /// 504 Timeout with a retry-after: the requested resourceVersion is newer than the store's.
     #[error("Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion { requested: i64, current: i64 },
@@ -71,6 +82,11 @@ impl StorageError {
             StorageError::AlreadyExists { .. } => Status::already_exists(resource, name),
             StorageError::Conflict { .. } => Status::stale_resource_version(resource, name),
             StorageError::Expired(message) => Status::expired(message.clone()),
+            StorageError::ContinueExpired { token } => {
+                let mut status = Status::expired(CONTINUE_INCONSISTENT);
+                status.list_continue = Some(token.clone());
+                status
+            }
             StorageError::TooLargeResourceVersion { .. } => {
                 // Upstream builds this with `NewTimeoutError(..., 1)` plus a cause that clients
                 // (client-go's reflector) look for to retry instead of failing.

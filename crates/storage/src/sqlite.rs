@@ -36,12 +36,13 @@
 //! `compact(r)` removes every row superseded by a row at or below `r` and every tombstone at or
 //! below `r`: reads at `r` and later are unchanged, reads before `r` fail with `Compacted`, and
 //! watches must start at `r` or later. The writer also compacts on its own: every
-//! [`SqliteOptions::compaction_interval`] (5 minutes) it compacts to the revision that was current
-//! one interval ago, but never within the last [`SqliteOptions::keep_revisions`] (10,000)
-//! revisions. So at least five minutes and ten thousand revisions of history stay readable, enough
-//! for paginated lists (continue tokens) and for watches that reconnect. Upstream's apiserver
-//! compacts etcd every 5 minutes the same way. Compaction runs in chunks between write batches so
-//! that it never holds writes back for long.
+//! [`SqliteOptions::compaction_interval`] (5 minutes, kube-apiserver's `--etcd-compaction-interval`)
+//! it compacts to the revision that was current at the previous tick, as upstream's compactor
+//! does with etcd: nothing on the first tick, then history older than one to two intervals goes,
+//! and continue tokens and resourceVersions that old get upstream's 410 answers. A zero interval
+//! turns automatic compaction off. [`SqliteOptions::keep_revisions`] can keep a number of recent
+//! revisions besides (0 by default, as upstream keeps none). Compaction runs in chunks between
+//! write batches so that it never holds writes back for long.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -74,7 +75,7 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         Self {
             compaction_interval: Duration::from_secs(300),
-            keep_revisions: 10_000,
+            keep_revisions: 0,
             read_connections: 4,
             max_batch: 1000,
         }
@@ -552,10 +553,15 @@ struct Writer {
 
 impl Writer {
     fn run(mut self) {
-        let interval = self.options.compaction_interval;
+        // A zero interval turns automatic compaction off: the next tick never comes.
+        let interval = match self.options.compaction_interval {
+            d if d.is_zero() => Duration::from_secs(100 * 365 * 24 * 3600),
+            d => d,
+        };
         let mut next_auto = Instant::now() + interval;
-        // The revision that was current at the previous automatic compaction tick.
-        let mut revision_one_interval_ago = self.next_revision - 1;
+        // The revision that was current at the previous automatic compaction tick; none before
+        // the first tick, which only records it (upstream does not compact on bootstrap).
+        let mut revision_one_interval_ago = 0;
         loop {
             // Block for the next request unless a compaction has chunks left to do.
             let first = if self.compaction.is_some() {

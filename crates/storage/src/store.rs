@@ -595,9 +595,17 @@ impl KvStore {
 
 /// Maps a list's backend error: compaction has one message for a first page and another for a
 /// continued one.
-fn list_error(err: KvError, continuing: bool) -> StorageError {
+/// A list's backend error as upstream answers it; `continuing` holds the continued list's start
+/// key and prefix, from which a fresh token at the latest revision is made (revision -1).
+fn list_error(err: KvError, continuing: Option<(&str, &str)>) -> StorageError {
     match err {
-        KvError::Compacted { .. } if continuing => StorageError::Expired(CONTINUE_EXPIRED.into()),
+        KvError::Compacted { .. } if continuing.is_some() => {
+            let (start, prefix) = continuing.unwrap_or_default();
+            match encode_continue(start, prefix, -1) {
+                Ok(token) => StorageError::ContinueExpired { token },
+                Err(_) => StorageError::Expired(CONTINUE_EXPIRED.into()),
+            }
+        }
         KvError::Compacted { .. } => StorageError::Expired(LIST_EXPIRED.into()),
         err => err.into(),
     }
@@ -638,6 +646,7 @@ impl Store for KvStore {
         let mut start = prefix.clone();
         let mut with_rev = 0;
         let continuing = opts.continue_token.is_some();
+        let mut continued_from = String::new();
         if let Some(token) = &opts.continue_token {
             let (key, rv) = decode_continue(token, &prefix)?;
             if matches!(opts.resource_version, ResourceVersion::Exact(_)) {
@@ -646,6 +655,7 @@ impl Store for KvStore {
                 ));
             }
             start = key;
+            continued_from = start.clone();
             // A negative revision asks for the latest (upstream hands such tokens out after
             // compaction); zero was rejected above.
             if rv > 0 {
@@ -675,7 +685,12 @@ impl Store for KvStore {
                 .kv
                 .range(&start, &end, with_rev, if paging { page } else { 0 })
                 .await
-                .map_err(|e| list_error(e, continuing))?;
+                .map_err(|e| {
+                    list_error(
+                        e,
+                        continuing.then_some((continued_from.as_str(), prefix.as_str())),
+                    )
+                })?;
             if minimum > resp.revision {
                 return Err(StorageError::TooLargeResourceVersion {
                     requested: minimum,
@@ -898,7 +913,7 @@ impl KvStore {
                     .kv
                     .range(prefix, &prefix_end(prefix), 0, 0)
                     .await
-                    .map_err(|e| list_error(e, false))?;
+                    .map_err(|e| list_error(e, None))?;
                 let items = resp.kvs.iter().filter_map(|kv| self.readable(kv)).collect();
                 Ok((items, resp.revision))
             }
