@@ -150,6 +150,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         Some(p) => read(p)?,
         None => pki.ca_cert_pem.clone().into_bytes(),
     };
+    // Published for extension servers by the authentication-info post-start hook.
+    let client_ca_pem = String::from_utf8_lossy(&client_ca).into_owned();
     let tls = apiserver::serving::tls::server_config(&cert_pem, &key_pem, Some(&client_ca))
         .map_err(|e| e.to_string())?;
     let mut authenticators: Vec<Box<dyn Authenticator>> = vec![Box::new(
@@ -193,6 +195,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // Prepare: health checks, post-start hooks, OpenAPI.
     let bootstrap_hook = Check::new("poststarthook/bootstrap-controller", false);
     let controllers_hook = Check::new("poststarthook/start-namespace-controller", false);
+    // Upstream's other object-creating hooks, each with its own readiness check.
+    let system_hooks: Vec<Check> = ironplane_kube::poststart::HOOKS
+        .iter()
+        .map(|name| Check::new(format!("poststarthook/{name}"), false))
+        .collect();
     let shutdown_check = Check::new("shutdown", true);
     let health = Health {
         common: vec![
@@ -200,7 +207,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             Check::new("log", true),
             Check::new("etcd", true),
         ],
-        post_start_hooks: vec![bootstrap_hook.clone(), controllers_hook.clone()],
+        post_start_hooks: [bootstrap_hook.clone(), controllers_hook.clone()]
+            .into_iter()
+            .chain(system_hooks.iter().cloned())
+            .collect(),
         shutdown: Some(shutdown_check.clone()),
     };
     let config = Config {
@@ -257,6 +267,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
                 }
             }
             bootstrap_hook.set(true);
+            // The system namespaces exist now; the other hooks write into kube-system.
+            run_system_hooks(resources, system_hooks, client_ca_pem).await;
         });
     }
     tokio::spawn(ironplane_kube::controllers::run_namespace_controller(
@@ -293,4 +305,30 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         shutdown: tx,
         done,
     })
+}
+
+/// Runs upstream's object-creating post-start hooks (`ironplane_kube::poststart`) in order,
+/// retrying each until it succeeds, and marks each one's readiness check as it completes.
+async fn run_system_hooks(resources: Arc<ApiResources>, checks: Vec<Check>, client_ca_pem: String) {
+    use ironplane_kube::poststart as hooks;
+    for (i, check) in checks.iter().enumerate() {
+        let mut delay = Duration::from_millis(10);
+        loop {
+            let result = match i {
+                0 => hooks::bootstrap_system_priority_classes(&resources).await,
+                1 => hooks::start_identity_lease(resources.clone()).await,
+                2 => hooks::cluster_authentication_info(&resources, &client_ca_pem).await,
+                _ => hooks::legacy_token_tracking(&resources).await,
+            };
+            match result {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(hook = hooks::HOOKS[i], error = %e, "post-start hook failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        check.set(true);
+    }
 }

@@ -78,6 +78,67 @@ fn discovery_and_version() {
 }
 
 #[test]
+fn post_start_hooks_create_what_upstream_bootstraps() {
+    let s = Server::start();
+    let ready = s.kubectl(&["get", "--raw", "/readyz?verbose"]);
+    for hook in [
+        "scheduling/bootstrap-system-priority-classes",
+        "start-kube-apiserver-identity-lease-controller",
+        "start-cluster-authentication-info-controller",
+        "start-legacy-token-tracking-controller",
+    ] {
+        assert!(
+            ready.contains(&format!("[+]poststarthook/{hook} ok")),
+            "{ready}"
+        );
+    }
+    let classes = s.kubectl(&[
+        "get",
+        "priorityclasses",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.value} {end}",
+    ]);
+    assert_eq!(
+        classes.trim(),
+        "system-cluster-critical=2000000000 system-node-critical=2000001000"
+    );
+    let leases = s.kubectl(&[
+        "get",
+        "leases",
+        "-n",
+        "kube-system",
+        "-l",
+        "apiserver.kubernetes.io/identity=kube-apiserver",
+        "-o",
+        "jsonpath={.items[*].metadata.name} {.items[*].spec.leaseDurationSeconds}",
+    ]);
+    assert!(
+        leases.starts_with("apiserver-") && leases.ends_with(" 3600"),
+        "{leases}"
+    );
+    let ca = s.kubectl(&[
+        "get",
+        "configmap",
+        "-n",
+        "kube-system",
+        "extension-apiserver-authentication",
+        "-o",
+        "jsonpath={.data.client-ca-file}",
+    ]);
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
+    let since = s.kubectl(&[
+        "get",
+        "configmap",
+        "-n",
+        "kube-system",
+        "kube-apiserver-legacy-service-account-token-tracking",
+        "-o",
+        "jsonpath={.data.since}",
+    ]);
+    assert_eq!(since.len(), "2006-01-02".len(), "{since}");
+}
+
+#[test]
 fn create_get_modify_delete() {
     let s = Server::start();
     s.kubectl(&["create", "namespace", "e2e"]);

@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod catalog;
 pub mod controllers;
 pub mod openapi;
+pub mod poststart;
 pub mod printers;
 pub mod strategies;
 mod table;
