@@ -35,6 +35,23 @@ EXPECTED = [
     ("\"key\": \"node.kubernetes.io/not-ready\"}", "the TaintNodesByCondition admission plugin is issue 9"),
 ]
 
+# Whole cases that other open issues own: what they check does not exist here yet.
+CRD_VALIDATION = ("validating a CustomResourceDefinition (names, versions, structural schemas, "
+                  "defaults in schemas, CEL rules) is issue 8, item 2")
+SERVER_SIDE_APPLY = "server-side apply is issue 11"
+EXPECTED_CASES = {
+    "crd-name-mismatch": CRD_VALIDATION,
+    "crd-no-versions": CRD_VALIDATION,
+    "crd-no-schema": CRD_VALIDATION,
+    "crd-bad-scope": CRD_VALIDATION,
+    "crd-group-no-dot": CRD_VALIDATION,
+    "crd-bad-default": CRD_VALIDATION,
+    "crd-bad-plural": CRD_VALIDATION,
+    "cm-apply-create": SERVER_SIDE_APPLY,
+    "cm-apply-conflict": SERVER_SIDE_APPLY,
+    "cm-apply-no-field-manager": SERVER_SIDE_APPLY,
+}
+
 
 def expected_reason(diff):
     for needle, reason in EXPECTED:
@@ -66,8 +83,13 @@ def main():
     cases = replay.load_cases(os.path.join(CORPUS, "requests.json"))
     matching, other = [], []
 
+    owned = []
+
     def check(case, got):
         name = case["name"]
+        if name in EXPECTED_CASES:
+            owned.append(name)
+            return
         with open(os.path.join(CORPUS, name + ".json")) as f:
             recorded = replay.json.load(f)
         diffs = [d for d in replay.compare(recorded, got) if expected_reason(d) is None]
@@ -84,6 +106,9 @@ def main():
         print(f"matches, not listed yet: {name}")
     print(f"{len(matching)} of {len(cases)} corpus cases match upstream "
           f"(expected differences: {', '.join(sorted({r for _, r in EXPECTED}))})")
+    print(f"{len(owned)} cases belong to other issues: "
+          + "; ".join(f"{r}: {', '.join(sorted(n for n in owned if EXPECTED_CASES[n] == r))}"
+                      for r in sorted({EXPECTED_CASES[n] for n in owned})))
     if write_list:
         with open(MATCHING, "w") as f:
             f.write("# Corpus cases that match upstream's recorded answers (tests/python/corpus.py).\n")

@@ -1,6 +1,7 @@
 //! Per-kind behaviour of the built-in kinds: one `Strategy` per kind that has any, looked up by
 //! group and resource. Kinds not listed here use `GenericStrategy`.
 
+mod apiextensions;
 mod batch;
 mod configmap;
 mod deployment;
@@ -95,6 +96,9 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         }),
         ("authentication.k8s.io", "selfsubjectreviews") => {
             Arc::new(review::SelfSubjectReviewStrategy)
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            Arc::new(apiextensions::CustomResourceDefinitionStrategy)
         }
         _ => Arc::new(GenericStrategy),
     }
