@@ -12,8 +12,8 @@ use clap::{Parser, Subcommand};
 use crate::error::BenchError;
 use crate::report::{ScenarioResult, compare_table};
 use crate::scenarios::{
-    ClientConfig, CommonOptions, CreateOptions, ListOptions, MemoryOptions, MixedOptions, Scenario,
-    StartupOptions, WatchOptions, run_scenario,
+    ClientConfig, CommonOptions, CreateKind, CreateOptions, ListOptions, MemoryOptions,
+    MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
 };
 
 /// Drives a Kubernetes API server (Ironplane or kube-apiserver) through its public API and
@@ -106,6 +106,9 @@ pub enum Command {
         /// Send this many creates.
         #[arg(long)]
         count: Option<u64>,
+        /// What to create: small ConfigMaps, realistic three-container Pods, or Deployments.
+        #[arg(long, value_enum, default_value = "configmap")]
+        kind: CreateKind,
     },
     /// Controller-like mix (GET 60%, LIST by label 10%, UPDATE 20%, CREATE/DELETE 10%).
     Mixed {
@@ -218,6 +221,7 @@ impl Cli {
                 concurrency,
                 duration,
                 count,
+                kind,
             } => Scenario::Create(CreateOptions {
                 concurrency: *concurrency,
                 duration: match (duration, count) {
@@ -225,6 +229,7 @@ impl Cli {
                     _ => *duration,
                 },
                 count: *count,
+                kind: *kind,
                 common,
             }),
             Command::Mixed {

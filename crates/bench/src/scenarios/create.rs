@@ -1,4 +1,7 @@
-//! The `create` scenario: concurrent clients creating small ConfigMaps with `generateName`.
+//! The `create` scenario: concurrent clients creating objects with `generateName`: small
+//! ConfigMaps by default, or realistic Pods (three containers with probes, resources,
+//! environment and volumes) or Deployments of that pod, whose creates pay for the full
+//! defaulting and validation of a pod spec.
 //!
 //! It owns the create loop and its stop rule (a duration or a count, and always the hard time
 //! cap). It reports creates per second and create latency. It must not reuse names: every object
@@ -11,13 +14,15 @@ use std::time::{Duration, Instant};
 use http::Method;
 
 use super::{
-    ClientConfig, CommonOptions, MAX_CONCURRENCY, MAX_COUNT, MAX_DURATION, Meter, Tally, Workspace,
-    check_common, check_duration, check_range, configmap_body,
+    ClientConfig, CommonOptions, MANAGED_BY_LABEL, MANAGED_BY_VALUE, MAX_CONCURRENCY, MAX_COUNT,
+    MAX_DURATION, Meter, SET_LABEL, Tally, Workspace, check_common, check_duration, check_range,
+    configmap_body,
 };
 use crate::error::BenchError;
 use crate::progress::{Counters, Progress};
 use crate::report::{Row, ScenarioResult};
 use crate::stats::Histogram;
+use serde_json::json;
 
 #[derive(Clone, Debug)]
 pub struct CreateOptions {
@@ -27,7 +32,82 @@ pub struct CreateOptions {
     pub duration: Option<Duration>,
     /// ...or until this many creates were sent (exactly one of the two).
     pub count: Option<u64>,
+    /// What is created.
+    pub kind: CreateKind,
     pub common: CommonOptions,
+}
+
+/// The objects the create scenario writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CreateKind {
+    #[default]
+    Configmap,
+    Pod,
+    Deployment,
+}
+
+/// The pod spec of the pod and deployment bodies: an application container, a sidecar and an
+/// init container, with what real manifests carry.
+fn pod_spec() -> serde_json::Value {
+    let probe = |path: &str| json!({"httpGet": {"path": path, "port": 8080}, "initialDelaySeconds": 5, "periodSeconds": 10});
+    json!({
+        "initContainers": [{"name": "migrate", "image": "registry.example.com/team/app:1.4.2",
+            "command": ["/app", "migrate"], "env": [{"name": "DB_HOST", "value": "db"}],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
+        "containers": [
+            {"name": "app", "image": "registry.example.com/team/app:1.4.2",
+             "ports": [{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 9090}],
+             "env": [{"name": "MODE", "value": "production"},
+                     {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                     {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "app", "key": "password"}}}],
+             "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+             "livenessProbe": probe("/healthz"), "readinessProbe": probe("/readyz"),
+             "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}, {"name": "cache", "mountPath": "/cache"}],
+             "securityContext": {"runAsNonRoot": true, "allowPrivilegeEscalation": false,
+                                 "capabilities": {"drop": ["ALL"]}}},
+            {"name": "proxy", "image": "registry.example.com/infra/proxy:2.0",
+             "ports": [{"containerPort": 15001}],
+             "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+             "readinessProbe": {"tcpSocket": {"port": 15001}}},
+            {"name": "logs", "image": "registry.example.com/infra/logs:0.9",
+             "args": ["--path=/cache/logs"],
+             "volumeMounts": [{"name": "cache", "mountPath": "/cache", "readOnly": true}]}
+        ],
+        "volumes": [{"name": "config", "configMap": {"name": "app-config"}},
+                    {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}}],
+        "securityContext": {"fsGroup": 2000, "seccompProfile": {"type": "RuntimeDefault"}},
+        "terminationGracePeriodSeconds": 20
+    })
+}
+
+impl CreateKind {
+    /// The collection the objects are created in.
+    pub(crate) fn collection(self, workspace: &Workspace) -> String {
+        let ns = super::encode_segment(&workspace.namespace);
+        match self {
+            CreateKind::Configmap => workspace.configmaps_path(),
+            CreateKind::Pod => format!("/api/v1/namespaces/{ns}/pods"),
+            CreateKind::Deployment => format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        }
+    }
+
+    /// One body, sent by every worker: `generateName` makes each create a new object.
+    fn body(self, value_bytes: usize) -> bytes::Bytes {
+        let labels =
+            json!({MANAGED_BY_LABEL: MANAGED_BY_VALUE, SET_LABEL: "create", "app": "bench"});
+        let body = match self {
+            CreateKind::Configmap => {
+                return configmap_body(None, "bench-", "create", &[], "", value_bytes);
+            }
+            CreateKind::Pod => json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"generateName": "bench-", "labels": labels}, "spec": pod_spec()}),
+            CreateKind::Deployment => json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"generateName": "bench-", "labels": labels},
+                "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "bench"}},
+                         "template": {"metadata": {"labels": labels}, "spec": pod_spec()}}}),
+        };
+        bytes::Bytes::from(body.to_string())
+    }
 }
 
 impl Default for CreateOptions {
@@ -36,6 +116,7 @@ impl Default for CreateOptions {
             concurrency: 8,
             duration: None,
             count: Some(1000),
+            kind: CreateKind::default(),
             common: CommonOptions::default(),
         }
     }
@@ -73,15 +154,13 @@ async fn measure(
     let counters = Arc::new(Counters::default());
     let issued = Arc::new(AtomicU64::new(0));
     // generateName makes every create a new object, so all workers can send the same bytes.
-    let body = configmap_body(
-        None,
-        "bench-",
-        "create",
-        &[],
-        "",
-        options.common.value_bytes(),
-    );
-    let path = workspace.configmaps_path();
+    let body = options.kind.body(options.common.value_bytes());
+    let path = options.kind.collection(workspace);
+    if options.kind != CreateKind::Configmap
+        && let Ok(mut extra) = workspace.extra_collections.lock()
+    {
+        extra.push(path.clone());
+    }
     let planned = options.duration;
     let bar = Progress::start(
         options.common.progress,
@@ -148,6 +227,7 @@ async fn measure(
 
     let mut result = ScenarioResult::new("create", client.server(), client.http2());
     result.param("concurrency", options.concurrency);
+    result.param("kind", format!("{:?}", options.kind).to_lowercase());
     if let Some(d) = options.duration {
         result.param("duration_s", d.as_secs_f64());
     }

@@ -31,7 +31,7 @@ use crate::progress::{Counters, Progress};
 use crate::report::ScenarioResult;
 use crate::stats::{ProcSample, sample_process};
 
-pub use create::CreateOptions;
+pub use create::{CreateKind, CreateOptions};
 pub use list::ListOptions;
 pub use memory::MemoryOptions;
 pub use mixed::MixedOptions;
@@ -555,6 +555,9 @@ pub(crate) struct Workspace {
     pub namespace: String,
     created_namespace: bool,
     keep: bool,
+    /// Collections besides ConfigMaps that a scenario wrote to (`/api/v1/namespaces/x/pods`),
+    /// emptied by the cleanup too.
+    pub extra_collections: std::sync::Mutex<Vec<String>>,
 }
 
 impl Workspace {
@@ -623,6 +626,7 @@ impl Workspace {
             namespace,
             created_namespace,
             keep: common.keep,
+            extra_collections: Default::default(),
         };
         // Listing ConfigMaps checks the permission the scenarios need, before any load.
         let list = format!("{}?limit=1", workspace.configmaps_path());
@@ -656,23 +660,34 @@ impl Workspace {
         // Deleting the objects first leaves nothing behind even on a server without a namespace
         // controller (a bare kube-apiserver keeps a deleted namespace's objects until
         // kube-controller-manager removes them).
-        let path = format!("{}?labelSelector={selector}", self.configmaps_path());
+        let mut collections = vec![self.configmaps_path()];
+        collections.extend(
+            self.extra_collections
+                .lock()
+                .map(|c| c.clone())
+                .unwrap_or_default(),
+        );
         let mut problem = None;
-        match self
-            .client
-            .send_with_timeout(0, Method::DELETE, &path, None, CLEANUP_TIMEOUT)
-            .await
-        {
-            Ok(r) if r.is_success() => {}
-            Ok(r) => {
-                problem = Some(format!(
-                    "cleanup: DELETE {}: {} {}",
-                    strip_query(&path),
-                    r.status.as_u16(),
-                    status_message(&r.body)
-                ))
+        for collection in collections {
+            let path = format!("{collection}?labelSelector={selector}");
+            match self
+                .client
+                .send_with_timeout(0, Method::DELETE, &path, None, CLEANUP_TIMEOUT)
+                .await
+            {
+                Ok(r) if r.is_success() => {}
+                Ok(r) => {
+                    problem.get_or_insert(format!(
+                        "cleanup: DELETE {}: {} {}",
+                        strip_query(&path),
+                        r.status.as_u16(),
+                        status_message(&r.body)
+                    ));
+                }
+                Err(e) => {
+                    problem.get_or_insert(format!("cleanup: DELETE {}: {e}", strip_query(&path)));
+                }
             }
-            Err(e) => problem = Some(format!("cleanup: DELETE {}: {e}", strip_query(&path))),
         }
         if self.created_namespace {
             let path = format!("/api/v1/namespaces/{}", encode_segment(&self.namespace));
