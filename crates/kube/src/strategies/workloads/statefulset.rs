@@ -218,6 +218,22 @@ fn validate_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
+/// `maxUnavailable` of a rolling update is behind the MaxUnavailableStatefulSet feature gate,
+/// off in v1.36 (upstream's defaults give no `maxUnavailable`): upstream's strategy drops it,
+/// unless the object being updated already uses it.
+fn drop_max_unavailable(obj: &mut Value, old: Option<&Value>) {
+    const POINTER: &str = "/spec/updateStrategy/rollingUpdate";
+    let in_use = old
+        .and_then(|o| o.pointer(POINTER))
+        .is_some_and(|r| present(r, "maxUnavailable").is_some());
+    if in_use {
+        return;
+    }
+    if let Some(rolling) = obj.pointer_mut(POINTER).and_then(Value::as_object_mut) {
+        rolling.remove("maxUnavailable");
+    }
+}
+
 fn without_mutable_fields(spec: Option<&Value>) -> Value {
     let mut spec = spec.cloned().unwrap_or(Value::Null);
     if let Some(m) = spec.as_object_mut() {
@@ -239,6 +255,11 @@ impl Strategy for StatefulSetStrategy {
 
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({});
+        drop_max_unavailable(obj, None);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        drop_max_unavailable(new, Some(old));
     }
 
     fn name_validator(&self) -> NameValidator {
@@ -376,6 +397,27 @@ mod tests {
             [
                 "spec.updateStrategy: Invalid value: {\"Type\":\"Sometimes\",\"RollingUpdate\":null}: must be 'RollingUpdate' or 'OnDelete'"
             ]
+        );
+    }
+
+    #[test]
+    fn max_unavailable_is_dropped_while_its_gate_is_off() {
+        let mut s = sts(
+            json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1, "maxUnavailable": 0}}}),
+        );
+        StatefulSetStrategy.prepare_for_create(&mut s);
+        assert_eq!(
+            s["spec"]["updateStrategy"]["rollingUpdate"],
+            json!({"partition": 1})
+        );
+        // An object that already uses it keeps it.
+        let mut old = s.clone();
+        old["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = json!(2);
+        let mut new = old.clone();
+        StatefulSetStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(
+            new["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+            2
         );
     }
 
