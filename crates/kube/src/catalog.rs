@@ -57,15 +57,9 @@ fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
             }
         };
     }
-    const SELECTOR: &[ImmutableField] = &[field!("/spec/selector", "spec.selector", IMMUTABLE)];
+    // Workloads (apps, batch, ControllerRevisions) check their immutable fields in their
+    // strategies, where upstream's order of causes and Go struct printing are kept.
     match (group, resource) {
-        ("apps", "deployments" | "replicasets" | "daemonsets" | "statefulsets") => SELECTOR,
-        ("apps", "controllerrevisions") => &[field!("/data", "data", IMMUTABLE)],
-        ("batch", "jobs") => &[
-            field!("/spec/selector", "spec.selector", IMMUTABLE),
-            field!("/spec/template", "spec.template", IMMUTABLE),
-            field!("/spec/completionMode", "spec.completionMode", IMMUTABLE),
-        ],
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => &[field!(
             "/roleRef",
             "roleRef",

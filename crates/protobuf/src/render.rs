@@ -12,6 +12,12 @@
 //! The shapes come from the same Go facts as the transcoder; this module reads them, never
 //! client input beyond the value it is asked to print, and it does not fail: a value that does
 //! not fit its Go type is printed as it is.
+//!
+//! Internal types mostly mirror their versioned message field for field. Where they do not
+//! (upstream's pkg/apis/core/types.go against k8s.io/api/core/v1), [`INTERNAL_LAYOUTS`] says
+//! how: its rows give the internal declaration order, the embedded structs whose fields Go
+//! promotes, the fields a parent moves into a child struct, and the fields that are values
+//! rather than pointers. Only the types that messages print are listed.
 
 use std::fmt::Write;
 
@@ -70,6 +76,141 @@ pub fn go_slice_json(go_type: &str, values: &[Value], style: GoStyle) -> Option<
     Some(out)
 }
 
+/// How an internal type lays out the fields of its versioned message (see the module doc).
+/// Fields are named by their versioned JSON name; the Go name printed is the versioned field's.
+struct InternalLayout {
+    /// The versioned message, as [`go_struct_json`] names it.
+    message: &'static str,
+    /// The internal struct's fields in declaration order. A versioned field not listed is not in
+    /// the internal type (it prints nowhere); a listed field the message lacks is looked up in
+    /// `borrowed_from`.
+    order: &'static [&'static str],
+    /// Fields that are embedded structs internally: their own fields are printed in place, as
+    /// Go promotes them (an internal `PodTemplateSpec` embeds `ObjectMeta`).
+    embedded: &'static [&'static str],
+    /// Fields of this type's versioned value that the internal type keeps in a child struct:
+    /// (the child field, the moved fields). Conversion always allocates that child.
+    moves: &'static [(&'static str, &'static [&'static str])],
+    /// The message that defines the fields moved here from a parent.
+    borrowed_from: Option<&'static str>,
+    /// Fields that are pointers in the versioned message but values internally (printed as
+    /// their zero value when unset, not `null`).
+    values: &'static [&'static str],
+}
+
+/// The internal layouts that differ from their versioned messages.
+const INTERNAL_LAYOUTS: &[InternalLayout] = &[
+    // core.PodTemplateSpec embeds metav1.ObjectMeta (tagged, so `labels`, `annotations`, ...).
+    InternalLayout {
+        message: "core.v1.PodTemplateSpec",
+        order: &["metadata", "spec"],
+        embedded: &["metadata"],
+        moves: &[],
+        borrowed_from: None,
+        values: &[],
+    },
+    // core.PodSpec: no deprecated `serviceAccount`; the host namespace fields live in the
+    // security context; setHostnameAsFQDN, preemptionPolicy and overhead sit elsewhere.
+    InternalLayout {
+        message: "core.v1.PodSpec",
+        order: &[
+            "volumes",
+            "initContainers",
+            "containers",
+            "ephemeralContainers",
+            "restartPolicy",
+            "terminationGracePeriodSeconds",
+            "activeDeadlineSeconds",
+            "dnsPolicy",
+            "nodeSelector",
+            "serviceAccountName",
+            "automountServiceAccountToken",
+            "nodeName",
+            "securityContext",
+            "imagePullSecrets",
+            "hostname",
+            "subdomain",
+            "setHostnameAsFQDN",
+            "affinity",
+            "schedulerName",
+            "tolerations",
+            "hostAliases",
+            "priorityClassName",
+            "priority",
+            "preemptionPolicy",
+            "dnsConfig",
+            "readinessGates",
+            "runtimeClassName",
+            "overhead",
+            "enableServiceLinks",
+            "topologySpreadConstraints",
+            "os",
+            "schedulingGates",
+            "resourceClaims",
+            "resources",
+            "hostnameOverride",
+            "schedulingGroup",
+        ],
+        embedded: &[],
+        moves: &[(
+            "securityContext",
+            &[
+                "hostNetwork",
+                "hostPID",
+                "hostIPC",
+                "shareProcessNamespace",
+                "hostUsers",
+            ],
+        )],
+        borrowed_from: None,
+        values: &[],
+    },
+    // core.PodSecurityContext: the host namespace fields first, then fsGroupChangePolicy
+    // before sysctls.
+    InternalLayout {
+        message: "core.v1.PodSecurityContext",
+        order: &[
+            "hostNetwork",
+            "hostPID",
+            "hostIPC",
+            "shareProcessNamespace",
+            "hostUsers",
+            "seLinuxOptions",
+            "windowsOptions",
+            "runAsUser",
+            "runAsGroup",
+            "runAsNonRoot",
+            "supplementalGroups",
+            "supplementalGroupsPolicy",
+            "fsGroup",
+            "fsGroupChangePolicy",
+            "sysctls",
+            "seccompProfile",
+            "appArmorProfile",
+            "seLinuxChangePolicy",
+        ],
+        embedded: &[],
+        moves: &[],
+        borrowed_from: Some("core.v1.PodSpec"),
+        values: &[],
+    },
+    // apps.RollingUpdateStatefulSetStrategy: `Partition int32`.
+    InternalLayout {
+        message: "apps.v1.RollingUpdateStatefulSetStrategy",
+        order: &["partition", "maxUnavailable"],
+        embedded: &[],
+        moves: &[],
+        borrowed_from: None,
+        values: &["partition"],
+    },
+];
+
+fn internal_layout(message_name: &str) -> Option<&'static InternalLayout> {
+    INTERNAL_LAYOUTS
+        .iter()
+        .find(|l| full_name(l.message) == message_name)
+}
+
 struct Renderer<'s> {
     schema: &'s Schema,
     style: GoStyle,
@@ -106,6 +247,9 @@ impl Renderer<'_> {
         out: &mut String,
     ) {
         let untagged = self.untagged(id);
+        if untagged && let Some(layout) = internal_layout(&self.schema.messages[id].name) {
+            return self.internal_fields(id, layout, object, first, out);
+        }
         for field in &self.schema.messages[id].fields {
             if field.inline {
                 // An embedded struct's fields are promoted into this object, as Go does.
@@ -130,6 +274,63 @@ impl Renderer<'_> {
             write_string(key, out);
             out.push(':');
             self.field(field, value, out);
+        }
+    }
+
+    /// The fields of an internal type whose layout differs from the message's (a row of
+    /// [`INTERNAL_LAYOUTS`]).
+    fn internal_fields(
+        &self,
+        id: MessageId,
+        layout: &InternalLayout,
+        object: Option<&serde_json::Map<String, Value>>,
+        first: &mut bool,
+        out: &mut String,
+    ) {
+        let own = &self.schema.messages[id];
+        let borrowed = layout
+            .borrowed_from
+            .and_then(|b| self.schema.message_named(&full_name(b)))
+            .map(|b| &self.schema.messages[b]);
+        for json in layout.order {
+            let Some(field) = own
+                .fields
+                .iter()
+                .chain(borrowed.into_iter().flat_map(|b| b.fields.iter()))
+                .find(|f| &*f.json == *json)
+            else {
+                continue;
+            };
+            let mut value = object.and_then(|o| o.get(*json)).cloned();
+            if layout.embedded.contains(json) {
+                if let Type::Message(inner) = field.ty {
+                    self.fields(inner, value.as_ref().and_then(Value::as_object), first, out);
+                }
+                continue;
+            }
+            if let Some((_, moved)) = layout.moves.iter().find(|(child, _)| child == json) {
+                let mut child = value
+                    .and_then(|v| v.as_object().cloned())
+                    .unwrap_or_default();
+                for m in *moved {
+                    if let Some(v) = object.and_then(|o| o.get(*m)) {
+                        child.insert((*m).to_string(), v.clone());
+                    }
+                }
+                value = Some(Value::Object(child));
+            }
+            if !*first {
+                out.push(',');
+            }
+            *first = false;
+            write_string(&field.go_name, out);
+            out.push(':');
+            if layout.values.contains(json) && value.as_ref().is_none_or(Value::is_null) {
+                // A value, not a pointer, internally: unset is its zero value.
+                self.element(field.ty, None, out);
+            } else {
+                self.field(field, value.as_ref(), out);
+            }
         }
     }
 
@@ -303,6 +504,96 @@ mod tests {
             internal("meta.v1.OwnerReference", owner),
             r#"{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u","controller":true}"#
         );
+    }
+
+    #[test]
+    fn internal_pod_templates_embed_metadata_and_move_host_fields() {
+        let template = json!({
+            "metadata": {"labels": {"app": "x"}},
+            "spec": {"hostNetwork": true, "serviceAccount": "legacy", "containers": [{"name": "c", "image": "i"}]},
+        });
+        let s = internal("core.v1.PodTemplateSpec", template);
+        // ObjectMeta's fields are promoted and keep their tags; empty ones are left out.
+        assert!(
+            s.starts_with(r#"{"labels":{"app":"x"},"Spec":{"Volumes":null,"#),
+            "{s}"
+        );
+        // The deprecated serviceAccount is not in the internal type.
+        assert!(
+            !s.contains("DeprecatedServiceAccount") && !s.contains("legacy"),
+            "{s}"
+        );
+        // The host namespace fields open the security context, allocated by conversion.
+        assert!(
+            s.contains(r#""NodeName":"","SecurityContext":{"HostNetwork":true,"HostPID":false,"HostIPC":false,"ShareProcessNamespace":null,"HostUsers":null,"SELinuxOptions":null,"#),
+            "{s}"
+        );
+        assert!(
+            s.contains(r#""FSGroup":null,"FSGroupChangePolicy":null,"Sysctls":null,"#),
+            "{s}"
+        );
+        assert!(
+            s.contains(r#""Subdomain":"","SetHostnameAsFQDN":null,"Affinity":null,"#),
+            "{s}"
+        );
+        assert!(
+            s.contains(r#""Priority":null,"PreemptionPolicy":null,"DNSConfig":null,"#),
+            "{s}"
+        );
+        assert!(
+            s.contains(r#""RuntimeClassName":null,"Overhead":null,"EnableServiceLinks":null,"#),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn internal_values_print_their_zero_value() {
+        assert_eq!(
+            internal("apps.v1.RollingUpdateStatefulSetStrategy", json!({})),
+            r#"{"Partition":0,"MaxUnavailable":null}"#
+        );
+        assert_eq!(
+            internal(
+                "apps.v1.RollingUpdateStatefulSetStrategy",
+                json!({"partition": 1})
+            ),
+            r#"{"Partition":1,"MaxUnavailable":null}"#
+        );
+        // Versioned rendering is untouched by the internal layouts.
+        assert_eq!(
+            go_struct_json(
+                "apps.v1.RollingUpdateStatefulSetStrategy",
+                &json!({"partition": 1}),
+                GoStyle::Versioned
+            )
+            .unwrap(),
+            r#"{"partition":1}"#
+        );
+    }
+
+    #[test]
+    fn every_internal_layout_names_known_fields() {
+        let schema = schema();
+        for layout in INTERNAL_LAYOUTS {
+            let id = schema
+                .message_named(&full_name(layout.message))
+                .unwrap_or_else(|| panic!("{} is unknown", layout.message));
+            let borrowed = layout
+                .borrowed_from
+                .and_then(|b| schema.message_named(&full_name(b)));
+            for json in layout
+                .order
+                .iter()
+                .chain(layout.embedded)
+                .chain(layout.values)
+            {
+                let known = [Some(id), borrowed]
+                    .into_iter()
+                    .flatten()
+                    .any(|m| schema.messages[m].fields.iter().any(|f| &*f.json == *json));
+                assert!(known, "{}: {json} is no field", layout.message);
+            }
+        }
     }
 
     #[test]

@@ -4,7 +4,6 @@
 mod apiextensions;
 mod batch;
 mod configmap;
-mod deployment;
 mod endpointslice;
 mod hpa;
 mod limitrange;
@@ -18,6 +17,7 @@ mod secret;
 mod service;
 mod storage;
 mod volumes;
+mod workloads;
 
 use std::sync::Arc;
 
@@ -73,9 +73,13 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("", "services") => Arc::new(service::ServiceStrategy {
             allocator: ctx.services.clone(),
         }),
-        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
-            Arc::new(deployment::WorkloadStrategy)
-        }
+        ("apps", "deployments") => Arc::new(workloads::DeploymentStrategy),
+        ("apps", "replicasets") => Arc::new(workloads::ReplicaSetStrategy),
+        ("apps", "statefulsets") => Arc::new(workloads::StatefulSetStrategy),
+        ("apps", "daemonsets") => Arc::new(workloads::DaemonSetStrategy),
+        ("apps", "controllerrevisions") => Arc::new(workloads::ControllerRevisionStrategy),
+        ("", "replicationcontrollers") => Arc::new(workloads::ReplicationControllerStrategy),
+        ("policy", "poddisruptionbudgets") => Arc::new(workloads::PodDisruptionBudgetStrategy),
         ("", "limitranges") => Arc::new(limitrange::LimitRangeStrategy),
         ("", "podtemplates") => Arc::new(pod::PodTemplateStrategy),
         ("", "persistentvolumes") => Arc::new(volumes::PersistentVolumeStrategy),
