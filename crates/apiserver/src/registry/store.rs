@@ -382,7 +382,7 @@ impl RegistryStore {
                 );
                 self.admission.validate(&attrs, &obj).await?;
             }
-            go_form(&mut obj);
+            self.stored_form(&mut obj);
             if opts.dry_run {
                 return self.unstored(&obj);
             }
@@ -519,7 +519,7 @@ impl RegistryStore {
             }
             // Compared, validated and stored in Go's form, as upstream compares decoded Go
             // values: a field a client left out is the same as its zero value.
-            go_form(&mut new);
+            self.stored_form(&mut new);
             if self.info.tracks_generation
                 && without_meta_and_status(&new) != without_meta_and_status(&old)
             {
@@ -716,6 +716,16 @@ fn go_form(obj: &mut Value) {
 }
 
 impl RegistryStore {
+    /// The object as upstream would read it back: Go's form, then the kind's defaults once more,
+    /// as upstream's storage decoder defaults every object it reads. Defaults are idempotent;
+    /// this pass restores what defaulting sets but Go's form cannot hold (the `apiVersion` and
+    /// `kind` of a StatefulSet's claim templates, whose Go type has no room for them on the
+    /// wire).
+    fn stored_form(&self, obj: &mut Value) {
+        go_form(obj);
+        self.strategy.default(obj);
+    }
+
     /// Object metadata as upstream validates it for this kind: the generic rules, then the
     /// finalizer names built-in kinds insist on.
     fn validate_meta(&self, obj: &Value) -> Vec<FieldError> {
@@ -740,7 +750,7 @@ impl RegistryStore {
         }
         // The stored object may predate Go's form; `new` is in it already.
         let mut old = old.clone();
-        go_form(&mut old);
+        self.stored_form(&mut old);
         self.info
             .immutable_fields
             .iter()
