@@ -67,9 +67,7 @@ fn first_pem_block(text: &str) -> Option<(String, Vec<u8>)> {
     let mut rest = text;
     while let Some(start) = rest.find("-----BEGIN ") {
         let after = &rest[start + "-----BEGIN ".len()..];
-        let Some(type_end) = after.find("-----") else {
-            return None;
-        };
+        let type_end = after.find("-----")?;
         let block_type = &after[..type_end];
         let body_start = &after[type_end + 5..];
         let end_marker = format!("-----END {block_type}-----");
