@@ -45,7 +45,6 @@ const NOT_SERVED_YET: &[(&str, &str)] = &[
     ("", "pods/resize"),
     ("", "serviceaccounts/token"),
     ("", "services/proxy"),
-    ("certificates.k8s.io", "certificatesigningrequests/approval"),
 ];
 
 const JSON: &str = "application/json";

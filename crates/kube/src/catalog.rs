@@ -34,8 +34,8 @@ fn group_version_doc(group: &str, version: &str) -> Option<&'static str> {
 }
 
 /// Subresources Ironplane serves; discovery lists only these (pods/log, exec and the like come
-/// with the kubelet-facing work).
-const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize", "binding"];
+/// with the kubelet-facing work). `approval` is a CertificateSigningRequest's.
+const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize", "binding", "approval"];
 
 /// Resources that are not stored and that Ironplane does not answer yet; left out of discovery
 /// rather than served wrongly.

@@ -8,7 +8,7 @@ use http::StatusCode;
 
 use super::decode::decode_object;
 use super::get::{OBJECT_VIEWS, accept};
-use super::negotiation::negotiate;
+use super::negotiation::{View, negotiate};
 use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
 use crate::registry::{RegistryStore, Requester, WriteOptions};
@@ -18,7 +18,15 @@ pub async fn handle(
     store: &Arc<RegistryStore>,
     req: ApiRequest,
 ) -> Result<Response, Status> {
-    let n = negotiate(accept(&req), OBJECT_VIEWS)?;
+    // Kinds that are only ever created (reviews) have no table printer upstream, which then
+    // refuses a Table before reading the body (406), as for any kind without one.
+    let create_only = store.info.verbs.iter().all(|v| v == "create");
+    let views: &[View] = if create_only {
+        &[View::Object, View::PartialObjectMetadata]
+    } else {
+        OBJECT_VIEWS
+    };
+    let n = negotiate(accept(&req), views)?;
     let q = Query::parse(&req.query)?;
     q.validate_write_options("CreateOptions", false)?;
     let (mut obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
@@ -31,7 +39,14 @@ pub async fn handle(
     let requester = Requester { user: &req.user };
     if let Some(answer) = store.strategy.create_without_storage(&obj, &req.user).await {
         // Reviews and other create-only kinds answer without storing anything.
-        let v = answer?;
+        let mut v = answer?;
+        if n.view == View::PartialObjectMetadata {
+            v = serde_json::json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": format!("meta.k8s.io/{}", n.view_version),
+                "metadata": v.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+            });
+        }
         return response::value(StatusCode::CREATED, &v, n);
     }
     let created = store

@@ -349,7 +349,7 @@ impl RegistryStore {
         ] {
             meta.remove(f);
         }
-        self.strategy.prepare_for_create(&mut obj);
+        self.strategy.prepare_for_create_by(&mut obj, req.user);
         let generate = obj.name().is_empty() && !obj.generate_name().is_empty();
         let meta = obj.metadata_mut();
         if self.info.tracks_generation {

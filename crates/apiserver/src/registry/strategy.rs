@@ -12,6 +12,12 @@ pub trait Strategy: Send + Sync {
     /// Clears or sets fields before a create, e.g. status reset to its initial value.
     fn prepare_for_create(&self, _obj: &mut Value) {}
 
+    /// `prepare_for_create` for kinds that record who asked (upstream reads the user from the
+    /// request context, e.g. a CertificateSigningRequest's requester).
+    fn prepare_for_create_by(&self, obj: &mut Value, _user: &crate::authentication::UserInfo) {
+        self.prepare_for_create(obj);
+    }
+
     /// Adjusts an update before validation, e.g. keeps fields clients may not change.
     fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
 

@@ -1,10 +1,16 @@
 //! Per-kind behaviour of the built-in kinds: one `Strategy` per kind that has any, looked up by
 //! group and resource. Kinds not listed here use `GenericStrategy`.
 
+mod admissionregistration;
 mod apiextensions;
+mod apiservice;
 mod batch;
+mod certificates;
 mod configmap;
+mod coordination;
 mod endpointslice;
+mod fields;
+mod flowcontrol;
 mod hpa;
 mod limitrange;
 mod namespace;
@@ -84,9 +90,43 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("", "podtemplates") => Arc::new(pod::PodTemplateStrategy),
         ("", "persistentvolumes") => Arc::new(volumes::PersistentVolumeStrategy),
         ("", "persistentvolumeclaims") => Arc::new(volumes::PersistentVolumeClaimStrategy),
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles") => Arc::new(rbac::RoleStrategy {
+            namespaced: info.resource == "roles",
+        }),
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
-            Arc::new(rbac::BindingStrategy)
+            Arc::new(rbac::BindingStrategy {
+                namespaced: info.resource == "rolebindings",
+            })
         }
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            Arc::new(admissionregistration::WebhookConfigurationStrategy { mutating: false })
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            Arc::new(admissionregistration::WebhookConfigurationStrategy { mutating: true })
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            Arc::new(admissionregistration::PolicyStrategy { mutating: false })
+        }
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicies") => {
+            Arc::new(admissionregistration::PolicyStrategy { mutating: true })
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            Arc::new(admissionregistration::PolicyBindingStrategy { mutating: false })
+        }
+        ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings") => {
+            Arc::new(admissionregistration::PolicyBindingStrategy { mutating: true })
+        }
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => {
+            Arc::new(flowcontrol::FlowSchemaStrategy)
+        }
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            Arc::new(flowcontrol::PriorityLevelStrategy)
+        }
+        ("apiregistration.k8s.io", "apiservices") => Arc::new(apiservice::ApiServiceStrategy),
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            Arc::new(certificates::CsrStrategy)
+        }
+        ("coordination.k8s.io", "leases") => Arc::new(coordination::LeaseStrategy),
         ("discovery.k8s.io", "endpointslices") => Arc::new(endpointslice::EndpointSliceStrategy),
         ("storage.k8s.io", "storageclasses") => Arc::new(storage::StorageClassStrategy),
         ("storage.k8s.io", "csidrivers") => Arc::new(storage::CsiDriverStrategy),

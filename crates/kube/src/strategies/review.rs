@@ -1,16 +1,229 @@
-//! Access reviews, SelfSubjectReview and TokenReview: create-only kinds that are never stored.
-//! Until RBAC arrives every authenticated user may do everything, and the access reviews say so;
-//! a TokenReview asks the server's own authenticators about a token.
+//! Access reviews, SelfSubjectReview and TokenReview: create-only kinds that are never stored
+//! (upstream: pkg/registry/authorization/*, pkg/registry/authentication/* and
+//! pkg/apis/authorization/validation). Until RBAC arrives every authenticated user may do
+//! everything, and the access reviews say so; a TokenReview asks the server's own authenticators
+//! about a token.
+//!
+//! An access review is validated first (`ValidateSubjectAccessReview` and its siblings): exactly
+//! one of resource or non-resource attributes, a subject for the non-self kinds, metadata empty
+//! (a LocalSubjectAccessReview keeps its namespace, which must be the one it asks about).
+//! Upstream's REST handlers report these with the kind of the decoded internal object, whose
+//! type fields are empty: the message reads `.authorization.k8s.io "" is invalid: ...`.
 
 use std::sync::Arc;
 
 use apimachinery::Status;
+use apimachinery::validation::{FieldError, FieldPath, go_json, invalid_status};
 use apiserver::authentication::{Authenticator, AuthnRequest, UserInfo};
 use apiserver::registry::Strategy;
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+
+use super::fields::{list_at, set_at, str_at};
+
+const AUTHORIZATION_GROUP: &str = "authorization.k8s.io";
 
 pub struct AccessReviewStrategy;
+
+/// `ObjectMeta` as Go's encoder prints it in a message: its fields in declaration order, the
+/// creation timestamp (a struct) always present.
+fn render_object_meta(meta: &Value) -> String {
+    const ORDER: &[&str] = &[
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    ];
+    let empty = Map::new();
+    let m = meta.as_object().unwrap_or(&empty);
+    let fields: Vec<String> = ORDER
+        .iter()
+        .filter_map(|k| match (m.get(*k), *k) {
+            (None | Some(Value::Null), "creationTimestamp") => {
+                Some("\"creationTimestamp\":null".to_string())
+            }
+            (None | Some(Value::Null), _) => None,
+            (Some(Value::String(s)), _) if s.is_empty() => None,
+            (Some(v), _) => Some(format!("{}:{}", go_json(&Value::from(*k)), go_json(v))),
+        })
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+/// Internal authorization types carry no JSON tags: Go prints their field names.
+fn render_non_resource_attributes(v: Option<&Value>) -> String {
+    match v {
+        None => "null".into(),
+        Some(a) => format!(
+            "{{\"Path\":{},\"Verb\":{}}}",
+            go_json(&Value::from(str_at(a, "path"))),
+            go_json(&Value::from(str_at(a, "verb")))
+        ),
+    }
+}
+
+/// Exactly one of resource and non-resource attributes (both reported at `spec`).
+fn validate_attributes_union(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let resource = set_at(spec, "resourceAttributes");
+    let non_resource = set_at(spec, "nonResourceAttributes");
+    if resource.is_some() == non_resource.is_some() {
+        return vec![
+            FieldError::invalid(
+                path,
+                Value::Null,
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )
+            .with_rendered_value(render_non_resource_attributes(non_resource)),
+        ];
+    }
+    Vec::new()
+}
+
+/// A selector of the attributes: a raw selector or requirements, not both, not neither.
+fn validate_selector_attributes(attrs: &Value, field: &str, path: &FieldPath) -> Vec<FieldError> {
+    let Some(selector) = set_at(attrs, field) else {
+        return Vec::new();
+    };
+    let path = path.child(field);
+    let raw = str_at(selector, "rawSelector");
+    let requirements = list_at(selector, "requirements");
+    let mut errs = Vec::new();
+    if !raw.is_empty() && !requirements.is_empty() {
+        errs.push(FieldError::invalid(
+            &path.child("rawSelector"),
+            raw,
+            "may not specified at the same time as requirements",
+        ));
+    }
+    if raw.is_empty() && requirements.is_empty() {
+        errs.push(FieldError::required(
+            &path.child("requirements"),
+            format!("when {path} is specified, requirements or rawSelector is required"),
+        ));
+    }
+    // `ValidateFieldSelectorRequirement`, unknown operators allowed (newer clients).
+    if field == "fieldSelector" {
+        for (i, r) in requirements.iter().enumerate() {
+            let p = path.child("requirements").index(i);
+            if str_at(r, "key").is_empty() {
+                errs.push(FieldError::required(&p.child("key"), "must be specified"));
+            }
+            let values = list_at(r, "values");
+            match str_at(r, "operator") {
+                "In" | "NotIn" if values.len() != 1 => errs.push(FieldError::invalid(
+                    &p.child("values"),
+                    Value::Array(values.to_vec()),
+                    "must have one element when `operator` is 'In' or 'NotIn'",
+                )),
+                "Exists" | "DoesNotExist" if !values.is_empty() => {
+                    errs.push(FieldError::forbidden(
+                        &p.child("values"),
+                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    errs
+}
+
+fn validate_resource_attributes(spec: &Value) -> Vec<FieldError> {
+    let Some(attrs) = set_at(spec, "resourceAttributes") else {
+        return Vec::new();
+    };
+    let path = FieldPath::new("spec").child("resourceAttributes");
+    let mut errs = validate_selector_attributes(attrs, "fieldSelector", &path);
+    errs.extend(validate_selector_attributes(attrs, "labelSelector", &path));
+    errs
+}
+
+/// Metadata must be empty but for managed fields (and, when `keep_namespace`, the namespace).
+fn metadata_errors(obj: &Value, keep_namespace: bool) -> Vec<FieldError> {
+    let meta = obj.get("metadata").unwrap_or(&Value::Null);
+    let set = meta.as_object().is_some_and(|m| {
+        m.iter().any(|(k, v)| {
+            let ignored = k == "managedFields" || (keep_namespace && k == "namespace");
+            let empty = v.is_null()
+                || v.as_str() == Some("")
+                || v.as_object().is_some_and(Map::is_empty)
+                || v.as_array().is_some_and(Vec::is_empty)
+                || v.as_i64() == Some(0);
+            !ignored && !empty
+        })
+    });
+    if !set {
+        return Vec::new();
+    }
+    let detail = if keep_namespace {
+        "must be empty except for namespace"
+    } else {
+        "must be empty"
+    };
+    vec![
+        FieldError::invalid(&FieldPath::new("metadata"), Value::Null, detail)
+            .with_rendered_value(render_object_meta(meta)),
+    ]
+}
+
+/// The kind's validation, in upstream's order.
+fn validate_review(obj: &Value) -> Vec<FieldError> {
+    let kind = str_at(obj, "kind");
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    let spec_path = FieldPath::new("spec");
+    let mut errs = validate_attributes_union(spec, &spec_path);
+    if kind != "SelfSubjectAccessReview"
+        && str_at(spec, "user").is_empty()
+        && list_at(spec, "groups").is_empty()
+    {
+        errs.push(FieldError::invalid(
+            &spec_path.child("user"),
+            str_at(spec, "user"),
+            "at least one of user or group must be specified",
+        ));
+    }
+    errs.extend(validate_resource_attributes(spec));
+    let local = kind == "LocalSubjectAccessReview";
+    errs.extend(metadata_errors(obj, local));
+    if local {
+        let namespace = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if let Some(attrs) = set_at(spec, "resourceAttributes") {
+            let asked = str_at(attrs, "namespace");
+            if asked != namespace {
+                errs.push(FieldError::invalid(
+                    &FieldPath::new("spec.resourceAttributes.namespace"),
+                    asked,
+                    "must match metadata.namespace",
+                ));
+            }
+        }
+        if let Some(nra) = set_at(spec, "nonResourceAttributes") {
+            errs.push(
+                FieldError::invalid(
+                    &FieldPath::new("spec.nonResourceAttributes"),
+                    Value::Null,
+                    "disallowed on this kind of request",
+                )
+                .with_rendered_value(render_non_resource_attributes(Some(nra))),
+            );
+        }
+    }
+    errs
+}
 
 #[async_trait]
 impl Strategy for AccessReviewStrategy {
@@ -26,9 +239,13 @@ impl Strategy for AccessReviewStrategy {
                 "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
                 "incomplete": false,
             });
-        } else {
-            out["status"] = json!({"allowed": true});
+            return Some(Ok(out));
         }
+        let errs = validate_review(obj);
+        if !errs.is_empty() {
+            return Some(Err(invalid_status(AUTHORIZATION_GROUP, "", "", &errs)));
+        }
+        out["status"] = json!({"allowed": true});
         Some(Ok(out))
     }
 }
@@ -37,14 +254,19 @@ pub struct SelfSubjectReviewStrategy;
 
 #[async_trait]
 impl Strategy for SelfSubjectReviewStrategy {
+    /// A new object, whatever the client sent: its creation time and who asked.
     async fn create_without_storage(
         &self,
         obj: &Value,
         user: &UserInfo,
     ) -> Option<Result<Value, Status>> {
-        let mut out = obj.clone();
-        out["status"] = json!({"userInfo": user_info(user)});
-        Some(Ok(out))
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        Some(Ok(json!({
+            "apiVersion": obj.get("apiVersion").cloned().unwrap_or_else(|| json!("authentication.k8s.io/v1")),
+            "kind": "SelfSubjectReview",
+            "metadata": {"creationTimestamp": now},
+            "status": {"userInfo": user_info(user)},
+        })))
     }
 }
 
@@ -103,5 +325,73 @@ impl Strategy for TokenReviewStrategy {
             Err(e) => json!({"user": {}, "error": e.to_string()}),
         };
         Some(Ok(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(obj: Value) -> Vec<String> {
+        validate_review(&obj)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn subject_access_reviews_need_a_subject_and_one_kind_of_attributes() {
+        assert_eq!(
+            messages(
+                json!({"kind": "SubjectAccessReview", "spec": {"resourceAttributes": {"verb": "get"}}})
+            ),
+            ["spec.user: Invalid value: \"\": at least one of user or group must be specified"]
+        );
+        assert_eq!(
+            messages(
+                json!({"kind": "SelfSubjectAccessReview", "metadata": {"name": "x"}, "spec": {}})
+            ),
+            [
+                "spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                "metadata: Invalid value: {\"name\":\"x\",\"creationTimestamp\":null}: must be empty",
+            ]
+        );
+    }
+
+    #[test]
+    fn local_reviews_ask_about_their_own_namespace() {
+        assert_eq!(
+            messages(
+                json!({"kind": "LocalSubjectAccessReview", "metadata": {"namespace": "a"}, "spec": {"user": "u", "resourceAttributes": {"namespace": "other"}}})
+            ),
+            [
+                "spec.resourceAttributes.namespace: Invalid value: \"other\": must match metadata.namespace"
+            ]
+        );
+        let status = invalid_status(
+            AUTHORIZATION_GROUP,
+            "",
+            "",
+            &validate_review(
+                &json!({"kind": "LocalSubjectAccessReview", "metadata": {"namespace": "a"}, "spec": {"user": "u", "nonResourceAttributes": {"path": "/x", "verb": "get"}}}),
+            ),
+        );
+        assert_eq!(
+            status.message,
+            ".authorization.k8s.io \"\" is invalid: spec.nonResourceAttributes: Invalid value: {\"Path\":\"/x\",\"Verb\":\"get\"}: disallowed on this kind of request"
+        );
+    }
+
+    #[test]
+    fn selector_attributes_need_one_form() {
+        assert_eq!(
+            messages(
+                json!({"kind": "SubjectAccessReview", "spec": {"user": "u", "resourceAttributes": {"fieldSelector": {}, "labelSelector": {"rawSelector": "a=b", "requirements": [{"key": "a", "operator": "In", "values": ["b"]}]}}}})
+            ),
+            [
+                "spec.resourceAttributes.fieldSelector.requirements: Required value: when spec.resourceAttributes.fieldSelector is specified, requirements or rawSelector is required",
+                "spec.resourceAttributes.labelSelector.rawSelector: Invalid value: \"a=b\": may not specified at the same time as requirements",
+            ]
+        );
     }
 }

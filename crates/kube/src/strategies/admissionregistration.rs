@@ -1,0 +1,1469 @@
+//! Admission registration: webhook configurations (validating and mutating), admission policies
+//! (ValidatingAdmissionPolicy, MutatingAdmissionPolicy) and their bindings (upstream:
+//! pkg/apis/admissionregistration/v1/defaults.go, pkg/apis/admissionregistration/validation and
+//! pkg/registry/admissionregistration).
+//!
+//! Defaults: a webhook fails closed (`Fail`), matches equivalent versions, selects every
+//! namespace and object, waits 10 s and (mutating) is not reinvoked; a rule's scope is `*`; a
+//! service reference uses port 443. Policies fail closed and their match resources default as a
+//! webhook's do.
+//!
+//! Validation is upstream's structural part: names, rules, enums, counts, selectors, client
+//! configurations, parameter kinds and references, validation actions, mutations. Upstream also
+//! compiles every CEL expression (match conditions, validations, audit annotations, variables,
+//! mutations) and reports type errors; that is the CEL layer's and is left out here.
+
+use apimachinery::validation::{
+    FieldError, FieldPath, LabelSelectorValidationOptions, is_c_identifier, is_dns1035_label,
+    is_dns1123_subdomain, is_fully_qualified_name, is_path_segment_name, is_qualified_name,
+    is_valid_port_num, validate_label_selector,
+};
+use apiserver::registry::Strategy;
+use serde_json::{Map, Value, json};
+
+use super::fields::{int_at, json_list, list_at, set_at, str_at, strs_at};
+
+// ---------------------------------------------------------------------------------------------
+// Upstream's value sets, each sorted as Go's `sets.String.List()` prints them.
+// ---------------------------------------------------------------------------------------------
+
+const FAILURE_POLICIES: &[&str] = &["Fail", "Ignore"];
+const MATCH_POLICIES: &[&str] = &["Equivalent", "Exact"];
+const SIDE_EFFECT_CLASSES: &[&str] = &["None", "NoneOnDryRun", "Some", "Unknown"];
+const NO_SIDE_EFFECT_CLASSES: &[&str] = &["None", "NoneOnDryRun"];
+const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
+/// A mutating policy cannot act on DELETE.
+const MUTATING_OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "UPDATE"];
+const REINVOCATION_POLICIES: &[&str] = &["IfNeeded", "Never"];
+const SCOPES: &[&str] = &["*", "Cluster", "Namespaced"];
+const VALIDATION_REASONS: &[&str] = &["Forbidden", "Invalid", "RequestEntityTooLarge"];
+const VALIDATION_ACTIONS: &[&str] = &["Audit", "Deny", "Warn"];
+const PATCH_TYPES: &[&str] = &["ApplyConfiguration", "JSONPatch"];
+/// AdmissionReview versions this server (and the one before it) understands.
+const ADMISSION_REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
+
+const MAX_MATCH_CONDITIONS: i64 = 64;
+const MAX_AUDIT_ANNOTATIONS: usize = 20;
+/// 5 KiB: less than an audit annotation value's limit, as concatenations grow.
+const MAX_AUDIT_ANNOTATION_VALUE_EXPRESSION_LENGTH: usize = 5 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Defaults.
+// ---------------------------------------------------------------------------------------------
+
+fn default_str(obj: &mut Map<String, Value>, field: &str, value: &str) {
+    if obj.get(field).is_none_or(Value::is_null) {
+        obj.insert(field.into(), json!(value));
+    }
+}
+
+fn default_empty_object(obj: &mut Map<String, Value>, field: &str) {
+    if obj.get(field).is_none_or(Value::is_null) {
+        obj.insert(field.into(), json!({}));
+    }
+}
+
+/// `SetDefaults_Rule` on each rule of a list.
+fn default_rule_scopes(rules: Option<&mut Value>) {
+    for rule in rules
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        default_str(rule, "scope", "*");
+    }
+}
+
+/// `SetDefaults_MatchResources`, with the scopes of its rules.
+fn default_match_resources(mr: Option<&mut Value>) {
+    let Some(mr) = mr.and_then(Value::as_object_mut) else {
+        return;
+    };
+    default_str(mr, "matchPolicy", "Equivalent");
+    default_empty_object(mr, "namespaceSelector");
+    default_empty_object(mr, "objectSelector");
+    default_rule_scopes(mr.get_mut("resourceRules"));
+    default_rule_scopes(mr.get_mut("excludeResourceRules"));
+}
+
+/// `SetDefaults_ValidatingWebhook` / `SetDefaults_MutatingWebhook`, `SetDefaults_Rule`,
+/// `SetDefaults_ServiceReference`.
+fn default_webhook(hook: &mut Map<String, Value>, mutating: bool) {
+    default_str(hook, "failurePolicy", "Fail");
+    default_str(hook, "matchPolicy", "Equivalent");
+    default_empty_object(hook, "namespaceSelector");
+    default_empty_object(hook, "objectSelector");
+    if hook.get("timeoutSeconds").is_none_or(Value::is_null) {
+        hook.insert("timeoutSeconds".into(), json!(10));
+    }
+    if mutating {
+        default_str(hook, "reinvocationPolicy", "Never");
+    }
+    default_rule_scopes(hook.get_mut("rules"));
+    if let Some(service) = hook
+        .get_mut("clientConfig")
+        .and_then(|c| c.get_mut("service"))
+        .and_then(Value::as_object_mut)
+        && service.get("port").is_none_or(Value::is_null)
+    {
+        service.insert("port".into(), json!(443));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules.
+// ---------------------------------------------------------------------------------------------
+
+fn has_wildcard(values: &[&str]) -> bool {
+    values.contains(&"*")
+}
+
+/// `validateResources`: resources with subresources, where wildcards may not overlap.
+fn validate_resources(resources: &[&str], path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if resources.is_empty() {
+        errs.push(FieldError::required(path, ""));
+    }
+    // `x/*` seen, `*/x` seen.
+    let mut wildcard_sub_of: Vec<&str> = Vec::new();
+    let mut wildcard_res_for: Vec<&str> = Vec::new();
+    let mut double_wildcard = false;
+    let mut single_wildcard = false;
+    let mut without_subresource = false;
+    for (i, r) in resources.iter().enumerate() {
+        if r.is_empty() {
+            errs.push(FieldError::required(&path.index(i), ""));
+            continue;
+        }
+        double_wildcard |= *r == "*/*";
+        single_wildcard |= *r == "*";
+        let Some((res, sub)) = r.split_once('/') else {
+            // Upstream keeps only the last such resource's answer.
+            without_subresource = *r != "*";
+            continue;
+        };
+        if wildcard_sub_of.contains(&res) {
+            errs.push(FieldError::invalid(
+                &path.index(i),
+                *r,
+                format!("if '{res}/*' is present, must not specify {r}"),
+            ));
+        }
+        if wildcard_res_for.contains(&sub) {
+            errs.push(FieldError::invalid(
+                &path.index(i),
+                *r,
+                format!("if '*/{sub}' is present, must not specify {r}"),
+            ));
+        }
+        if sub == "*" {
+            wildcard_sub_of.push(res);
+        }
+        if res == "*" {
+            wildcard_res_for.push(sub);
+        }
+    }
+    if resources.len() > 1 && double_wildcard {
+        errs.push(FieldError::invalid(
+            path,
+            json_list(resources),
+            "if '*/*' is present, must not specify other resources",
+        ));
+    }
+    if single_wildcard && without_subresource {
+        errs.push(FieldError::invalid(
+            path,
+            json_list(resources),
+            "if '*' is present, must not specify other resources without subresources",
+        ));
+    }
+    errs
+}
+
+/// `validateRule` (subresources allowed, as every caller in v1 has it).
+fn validate_rule(rule: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let groups = strs_at(rule, "apiGroups");
+    if groups.is_empty() {
+        errs.push(FieldError::required(&path.child("apiGroups"), ""));
+    }
+    if groups.len() > 1 && has_wildcard(&groups) {
+        errs.push(FieldError::invalid(
+            &path.child("apiGroups"),
+            json_list(&groups),
+            "if '*' is present, must not specify other API groups",
+        ));
+    }
+    let versions = strs_at(rule, "apiVersions");
+    if versions.is_empty() {
+        errs.push(FieldError::required(&path.child("apiVersions"), ""));
+    }
+    if versions.len() > 1 && has_wildcard(&versions) {
+        errs.push(FieldError::invalid(
+            &path.child("apiVersions"),
+            json_list(&versions),
+            "if '*' is present, must not specify other API versions",
+        ));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        if v.is_empty() {
+            errs.push(FieldError::required(
+                &path.child("apiVersions").index(i),
+                "",
+            ));
+        }
+    }
+    errs.extend(validate_resources(
+        &strs_at(rule, "resources"),
+        &path.child("resources"),
+    ));
+    if set_at(rule, "scope").is_some() {
+        let scope = str_at(rule, "scope");
+        if !SCOPES.contains(&scope) {
+            errs.push(FieldError::not_supported(
+                &path.child("scope"),
+                scope,
+                SCOPES,
+            ));
+        }
+    }
+    errs
+}
+
+/// `validateRuleWithOperations`.
+fn validate_rule_with_operations(rule: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let ops = strs_at(rule, "operations");
+    if ops.is_empty() {
+        errs.push(FieldError::required(&path.child("operations"), ""));
+    }
+    if ops.len() > 1 && has_wildcard(&ops) {
+        errs.push(FieldError::invalid(
+            &path.child("operations"),
+            json_list(&ops),
+            "if '*' is present, must not specify other operations",
+        ));
+    }
+    for (i, op) in ops.iter().enumerate() {
+        if !OPERATIONS.contains(op) {
+            errs.push(FieldError::not_supported(
+                &path.child("operations").index(i),
+                *op,
+                OPERATIONS,
+            ));
+        }
+    }
+    errs.extend(validate_rule(rule, path));
+    errs
+}
+
+/// `validateNamedRuleWithOperations`: resource names are path segments, each once.
+fn validate_named_rule(rule: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, name) in strs_at(rule, "resourceNames").into_iter().enumerate() {
+        let p = path.child("resourceNames").index(i);
+        for m in is_path_segment_name(name) {
+            errs.push(FieldError::invalid(&p, name, m));
+        }
+        if seen.contains(&name) {
+            errs.push(FieldError::duplicate(&p, name));
+        } else {
+            seen.push(name);
+        }
+    }
+    errs.extend(validate_rule_with_operations(rule, path));
+    errs
+}
+
+// ---------------------------------------------------------------------------------------------
+// Selectors, match resources, match conditions, parameters.
+// ---------------------------------------------------------------------------------------------
+
+fn selector_options(allow_invalid_label_value: bool) -> LabelSelectorValidationOptions {
+    LabelSelectorValidationOptions {
+        allow_invalid_label_value,
+        ..Default::default()
+    }
+}
+
+/// `validateMatchResources`: policy and both selectors required (defaults fill them), rules.
+fn validate_match_resources(mr: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    match set_at(mr, "matchPolicy") {
+        None => errs.push(FieldError::required(&path.child("matchPolicy"), "")),
+        Some(_) => {
+            let p = str_at(mr, "matchPolicy");
+            if !MATCH_POLICIES.contains(&p) {
+                errs.push(FieldError::not_supported(
+                    &path.child("matchPolicy"),
+                    p,
+                    MATCH_POLICIES,
+                ));
+            }
+        }
+    }
+    for selector in ["namespaceSelector", "objectSelector"] {
+        match set_at(mr, selector) {
+            None => errs.push(FieldError::required(&path.child(selector), "")),
+            // Strict: this type came after label values were checked everywhere.
+            Some(s) => errs.extend(validate_label_selector(
+                Some(s),
+                selector_options(false),
+                &path.child(selector),
+            )),
+        }
+    }
+    for list in ["resourceRules", "excludeResourceRules"] {
+        for (i, rule) in list_at(mr, list).iter().enumerate() {
+            errs.extend(validate_named_rule(rule, &path.child(list).index(i)));
+        }
+    }
+    errs
+}
+
+/// A policy's `matchConstraints`: required, with at least one resource rule to give the policy
+/// its types; a mutating policy's rules may not name DELETE.
+fn validate_match_constraints(spec: &Value, mutating: bool, path: &FieldPath) -> Vec<FieldError> {
+    let path = path.child("matchConstraints");
+    let Some(mc) = set_at(spec, "matchConstraints") else {
+        return vec![FieldError::required(&path, "")];
+    };
+    let mut errs = validate_match_resources(mc, &path);
+    if list_at(mc, "resourceRules").is_empty() {
+        errs.push(FieldError::required(&path.child("resourceRules"), ""));
+    }
+    if mutating {
+        errs.extend(validate_mutating_operations(mc, &path));
+    }
+    errs
+}
+
+/// Operations of a mutating policy's or binding's resource rules: no DELETE.
+fn validate_mutating_operations(mr: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let path = path.child("resourceRules").child("operations");
+    list_at(mr, "resourceRules")
+        .iter()
+        .flat_map(|r| strs_at(r, "operations"))
+        .filter(|op| !MUTATING_OPERATIONS.contains(op))
+        .map(|op| FieldError::not_supported(&path, op, MUTATING_OPERATIONS))
+        .collect()
+}
+
+/// `validateMatchConditions`, without compiling the expressions (the CEL layer's).
+fn validate_match_conditions(conditions: &[Value], path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if conditions.len() as i64 > MAX_MATCH_CONDITIONS {
+        errs.push(FieldError::too_many(
+            path,
+            Some(conditions.len() as i64),
+            Some(MAX_MATCH_CONDITIONS),
+        ));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, c) in conditions.iter().enumerate() {
+        let p = path.index(i);
+        if str_at(c, "expression").trim().is_empty() {
+            errs.push(FieldError::required(&p.child("expression"), ""));
+        }
+        let name = str_at(c, "name");
+        if name.is_empty() {
+            errs.push(FieldError::required(&p.child("name"), ""));
+        } else {
+            for m in is_qualified_name(name) {
+                errs.push(FieldError::invalid(&p.child("name"), name, m));
+            }
+        }
+        if !name.is_empty() {
+            if seen.contains(&name) {
+                errs.push(FieldError::duplicate(&p.child("name"), name));
+            } else {
+                seen.push(name);
+            }
+        }
+    }
+    errs
+}
+
+/// `validateParamKind`: an apiVersion and a kind that could name a resource's kind.
+fn validate_param_kind(kind: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let api_version = str_at(kind, "apiVersion");
+    let av_path = path.child("apiVersion");
+    if api_version.is_empty() {
+        errs.push(FieldError::required(&av_path, ""));
+    } else if api_version.matches('/').count() > 1 {
+        errs.push(FieldError::invalid(
+            &av_path,
+            api_version,
+            format!("unexpected GroupVersion string: {api_version}"),
+        ));
+    } else {
+        let (group, version) = match api_version {
+            "/" => ("", ""),
+            gv => gv.split_once('/').unwrap_or(("", gv)),
+        };
+        if !group.is_empty() {
+            let msgs = is_dns1123_subdomain(group);
+            if !msgs.is_empty() {
+                errs.push(FieldError::invalid(&av_path, group, msgs.join(",")));
+            }
+        }
+        if version.is_empty() {
+            errs.push(FieldError::invalid(
+                &av_path,
+                api_version,
+                "version must be specified",
+            ));
+        } else {
+            let msgs = is_dns1035_label(version);
+            if !msgs.is_empty() {
+                errs.push(FieldError::invalid(&av_path, version, msgs.join(",")));
+            }
+        }
+    }
+    let k = str_at(kind, "kind");
+    if k.is_empty() {
+        errs.push(FieldError::required(&path.child("kind"), ""));
+    } else {
+        let msgs = is_dns1035_label(&k.to_lowercase());
+        if !msgs.is_empty() {
+            errs.push(FieldError::invalid(
+                &path.child("kind"),
+                k,
+                format!(
+                    "may have mixed case, but should otherwise match: {}",
+                    msgs.join(",")
+                ),
+            ));
+        }
+    }
+    errs
+}
+
+/// `validateParamRef`: a name or a selector (not both), and what to do when none is found.
+fn validate_param_ref(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let Some(pr) = set_at(spec, "paramRef") else {
+        return Vec::new();
+    };
+    let path = path.child("paramRef");
+    let mut errs = Vec::new();
+    let name = str_at(pr, "name");
+    let selector = set_at(pr, "selector");
+    if !name.is_empty() {
+        for m in is_path_segment_name(name) {
+            errs.push(FieldError::invalid(&path.child("name"), name, m));
+        }
+        if selector.is_some() {
+            errs.push(FieldError::forbidden(
+                &path.child("name"),
+                "name and selector are mutually exclusive",
+            ));
+        }
+    }
+    if let Some(s) = selector {
+        errs.extend(validate_label_selector(
+            Some(s),
+            selector_options(false),
+            &path.child("selector"),
+        ));
+        if !name.is_empty() {
+            errs.push(FieldError::forbidden(
+                &path.child("selector"),
+                "name and selector are mutually exclusive",
+            ));
+        }
+    }
+    if name.is_empty() && selector.is_none() {
+        errs.push(FieldError::required(
+            &path,
+            "one of name or selector must be specified",
+        ));
+    }
+    let action = str_at(pr, "parameterNotFoundAction");
+    if action.is_empty() {
+        errs.push(FieldError::required(
+            &path.child("parameterNotFoundAction"),
+            "",
+        ));
+    } else if !matches!(action, "Deny" | "Allow") {
+        errs.push(FieldError::not_supported(
+            &path.child("parameterNotFoundAction"),
+            action,
+            &["Deny", "Allow"],
+        ));
+    }
+    errs
+}
+
+/// A CEL identifier that is not a reserved word (`isCELIdentifier`).
+fn is_cel_identifier(name: &str) -> bool {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    is_c_identifier(name).is_empty() && !RESERVED.contains(&name)
+}
+
+/// `validateVariable`, without compiling the expression.
+fn validate_variable(v: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let name = str_at(v, "name");
+    if name.trim().is_empty() {
+        errs.push(FieldError::required(
+            &path.child("name"),
+            "name is not specified",
+        ));
+    } else if !is_cel_identifier(name) {
+        errs.push(FieldError::invalid(
+            &path.child("name"),
+            name,
+            "name is not a valid CEL identifier",
+        ));
+    }
+    if str_at(v, "expression").trim().is_empty() {
+        errs.push(FieldError::required(
+            &path.child("expression"),
+            "expression is not specified",
+        ));
+    }
+    errs
+}
+
+fn failure_policy_errors(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let path = path.child("failurePolicy");
+    match set_at(spec, "failurePolicy") {
+        None => vec![FieldError::required(&path, "")],
+        Some(_) => {
+            let p = str_at(spec, "failurePolicy");
+            if FAILURE_POLICIES.contains(&p) {
+                Vec::new()
+            } else {
+                vec![FieldError::not_supported(&path, p, FAILURE_POLICIES)]
+            }
+        }
+    }
+}
+
+fn policy_name_errors(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let path = path.child("policyName");
+    let name = str_at(spec, "policyName");
+    if name.is_empty() {
+        return vec![FieldError::required(&path, "")];
+    }
+    is_dns1123_subdomain(name)
+        .into_iter()
+        .map(|m| FieldError::invalid(&path, name, m))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook configurations.
+// ---------------------------------------------------------------------------------------------
+
+/// What an update tolerates because the stored configuration already had it.
+#[derive(Clone, Copy)]
+struct WebhookOptions {
+    require_no_side_effects: bool,
+    require_recognized_review_version: bool,
+    require_unique_names: bool,
+    allow_invalid_label_value: bool,
+}
+
+impl WebhookOptions {
+    const CREATE: Self = Self {
+        require_no_side_effects: true,
+        require_recognized_review_version: true,
+        require_unique_names: true,
+        allow_invalid_label_value: false,
+    };
+
+    /// Upstream's update options, each from the stored object.
+    fn for_update(old: &Value) -> Self {
+        let hooks = list_at(old, "webhooks");
+        let mut names: Vec<&str> = Vec::new();
+        let unique = hooks.iter().all(|h| {
+            let n = str_at(h, "name");
+            let fresh = !names.contains(&n);
+            names.push(n);
+            fresh
+        });
+        Self {
+            require_no_side_effects: hooks.iter().all(|h| {
+                set_at(h, "sideEffects").is_some()
+                    && NO_SIDE_EFFECT_CLASSES.contains(&str_at(h, "sideEffects"))
+            }),
+            require_recognized_review_version: hooks.iter().all(|h| {
+                let versions = strs_at(h, "admissionReviewVersions");
+                versions.is_empty()
+                    || versions
+                        .iter()
+                        .any(|v| ADMISSION_REVIEW_VERSIONS.contains(v))
+            }),
+            require_unique_names: unique,
+            allow_invalid_label_value: hooks.iter().any(|h| {
+                ["namespaceSelector", "objectSelector"].iter().any(|s| {
+                    !validate_label_selector(
+                        set_at(h, s),
+                        selector_options(false),
+                        &FieldPath::nil(),
+                    )
+                    .is_empty()
+                })
+            }),
+        }
+    }
+}
+
+fn validate_webhooks(obj: &Value, mutating: bool, opts: WebhookOptions) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    for (i, hook) in list_at(obj, "webhooks").iter().enumerate() {
+        let path = FieldPath::new("webhooks").index(i);
+        errs.extend(validate_webhook(hook, mutating, opts, &path));
+        errs.extend(validate_admission_review_versions(
+            &strs_at(hook, "admissionReviewVersions"),
+            opts.require_recognized_review_version,
+            &path.child("admissionReviewVersions"),
+        ));
+        let name = str_at(hook, "name");
+        if opts.require_unique_names && !name.is_empty() {
+            if names.contains(&name) {
+                errs.push(FieldError::duplicate(&path.child("name"), name));
+            } else {
+                names.push(name);
+            }
+        }
+    }
+    errs
+}
+
+fn validate_webhook(
+    hook: &Value,
+    mutating: bool,
+    opts: WebhookOptions,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    let mut errs = is_fully_qualified_name(&path.child("name"), str_at(hook, "name"));
+    for (i, rule) in list_at(hook, "rules").iter().enumerate() {
+        errs.extend(validate_rule_with_operations(
+            rule,
+            &path.child("rules").index(i),
+        ));
+    }
+    for (field, allowed) in [
+        ("failurePolicy", FAILURE_POLICIES),
+        ("matchPolicy", MATCH_POLICIES),
+    ] {
+        if set_at(hook, field).is_some() && !allowed.contains(&str_at(hook, field)) {
+            errs.push(FieldError::not_supported(
+                &path.child(field),
+                str_at(hook, field),
+                allowed,
+            ));
+        }
+    }
+    let allowed_side_effects = if opts.require_no_side_effects {
+        NO_SIDE_EFFECT_CLASSES
+    } else {
+        SIDE_EFFECT_CLASSES
+    };
+    match set_at(hook, "sideEffects") {
+        None => errs.push(FieldError::required(
+            &path.child("sideEffects"),
+            format!("must specify one of {}", allowed_side_effects.join(", ")),
+        )),
+        Some(_) => {
+            let s = str_at(hook, "sideEffects");
+            if !allowed_side_effects.contains(&s) {
+                errs.push(FieldError::not_supported(
+                    &path.child("sideEffects"),
+                    s,
+                    allowed_side_effects,
+                ));
+            }
+        }
+    }
+    if let Some(t) = set_at(hook, "timeoutSeconds").and_then(Value::as_i64)
+        && !(1..=30).contains(&t)
+    {
+        errs.push(FieldError::invalid(
+            &path.child("timeoutSeconds"),
+            t,
+            "the timeout value must be between 1 and 30 seconds",
+        ));
+    }
+    for selector in ["namespaceSelector", "objectSelector"] {
+        errs.extend(validate_label_selector(
+            set_at(hook, selector),
+            selector_options(opts.allow_invalid_label_value),
+            &path.child(selector),
+        ));
+    }
+    if mutating && set_at(hook, "reinvocationPolicy").is_some() {
+        let p = str_at(hook, "reinvocationPolicy");
+        if !REINVOCATION_POLICIES.contains(&p) {
+            errs.push(FieldError::not_supported(
+                &path.child("reinvocationPolicy"),
+                p,
+                REINVOCATION_POLICIES,
+            ));
+        }
+    }
+    let cc = hook.get("clientConfig").unwrap_or(&Value::Null);
+    let cc_path = path.child("clientConfig");
+    match (set_at(cc, "url"), set_at(cc, "service")) {
+        (Some(_), None) => errs.extend(validate_webhook_url(
+            str_at(cc, "url"),
+            &cc_path.child("url"),
+        )),
+        (None, Some(service)) => {
+            errs.extend(validate_webhook_service(service, &cc_path.child("service")))
+        }
+        _ => errs.push(FieldError::required(
+            &cc_path,
+            "exactly one of url or service is required",
+        )),
+    }
+    errs.extend(validate_match_conditions(
+        list_at(hook, "matchConditions"),
+        &path.child("matchConditions"),
+    ));
+    errs
+}
+
+fn validate_admission_review_versions(
+    versions: &[&str],
+    require_recognized: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    if versions.is_empty() {
+        return vec![FieldError::required(
+            path,
+            format!(
+                "must specify one of {}",
+                ADMISSION_REVIEW_VERSIONS.join(", ")
+            ),
+        )];
+    }
+    let mut errs = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
+        if seen.contains(v) {
+            errs.push(FieldError::invalid(&path.index(i), *v, "duplicate version"));
+            continue;
+        }
+        seen.push(v);
+        for m in is_dns1035_label(v) {
+            errs.push(FieldError::invalid(&path.index(i), *v, m));
+        }
+    }
+    if require_recognized
+        && !versions
+            .iter()
+            .any(|v| ADMISSION_REVIEW_VERSIONS.contains(v))
+    {
+        errs.push(FieldError::invalid(
+            path,
+            json_list(versions),
+            format!(
+                "must include at least one of {}",
+                ADMISSION_REVIEW_VERSIONS.join(", ")
+            ),
+        ));
+    }
+    errs
+}
+
+/// The parts of a URL upstream's webhook check looks at, split as Go's `url.Parse` splits them.
+struct UrlParts<'a> {
+    scheme: &'a str,
+    user: Option<&'a str>,
+    host: &'a str,
+    query: &'a str,
+    fragment: &'a str,
+}
+
+fn split_url(url: &str) -> UrlParts<'_> {
+    let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    // A scheme is a letter followed by letters, digits, `+`, `-` or `.`, before the first `:`.
+    let (scheme, rest) = match rest.split_once(':') {
+        Some((s, r))
+            if s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
+        {
+            (s, r)
+        }
+        _ => ("", rest),
+    };
+    let (user, host) = match rest.strip_prefix("//") {
+        Some(after) => {
+            let authority = after.split('/').next().unwrap_or("");
+            match authority.rsplit_once('@') {
+                Some((u, h)) => (Some(u), h),
+                None => (None, authority),
+            }
+        }
+        None => (None, ""),
+    };
+    UrlParts {
+        scheme,
+        user,
+        host,
+        query,
+        fragment,
+    }
+}
+
+/// `webhook.ValidateWebhookURL` with https required.
+fn validate_webhook_url(url: &str, path: &FieldPath) -> Vec<FieldError> {
+    const FORM: &str = "; desired format: https://host[/path]";
+    let u = split_url(url);
+    let mut errs = Vec::new();
+    if u.scheme != "https" {
+        errs.push(FieldError::invalid(
+            path,
+            u.scheme,
+            format!("'https' is the only allowed URL scheme{FORM}"),
+        ));
+    }
+    if u.host.is_empty() {
+        errs.push(FieldError::invalid(
+            path,
+            u.host,
+            format!("host must be provided{FORM}"),
+        ));
+    }
+    if let Some(user) = u.user {
+        errs.push(FieldError::invalid(
+            path,
+            user,
+            "user information is not permitted in the URL",
+        ));
+    }
+    if !u.fragment.is_empty() {
+        errs.push(FieldError::invalid(
+            path,
+            u.fragment,
+            "fragments are not permitted in the URL",
+        ));
+    }
+    if !u.query.is_empty() {
+        errs.push(FieldError::invalid(
+            path,
+            u.query,
+            "query parameters are not permitted in the URL",
+        ));
+    }
+    errs
+}
+
+/// `webhook.ValidateWebhookService`: name, namespace, port, and a path of DNS-1123 segments.
+fn validate_webhook_service(service: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if str_at(service, "name").is_empty() {
+        errs.push(FieldError::required(
+            &path.child("name"),
+            "service name is required",
+        ));
+    }
+    if str_at(service, "namespace").is_empty() {
+        errs.push(FieldError::required(
+            &path.child("namespace"),
+            "service namespace is required",
+        ));
+    }
+    let port = int_at(service, "port");
+    let port_errs = is_valid_port_num(port);
+    if !port_errs.is_empty() {
+        errs.push(FieldError::invalid(
+            &path.child("port"),
+            port,
+            format!("port is not valid: {}", port_errs.join(", ")),
+        ));
+    }
+    if set_at(service, "path").is_none() {
+        return errs;
+    }
+    let url_path = str_at(service, "path");
+    if url_path.is_empty() || url_path == "/" {
+        return errs;
+    }
+    let p = path.child("path");
+    if url_path == "//" {
+        errs.push(FieldError::invalid(
+            &p,
+            url_path,
+            "segment[0] may not be empty",
+        ));
+        return errs;
+    }
+    if !url_path.starts_with('/') {
+        errs.push(FieldError::invalid(&p, url_path, "must start with a '/'"));
+    }
+    // Upstream drops the first byte whatever it is, and one trailing slash.
+    let rest = url_path.get(1..).unwrap_or("");
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    for (i, step) in rest.split('/').enumerate() {
+        if step.is_empty() {
+            errs.push(FieldError::invalid(
+                &p,
+                url_path,
+                format!("segment[{i}] may not be empty"),
+            ));
+            continue;
+        }
+        for m in is_dns1123_subdomain(step) {
+            errs.push(FieldError::invalid(
+                &p,
+                url_path,
+                format!("segment[{i}]: {m}"),
+            ));
+        }
+    }
+    errs
+}
+
+/// ValidatingWebhookConfiguration and MutatingWebhookConfiguration.
+pub struct WebhookConfigurationStrategy {
+    pub mutating: bool,
+}
+
+impl Strategy for WebhookConfigurationStrategy {
+    fn default(&self, obj: &mut Value) {
+        for hook in obj
+            .get_mut("webhooks")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            default_webhook(hook, self.mutating);
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_webhooks(obj, self.mutating, WebhookOptions::CREATE)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate_webhooks(new, self.mutating, WebhookOptions::for_update(old))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policies.
+// ---------------------------------------------------------------------------------------------
+
+/// ValidatingAdmissionPolicy and MutatingAdmissionPolicy.
+pub struct PolicyStrategy {
+    pub mutating: bool,
+}
+
+fn validate_validations(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (i, v) in list_at(spec, "validations").iter().enumerate() {
+        let p = path.child("validations").index(i);
+        if str_at(v, "expression").trim().is_empty() {
+            errs.push(FieldError::required(
+                &p.child("expression"),
+                "expression is not specified",
+            ));
+        }
+        let message_expression = str_at(v, "messageExpression");
+        if !message_expression.is_empty() && message_expression.trim().is_empty() {
+            errs.push(FieldError::invalid(
+                &p.child("messageExpression"),
+                message_expression,
+                "must be non-empty if specified",
+            ));
+        }
+        let message = str_at(v, "message");
+        let trimmed = message.trim();
+        if !message.is_empty() && trimmed.is_empty() {
+            errs.push(FieldError::invalid(
+                &p.child("message"),
+                message,
+                "message must be non-empty if specified",
+            ));
+        } else if trimmed.contains(['\n', '\r']) {
+            errs.push(FieldError::invalid(
+                &p.child("message"),
+                message,
+                "message must not contain line breaks",
+            ));
+        }
+        if set_at(v, "reason").is_some() {
+            let reason = str_at(v, "reason");
+            if !VALIDATION_REASONS.contains(&reason) {
+                errs.push(FieldError::not_supported(
+                    &p.child("reason"),
+                    reason,
+                    VALIDATION_REASONS,
+                ));
+            }
+        }
+    }
+    errs
+}
+
+fn validate_audit_annotations(name: &str, spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let Some(annotations) = set_at(spec, "auditAnnotations").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let path = path.child("auditAnnotations");
+    let mut errs = Vec::new();
+    if annotations.len() > MAX_AUDIT_ANNOTATIONS {
+        errs.push(FieldError::invalid(
+            &path,
+            Value::Array(annotations.clone()),
+            format!("must not have more than {MAX_AUDIT_ANNOTATIONS} auditAnnotations"),
+        ));
+    }
+    let mut keys: Vec<&str> = Vec::new();
+    for (i, a) in annotations.iter().enumerate() {
+        let p = path.index(i);
+        let key = str_at(a, "key");
+        if name.is_empty() {
+            errs.push(FieldError::invalid(
+                &p.child("key"),
+                key,
+                "requires metadata.name be non-empty",
+            ));
+        } else {
+            let qualified = format!("{name}/{key}");
+            for m in is_qualified_name(&qualified) {
+                errs.push(FieldError::invalid(&p.child("key"), qualified.as_str(), m));
+            }
+        }
+        let value_expression = str_at(a, "valueExpression").trim();
+        if value_expression.is_empty() {
+            errs.push(FieldError::required(
+                &p.child("valueExpression"),
+                "valueExpression is not specified",
+            ));
+        } else if value_expression.len() > MAX_AUDIT_ANNOTATION_VALUE_EXPRESSION_LENGTH {
+            errs.push(FieldError::required(
+                &p.child("valueExpression"),
+                format!(
+                    "must not exceed {MAX_AUDIT_ANNOTATION_VALUE_EXPRESSION_LENGTH} bytes in length"
+                ),
+            ));
+        }
+        if keys.contains(&key) {
+            errs.push(FieldError::duplicate(&p.child("key"), key));
+        }
+        keys.push(key);
+    }
+    errs
+}
+
+/// A mutation: its patch type and the expression that type calls for.
+fn validate_mutation(m: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let patch_type = str_at(m, "patchType");
+    if patch_type.is_empty() {
+        return vec![FieldError::required(&path.child("patchType"), "")];
+    }
+    let (own, other) = match patch_type {
+        "JSONPatch" => ("jsonPatch", "applyConfiguration"),
+        "ApplyConfiguration" => ("applyConfiguration", "jsonPatch"),
+        _ => {
+            return vec![FieldError::not_supported(
+                &path.child("patchType"),
+                patch_type,
+                PATCH_TYPES,
+            )];
+        }
+    };
+    let mut errs = Vec::new();
+    match set_at(m, own) {
+        None => errs.push(FieldError::required(
+            &path.child(own),
+            format!("must be specified when patchType is {patch_type}"),
+        )),
+        Some(p) if str_at(p, "expression").trim().is_empty() => {
+            errs.push(FieldError::required(
+                &path.child(own).child("expression"),
+                "",
+            ));
+        }
+        Some(_) => {}
+    }
+    if set_at(m, other).is_some() {
+        errs.push(FieldError::invalid(
+            &path.child(other),
+            format!("{{{other}}}"),
+            format!("must not be specified when patchType is {patch_type}"),
+        ));
+    }
+    errs
+}
+
+impl PolicyStrategy {
+    fn validate_spec(&self, name: &str, spec: &Value) -> Vec<FieldError> {
+        let path = FieldPath::new("spec");
+        let mut errs = failure_policy_errors(spec, &path);
+        if let Some(kind) = set_at(spec, "paramKind") {
+            errs.extend(validate_param_kind(kind, &path.child("paramKind")));
+        }
+        errs.extend(validate_match_constraints(spec, self.mutating, &path));
+        errs.extend(validate_match_conditions(
+            list_at(spec, "matchConditions"),
+            &path.child("matchConditions"),
+        ));
+        for (i, v) in list_at(spec, "variables").iter().enumerate() {
+            errs.extend(validate_variable(v, &path.child("variables").index(i)));
+        }
+        if self.mutating {
+            let mutations = list_at(spec, "mutations");
+            if mutations.is_empty() {
+                errs.push(FieldError::required(
+                    &path.child("mutations"),
+                    "mutations must contain at least one item",
+                ));
+            }
+            for (i, m) in mutations.iter().enumerate() {
+                errs.extend(validate_mutation(m, &path.child("mutations").index(i)));
+            }
+            let reinvocation = str_at(spec, "reinvocationPolicy");
+            if reinvocation.is_empty() {
+                errs.push(FieldError::required(&path.child("reinvocationPolicy"), ""));
+            } else if !REINVOCATION_POLICIES.contains(&reinvocation) {
+                errs.push(FieldError::not_supported(
+                    &path.child("reinvocationPolicy"),
+                    reinvocation,
+                    REINVOCATION_POLICIES,
+                ));
+            }
+            return errs;
+        }
+        if list_at(spec, "validations").is_empty() && list_at(spec, "auditAnnotations").is_empty() {
+            const WHY: &str = "validations or auditAnnotations must contain at least one item";
+            errs.push(FieldError::required(&path.child("validations"), WHY));
+            errs.push(FieldError::required(&path.child("auditAnnotations"), WHY));
+            return errs;
+        }
+        errs.extend(validate_validations(spec, &path));
+        errs.extend(validate_audit_annotations(name, spec, &path));
+        errs
+    }
+}
+
+impl Strategy for PolicyStrategy {
+    fn default(&self, obj: &mut Value) {
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
+        default_str(spec, "failurePolicy", "Fail");
+        default_match_resources(spec.get_mut("matchConstraints"));
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        // A validating policy's status (type checking) is the controller's to write.
+        if !self.mutating && obj.is_object() {
+            obj["status"] = json!({});
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        self.validate_spec(name, obj.get("spec").unwrap_or(&Value::Null))
+    }
+
+    /// `validateValidatingAdmissionPolicyStatus`: each expression warning says what and where.
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let path = FieldPath::new("status")
+            .child("typeChecking")
+            .child("expressionWarnings");
+        let warnings = new
+            .pointer("/status/typeChecking")
+            .map(|t| list_at(t, "expressionWarnings"))
+            .unwrap_or(&[]);
+        let mut errs = Vec::new();
+        for (i, w) in warnings.iter().enumerate() {
+            if str_at(w, "warning").is_empty() {
+                errs.push(FieldError::required(&path.index(i).child("warning"), ""));
+            }
+            if str_at(w, "fieldRef").trim().is_empty() {
+                errs.push(FieldError::required(&path.index(i).child("fieldRef"), ""));
+            }
+        }
+        errs
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bindings.
+// ---------------------------------------------------------------------------------------------
+
+/// ValidatingAdmissionPolicyBinding and MutatingAdmissionPolicyBinding.
+pub struct PolicyBindingStrategy {
+    pub mutating: bool,
+}
+
+/// `validateValidationActions`: known, each once, not both Deny and Warn, at least one.
+fn validate_validation_actions(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let path = path.child("validationActions");
+    let actions = strs_at(spec, "validationActions");
+    let mut errs = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, a) in actions.iter().enumerate() {
+        if !VALIDATION_ACTIONS.contains(a) {
+            errs.push(FieldError::not_supported(
+                &path.index(i),
+                *a,
+                VALIDATION_ACTIONS,
+            ));
+        }
+        if seen.contains(a) {
+            errs.push(FieldError::duplicate(&path.index(i), *a));
+        }
+        seen.push(a);
+    }
+    if seen.contains(&"Deny") && seen.contains(&"Warn") {
+        errs.push(FieldError::invalid(
+            &path,
+            json_list(&actions),
+            "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
+        ));
+    }
+    if seen.is_empty() {
+        errs.push(FieldError::required(
+            &path,
+            "at least one validation action is required",
+        ));
+    }
+    errs
+}
+
+impl Strategy for PolicyBindingStrategy {
+    fn default(&self, obj: &mut Value) {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            default_match_resources(spec.get_mut("matchResources"));
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let spec = obj.get("spec").unwrap_or(&Value::Null);
+        let path = FieldPath::new("spec");
+        let mut errs = policy_name_errors(spec, &path);
+        errs.extend(validate_param_ref(spec, &path));
+        if let Some(mr) = set_at(spec, "matchResources") {
+            errs.extend(validate_match_resources(mr, &path.child("matchResources")));
+            if self.mutating {
+                errs.extend(validate_mutating_operations(
+                    mr,
+                    &path.child("matchResources"),
+                ));
+            }
+        }
+        if !self.mutating {
+            errs.extend(validate_validation_actions(spec, &path));
+        }
+        errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(errs: &[FieldError]) -> Vec<String> {
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    fn hook(extra: Value) -> Value {
+        let mut h = json!({"name": "w.example.com", "clientConfig": {"url": "https://hook.example.com/v"}, "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}], "sideEffects": "None", "admissionReviewVersions": ["v1"]});
+        if let (Some(h), Some(e)) = (h.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                h.insert(k.clone(), v.clone());
+            }
+        }
+        h
+    }
+
+    fn vwc(hooks: Vec<Value>) -> Value {
+        let mut c = json!({"metadata": {"name": "c"}, "webhooks": hooks});
+        WebhookConfigurationStrategy { mutating: false }.default(&mut c);
+        c
+    }
+
+    #[test]
+    fn webhooks_default_as_v1() {
+        let mut c = json!({"webhooks": [{"name": "w.example.com", "clientConfig": {"service": {"name": "s", "namespace": "n"}}, "rules": [{"operations": ["*"]}]}]});
+        WebhookConfigurationStrategy { mutating: true }.default(&mut c);
+        let h = &c["webhooks"][0];
+        assert_eq!(h["failurePolicy"], "Fail");
+        assert_eq!(h["matchPolicy"], "Equivalent");
+        assert_eq!(h["namespaceSelector"], json!({}));
+        assert_eq!(h["objectSelector"], json!({}));
+        assert_eq!(h["timeoutSeconds"], 10);
+        assert_eq!(h["reinvocationPolicy"], "Never");
+        assert_eq!(h["rules"][0]["scope"], "*");
+        assert_eq!(h["clientConfig"]["service"]["port"], 443);
+        assert!(h.get("sideEffects").is_none());
+    }
+
+    #[test]
+    fn webhook_rules_and_fields() {
+        let s = WebhookConfigurationStrategy { mutating: false };
+        let c = vwc(vec![hook(
+            json!({"sideEffects": null, "admissionReviewVersions": []}),
+        )]);
+        assert_eq!(
+            messages(&s.validate(&c)),
+            [
+                "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun",
+                "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1",
+            ]
+        );
+        let c = vwc(vec![hook(
+            json!({"name": "hook", "timeoutSeconds": 31, "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods/*", "*/*", "*"]}]}),
+        )]);
+        assert_eq!(
+            messages(&s.validate(&c)),
+            [
+                "webhooks[0].name: Invalid value: \"hook\": should be a domain with at least three segments separated by dots",
+                "webhooks[0].rules[0].resources: Invalid value: [\"pods/*\",\"*/*\",\"*\"]: if '*/*' is present, must not specify other resources",
+                "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
+            ]
+        );
+        let c = vwc(vec![
+            hook(json!({})),
+            hook(json!({"clientConfig": {"url": "http://u@h/x?q#f"}})),
+        ]);
+        assert_eq!(
+            messages(&s.validate(&c)),
+            [
+                "webhooks[1].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+                "webhooks[1].clientConfig.url: Invalid value: \"u\": user information is not permitted in the URL",
+                "webhooks[1].clientConfig.url: Invalid value: \"f\": fragments are not permitted in the URL",
+                "webhooks[1].clientConfig.url: Invalid value: \"q\": query parameters are not permitted in the URL",
+                "webhooks[1].name: Duplicate value: \"w.example.com\"",
+            ]
+        );
+        let c = vwc(vec![hook(
+            json!({"clientConfig": {"service": {"name": "s", "namespace": "n", "port": 0, "path": "/a//B"}}}),
+        )]);
+        assert_eq!(
+            messages(&s.validate(&c)),
+            [
+                "webhooks[0].clientConfig.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive",
+                "webhooks[0].clientConfig.service.path: Invalid value: \"/a//B\": segment[1] may not be empty",
+                "webhooks[0].clientConfig.service.path: Invalid value: \"/a//B\": segment[2]: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            ]
+        );
+    }
+
+    #[test]
+    fn updates_tolerate_what_was_stored() {
+        let s = WebhookConfigurationStrategy { mutating: false };
+        let old = vwc(vec![hook(json!({"sideEffects": "Some"}))]);
+        let new = vwc(vec![hook(json!({"sideEffects": "Unknown"}))]);
+        assert!(s.validate_update(&new, &old).is_empty());
+        assert_eq!(s.validate(&new).len(), 1);
+    }
+
+    fn policy(spec: Value, mutating: bool) -> Value {
+        let mut p = json!({"metadata": {"name": "p"}, "spec": spec});
+        PolicyStrategy { mutating }.default(&mut p);
+        p
+    }
+
+    #[test]
+    fn policies_default_and_validate_structure() {
+        let rules = json!({"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"], "resources": ["deployments"]}]});
+        let p = policy(json!({"matchConstraints": rules}), false);
+        assert_eq!(p["spec"]["failurePolicy"], "Fail");
+        assert_eq!(p["spec"]["matchConstraints"]["matchPolicy"], "Equivalent");
+        assert_eq!(
+            p["spec"]["matchConstraints"]["resourceRules"][0]["scope"],
+            "*"
+        );
+        let vap = PolicyStrategy { mutating: false };
+        assert_eq!(
+            messages(&vap.validate(&p)),
+            [
+                "spec.validations: Required value: validations or auditAnnotations must contain at least one item",
+                "spec.auditAnnotations: Required value: validations or auditAnnotations must contain at least one item",
+            ]
+        );
+        let p = policy(
+            json!({"failurePolicy": "Warn", "paramKind": {"apiVersion": "a/b/c", "kind": "Bad_Kind"}, "matchConstraints": rules, "validations": [{"expression": " ", "reason": "Teapot"}], "auditAnnotations": [{"key": "k", "valueExpression": "x"}, {"key": "k", "valueExpression": "y"}]}),
+            false,
+        );
+        assert_eq!(
+            messages(&vap.validate(&p)),
+            [
+                "spec.failurePolicy: Unsupported value: \"Warn\": supported values: \"Fail\", \"Ignore\"",
+                "spec.paramKind.apiVersion: Invalid value: \"a/b/c\": unexpected GroupVersion string: a/b/c",
+                "spec.paramKind.kind: Invalid value: \"Bad_Kind\": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+                "spec.validations[0].expression: Required value: expression is not specified",
+                "spec.validations[0].reason: Unsupported value: \"Teapot\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\"",
+                "spec.auditAnnotations[1].key: Duplicate value: \"k\"",
+            ]
+        );
+        let map = PolicyStrategy { mutating: true };
+        let p = policy(
+            json!({"matchConstraints": rules, "mutations": [{"patchType": "JSONPatch", "applyConfiguration": {"expression": "x"}}]}),
+            true,
+        );
+        assert_eq!(
+            messages(&map.validate(&p)),
+            [
+                "spec.matchConstraints.resourceRules.operations: Unsupported value: \"DELETE\": supported values: \"*\", \"CONNECT\", \"CREATE\", \"UPDATE\"",
+                "spec.mutations[0].jsonPatch: Required value: must be specified when patchType is JSONPatch",
+                "spec.mutations[0].applyConfiguration: Invalid value: \"{applyConfiguration}\": must not be specified when patchType is JSONPatch",
+                "spec.reinvocationPolicy: Required value",
+            ]
+        );
+    }
+
+    #[test]
+    fn bindings_validate_references_and_actions() {
+        let s = PolicyBindingStrategy { mutating: false };
+        let mut b = json!({"metadata": {"name": "b"}, "spec": {"policyName": "p", "paramRef": {"name": "x", "selector": {}}, "matchResources": {}, "validationActions": ["Deny", "Warn", "Deny"]}});
+        s.default(&mut b);
+        assert_eq!(b["spec"]["matchResources"]["objectSelector"], json!({}));
+        assert_eq!(
+            messages(&s.validate(&b)),
+            [
+                "spec.paramRef.name: Forbidden: name and selector are mutually exclusive",
+                "spec.paramRef.selector: Forbidden: name and selector are mutually exclusive",
+                "spec.paramRef.parameterNotFoundAction: Required value",
+                "spec.validationActions[2]: Duplicate value: \"Deny\"",
+                "spec.validationActions: Invalid value: [\"Deny\",\"Warn\",\"Deny\"]: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
+            ]
+        );
+        let b = json!({"spec": {"policyName": "p"}});
+        assert_eq!(
+            messages(&s.validate(&b)),
+            ["spec.validationActions: Required value: at least one validation action is required"]
+        );
+    }
+}
