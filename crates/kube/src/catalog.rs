@@ -37,10 +37,6 @@ fn group_version_doc(group: &str, version: &str) -> Option<&'static str> {
 /// with the kubelet-facing work). `approval` is a CertificateSigningRequest's.
 const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize", "binding", "approval"];
 
-/// Resources that are not stored and that Ironplane does not answer yet; left out of discovery
-/// rather than served wrongly.
-const NOT_SERVED: &[(&str, &str)] = &[("", "componentstatuses")];
-
 /// Kinds whose objects carry `metadata.generation` (recorded from upstream's defaulted objects).
 /// Fields updates may not change, per resource, with upstream's words for the refusal (each from
 /// the kind's `Validate*Update`). Rules that are more than "this field stays" live in the kind's
@@ -277,6 +273,37 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Deprecated APIs that are still served, with the release that deprecated them and their
+/// replacement (upstream's `APILifecycleDeprecated` and `APILifecycleReplacement` of k8s.io/api).
+const DEPRECATED: &[(&str, &str, &str, &str, Option<&str>)] = &[
+    ("", "v1", "componentstatuses", "1.19", None),
+    (
+        "",
+        "v1",
+        "endpoints",
+        "1.33",
+        Some("discovery.k8s.io/v1 EndpointSlice"),
+    ),
+];
+
+/// The warning upstream's deprecation filter sends: `<group/version> <Kind> is deprecated in
+/// v<release>+`, with `; use <replacement>` when there is one.
+fn deprecation_warning(group: &str, version: &str, resource: &str, kind: &str) -> Option<String> {
+    let (_, _, _, release, replacement) = DEPRECATED
+        .iter()
+        .find(|(g, v, r, ..)| *g == group && *v == version && *r == resource)?;
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let mut warning = format!("{gv} {kind} is deprecated in v{release}+");
+    if let Some(r) = replacement {
+        warning.push_str(&format!("; use {r}"));
+    }
+    Some(warning)
+}
+
 fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
     let body: Value = serde_json::from_str::<Value>(doc)
         .map(|d| d["body"].clone())
@@ -285,7 +312,7 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
     let mut rows: Vec<ResourceInfo> = Vec::new();
     for r in &resources {
         let name = r["name"].as_str().unwrap_or_default();
-        if name.contains('/') || NOT_SERVED.contains(&(group, name)) {
+        if name.contains('/') {
             continue;
         }
         let selectable_fields = SELECTABLE_FIELDS
@@ -321,6 +348,15 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
             },
             storage_version: None,
             storage_version_hash: r["storageVersionHash"].as_str().map(str::to_string),
+            // Upstream's componentstatus REST names the singular in its NotFound.
+            not_found_resource: (group.is_empty() && name == "componentstatuses")
+                .then(|| "componentstatus".to_string()),
+            deprecation_warning: deprecation_warning(
+                group,
+                version,
+                name,
+                r["kind"].as_str().unwrap_or_default(),
+            ),
         });
     }
     for r in &resources {

@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod bootstrap;
 pub mod catalog;
+mod componentstatus;
 pub mod controllers;
 pub mod openapi;
 pub mod poststart;
@@ -70,6 +71,16 @@ pub fn install(
                 Cacher::with_options(inner, &key_root, attrs, options)
             })
             .clone();
+        // Component statuses are computed on request, from the health of the store.
+        let store: Arc<dyn Store> = if info.group.is_empty() && info.resource == "componentstatuses"
+        {
+            Arc::new(componentstatus::ComponentStatusStore {
+                storage: store,
+                prefix: key_root.clone(),
+            })
+        } else {
+            store
+        };
         let strategy = strategies::for_resource(&info, &ctx);
         // Another version of a stored resource reads and writes through a conversion.
         let store: Arc<dyn Store> = match strategies::conversion_for(&info) {

@@ -128,6 +128,12 @@ impl ApiResources {
         let info = &req.info;
         let verb = info.verb.as_str();
         let sub = info.subresource.as_str();
+        // Upstream's deprecation filter: every request to a deprecated resource is told so.
+        if sub.is_empty()
+            && let Some(w) = &store.info.deprecation_warning
+        {
+            crate::warning::add(w.clone());
+        }
         if !sub.is_empty() {
             let Some(sr) = store.info.subresource(sub) else {
                 return Err(Status::path_not_found());

@@ -75,6 +75,12 @@ pub struct ResourceInfo {
     pub storage_version: Option<String>,
     /// Upstream's `storageVersionHash` in discovery, for clients that detect storage migrations.
     pub storage_version_hash: Option<String>,
+    /// For a deprecated API, the warning every request to the resource (not its subresources)
+    /// gets, in upstream's words (`v1 Endpoints is deprecated in v1.33+; use ...`).
+    pub deprecation_warning: Option<String>,
+    /// The resource a NotFound names when upstream's REST names another than the plural
+    /// (`componentstatus "x" not found`).
+    pub not_found_resource: Option<String>,
 }
 
 impl ResourceInfo {

@@ -209,6 +209,11 @@ impl RegistryStore {
         ) {
             tracing::error!(resource = %self.resource(), name, error = %err, "storage failure");
         }
+        if let (StorageError::NotFound { .. }, Some(resource)) =
+            (&err, &self.info.not_found_resource)
+        {
+            return Status::not_found(&GroupResource::new(&self.info.group, resource), name);
+        }
         err.to_status(&self.resource(), name)
     }
 
