@@ -702,7 +702,7 @@ fn bearer_tokens_anonymous_health_and_401() {
         "{denied}"
     );
     // TokenReview asks the server's authenticators, as webhook token authenticators do. (Sent
-    // raw: kubectl validates review kinds against OpenAPI v2 in protobuf, which is not served.)
+    // raw, to read the answer's status directly.)
     let review = |token: &str| {
         let script = format!(
             "import sys,json\nsys.path.insert(0,'{}')\nfrom common import Raw\n\
