@@ -142,7 +142,9 @@ impl GenericApiServer {
         let path = info.path.trim_end_matches('/').to_string();
         let query = req.uri().query().unwrap_or("").to_string();
         if !info.is_resource_request {
-            return self.non_resource(&path, &query, &info, accept).await;
+            return self
+                .non_resource(&path, &query, &info, accept, req.headers())
+                .await;
         }
         let (parts, body) = req.into_parts();
         let body = read_body(body).await?;
@@ -179,6 +181,7 @@ impl GenericApiServer {
         query: &str,
         info: &RequestInfo,
         accept: Option<&str>,
+        headers: &http::HeaderMap,
     ) -> Result<Response, Status> {
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match segments.as_slice() {
@@ -279,7 +282,11 @@ impl GenericApiServer {
                 }
                 json(&discovery::resource_list(group, version, infos.iter()))
             }
-            ["openapi", "v2"] => self.openapi_doc(self.config.openapi.v2.as_ref(), accept),
+            ["openapi", "v2"] => Ok(self
+                .config
+                .openapi
+                .serve_v2(headers)
+                .unwrap_or_else(|| text(StatusCode::NOT_FOUND, "404 page not found\n"))),
             ["openapi", "v3"] => json(&self.config.openapi.v3_index()),
             ["openapi", "v3", rest @ ..] => {
                 let key = rest.join("/");

@@ -763,7 +763,7 @@ fn bearer_tokens_anonymous_health_and_401() {
         "{denied}"
     );
     // TokenReview asks the server's authenticators, as webhook token authenticators do. (Sent
-    // raw: kubectl validates review kinds against OpenAPI v2 in protobuf, which is not served.)
+    // raw, to read the answer's status directly.)
     let review = |token: &str| {
         let script = format!(
             "import sys,json\nsys.path.insert(0,'{}')\nfrom common import Raw\n\
@@ -927,4 +927,117 @@ fn workloads_come_back_defaulted_and_immutable_fields_stay() {
         err.contains("spec.selector: Invalid value:") && err.contains("field is immutable"),
         "{err}"
     );
+}
+
+/// A `kind: List` file: kubectl cannot ask the server to validate a List (no OpenAPI v3
+/// operation names it), so with validation at its default (strict) it validates the items
+/// itself against `/openapi/v2` fetched in protobuf, as it does against kube-apiserver.
+#[test]
+fn kubectl_validates_list_files_against_openapi_v2_protobuf() {
+    let s = Server::start();
+    let list = s.dir.path().join("list.yaml");
+    std::fs::write(
+        &list,
+        r#"apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: listed, namespace: default}
+  data: {a: "1"}
+- apiVersion: v1
+  kind: Secret
+  metadata: {name: listed, namespace: default}
+  stringData: {password: hunter2}
+"#,
+    )
+    .unwrap();
+    let out = s.kubectl(&["create", "-f", list.to_str().unwrap()]);
+    assert_eq!(out, "configmap/listed created\nsecret/listed created\n");
+    assert_eq!(
+        s.kubectl(&["get", "secret", "listed", "-o", "jsonpath={.data.password}"]),
+        "aHVudGVyMg=="
+    );
+    // What kubectl fetched: the protobuf document, under upstream's media type.
+    let verbose = s.kubectl_output(&["create", "-f", list.to_str().unwrap(), "-v=6"]);
+    let log = String::from_utf8_lossy(&verbose.stderr);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("GET ") && l.contains("/openapi/v2") && l.contains(" 200 OK")),
+        "{log}"
+    );
+}
+
+/// Unknown fields in what kubectl validates itself (List items, review kinds) are refused by
+/// kubectl before anything is sent, with the schema's names, as against kube-apiserver.
+#[test]
+fn kubectl_refuses_unknown_fields_it_validates_itself() {
+    let s = Server::start();
+    let write = |name: &str, text: &str| {
+        let path = s.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let list = write(
+        "bad-list.yaml",
+        r#"apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: refused, namespace: default}
+  data: {a: "1"}
+  bogus: 1
+"#,
+    );
+    let err = s.kubectl_fails(&["create", "-f", &list]);
+    assert!(
+        err.contains(r#"error validating data: ValidationError(ConfigMap): unknown field "bogus" in io.k8s.api.core.v1.ConfigMap"#),
+        "{err}"
+    );
+    let missing = s.kubectl_fails(&["get", "configmap", "refused"]);
+    assert!(missing.contains("NotFound"), "{missing}");
+    let review = write(
+        "bad-review.yaml",
+        r#"apiVersion: authorization.k8s.io/v1
+kind: SubjectAccessReview
+spec:
+  user: alice
+  bogus: true
+  resourceAttributes: {verb: get, resource: pods, namespace: default}
+"#,
+    );
+    let err = s.kubectl_fails(&["create", "--validate=true", "-f", &review]);
+    assert!(
+        err.contains(r#"ValidationError(SubjectAccessReview.spec): unknown field "bogus" in io.k8s.api.authorization.v1.SubjectAccessReviewSpec"#),
+        "{err}"
+    );
+}
+
+/// Review kinds (create-only, answered in the response) validate against OpenAPI v2 too.
+#[test]
+fn kubectl_creates_review_kinds_with_validation_on() {
+    let s = Server::start();
+    let review = s.dir.path().join("review.yaml");
+    std::fs::write(
+        &review,
+        r#"apiVersion: authorization.k8s.io/v1
+kind: SubjectAccessReview
+spec:
+  user: alice
+  resourceAttributes: {verb: get, resource: pods, namespace: default}
+"#,
+    )
+    .unwrap();
+    let out = s.kubectl(&[
+        "create",
+        "--validate=true",
+        "-f",
+        review.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kind"], "SubjectAccessReview");
+    assert_eq!(v["status"]["allowed"], true, "{v}");
 }

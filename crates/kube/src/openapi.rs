@@ -9,14 +9,16 @@ use bytes::Bytes;
 const V2: &[u8] = include_bytes!("../data/openapi/v2.json.gz");
 include!(concat!(env!("OUT_DIR"), "/openapi_v3.rs"));
 
+/// The documents as compressed static data: nothing is inflated or derived (the v2 ETag, the v2
+/// protobuf form) until a client asks for it.
 pub fn documents() -> OpenApi {
-    OpenApi {
-        v2: Some(GzDoc(Bytes::from_static(V2))),
-        v3: V3_DOCS
+    OpenApi::new(
+        Some(GzDoc(Bytes::from_static(V2))),
+        V3_DOCS
             .iter()
             .map(|(p, b)| (p.to_string(), GzDoc(Bytes::from_static(b))))
             .collect(),
-    }
+    )
 }
 
 /// The v2 document's definitions without descriptions, derived at build time (build.rs).

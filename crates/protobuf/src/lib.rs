@@ -17,6 +17,7 @@
 mod check;
 mod decode;
 mod encode;
+pub mod openapi_v2;
 mod render;
 mod schema;
 mod time;
