@@ -9,14 +9,21 @@ use serde_json::{Value, json};
 pub struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
-    fn default(&self, obj: &mut Value) {
-        if obj.pointer("/spec/finalizers").is_none() {
-            obj["spec"] = json!({"finalizers": ["kubernetes"]});
-        }
-    }
-
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({"phase": "Active"});
+        // Every new namespace carries the `kubernetes` finalizer, added to those the client gave.
+        // It is no default (defaults run on every read): the namespace controller removes it.
+        if !obj.get("spec").is_some_and(Value::is_object) {
+            obj["spec"] = json!({});
+        }
+        if !obj["spec"]["finalizers"].is_array() {
+            obj["spec"]["finalizers"] = json!([]);
+        }
+        if let Some(finalizers) = obj["spec"]["finalizers"].as_array_mut()
+            && !finalizers.iter().any(|f| f == "kubernetes")
+        {
+            finalizers.push(json!("kubernetes"));
+        }
         // Upstream labels every namespace with its own name.
         let name = obj
             .pointer("/metadata/name")
