@@ -15,6 +15,7 @@ mod review;
 mod scheduling;
 mod secret;
 mod service;
+pub(crate) mod service_alloc;
 mod storage;
 mod volumes;
 
@@ -69,9 +70,10 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("", "bindings") => Arc::new(pod::BindingStrategy {
             api: ctx.api.clone(),
         }),
-        ("", "services") => Arc::new(service::ServiceStrategy {
-            allocator: ctx.services.clone(),
-        }),
+        ("", "services") => Arc::new(service::ServiceStrategy::new(
+            ctx.services.clone(),
+            ctx.api.clone(),
+        )),
         ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => {
             Arc::new(deployment::WorkloadStrategy)
         }
