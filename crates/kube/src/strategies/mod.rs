@@ -4,6 +4,7 @@
 mod batch;
 mod configmap;
 mod deployment;
+mod endpoints;
 mod endpointslice;
 mod hpa;
 mod limitrange;
@@ -90,6 +91,11 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("batch", "jobs") => Arc::new(batch::JobStrategy),
         ("batch", "cronjobs") => Arc::new(batch::CronJobStrategy),
         ("networking.k8s.io", "networkpolicies") => Arc::new(networking::NetworkPolicyStrategy),
+        ("networking.k8s.io", "ingresses") => Arc::new(networking::IngressStrategy),
+        ("networking.k8s.io", "ingressclasses") => Arc::new(networking::IngressClassStrategy),
+        ("networking.k8s.io", "servicecidrs") => Arc::new(networking::ServiceCidrStrategy),
+        ("networking.k8s.io", "ipaddresses") => Arc::new(networking::IpAddressStrategy),
+        ("", "endpoints") => Arc::new(endpoints::EndpointsStrategy),
         ("scheduling.k8s.io", "priorityclasses") => Arc::new(scheduling::PriorityClassStrategy),
         ("authorization.k8s.io", _) => Arc::new(review::AccessReviewStrategy),
         ("authentication.k8s.io", "tokenreviews") => Arc::new(review::TokenReviewStrategy {
