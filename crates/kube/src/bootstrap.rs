@@ -221,17 +221,27 @@ async fn ensure_kubernetes_service(
         "metadata": {"name": KUBERNETES, "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
         "spec": {"clusterIP": allocator.first_ip().to_string(), "ports": kubernetes_ports(secure_port), "sessionAffinity": "None", "type": "ClusterIP"},
     });
-    if create_unless_exists(services, req, "default", svc).await? {
+    // Looked up first: creating it again would ask for its address again, which the
+    // allocator refuses before the name's conflict is seen (as upstream's does).
+    let stored = match services
+        .get("default", KUBERNETES, ResourceVersion::Unset)
+        .await
+    {
+        Ok(o) => o.value().map_err(|e| e.to_string())?,
+        Err(s) if s.code == 404 => {
+            create_unless_exists(services, req, "default", svc).await?;
+            return Ok(());
+        }
+        Err(s) => return Err(s.message),
+    };
+    // Restarted on another port: the Service follows, as upstream's controller updates it.
+    let wanted = kubernetes_ports(secure_port);
+    if stored.pointer("/spec/ports") == Some(&wanted) {
         return Ok(());
     }
-    // Restarted on another port: the Service follows, as upstream's controller updates it.
     let mut updater = |cur: Option<&Value>| {
         let mut obj = cur.cloned().unwrap_or(Value::Null);
-        let current_ports = obj.pointer("/spec/ports").cloned();
-        let wanted = kubernetes_ports(secure_port);
-        if current_ports.as_ref() != Some(&wanted) {
-            obj["spec"]["ports"] = wanted;
-        }
+        obj["spec"]["ports"] = wanted.clone();
         Ok(obj)
     };
     services
