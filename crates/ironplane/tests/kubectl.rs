@@ -938,5 +938,9 @@ fn service_networking_objects_are_bootstrapped_and_follow_services() {
     // Deleting the Service releases its address.
     s.kubectl(&["delete", "service", "web"]);
     let left = s.kubectl(&["get", "ipaddresses", "-o", "name"]);
-    assert_eq!(left.trim(), "ipaddress.networking.k8s.io/10.0.0.1", "{left}");
+    assert_eq!(
+        left.trim(),
+        "ipaddress.networking.k8s.io/10.0.0.1",
+        "{left}"
+    );
 }

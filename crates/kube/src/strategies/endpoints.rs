@@ -112,7 +112,134 @@ fn validate_subsets(obj: &Value) -> Vec<FieldError> {
     errs
 }
 
+/// An address's identity when subsets are merged: its IP and its target's UID.
+fn address_key(addr: &Value) -> (String, String) {
+    (
+        str_of(addr, "ip").to_string(),
+        addr.pointer("/targetRef/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    )
+}
+
+/// The addresses a port is offered on: (index into the de-duplicated addresses, ready).
+type AddressSet = Vec<(usize, bool)>;
+
+/// Upstream's `RepackSubsets` (pkg/api/endpoints), its `Canonicalize`: every (port, address)
+/// pair is expanded, addresses de-duplicated by IP and target UID (not ready wins over ready),
+/// ports offering the same addresses grouped into one subset, addresses sorted by IP then
+/// UID. Upstream orders ports and subsets by an MD5 of Go's debug printing of them, which is
+/// not reproduced: they keep the order they first appear in.
+fn repack_subsets(subsets: &[Value]) -> Vec<Value> {
+    // Addresses in first-seen form, and for each port the (address index, ready) it offers.
+    let mut addresses: Vec<((String, String), Value)> = Vec::new();
+    let mut by_port: Vec<(Value, AddressSet)> = Vec::new();
+    // Addresses of a subset without ports are kept under a sentinel port (`null`).
+    let sentinel = [Value::Null];
+    for ss in subsets {
+        let ports = match list(ss, "ports") {
+            [] => &sentinel[..],
+            ports => ports,
+        };
+        for port in ports {
+            let ready = list(ss, "addresses").iter().map(|a| (a, true));
+            let not_ready = list(ss, "notReadyAddresses").iter().map(|a| (a, false));
+            for (addr, is_ready) in ready.chain(not_ready) {
+                let key = address_key(addr);
+                let idx = match addresses.iter().position(|(k, _)| *k == key) {
+                    Some(i) => i,
+                    None => {
+                        addresses.push((key, addr.clone()));
+                        addresses.len() - 1
+                    }
+                };
+                let slot = match by_port.iter().position(|(p, _)| p == port) {
+                    Some(i) => i,
+                    None => {
+                        by_port.push((port.clone(), Vec::new()));
+                        by_port.len() - 1
+                    }
+                };
+                let set = &mut by_port[slot].1;
+                match set.iter_mut().find(|(i, _)| *i == idx) {
+                    // Not ready trumps ready.
+                    Some(entry) => entry.1 = entry.1 && is_ready,
+                    None => set.push((idx, is_ready)),
+                }
+            }
+        }
+    }
+    // Ports offering the same set of addresses share a subset.
+    let mut groups: Vec<(AddressSet, Vec<Value>)> = Vec::new();
+    for (port, mut set) in by_port {
+        set.sort_unstable();
+        match groups.iter_mut().find(|(s, _)| *s == set) {
+            Some((_, ports)) => ports.push(port),
+            None => groups.push((set, vec![port])),
+        }
+    }
+    let sorted = |idxs: Vec<usize>| {
+        let mut v: Vec<&((String, String), Value)> = idxs.iter().map(|i| &addresses[*i]).collect();
+        v.sort_by(|a, b| {
+            a.0.0
+                .as_bytes()
+                .cmp(b.0.0.as_bytes())
+                .then(a.0.1.cmp(&b.0.1))
+        });
+        v.into_iter()
+            .map(|(_, a)| a.clone())
+            .collect::<Vec<Value>>()
+    };
+    groups
+        .into_iter()
+        .map(|(set, ports)| {
+            let ready = sorted(set.iter().filter(|(_, r)| *r).map(|(i, _)| *i).collect());
+            let not_ready = sorted(set.iter().filter(|(_, r)| !*r).map(|(i, _)| *i).collect());
+            let mut ss = serde_json::Map::new();
+            if !ready.is_empty() {
+                ss.insert("addresses".into(), Value::Array(ready));
+            }
+            if !not_ready.is_empty() {
+                ss.insert("notReadyAddresses".into(), Value::Array(not_ready));
+            }
+            let ports: Vec<Value> = ports.into_iter().filter(|p| !p.is_null()).collect();
+            if !ports.is_empty() {
+                ss.insert("ports".into(), Value::Array(ports));
+            }
+            Value::Object(ss)
+        })
+        .collect()
+}
+
+/// Canonicalizes a valid object's subsets (upstream does it after validation, so errors name
+/// the subsets as the client sent them).
+fn canonicalize(obj: &mut Value) {
+    if !validate_subsets(obj).is_empty() {
+        return;
+    }
+    let Some(subsets) = obj.get("subsets").and_then(Value::as_array) else {
+        return;
+    };
+    let repacked = repack_subsets(subsets);
+    if let Some(m) = obj.as_object_mut() {
+        if repacked.is_empty() {
+            m.remove("subsets");
+        } else {
+            m.insert("subsets".into(), Value::Array(repacked));
+        }
+    }
+}
+
 impl Strategy for EndpointsStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        canonicalize(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        canonicalize(new);
+    }
+
     fn default(&self, obj: &mut Value) {
         // Writes are where the strategy runs for every request that carries an object; the
         // warning goes out even when validation then refuses it, as upstream's does.
@@ -147,6 +274,24 @@ impl Strategy for EndpointsStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subsets_are_repacked() {
+        let subsets = vec![
+            json!({"addresses": [{"ip": "10.0.0.2"}, {"ip": "10.0.0.1"}], "ports": [{"name": "a", "port": 80, "protocol": "TCP"}]}),
+            json!({"notReadyAddresses": [{"ip": "10.0.0.2"}], "addresses": [{"ip": "10.0.0.1"}], "ports": [{"name": "a", "port": 80, "protocol": "TCP"}]}),
+            json!({"addresses": [{"ip": "10.0.0.9"}], "ports": [{"name": "b", "port": 81, "protocol": "TCP"}]}),
+            json!({"addresses": [{"ip": "10.0.0.7"}]}),
+        ];
+        assert_eq!(
+            repack_subsets(&subsets),
+            vec![
+                json!({"addresses": [{"ip": "10.0.0.1"}], "notReadyAddresses": [{"ip": "10.0.0.2"}], "ports": [{"name": "a", "port": 80, "protocol": "TCP"}]}),
+                json!({"addresses": [{"ip": "10.0.0.9"}], "ports": [{"name": "b", "port": 81, "protocol": "TCP"}]}),
+                json!({"addresses": [{"ip": "10.0.0.7"}]}),
+            ]
+        );
+    }
 
     #[test]
     fn addresses_and_ports_are_checked() {
