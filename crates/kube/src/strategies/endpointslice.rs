@@ -203,8 +203,15 @@ impl Strategy for EndpointSliceStrategy {
         }
     }
 
+    fn prepare_for_create(&self, obj: &mut Value) {
+        drop_deprecated_topology(obj);
+    }
+
     /// Upstream bumps the generation of a slice whose labels changed too.
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if new.get("endpoints") != old.get("endpoints") {
+            drop_deprecated_topology(new);
+        }
         let labels = |v: &Value| {
             v.pointer("/metadata/labels")
                 .cloned()
@@ -244,6 +251,20 @@ impl Strategy for EndpointSliceStrategy {
 
     fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
         fqdn_warning(new)
+    }
+}
+
+/// v1 writes silently clear `deprecatedTopology` (upstream's `dropTopologyOnV1`; on update only
+/// when the endpoints changed).
+fn drop_deprecated_topology(obj: &mut Value) {
+    for ep in obj
+        .get_mut("endpoints")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        ep.remove("deprecatedTopology");
     }
 }
 
