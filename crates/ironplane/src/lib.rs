@@ -254,10 +254,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         let resources = resources.clone();
         let allocator = allocator.clone();
         let port = addr.port();
+        let advertise = opts.advertise_address();
         tokio::spawn(async move {
             let mut delay = Duration::from_millis(10);
             loop {
-                match ironplane_kube::bootstrap::run(&resources, &allocator, port).await {
+                match ironplane_kube::bootstrap::run(&resources, &allocator, advertise, port).await
+                {
                     Ok(()) => break,
                     Err(e) => {
                         tracing::warn!(error = %e, "bootstrap failed; retrying");

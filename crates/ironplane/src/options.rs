@@ -23,6 +23,10 @@ pub struct Options {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind_address: IpAddr,
+    /// The address the `kubernetes` Service's endpoints advertise to the cluster (default:
+    /// --bind-address, or 127.0.0.1 when that is unspecified).
+    #[arg(long)]
+    pub advertise_address: Option<IpAddr>,
     /// Where generated certificates go when --tls-cert-file is not given (default: <data-dir>/pki).
     #[arg(long)]
     pub cert_dir: Option<PathBuf>,
@@ -124,6 +128,15 @@ impl Options {
             &self.service_node_port_range,
         )?;
         Ok(())
+    }
+
+    /// `--advertise-address`, else the bind address, else loopback.
+    pub fn advertise_address(&self) -> IpAddr {
+        match self.advertise_address {
+            Some(a) if !a.is_unspecified() => a,
+            _ if !self.bind_address.is_unspecified() => self.bind_address,
+            _ => IpAddr::from([127, 0, 0, 1]),
+        }
     }
 
     pub fn cert_dir(&self) -> PathBuf {

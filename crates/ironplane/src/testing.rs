@@ -21,6 +21,7 @@ impl TestServer {
             data_dir: dir.path().to_path_buf(),
             secure_port: 0,
             bind_address: "127.0.0.1".parse().expect("an address"),
+            advertise_address: None,
             cert_dir: None,
             tls_cert_file: None,
             tls_private_key_file: None,

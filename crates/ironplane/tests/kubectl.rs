@@ -1040,4 +1040,80 @@ spec:
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["kind"], "SubjectAccessReview");
     assert_eq!(v["status"]["allowed"], true, "{v}");
+
+#[test]
+fn service_networking_objects_are_bootstrapped_and_follow_services() {
+    let s = Server::start_with(&["--advertise-address", "192.0.2.10"]);
+    let port = s.url.rsplit(':').next().unwrap_or_default().to_string();
+    let out = s.kubectl(&[
+        "get",
+        "endpoints,endpointslices,servicecidrs,ipaddresses",
+        "-A",
+    ]);
+    // The kubernetes Service's endpoints point at the advertise address and the secure port;
+    // the default ServiceCIDR is the service range; its cluster IP is an IPAddress object.
+    assert!(
+        out.contains(&format!("endpoints/kubernetes   192.0.2.10:{port}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("endpointslice.discovery.k8s.io/kubernetes   IPv4"),
+        "{out}"
+    );
+    assert!(
+        out.contains("servicecidr.networking.k8s.io/kubernetes   10.0.0.0/24"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ipaddress.networking.k8s.io/10.0.0.1   services/default/kubernetes"),
+        "{out}"
+    );
+    assert_eq!(
+        s.kubectl(&[
+            "get",
+            "servicecidr",
+            "kubernetes",
+            "-o",
+            "jsonpath={.status.conditions[0].type}={.status.conditions[0].status}"
+        ]),
+        "Ready=True"
+    );
+    // A new Service's cluster IP gets its IPAddress, owned by the Service.
+    s.kubectl(&["create", "service", "nodeport", "web", "--tcp=80:8080"]);
+    let ip = s.kubectl(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    let parent = s.kubectl(&[
+        "get",
+        "ipaddress",
+        &ip,
+        "-o",
+        "jsonpath={.spec.parentRef.namespace}/{.spec.parentRef.name} {.metadata.labels.ipaddress\\.kubernetes\\.io/managed-by}",
+    ]);
+    assert_eq!(parent, "default/web ipallocator.k8s.io");
+    // The address stays taken across a restart, whose endpoints follow the new advertise
+    // address (the bind address here).
+    let dir = s.stop();
+    let s = Server::start_in(dir);
+    let port = s.url.rsplit(':').next().unwrap_or_default().to_string();
+    let err = s.kubectl_fails(&[
+        "create",
+        "service",
+        "clusterip",
+        "copy",
+        "--tcp=80:80",
+        &format!("--clusterip={ip}"),
+    ]);
+    assert!(err.contains("provided IP is already allocated"), "{err}");
+    let endpoints = s.kubectl(&["get", "endpoints", "kubernetes"]);
+    assert!(
+        endpoints.contains(&format!("127.0.0.1:{port}")),
+        "{endpoints}"
+    );
+    // Deleting the Service releases its address.
+    s.kubectl(&["delete", "service", "web"]);
+    let left = s.kubectl(&["get", "ipaddresses", "-o", "name"]);
+    assert_eq!(
+        left.trim(),
+        "ipaddress.networking.k8s.io/10.0.0.1",
+        "{left}"
+    );
 }

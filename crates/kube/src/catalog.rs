@@ -69,6 +69,11 @@ fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
         ("networking.k8s.io", "ingressclasses") => {
             &[field!("/spec/controller", "spec.controller", IMMUTABLE)]
         }
+        ("networking.k8s.io", "ipaddresses") => &[field!(
+            "/spec/parentRef",
+            "spec.parentRef",
+            Refusal::InvalidGo("networking.v1.ParentReference", "field is immutable"),
+        )],
         ("storage.k8s.io", "storageclasses") => &[
             field!(
                 "/parameters",

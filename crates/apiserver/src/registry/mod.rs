@@ -13,4 +13,4 @@ pub use resource::{ImmutableField, Refusal, ResourceInfo, SelectableField, Subre
 pub use store::{
     DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,
 };
-pub use strategy::{GenericStrategy, Strategy};
+pub use strategy::{Finish, GenericStrategy, Strategy};

@@ -92,6 +92,13 @@ fn random_suffix() -> String {
         .collect()
 }
 
+/// A name for `generateName`: upstream keeps generated names within 63 characters, the base cut
+/// to 58 and 5 random characters appended.
+fn generated_name(generate_name: &str) -> String {
+    let base: String = generate_name.chars().take(58).collect();
+    format!("{base}{}", random_suffix())
+}
+
 /// The finalizers through which the garbage collector carries out a propagation policy.
 const ORPHAN_FINALIZER: &str = "orphan";
 const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
@@ -354,8 +361,33 @@ impl RegistryStore {
         ] {
             meta.remove(f);
         }
-        self.strategy.prepare_for_create_by(&mut obj, req.user);
+        // The name is generated before the strategy's begin hook, as upstream's store does, so
+        // that what it reserves can name its owner.
         let generate = obj.name().is_empty() && !obj.generate_name().is_empty();
+        if generate {
+            obj.set_meta("name", generated_name(obj.generate_name()));
+        }
+        let finish = self.strategy.begin_create(&mut obj, opts.dry_run).await?;
+        let result = self
+            .create_prepared(req, namespace, obj, opts, generate)
+            .await;
+        if let Some(finish) = finish {
+            finish(result.is_ok()).await;
+        }
+        result
+    }
+
+    /// The create half of the lifecycle after the strategy's begin hook: prepare, validate,
+    /// validating admission, store (retrying a generated name that is taken).
+    async fn create_prepared(
+        &self,
+        req: &Requester<'_>,
+        namespace: &str,
+        mut obj: Value,
+        opts: &WriteOptions,
+        generate: bool,
+    ) -> Result<Object, Status> {
+        self.strategy.prepare_for_create_by(&mut obj, req.user);
         let meta = obj.metadata_mut();
         if self.info.tracks_generation {
             meta.insert("generation".into(), 1.into());
@@ -363,10 +395,8 @@ impl RegistryStore {
             meta.remove("generation");
         }
         for attempt in 0..MAX_GENERATE_NAME_RETRIES {
-            if generate {
-                // Upstream keeps generated names within 63 characters: base cut to 58 + 5.
-                let base: String = obj.generate_name().chars().take(58).collect();
-                obj.set_meta("name", format!("{base}{}", random_suffix()));
+            if generate && attempt > 0 {
+                obj.set_meta("name", generated_name(obj.generate_name()));
             }
             let mut errs = self.validate_meta(&obj);
             errs.extend(self.strategy.validate(&obj));
@@ -516,76 +546,97 @@ impl RegistryStore {
                 Some(&old),
             );
             self.admission.admit(&attrs, &mut new).await?;
-            if sub.is_empty() || sub == "status" {
-                self.strategy.prepare_for_update(&mut new, &old);
-            } else {
+            // The strategy reserves what the new object needs (upstream's `BeginUpdate`) and learns
+            // at the end whether the write was stored.
+            let finish = if sub.is_empty() {
                 self.strategy
-                    .prepare_for_subresource_update(sub, &mut new, &old);
-            }
-            // Compared, validated and stored in Go's form, as upstream compares decoded Go
-            // values: a field a client left out is the same as its zero value.
-            self.stored_form(&mut new);
-            if self.info.tracks_generation
-                && without_meta_and_status(&new) != without_meta_and_status(&old)
-            {
-                new.set_meta("generation", old.generation() + 1);
-            }
-            // Validation sees the version being replaced, as upstream's store fills it in for
-            // unconditional updates before validating.
-            new.set_meta("resourceVersion", current.resource_version.to_string());
-            let mut errs = validate_object_meta_update(
-                new.get("metadata").unwrap_or(&Value::Null),
-                old.get("metadata").unwrap_or(&Value::Null),
-                &FieldPath::new("metadata"),
-            );
-            if errs.is_empty() {
-                errs.extend(self.validate_meta(&new));
-            }
-            if sub != "status" {
-                errs.extend(self.immutable_field_errors(&new, &old));
-            }
-            errs.extend(if sub == "status" {
-                self.strategy.validate_status_update(&new, &old)
+                    .begin_update(&mut new, &old, opts.write.dry_run)
+                    .await?
             } else {
-                self.strategy.validate_update(&new, &old)
-            });
-            if !errs.is_empty() {
-                return Err(self.invalid(&new, &errs));
-            }
-            if sub.is_empty() {
-                crate::warning::add_all(self.strategy.warnings_on_update(&new, &old));
-            }
-            self.admission.validate(&attrs, &new).await?;
-            if same_object(&new, &old) {
-                return Ok((current, false));
-            }
-            if opts.write.dry_run {
-                return Ok((self.unstored(&new)?, false));
-            }
-            // The last finalizer of an object marked for deletion is gone: remove it for good.
-            let removing =
-                new.deletion_timestamp().is_some() && self.strategy.ready_to_remove(&new);
-            let result = if removing {
-                let r = self
-                    .storage
-                    .delete(&key, Some(current.resource_version))
-                    .await;
-                if r.is_ok() {
-                    self.strategy.after_delete(&new);
-                }
-                r
-            } else {
-                self.storage
-                    .update(&key, new, current.resource_version)
-                    .await
+                None
             };
-            match result {
-                Ok(o) => return Ok((o, false)),
-                Err(StorageError::Conflict { .. }) if pinned.is_none() => continue,
-                Err(StorageError::NotFound { .. }) => {
-                    return Err(Status::not_found(&self.resource(), name));
+            // `None`: a lost race, tried again with a fresh read.
+            let step: Result<Option<(Object, bool)>, Status> = async {
+                if sub.is_empty() || sub == "status" {
+                    self.strategy.prepare_for_update(&mut new, &old);
+                } else {
+                    self.strategy
+                        .prepare_for_subresource_update(sub, &mut new, &old);
                 }
-                Err(e) => return Err(self.status_of(e, name)),
+                // Compared, validated and stored in Go's form, as upstream compares decoded Go
+                // values: a field a client left out is the same as its zero value.
+                self.stored_form(&mut new);
+                if self.info.tracks_generation
+                    && without_meta_and_status(&new) != without_meta_and_status(&old)
+                {
+                    new.set_meta("generation", old.generation() + 1);
+                }
+                // Validation sees the version being replaced, as upstream's store fills it in for
+                // unconditional updates before validating.
+                new.set_meta("resourceVersion", current.resource_version.to_string());
+                let mut errs = validate_object_meta_update(
+                    new.get("metadata").unwrap_or(&Value::Null),
+                    old.get("metadata").unwrap_or(&Value::Null),
+                    &FieldPath::new("metadata"),
+                );
+                if errs.is_empty() {
+                    errs.extend(self.validate_meta(&new));
+                }
+                if sub != "status" {
+                    errs.extend(self.immutable_field_errors(&new, &old));
+                }
+                errs.extend(if sub == "status" {
+                    self.strategy.validate_status_update(&new, &old)
+                } else {
+                    self.strategy.validate_update(&new, &old)
+                });
+                if !errs.is_empty() {
+                    return Err(self.invalid(&new, &errs));
+                }
+                if sub.is_empty() {
+                    crate::warning::add_all(self.strategy.warnings_on_update(&new, &old));
+                }
+                self.admission.validate(&attrs, &new).await?;
+                if same_object(&new, &old) {
+                    return Ok(Some((current, false)));
+                }
+                if opts.write.dry_run {
+                    return Ok(Some((self.unstored(&new)?, false)));
+                }
+                // The last finalizer of an object marked for deletion is gone: remove it for good.
+                let removing =
+                    new.deletion_timestamp().is_some() && self.strategy.ready_to_remove(&new);
+                let result = if removing {
+                    let r = self
+                        .storage
+                        .delete(&key, Some(current.resource_version))
+                        .await;
+                    if r.is_ok() {
+                        self.strategy.after_delete(&new).await;
+                    }
+                    r
+                } else {
+                    self.storage
+                        .update(&key, new, current.resource_version)
+                        .await
+                };
+                match result {
+                    Ok(o) => Ok(Some((o, false))),
+                    Err(StorageError::Conflict { .. }) if pinned.is_none() => Ok(None),
+                    Err(StorageError::NotFound { .. }) => {
+                        Err(Status::not_found(&self.resource(), name))
+                    }
+                    Err(e) => Err(self.status_of(e, name)),
+                }
+            }
+            .await;
+            if let Some(finish) = finish {
+                finish(matches!(step, Ok(Some(_)))).await;
+            }
+            match step {
+                Ok(Some(done)) => return Ok(done),
+                Ok(None) => continue,
+                Err(e) => return Err(e),
             }
         }
     }
@@ -690,7 +741,7 @@ impl RegistryStore {
                 .await
             {
                 Ok(o) => {
-                    self.strategy.after_delete(&obj);
+                    self.strategy.after_delete(&obj).await;
                     return Ok(DeleteOutcome::Deleted(o));
                 }
                 Err(StorageError::Conflict { .. }) => continue,

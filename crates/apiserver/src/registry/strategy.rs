@@ -1,13 +1,44 @@
 //! `Strategy`: what differs between kinds in the object lifecycle. Every method has the default
 //! that most kinds want, so a kind writes only what is its own.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use apimachinery::validation::{FieldError, NameValidator};
 use serde_json::Value;
+
+/// What a [`Strategy::begin_create`] or [`Strategy::begin_update`] reserved is finished once the
+/// write is known to have been stored (`true`: commit) or not (`false`: revert), as upstream's
+/// `FinishFunc`.
+pub type Finish = Box<dyn FnOnce(bool) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 #[async_trait::async_trait]
 pub trait Strategy: Send + Sync {
     /// Fills defaults, as upstream's scheme defaulters do after decoding (create and update).
     fn default(&self, _obj: &mut Value) {}
+
+    /// Upstream's `BeginCreate` hook: runs once system fields and the name are set, before
+    /// `prepare_for_create` and validation, to reserve what the object will hold from a shared
+    /// pool (a Service's cluster IPs and node ports). An error fails the create as it is; the
+    /// returned [`Finish`] learns whether the object was stored.
+    async fn begin_create(
+        &self,
+        _obj: &mut Value,
+        _dry_run: bool,
+    ) -> Result<Option<Finish>, apimachinery::Status> {
+        Ok(None)
+    }
+
+    /// Upstream's `BeginUpdate` hook, for writes to the main resource: runs after defaults and
+    /// mutating admission, before `prepare_for_update` and validation.
+    async fn begin_update(
+        &self,
+        _new: &mut Value,
+        _old: &Value,
+        _dry_run: bool,
+    ) -> Result<Option<Finish>, apimachinery::Status> {
+        Ok(None)
+    }
 
     /// Clears or sets fields before a create, e.g. status reset to its initial value.
     fn prepare_for_create(&self, _obj: &mut Value) {}
@@ -90,7 +121,7 @@ pub trait Strategy: Send + Sync {
     }
 
     /// Called after an object left storage, to release what it held (allocated IPs, ports).
-    fn after_delete(&self, _obj: &Value) {}
+    async fn after_delete(&self, _obj: &Value) {}
 
     /// A create on a subresource of an existing object (a pod's `binding`): the object as
     /// that create changes it, given the request body. Kinds without such subresources keep

@@ -1,12 +1,193 @@
-//! EndpointSlices: a port is TCP unless it says otherwise, and has a name, empty by default
-//! (`SetDefaults_EndpointPort`).
+//! EndpointSlices, as upstream's pkg/apis/discovery and pkg/registry/discovery/endpointslice:
+//! a port is TCP unless it says otherwise and has a name, empty by default
+//! (`SetDefaults_EndpointPort`); `ValidateEndpointSlice` on create and update (address type
+//! immutable); the generation follows label changes too; FQDN slices are deprecated.
 
+use apimachinery::validation::{
+    FieldError, FieldPath, NameValidator, is_fully_qualified_domain_name, is_valid_ip,
+    is_valid_label_value, validate_labels,
+};
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
 
+use super::service::{PORT_PROTOCOLS, validate_dns1123_label, validate_non_special_ip};
 use super::set_default;
 
 pub struct EndpointSliceStrategy;
+
+const MAX_ENDPOINTS: usize = 1000;
+const MAX_ADDRESSES: usize = 100;
+const MAX_PORTS: usize = 100;
+const MAX_TOPOLOGY_LABELS: usize = 16;
+const MAX_HINTS: usize = 8;
+
+fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
+    v.get(field)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {
+    v.get(field).and_then(Value::as_str).unwrap_or("")
+}
+
+fn too_many(path: &FieldPath, n: usize, max: usize) -> FieldError {
+    FieldError::too_many(path, Some(n as i64), Some(max as i64))
+}
+
+/// One address of the slice's type. Upstream reports these at the `addresses` list.
+fn validate_address(address: &str, address_type: &str, list_path: &FieldPath) -> Vec<FieldError> {
+    match address_type {
+        "IPv4" | "IPv6" => {
+            let mut errs = is_valid_ip(list_path, address);
+            if errs.is_empty() {
+                let is_v6 = address.contains(':');
+                if address_type == "IPv4" && is_v6 {
+                    errs.push(FieldError::invalid(
+                        list_path,
+                        address,
+                        "must be an IPv4 address",
+                    ));
+                } else if address_type == "IPv6" && !is_v6 {
+                    errs.push(FieldError::invalid(
+                        list_path,
+                        address,
+                        "must be an IPv6 address",
+                    ));
+                } else {
+                    errs.extend(validate_non_special_ip(address, list_path));
+                }
+            }
+            errs
+        }
+        "FQDN" => is_fully_qualified_domain_name(list_path, address),
+        _ => Vec::new(),
+    }
+}
+
+/// `validateHints`: at most 8 zones and nodes, no repeats, valid names.
+fn validate_hints(hints: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (field, zone) in [("forZones", true), ("forNodes", false)] {
+        let items = list(hints, field);
+        let p = path.child(field);
+        if items.len() > MAX_HINTS {
+            errs.push(too_many(&p, items.len(), MAX_HINTS));
+            continue;
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let name = str_of(item, "name");
+            let name_path = p.index(i).child("name");
+            if seen.contains(&name) {
+                errs.push(FieldError::duplicate(&name_path, name));
+            } else {
+                seen.push(name);
+            }
+            let msgs = if zone {
+                is_valid_label_value(name)
+            } else {
+                NameValidator::Dns1123Subdomain.validate(name, false)
+            };
+            errs.extend(
+                msgs.into_iter()
+                    .map(|m| FieldError::invalid(&name_path, name, m)),
+            );
+        }
+    }
+    errs
+}
+
+/// `ValidateEndpointSlice` without metadata; `deprecated_types` admits the old `IP` type on
+/// update.
+fn validate_slice(obj: &Value, deprecated_types: bool) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let address_type = str_of(obj, "addressType");
+    let type_path = FieldPath::new("addressType");
+    let mut valid: Vec<&str> = vec!["FQDN", "IPv4", "IPv6"];
+    if deprecated_types {
+        valid.insert(0, "IP");
+    }
+    if address_type.is_empty() {
+        errs.push(FieldError::required(&type_path, ""));
+    } else if !valid.contains(&address_type) {
+        errs.push(FieldError::not_supported(&type_path, address_type, &valid));
+    }
+    let endpoints = list(obj, "endpoints");
+    let eps_path = FieldPath::new("endpoints");
+    if endpoints.len() > MAX_ENDPOINTS {
+        errs.push(too_many(&eps_path, endpoints.len(), MAX_ENDPOINTS));
+    } else {
+        for (i, ep) in endpoints.iter().enumerate() {
+            let p = eps_path.index(i);
+            let addr_path = p.child("addresses");
+            let addresses = list(ep, "addresses");
+            if addresses.is_empty() {
+                errs.push(FieldError::required(
+                    &addr_path,
+                    "must contain at least 1 address",
+                ));
+            } else if addresses.len() > MAX_ADDRESSES {
+                errs.push(too_many(&addr_path, addresses.len(), MAX_ADDRESSES));
+            }
+            for a in addresses {
+                errs.extend(validate_address(
+                    a.as_str().unwrap_or(""),
+                    address_type,
+                    &addr_path,
+                ));
+            }
+            let topo_path = p.child("deprecatedTopology");
+            if let Some(topology) = ep.get("deprecatedTopology").and_then(Value::as_object) {
+                if topology.len() > MAX_TOPOLOGY_LABELS {
+                    errs.push(too_many(&topo_path, topology.len(), MAX_TOPOLOGY_LABELS));
+                }
+                errs.extend(validate_labels(ep.get("deprecatedTopology"), &topo_path));
+            }
+            if let Some(host) = ep.get("hostname").and_then(Value::as_str) {
+                errs.extend(validate_dns1123_label(host, &p.child("hostname")));
+            }
+            if let Some(hints) = ep.get("hints").filter(|h| !h.is_null()) {
+                errs.extend(validate_hints(hints, &p.child("hints")));
+            }
+        }
+    }
+    let ports = list(obj, "ports");
+    let ports_path = FieldPath::new("ports");
+    if ports.len() > MAX_PORTS {
+        errs.push(too_many(&ports_path, ports.len(), MAX_PORTS));
+        return errs;
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let p = ports_path.index(i);
+        let name = str_of(port, "name");
+        if !name.is_empty() {
+            errs.extend(validate_dns1123_label(name, &p.child("name")));
+        }
+        if names.contains(&name) {
+            errs.push(FieldError::duplicate(&p.child("name"), name));
+        } else {
+            names.push(name);
+        }
+        match port.get("protocol").and_then(Value::as_str) {
+            None => errs.push(FieldError::required(&p.child("protocol"), "")),
+            Some(proto) if !PORT_PROTOCOLS.contains(&proto) => errs.push(
+                FieldError::not_supported(&p.child("protocol"), proto, PORT_PROTOCOLS),
+            ),
+            _ => {}
+        }
+        if let Some(app) = port.get("appProtocol").and_then(Value::as_str) {
+            errs.extend(
+                apimachinery::validation::is_qualified_name(app)
+                    .into_iter()
+                    .map(|m| FieldError::invalid(&p.child("appProtocol"), app, m)),
+            );
+        }
+    }
+    errs
+}
 
 impl Strategy for EndpointSliceStrategy {
     fn default(&self, obj: &mut Value) {
@@ -20,5 +201,99 @@ impl Strategy for EndpointSliceStrategy {
             set_default(port, "protocol", json!("TCP"));
             set_default(port, "name", json!(""));
         }
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        drop_deprecated_topology(obj);
+    }
+
+    /// Upstream bumps the generation of a slice whose labels changed too.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if new.get("endpoints") != old.get("endpoints") {
+            drop_deprecated_topology(new);
+        }
+        let labels = |v: &Value| {
+            v.pointer("/metadata/labels")
+                .cloned()
+                .filter(|l| !l.is_null())
+        };
+        if labels(new) != labels(old) {
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("generation".into(), json!(generation + 1));
+            }
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_slice(obj, false)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = validate_slice(new, true);
+        let (n, o) = (str_of(new, "addressType"), str_of(old, "addressType"));
+        if n != o {
+            errs.push(FieldError::invalid(
+                &FieldPath::new("addressType"),
+                n,
+                apimachinery::validation::FIELD_IMMUTABLE_ERROR_MSG,
+            ));
+        }
+        errs
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        fqdn_warning(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        fqdn_warning(new)
+    }
+}
+
+/// v1 writes silently clear `deprecatedTopology` (upstream's `dropTopologyOnV1`; on update only
+/// when the endpoints changed).
+fn drop_deprecated_topology(obj: &mut Value) {
+    for ep in obj
+        .get_mut("endpoints")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        ep.remove("deprecatedTopology");
+    }
+}
+
+fn fqdn_warning(obj: &Value) -> Vec<String> {
+    if str_of(obj, "addressType") == "FQDN" {
+        vec!["spec.addressType: FQDN endpoints are deprecated".into()]
+    } else {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_follow_the_address_type() {
+        let obj = json!({"addressType": "IPv4", "endpoints": [{"addresses": ["fd00::1"]}, {"addresses": []}], "ports": [{"name": "a", "protocol": "TCP"}, {"name": "a", "protocol": "TCP"}]});
+        let msgs: Vec<String> = validate_slice(&obj, false)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message()))
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "endpoints[0].addresses: Invalid value: \"fd00::1\": must be an IPv4 address",
+                "endpoints[1].addresses: Required value: must contain at least 1 address",
+                "ports[1].name: Duplicate value: \"a\"",
+            ]
+        );
     }
 }

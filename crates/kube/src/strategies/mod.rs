@@ -8,6 +8,7 @@ mod batch;
 mod certificates;
 mod configmap;
 mod coordination;
+mod endpoints;
 mod endpointslice;
 mod fields;
 mod flowcontrol;
@@ -21,6 +22,7 @@ mod review;
 mod scheduling;
 mod secret;
 mod service;
+pub(crate) mod service_alloc;
 mod storage;
 mod volumes;
 mod workloads;
@@ -76,9 +78,10 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("", "bindings") => Arc::new(pod::BindingStrategy {
             api: ctx.api.clone(),
         }),
-        ("", "services") => Arc::new(service::ServiceStrategy {
-            allocator: ctx.services.clone(),
-        }),
+        ("", "services") => Arc::new(service::ServiceStrategy::new(
+            ctx.services.clone(),
+            ctx.api.clone(),
+        )),
         ("apps", "deployments") => Arc::new(workloads::DeploymentStrategy),
         ("apps", "replicasets") => Arc::new(workloads::ReplicaSetStrategy),
         ("apps", "statefulsets") => Arc::new(workloads::StatefulSetStrategy),
@@ -133,6 +136,11 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("batch", "jobs") => Arc::new(batch::JobStrategy),
         ("batch", "cronjobs") => Arc::new(batch::CronJobStrategy),
         ("networking.k8s.io", "networkpolicies") => Arc::new(networking::NetworkPolicyStrategy),
+        ("networking.k8s.io", "ingresses") => Arc::new(networking::IngressStrategy),
+        ("networking.k8s.io", "ingressclasses") => Arc::new(networking::IngressClassStrategy),
+        ("networking.k8s.io", "servicecidrs") => Arc::new(networking::ServiceCidrStrategy),
+        ("networking.k8s.io", "ipaddresses") => Arc::new(networking::IpAddressStrategy),
+        ("", "endpoints") => Arc::new(endpoints::EndpointsStrategy),
         ("scheduling.k8s.io", "priorityclasses") => Arc::new(scheduling::PriorityClassStrategy),
         ("authorization.k8s.io", _) => Arc::new(review::AccessReviewStrategy),
         ("authentication.k8s.io", "tokenreviews") => Arc::new(review::TokenReviewStrategy {
