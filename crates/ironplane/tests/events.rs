@@ -42,7 +42,10 @@ fn events_are_one_store_in_two_versions() {
     s.kubectl_stdin(&["create", "-f", "-"], V1_EVENT);
 
     // The core event, read through events.k8s.io.
-    let e = raw(&s, "/apis/events.k8s.io/v1/namespaces/default/events/core-e");
+    let e = raw(
+        &s,
+        "/apis/events.k8s.io/v1/namespaces/default/events/core-e",
+    );
     assert_eq!(e["apiVersion"], "events.k8s.io/v1");
     assert_eq!(e["note"], "started");
     assert_eq!(e["regarding"]["name"], "p1");

@@ -246,7 +246,13 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
     ),
     // events.k8s.io names core's selectable fields after its own fields.
     ("events.k8s.io", "events", "reason", "reason", ""),
-    ("events.k8s.io", "events", "regarding.kind", "regarding.kind", ""),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.kind",
+        "regarding.kind",
+        "",
+    ),
     (
         "events.k8s.io",
         "events",
@@ -254,8 +260,20 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
         "regarding.namespace",
         "",
     ),
-    ("events.k8s.io", "events", "regarding.name", "regarding.name", ""),
-    ("events.k8s.io", "events", "regarding.uid", "regarding.uid", ""),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.name",
+        "regarding.name",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.uid",
+        "regarding.uid",
+        "",
+    ),
     (
         "events.k8s.io",
         "events",
@@ -299,7 +317,13 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
         "spec.nodeName",
         "",
     ),
-    ("resource.k8s.io", "resourceslices", "spec.driver", "spec.driver", ""),
+    (
+        "resource.k8s.io",
+        "resourceslices",
+        "spec.driver",
+        "spec.driver",
+        "",
+    ),
 ];
 
 /// Selectable fields read elsewhere when their path is empty: (group, resource, field, path).
@@ -314,15 +338,30 @@ const FIELD_FALLBACKS: &[(&str, &str, &str, &str)] = &[
 /// version indexes them under: (group, resource, field, indexed as). Upstream's field label
 /// conversion maps events.k8s.io's labels to core's (pkg/apis/events/v1/conversion.go).
 const FIELD_INDEXES: &[(&str, &str, &str, &str)] = &[
-    ("events.k8s.io", "events", "regarding.kind", "involvedObject.kind"),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.kind",
+        "involvedObject.kind",
+    ),
     (
         "events.k8s.io",
         "events",
         "regarding.namespace",
         "involvedObject.namespace",
     ),
-    ("events.k8s.io", "events", "regarding.name", "involvedObject.name"),
-    ("events.k8s.io", "events", "regarding.uid", "involvedObject.uid"),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.name",
+        "involvedObject.name",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.uid",
+        "involvedObject.uid",
+    ),
     (
         "events.k8s.io",
         "events",

@@ -169,9 +169,16 @@ impl ResourceInfo {
                 apimachinery::object::get_path_string(obj, &p).filter(|v| !v.is_empty())
             };
             let value = read(&f.path)
-                .or_else(|| (!f.fallback.is_empty()).then(|| read(&f.fallback)).flatten())
+                .or_else(|| {
+                    (!f.fallback.is_empty())
+                        .then(|| read(&f.fallback))
+                        .flatten()
+                })
                 .unwrap_or_else(|| f.default.clone());
-            fields.insert(f.indexed_as.clone().unwrap_or_else(|| f.name.clone()), value);
+            fields.insert(
+                f.indexed_as.clone().unwrap_or_else(|| f.name.clone()),
+                value,
+            );
         }
         storage::Attrs { labels, fields }
     }

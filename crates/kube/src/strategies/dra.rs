@@ -63,7 +63,11 @@ fn validate_exact(req: &Value, path: &FieldPath) -> Vec<FieldError> {
         errs.push(FieldError::required(&path.child("deviceClassName"), ""));
     } else {
         for m in NameValidator::Dns1123Subdomain.validate(class, false) {
-            errs.push(FieldError::invalid(&path.child("deviceClassName"), class, m));
+            errs.push(FieldError::invalid(
+                &path.child("deviceClassName"),
+                class,
+                m,
+            ));
         }
     }
     let count = req.get("count").and_then(Value::as_i64).unwrap_or(0);
@@ -180,7 +184,8 @@ impl Strategy for ResourceClaimStrategy {
             } else {
                 "resource.v1.ResourceClaimSpec"
             };
-            let mut err = FieldError::invalid(&FieldPath::new("spec"), spec(new), "field is immutable");
+            let mut err =
+                FieldError::invalid(&FieldPath::new("spec"), spec(new), "field is immutable");
             if let Some(r) = go_struct_json(go_type, &spec(new), GoStyle::Internal) {
                 err = err.with_rendered_value(r);
             }
@@ -204,7 +209,10 @@ mod tests {
             claim["spec"]["devices"]["requests"][0]["exactly"],
             json!({"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1})
         );
-        assert_eq!(claim["spec"]["devices"]["requests"][1]["exactly"]["count"], 2);
+        assert_eq!(
+            claim["spec"]["devices"]["requests"][1]["exactly"]["count"],
+            2
+        );
     }
 
     #[test]

@@ -164,7 +164,11 @@ fn legacy(event: &Value) -> Vec<FieldError> {
         }
     }
     for m in NameValidator::Dns1123Subdomain.validate(namespace, false) {
-        errs.push(FieldError::invalid(&FieldPath::new("namespace"), namespace, m));
+        errs.push(FieldError::invalid(
+            &FieldPath::new("namespace"),
+            namespace,
+            m,
+        ));
     }
     errs
 }
@@ -206,15 +210,27 @@ fn strict_create(event: &Value) -> Vec<FieldError> {
     }
     for field in ["firstTimestamp", "lastTimestamp"] {
         if !is_zero_time(event.get(field)) {
-            errs.push(FieldError::invalid(&FieldPath::new(field), "", "needs to be unset"));
+            errs.push(FieldError::invalid(
+                &FieldPath::new(field),
+                "",
+                "needs to be unset",
+            ));
         }
     }
     if event.get("count").and_then(Value::as_i64).unwrap_or(0) != 0 {
-        errs.push(FieldError::invalid(&FieldPath::new("count"), "", "needs to be unset"));
+        errs.push(FieldError::invalid(
+            &FieldPath::new("count"),
+            "",
+            "needs to be unset",
+        ));
     }
     let source = event.get("source").unwrap_or(&Value::Null);
     if !str_of(source, "component").is_empty() || !str_of(source, "host").is_empty() {
-        errs.push(FieldError::invalid(&FieldPath::new("source"), "", "needs to be unset"));
+        errs.push(FieldError::invalid(
+            &FieldPath::new("source"),
+            "",
+            "needs to be unset",
+        ));
     }
     errs
 }
@@ -308,7 +324,8 @@ impl Strategy for EventStrategy {
                     ),
                     _ => None,
                 };
-                let mut err = FieldError::invalid(&FieldPath::new(reported(field)), n, "field is immutable");
+                let mut err =
+                    FieldError::invalid(&FieldPath::new(reported(field)), n, "field is immutable");
                 if let Some(r) = rendered {
                     err = err.with_rendered_value(r);
                 }
@@ -359,7 +376,10 @@ mod tests {
         let mut e = v1_event();
         e.as_object_mut().unwrap().remove("eventTime");
         let errs = s.validate(&e);
-        assert_eq!(errs.last().unwrap().to_string(), "eventTime: Required value");
+        assert_eq!(
+            errs.last().unwrap().to_string(),
+            "eventTime: Required value"
+        );
     }
 
     #[test]

@@ -319,7 +319,8 @@ impl<'s> Matcher<'s> {
                 j2: c.j2,
             });
         }
-        if !group.is_empty() && !(group.len() == 1 && group[0].tag == Tag::Equal) {
+        let only_equal = group.len() == 1 && group[0].tag == Tag::Equal;
+        if !group.is_empty() && !only_equal {
             groups.push(group);
         }
         groups

@@ -180,7 +180,11 @@ fn check_resource(k: &str, idx: &FieldPath, q: [Option<&Quantity>; 5]) -> Vec<Fi
         errs.push(FieldError::invalid(
             &at("defaultRequest"),
             s(dr),
-            format!("min value {} is greater than default request value {}", s(min), s(dr)),
+            format!(
+                "min value {} is greater than default request value {}",
+                s(min),
+                s(dr)
+            ),
         ));
     }
     if let (Some(dr), Some(max)) = (default_request, max)
@@ -189,7 +193,11 @@ fn check_resource(k: &str, idx: &FieldPath, q: [Option<&Quantity>; 5]) -> Vec<Fi
         errs.push(FieldError::invalid(
             &at("defaultRequest"),
             s(dr),
-            format!("default request value {} is greater than max value {}", s(dr), s(max)),
+            format!(
+                "default request value {} is greater than max value {}",
+                s(dr),
+                s(max)
+            ),
         ));
     }
     if let (Some(dr), Some(d)) = (default_request, default)
@@ -198,7 +206,11 @@ fn check_resource(k: &str, idx: &FieldPath, q: [Option<&Quantity>; 5]) -> Vec<Fi
         errs.push(FieldError::invalid(
             &at("defaultRequest"),
             s(dr),
-            format!("default request value {} is greater than default limit value {}", s(dr), s(d)),
+            format!(
+                "default request value {} is greater than default limit value {}",
+                s(dr),
+                s(d)
+            ),
         ));
     }
     if let (Some(d), Some(min)) = (default, min)
@@ -207,7 +219,11 @@ fn check_resource(k: &str, idx: &FieldPath, q: [Option<&Quantity>; 5]) -> Vec<Fi
         errs.push(FieldError::invalid(
             &at("default"),
             s(min),
-            format!("min value {} is greater than default value {}", s(min), s(d)),
+            format!(
+                "min value {} is greater than default value {}",
+                s(min),
+                s(d)
+            ),
         ));
     }
     if let (Some(d), Some(max)) = (default, max)
@@ -216,7 +232,11 @@ fn check_resource(k: &str, idx: &FieldPath, q: [Option<&Quantity>; 5]) -> Vec<Fi
         errs.push(FieldError::invalid(
             &at("default"),
             s(max),
-            format!("default value {} is greater than max value {}", s(d), s(max)),
+            format!(
+                "default value {} is greater than max value {}",
+                s(d),
+                s(max)
+            ),
         ));
     }
     if let Some(ratio) = ratio {

@@ -98,9 +98,7 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("storage.k8s.io", "volumeattributesclasses") => {
             Arc::new(storage::VolumeAttributesClassStrategy)
         }
-        ("storage.k8s.io", "csistoragecapacities") => {
-            Arc::new(storage::CsiStorageCapacityStrategy)
-        }
+        ("storage.k8s.io", "csistoragecapacities") => Arc::new(storage::CsiStorageCapacityStrategy),
         ("", "nodes") => Arc::new(node::NodeStrategy),
         ("", "resourcequotas") => Arc::new(resourcequota::ResourceQuotaStrategy),
         ("", "events") => Arc::new(events::EventStrategy { events_api: false }),

@@ -117,7 +117,12 @@ fn validate_node_update(new: &Value, old: &Value) -> Vec<FieldError> {
             }
         }
     }
-    let provider = |n: &Value| n.pointer("/spec/providerID").and_then(Value::as_str).unwrap_or("").to_string();
+    let provider = |n: &Value| {
+        n.pointer("/spec/providerID")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     if !provider(old).is_empty() && provider(old) != provider(new) {
         errs.push(FieldError::forbidden(
             &FieldPath::new("spec").child("providerID"),
@@ -125,7 +130,11 @@ fn validate_node_update(new: &Value, old: &Value) -> Vec<FieldError> {
         ));
     }
     if let Some(source) = new.pointer("/spec/configSource").filter(|s| !s.is_null()) {
-        errs.extend(config_source(source, true, &FieldPath::new("spec").child("configSource")));
+        errs.extend(config_source(
+            source,
+            true,
+            &FieldPath::new("spec").child("configSource"),
+        ));
     }
     if let Some(config) = new.pointer("/status/config").filter(|c| !c.is_null()) {
         let path = FieldPath::new("status").child("config");
@@ -172,7 +181,10 @@ fn config_source(source: &Value, in_spec: bool, path: &FieldPath) -> Vec<FieldEr
     let rv = str_of(cm, "resourceVersion");
     if in_spec {
         if !uid.is_empty() {
-            errs.push(FieldError::forbidden(&at.child("uid"), "uid must not be set in spec"));
+            errs.push(FieldError::forbidden(
+                &at.child("uid"),
+                "uid must not be set in spec",
+            ));
         }
         if !rv.is_empty() {
             errs.push(FieldError::forbidden(
@@ -182,7 +194,10 @@ fn config_source(source: &Value, in_spec: bool, path: &FieldPath) -> Vec<FieldEr
         }
     } else {
         if uid.is_empty() {
-            errs.push(FieldError::required(&at.child("uid"), "uid must be set in status"));
+            errs.push(FieldError::required(
+                &at.child("uid"),
+                "uid must be set in status",
+            ));
         }
         if rv.is_empty() {
             errs.push(FieldError::required(
@@ -194,7 +209,10 @@ fn config_source(source: &Value, in_spec: bool, path: &FieldPath) -> Vec<FieldEr
     for (field, what) in [("namespace", "namespace"), ("name", "name")] {
         let v = str_of(cm, field);
         if v.is_empty() {
-            errs.push(FieldError::required(&at.child(field), format!("{what} must be set")));
+            errs.push(FieldError::required(
+                &at.child(field),
+                format!("{what} must be set"),
+            ));
         } else {
             let validator = if field == "namespace" {
                 apimachinery::validation::NameValidator::Dns1123Label
@@ -222,7 +240,10 @@ fn config_source(source: &Value, in_spec: bool, path: &FieldPath) -> Vec<FieldEr
 
 fn deprecated_field_warnings(node: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    if node.pointer("/spec/configSource").is_some_and(|s| !s.is_null()) {
+    if node
+        .pointer("/spec/configSource")
+        .is_some_and(|s| !s.is_null())
+    {
         out.push("spec.configSource: the feature is removed".into());
     }
     if node

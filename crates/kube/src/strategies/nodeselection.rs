@@ -52,7 +52,9 @@ pub(crate) fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
 }
 
 pub(crate) fn items(v: Option<&Value>) -> &[Value] {
-    v.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    v.and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 pub(crate) fn strings(v: Option<&Value>) -> Vec<&str> {
@@ -384,7 +386,9 @@ mod tests {
 
     #[test]
     fn node_selector_needs_a_term_and_valid_operators() {
-        let path = FieldPath::new("spec").child("nodeAffinity").child("required");
+        let path = FieldPath::new("spec")
+            .child("nodeAffinity")
+            .child("required");
         let errs = validate_node_selector(&json!({}), false, &path);
         assert_eq!(
             errs[0].to_string(),

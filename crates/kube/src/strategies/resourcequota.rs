@@ -48,7 +48,10 @@ fn is_standard_scope(scope: &str) -> bool {
 /// `IsResourceQuotaScopeValidForResource`.
 fn scope_applies(scope: &str, resource: &str) -> bool {
     match scope {
-        "Terminating" | "NotTerminating" | "NotBestEffort" | "PriorityClass"
+        "Terminating"
+        | "NotTerminating"
+        | "NotBestEffort"
+        | "PriorityClass"
         | "CrossNamespacePodAffinity" => {
             POD_OBJECT_COUNT.contains(&resource) || POD_COMPUTE.contains(&resource)
         }
@@ -90,7 +93,11 @@ fn validate_scopes(spec: &Value, hard: &[&str], path: &FieldPath) -> Vec<FieldEr
     let mut set = BTreeSet::new();
     for scope in scopes {
         if !is_standard_scope(scope) {
-            errs.push(FieldError::invalid(&at, scopes_value(spec), "unsupported scope"));
+            errs.push(FieldError::invalid(
+                &at,
+                scopes_value(spec),
+                "unsupported scope",
+            ));
         }
         for k in hard {
             if is_standard_quota_resource(k) && !scope_applies(scope, k) {
@@ -142,7 +149,11 @@ fn validate_scope_selector(spec: &Value, hard: &[&str], path: &FieldPath) -> Vec
         }
         if matches!(
             scope,
-            "BestEffort" | "NotBestEffort" | "Terminating" | "NotTerminating" | "CrossNamespacePodAffinity"
+            "BestEffort"
+                | "NotBestEffort"
+                | "Terminating"
+                | "NotTerminating"
+                | "CrossNamespacePodAffinity"
         ) && operator != "Exists"
         {
             errs.push(FieldError::invalid(
@@ -201,7 +212,10 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
 fn validate_status(obj: &Value) -> Vec<FieldError> {
     let status = FieldPath::new("status");
     let mut errs = resource_list(obj.pointer("/status/hard"), &status.child("hard"));
-    errs.extend(resource_list(obj.pointer("/status/used"), &status.child("used")));
+    errs.extend(resource_list(
+        obj.pointer("/status/used"),
+        &status.child("used"),
+    ));
     errs
 }
 
@@ -258,7 +272,8 @@ mod tests {
 
     #[test]
     fn conflicting_scopes() {
-        let rq = json!({"spec": {"hard": {"pods": "1"}, "scopes": ["Terminating", "NotTerminating"]}});
+        let rq =
+            json!({"spec": {"hard": {"pods": "1"}, "scopes": ["Terminating", "NotTerminating"]}});
         assert_eq!(
             ResourceQuotaStrategy.validate(&rq)[0].to_string(),
             "spec.scopes: Invalid value: [\"Terminating\",\"NotTerminating\"]: conflicting scopes"

@@ -286,7 +286,10 @@ pub fn validate_container_resource_requirements(
         req_cpu_mem |= qos(name);
     }
     if !lim_cpu_mem && !req_cpu_mem && huge {
-        errs.push(FieldError::forbidden(path, "HugePages require cpu or memory"));
+        errs.push(FieldError::forbidden(
+            path,
+            "HugePages require cpu or memory",
+        ));
     }
     errs
 }

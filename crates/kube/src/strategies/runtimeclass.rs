@@ -106,7 +106,9 @@ mod tests {
         let rc = json!({"handler": "runc", "scheduling": {"nodeSelector": {"beta.kubernetes.io/os": "linux"}}});
         assert_eq!(
             RuntimeClassStrategy.warnings_on_create(&rc),
-            vec!["scheduling.nodeSelector: deprecated since v1.14; use \"kubernetes.io/os\" instead"]
+            vec![
+                "scheduling.nodeSelector: deprecated since v1.14; use \"kubernetes.io/os\" instead"
+            ]
         );
     }
 }

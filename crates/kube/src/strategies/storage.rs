@@ -16,7 +16,7 @@ use ironplane_protobuf::{GoStyle, go_struct_json};
 use serde_json::{Value, json};
 
 use super::nodeselection::{
-    items, label_selector_node_warnings, deprecated_node_label, str_of, strings,
+    deprecated_node_label, items, label_selector_node_warnings, str_of, strings,
     validate_topology_selector_term,
 };
 use super::resources::{quantity, validate_nonnegative_quantity};
@@ -63,7 +63,11 @@ fn validate_provisioner(provisioner: &str, path: &FieldPath) -> Vec<FieldError> 
 
 /// `validateParameters`: at most 512 entries of at most 256 kB together, no empty key, and
 /// (for VolumeAttributesClass) at least one.
-fn validate_parameters(params: Option<&Value>, allow_empty: bool, path: &FieldPath) -> Vec<FieldError> {
+fn validate_parameters(
+    params: Option<&Value>,
+    allow_empty: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
     let map = params.and_then(Value::as_object);
     let len = map.map_or(0, |m| m.len());
     if len > MAX_PARAMETERS {
@@ -94,8 +98,7 @@ fn validate_parameters(params: Option<&Value>, allow_empty: bool, path: &FieldPa
 /// more for each empty term before it).
 fn validate_allowed_topologies(topologies: &[Value], path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let mut seen: Vec<BTreeMap<String, BTreeSet<String>>> =
-        vec![BTreeMap::new(); topologies.len()];
+    let mut seen: Vec<BTreeMap<String, BTreeSet<String>>> = vec![BTreeMap::new(); topologies.len()];
     for (i, term) in topologies.iter().enumerate() {
         let (exprs, term_errs) = validate_topology_selector_term(term, &path.index(i));
         errs.extend(term_errs);
@@ -114,7 +117,11 @@ fn validate_allowed_topologies(topologies: &[Value], path: &FieldPath) -> Vec<Fi
 
 fn storage_class_errors(obj: &Value) -> Vec<FieldError> {
     let mut errs = validate_provisioner(str_of(obj, "provisioner"), &root("provisioner"));
-    errs.extend(validate_parameters(obj.get("parameters"), true, &root("parameters")));
+    errs.extend(validate_parameters(
+        obj.get("parameters"),
+        true,
+        &root("parameters"),
+    ));
     let policy = str_of(obj, "reclaimPolicy");
     if !policy.is_empty() && !["Delete", "Retain"].contains(&policy) {
         errs.push(FieldError::not_supported(
@@ -337,7 +344,11 @@ fn csi_node_errors(obj: &Value, allow_long_node_id: bool) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let path = root("spec").child("drivers");
     let mut names = BTreeSet::new();
-    let max = if allow_long_node_id { 256 } else { CSI_NODE_ID_MAX };
+    let max = if allow_long_node_id {
+        256
+    } else {
+        CSI_NODE_ID_MAX
+    };
     for (i, driver) in items(obj.pointer("/spec/drivers")).iter().enumerate() {
         let at = path.index(i);
         let name = str_of(driver, "name");
@@ -405,7 +416,10 @@ impl Strategy for CsiNodeStrategy {
                 if str_of(old_driver, "name") != str_of(new_driver, "name") {
                     continue;
                 }
-                let (n, o) = (without_allocatable(new_driver), without_allocatable(old_driver));
+                let (n, o) = (
+                    without_allocatable(new_driver),
+                    without_allocatable(old_driver),
+                );
                 if n != o {
                     errs.push(rendered_invalid(
                         &root("spec").child("drivers"),
@@ -430,7 +444,9 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
         errs.push(FieldError::required(&spec_path.child("attacher"), ""));
     }
     let source_path = spec_path.child("source");
-    let pv_name = spec.pointer("/source/persistentVolumeName").and_then(Value::as_str);
+    let pv_name = spec
+        .pointer("/source/persistentVolumeName")
+        .and_then(Value::as_str);
     let inline = spec
         .pointer("/source/inlineVolumeSpec")
         .filter(|v| !v.is_null());
@@ -494,7 +510,10 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
 /// answer has it.
 fn volume_attachment_v1_errors(obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let attacher = obj.pointer("/spec/attacher").and_then(Value::as_str).unwrap_or("");
+    let attacher = obj
+        .pointer("/spec/attacher")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let pv_name = obj
         .pointer("/spec/source/persistentVolumeName")
         .and_then(Value::as_str);
@@ -554,7 +573,11 @@ impl Strategy for VolumeAttachmentStrategy {
 
 fn vac_errors(obj: &Value) -> Vec<FieldError> {
     let mut errs = validate_provisioner(str_of(obj, "driverName"), &root("driverName"));
-    errs.extend(validate_parameters(obj.get("parameters"), false, &root("parameters")));
+    errs.extend(validate_parameters(
+        obj.get("parameters"),
+        false,
+        &root("parameters"),
+    ));
     errs
 }
 
@@ -597,7 +620,10 @@ fn capacity_errors(obj: &Value, allow_invalid_labels: bool) -> Vec<FieldError> {
         errs.push(FieldError::invalid(&root("storageClassName"), class, m));
     }
     if let Some(c) = obj.get("capacity").filter(|c| !c.is_null()) {
-        errs.extend(validate_nonnegative_quantity(&quantity(c), &root("capacity")));
+        errs.extend(validate_nonnegative_quantity(
+            &quantity(c),
+            &root("capacity"),
+        ));
     }
     errs
 }

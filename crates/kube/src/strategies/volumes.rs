@@ -76,7 +76,9 @@ macro_rules! source {
 
 /// The sources in the order `ValidatePersistentVolumeSpec` checks them.
 const SOURCES: &[Source] = &[
-    source!("hostPath", "hostPath", "hostPath", |s, _, p| host_path(s, p)),
+    source!("hostPath", "hostPath", "hostPath", |s, _, p| host_path(
+        s, p
+    )),
     source!(
         "gcePersistentDisk",
         "gcePersistentDisk",
@@ -89,7 +91,9 @@ const SOURCES: &[Source] = &[
         "awsElasticBlockStore",
         |s, _, p| disk(s, "volumeID", p)
     ),
-    source!("glusterfs", "glusterfs", "glusterfs", |s, _, p| glusterfs(s, p)),
+    source!("glusterfs", "glusterfs", "glusterfs", |s, _, p| glusterfs(
+        s, p
+    )),
     source!("flocker", "flocker", "flocker", |s, _, p| flocker(s, p)),
     source!("nfs", "nfs", "nfs", |s, _, p| nfs(s, p)),
     source!("rbd", "rbd", "rbd", |s, _, p| {
@@ -103,10 +107,15 @@ const SOURCES: &[Source] = &[
     source!("cinder", "cinder", "cinder", |s, _, p| cinder(s, p)),
     source!("fc", "fc", "fc", |s, _, p| fc(s, p)),
     source!("flexVolume", "", "flexVolume", |s, _, p| flex(s, p)),
-    source!("azureFile", "azureFile", "azureFile", |s, _, p| azure_file(s, p)),
-    source!("vsphereVolume", "vsphereVolume", "vsphereVolume", |s, _, p| {
-        required_fields(s, &[("volumePath", "volumePath")], p)
-    }),
+    source!("azureFile", "azureFile", "azureFile", |s, _, p| azure_file(
+        s, p
+    )),
+    source!(
+        "vsphereVolume",
+        "vsphereVolume",
+        "vsphereVolume",
+        |s, _, p| { required_fields(s, &[("volumePath", "volumePath")], p) }
+    ),
     source!(
         "photonPersistentDisk",
         "photonPersistentDisk",
@@ -119,7 +128,9 @@ const SOURCES: &[Source] = &[
         "portworxVolume",
         |s, _, p| required_fields(s, &[("volumeID", "volumeID")], p)
     ),
-    source!("azureDisk", "azureDisk", "azureDisk", |s, _, p| azure_disk(s, p)),
+    source!("azureDisk", "azureDisk", "azureDisk", |s, _, p| azure_disk(
+        s, p
+    )),
     source!("scaleIO", "scaleIO", "scaleIO", |s, _, p| {
         required_fields(
             s,
@@ -132,7 +143,9 @@ const SOURCES: &[Source] = &[
         )
     }),
     source!("local", "local", "local", |s, _, p| local(s, p)),
-    source!("storageos", "storageos", "storageos", |s, _, p| storageos(s, p)),
+    source!("storageos", "storageos", "storageos", |s, _, p| storageos(
+        s, p
+    )),
     source!("csi", "csi", "csi", |s, _, p| csi_source(s, p)),
 ];
 
@@ -181,13 +194,21 @@ const INTERNAL_SOURCE_FIELDS: &[(&str, &str, &str)] = &[
 
 /// The deprecated in-tree plugins a PV warns about (`warningsForPersistentVolumeSpecAndMeta`).
 const DEPRECATED_PLUGINS: &[(&str, &str, &str)] = &[
-    ("cephfs", "cephfs", "deprecated in v1.28, non-functional in v1.31+"),
+    (
+        "cephfs",
+        "cephfs",
+        "deprecated in v1.28, non-functional in v1.31+",
+    ),
     (
         "photonPersistentDisk",
         "photonPersistentDisk",
         "deprecated in v1.11, non-functional in v1.16+",
     ),
-    ("scaleIO", "scaleIO", "deprecated in v1.16, non-functional in v1.22+"),
+    (
+        "scaleIO",
+        "scaleIO",
+        "deprecated in v1.16, non-functional in v1.22+",
+    ),
     (
         "storageos",
         "storageOS",
@@ -198,7 +219,11 @@ const DEPRECATED_PLUGINS: &[(&str, &str, &str)] = &[
         "glusterfs",
         "deprecated in v1.25, non-functional in v1.26+",
     ),
-    ("rbd", "rbd", "deprecated in v1.28, non-functional in v1.31+"),
+    (
+        "rbd",
+        "rbd",
+        "deprecated in v1.28, non-functional in v1.31+",
+    ),
 ];
 
 fn present(obj: &Value, field: &str) -> Option<Value> {
@@ -355,7 +380,9 @@ fn quobyte(src: &Value, path: &FieldPath) -> Vec<FieldError> {
 fn is_host_port(s: &str) -> bool {
     if let Some(rest) = s.strip_prefix('[') {
         return match rest.split_once(']') {
-            Some((host, port)) => !host.contains('[') && port.starts_with(':') && !port[1..].contains(':'),
+            Some((host, port)) => {
+                !host.contains('[') && port.starts_with(':') && !port[1..].contains(':')
+            }
             None => false,
         };
     }
@@ -547,7 +574,11 @@ fn azure_file(src: &Value, path: &FieldPath) -> Vec<FieldError> {
 }
 
 fn azure_disk(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = required_fields(src, &[("diskName", "diskName"), ("diskURI", "diskURI")], path);
+    let mut errs = required_fields(
+        src,
+        &[("diskName", "diskName"), ("diskURI", "diskURI")],
+        path,
+    );
     let uri = str_of(src, "diskURI");
     if let Some(Value::String(mode)) = src.get("cachingMode")
         && !["None", "ReadOnly", "ReadWrite"].contains(&mode.as_str())
@@ -651,7 +682,11 @@ fn pv_secret_reference(secret: &Value, path: &FieldPath) -> Vec<FieldError> {
 
 fn csi_source(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = validate_csi_driver_name(str_of(src, "driver"), &path.child("driver"));
-    errs.extend(required_fields(src, &[("volumeHandle", "volumeHandle")], path));
+    errs.extend(required_fields(
+        src,
+        &[("volumeHandle", "volumeHandle")],
+        path,
+    ));
     for field in [
         "controllerPublishSecretRef",
         "controllerExpandSecretRef",
@@ -1068,9 +1103,11 @@ impl Strategy for PersistentVolumeStrategy {
                     new_affinity.clone(),
                     "field is immutable, except for updating from beta label to GA",
                 );
-                if let Some(r) =
-                    go_struct_json("core.v1.VolumeNodeAffinity", new_affinity, GoStyle::Internal)
-                {
+                if let Some(r) = go_struct_json(
+                    "core.v1.VolumeNodeAffinity",
+                    new_affinity,
+                    GoStyle::Internal,
+                ) {
                     err = err.with_rendered_value(r);
                 }
                 errs.push(err);
@@ -1306,12 +1343,8 @@ fn normalize_data_sources(spec: &mut Value, old_spec: Option<&Value>) {
 }
 
 fn pvc_spec_json(spec: &Value) -> String {
-    go_struct_json(
-        "core.v1.PersistentVolumeClaimSpec",
-        spec,
-        GoStyle::Internal,
-    )
-    .unwrap_or_else(|| go_json(spec))
+    go_struct_json("core.v1.PersistentVolumeClaimSpec", spec, GoStyle::Internal)
+        .unwrap_or_else(|| go_json(spec))
 }
 
 impl Strategy for PersistentVolumeClaimStrategy {
@@ -1358,7 +1391,8 @@ impl Strategy for PersistentVolumeClaimStrategy {
             )
             .is_empty()
         });
-        let spec_errs = validate_pvc_spec(new_spec, allow_invalid_selector, &FieldPath::new("spec"));
+        let spec_errs =
+            validate_pvc_spec(new_spec, allow_invalid_selector, &FieldPath::new("spec"));
         let mut errs = spec_errs.clone();
         errs.extend(spec_errs);
         errs.extend(pvc_update_rules(new, old));
@@ -1410,7 +1444,11 @@ impl Strategy for PersistentVolumeClaimStrategy {
             }
             let basic = validate_basic_resource(&q, &alloc_path.key(name));
             if basic.is_empty() {
-                errs.extend(validate_resource_quantity("storage", &q, &alloc_path.key(name)));
+                errs.extend(validate_resource_quantity(
+                    "storage",
+                    &q,
+                    &alloc_path.key(name),
+                ));
             } else {
                 errs.extend(basic);
             }
@@ -1538,7 +1576,11 @@ fn pvc_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
             "field is immutable",
         ));
     }
-    let vac = |s: &Value| s.get("volumeAttributesClassName").filter(|v| !v.is_null()).cloned();
+    let vac = |s: &Value| {
+        s.get("volumeAttributesClassName")
+            .filter(|v| !v.is_null())
+            .cloned()
+    };
     if vac(old_spec).is_some() && vac(new_spec) != vac(old_spec) {
         let at = FieldPath::new("spec").child("volumeAttributesClassName");
         match vac(new_spec) {
@@ -1619,10 +1661,14 @@ mod tests {
 
     #[test]
     fn source_change_embeds_the_internal_diff() {
-        let old = pv(json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "5Gi"},
-            "hostPath": {"path": "/srv/a", "type": ""}}));
-        let new = pv(json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "5Gi"},
-            "hostPath": {"path": "/srv/b", "type": ""}}));
+        let old = pv(
+            json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "5Gi"},
+            "hostPath": {"path": "/srv/a", "type": ""}}),
+        );
+        let new = pv(
+            json!({"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "5Gi"},
+            "hostPath": {"path": "/srv/b", "type": ""}}),
+        );
         let errs = PersistentVolumeStrategy.validate_update(&new, &old);
         assert_eq!(errs.len(), 1);
         assert_eq!(
@@ -1633,7 +1679,8 @@ mod tests {
 
     #[test]
     fn data_source_is_mirrored() {
-        let mut pvc = json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "src"}}});
+        let mut pvc =
+            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "src"}}});
         PersistentVolumeClaimStrategy.prepare_for_create(&mut pvc);
         assert_eq!(
             pvc["spec"]["dataSourceRef"],
