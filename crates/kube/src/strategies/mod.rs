@@ -23,6 +23,7 @@ mod runtimeclass;
 mod scheduling;
 mod secret;
 mod service;
+mod serviceaccount;
 mod storage;
 mod volumes;
 
@@ -100,6 +101,7 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         }
         ("storage.k8s.io", "csistoragecapacities") => Arc::new(storage::CsiStorageCapacityStrategy),
         ("", "nodes") => Arc::new(node::NodeStrategy),
+        ("", "serviceaccounts") => Arc::new(serviceaccount::ServiceAccountStrategy),
         ("", "resourcequotas") => Arc::new(resourcequota::ResourceQuotaStrategy),
         ("", "events") => Arc::new(events::EventStrategy { events_api: false }),
         ("events.k8s.io", "events") => Arc::new(events::EventStrategy { events_api: true }),
