@@ -41,7 +41,11 @@ impl Strategy for ServiceAccountStrategy {
     }
 
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
-        if has_annotation(obj) { vec![warning()] } else { Vec::new() }
+        if has_annotation(obj) {
+            vec![warning()]
+        } else {
+            Vec::new()
+        }
     }
 
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
@@ -68,7 +72,11 @@ mod tests {
     fn the_mountable_secrets_annotation_warns_once() {
         let sa = json!({"metadata": {"annotations": {ENFORCE_MOUNTABLE_SECRETS: "true"}}});
         assert_eq!(ServiceAccountStrategy.warnings_on_create(&sa).len(), 1);
-        assert!(ServiceAccountStrategy.warnings_on_update(&sa, &sa).is_empty());
+        assert!(
+            ServiceAccountStrategy
+                .warnings_on_update(&sa, &sa)
+                .is_empty()
+        );
         assert_eq!(
             ServiceAccountStrategy.warnings_on_update(&sa, &json!({}))[0],
             "metadata.annotations[kubernetes.io/enforce-mountable-secrets]: deprecated in v1.32+; prefer separate namespaces to isolate access to mounted secrets"
