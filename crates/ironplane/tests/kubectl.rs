@@ -1040,6 +1040,7 @@ spec:
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["kind"], "SubjectAccessReview");
     assert_eq!(v["status"]["allowed"], true, "{v}");
+}
 
 #[test]
 fn service_networking_objects_are_bootstrapped_and_follow_services() {

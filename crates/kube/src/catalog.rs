@@ -74,30 +74,6 @@ fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
             "spec.parentRef",
             Refusal::InvalidGo("networking.v1.ParentReference", "field is immutable"),
         )],
-        ("storage.k8s.io", "storageclasses") => &[
-            field!(
-                "/parameters",
-                "parameters",
-                Refusal::Forbidden("updates to parameters are forbidden."),
-            ),
-            field!(
-                "/provisioner",
-                "provisioner",
-                Refusal::Forbidden("updates to provisioner are forbidden."),
-            ),
-            field!(
-                "/reclaimPolicy",
-                "reclaimPolicy",
-                Refusal::Forbidden("updates to reclaimPolicy are forbidden."),
-            ),
-            field!("/volumeBindingMode", "volumeBindingMode", IMMUTABLE),
-        ],
-        // Upstream reports this field as `attachedRequired`.
-        ("storage.k8s.io", "csidrivers") => &[field!(
-            "/spec/attachRequired",
-            "spec.attachedRequired",
-            IMMUTABLE,
-        )],
         ("apiextensions.k8s.io", "customresourcedefinitions") => &[
             field!("/spec/group", "spec.group", IMMUTABLE),
             field!("/spec/scope", "spec.scope", IMMUTABLE),
@@ -149,10 +125,8 @@ const TRACKS_GENERATION: &[(&str, &str)] = &[
         "flowcontrol.apiserver.k8s.io",
         "prioritylevelconfigurations",
     ),
-    ("resource.k8s.io", "resourceclaims"),
     ("resource.k8s.io", "deviceclasses"),
     ("resource.k8s.io", "resourceslices"),
-    ("resource.k8s.io", "resourceclaimtemplates"),
     ("storage.k8s.io", "volumeattributesclasses"),
 ];
 
@@ -265,7 +239,153 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
         "spec.signerName",
         "",
     ),
+    // events.k8s.io names core's selectable fields after its own fields.
+    ("events.k8s.io", "events", "reason", "reason", ""),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.kind",
+        "regarding.kind",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.namespace",
+        "regarding.namespace",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.name",
+        "regarding.name",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.uid",
+        "regarding.uid",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.apiVersion",
+        "regarding.apiVersion",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.resourceVersion",
+        "regarding.resourceVersion",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.fieldPath",
+        "regarding.fieldPath",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "reportingController",
+        "reportingController",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "source",
+        "deprecatedSource.component",
+        "",
+    ),
+    ("events.k8s.io", "events", "type", "type", ""),
+    (
+        "resource.k8s.io",
+        "resourceslices",
+        "spec.nodeName",
+        "spec.nodeName",
+        "",
+    ),
+    (
+        "resource.k8s.io",
+        "resourceslices",
+        "spec.driver",
+        "spec.driver",
+        "",
+    ),
 ];
+
+/// Selectable fields read elsewhere when their path is empty: (group, resource, field, path).
+/// An event's `source` is its reporting controller when it has no source component
+/// (upstream's `EventToSelectableFields`).
+const FIELD_FALLBACKS: &[(&str, &str, &str, &str)] = &[
+    ("", "events", "source", "reportingComponent"),
+    ("events.k8s.io", "events", "source", "reportingController"),
+];
+
+/// Selectable fields of a version served over another's storage, by the name the storage
+/// version indexes them under: (group, resource, field, indexed as). Upstream's field label
+/// conversion maps events.k8s.io's labels to core's (pkg/apis/events/v1/conversion.go).
+const FIELD_INDEXES: &[(&str, &str, &str, &str)] = &[
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.kind",
+        "involvedObject.kind",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.namespace",
+        "involvedObject.namespace",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.name",
+        "involvedObject.name",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.uid",
+        "involvedObject.uid",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.apiVersion",
+        "involvedObject.apiVersion",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.resourceVersion",
+        "involvedObject.resourceVersion",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "regarding.fieldPath",
+        "involvedObject.fieldPath",
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        "reportingController",
+        "reportingComponent",
+    ),
+];
+
+/// Resources stored in another group's storage: (group, resource, storage group, storage
+/// version). Upstream keeps events.k8s.io's events as core/v1 events.
+const SHARED_STORAGE: &[(&str, &str, &str, &str)] = &[("events.k8s.io", "events", "", "v1")];
 
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
@@ -323,10 +443,22 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
         let selectable_fields = SELECTABLE_FIELDS
             .iter()
             .filter(|(g, res, ..)| *g == group && *res == name)
-            .map(|(_, _, field, path, default)| SelectableField {
-                name: field.to_string(),
-                path: path.split('.').map(str::to_string).collect(),
-                default: default.to_string(),
+            .map(|(_, _, field, path, default)| {
+                let split = |p: &str| p.split('.').map(str::to_string).collect::<Vec<_>>();
+                SelectableField {
+                    name: field.to_string(),
+                    path: split(path),
+                    default: default.to_string(),
+                    fallback: FIELD_FALLBACKS
+                        .iter()
+                        .find(|(g, r, f, _)| *g == group && *r == name && f == field)
+                        .map(|(.., p)| split(p))
+                        .unwrap_or_default(),
+                    indexed_as: FIELD_INDEXES
+                        .iter()
+                        .find(|(g, r, f, _)| *g == group && *r == name && f == field)
+                        .map(|(.., i)| i.to_string()),
+                }
             })
             .collect();
         rows.push(ResourceInfo {
@@ -408,6 +540,12 @@ pub fn builtin_resources() -> Vec<Arc<ResourceInfo>> {
         {
             Some((_, _, v)) => row.storage_version = Some(v.clone()),
             None => seen.push((row.group.clone(), row.resource.clone(), row.version.clone())),
+        }
+        if let Some((.., version)) = SHARED_STORAGE
+            .iter()
+            .find(|(g, r, ..)| *g == row.group && *r == row.resource)
+        {
+            row.storage_version = Some(version.to_string());
         }
     }
     out.into_iter().map(Arc::new).collect()

@@ -39,6 +39,10 @@ pub fn predicate(info: &ResourceInfo, q: &Query) -> Result<Predicate, Status> {
                 f.check_supported(&known)
             };
             checked.map_err(Status::bad_request)?;
+            // Selectors read the stored object's attributes, under their indexed names.
+            let f = f
+                .transform(|field, value| Ok((info.field_index(field), value.to_string())))
+                .map_err(Status::bad_request)?;
             Some(f)
         }
         None => None,
@@ -103,7 +107,7 @@ mod tests {
             selectable_fields: vec![SelectableField {
                 name: "spec.nodeName".into(),
                 path: vec!["spec".into(), "nodeName".into()],
-                default: String::new(),
+                ..Default::default()
             }],
             ..Default::default()
         };

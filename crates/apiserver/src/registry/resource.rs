@@ -18,12 +18,19 @@ pub struct SubresourceInfo {
 }
 
 /// A field a field selector may name, and where it lives in the object.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SelectableField {
     pub name: String,
     pub path: Vec<String>,
     /// What a missing field reads as; upstream fills some (e.g. a pod's `spec.nodeName` is "").
     pub default: String,
+    /// Read when `path` is missing or empty (an event's `source` falls back to its reporting
+    /// controller).
+    pub fallback: Vec<String>,
+    /// The name the stored object's attributes index this field under, when it is not `name`:
+    /// a version served over another's storage selects on the storage version's attributes
+    /// (events.k8s.io's `regarding.kind` is core's `involvedObject.kind`).
+    pub indexed_as: Option<String>,
 }
 
 /// A field that an update may not change, and how upstream words the refusal.
@@ -120,11 +127,25 @@ impl ResourceInfo {
         self.subresource("status").is_some()
     }
 
-    /// The names field selectors may use, in upstream's order for its error message.
+    /// The names field selectors may use, in upstream's order for its error message. A
+    /// cluster-scoped kind with field labels of its own (nodes, namespaces, CSRs) does not list
+    /// `metadata.namespace` in its conversion function, so upstream refuses it there.
     pub fn field_selector_names(&self) -> Vec<&str> {
-        let mut names = vec!["metadata.name", "metadata.namespace"];
+        let mut names = vec!["metadata.name"];
+        if self.namespaced || self.selectable_fields.is_empty() {
+            names.push("metadata.namespace");
+        }
         names.extend(self.selectable_fields.iter().map(|f| f.name.as_str()));
         names
+    }
+
+    /// The attribute a selector on field label `name` reads (see `SelectableField::indexed_as`).
+    pub fn field_index(&self, name: &str) -> String {
+        self.selectable_fields
+            .iter()
+            .find(|f| f.name == name)
+            .and_then(|f| f.indexed_as.clone())
+            .unwrap_or_else(|| name.to_string())
     }
 
     /// Labels and selectable fields of an object, as the storage layer indexes them.
@@ -149,10 +170,21 @@ impl ResourceInfo {
         fields.insert("metadata.name".to_string(), meta_str("name"));
         fields.insert("metadata.namespace".to_string(), meta_str("namespace"));
         for f in &self.selectable_fields {
-            let path: Vec<&str> = f.path.iter().map(String::as_str).collect();
-            let value = apimachinery::object::get_path_string(obj, &path)
+            let read = |p: &[String]| {
+                let p: Vec<&str> = p.iter().map(String::as_str).collect();
+                apimachinery::object::get_path_string(obj, &p).filter(|v| !v.is_empty())
+            };
+            let value = read(&f.path)
+                .or_else(|| {
+                    (!f.fallback.is_empty())
+                        .then(|| read(&f.fallback))
+                        .flatten()
+                })
                 .unwrap_or_else(|| f.default.clone());
-            fields.insert(f.name.clone(), value);
+            fields.insert(
+                f.indexed_as.clone().unwrap_or_else(|| f.name.clone()),
+                value,
+            );
         }
         storage::Attrs { labels, fields }
     }

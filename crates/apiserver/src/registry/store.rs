@@ -250,7 +250,8 @@ impl RegistryStore {
     }
 
     fn invalid(&self, obj: &Value, errs: &[apimachinery::validation::FieldError]) -> Status {
-        invalid_status(&self.info.group, &self.info.kind, obj.name(), errs)
+        let group = self.strategy.internal_group().unwrap_or(&self.info.group);
+        invalid_status(group, &self.info.kind, obj.name(), errs)
     }
 
     /// An object that was not stored (dry run), shaped like a stored one.

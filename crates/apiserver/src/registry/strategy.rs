@@ -82,6 +82,12 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
+    /// The group of upstream's internal type when it is not the served one (events.k8s.io's
+    /// events are core events inside): 422 answers name the internal kind.
+    fn internal_group(&self) -> Option<&'static str> {
+        None
+    }
+
     /// How `metadata.name` is checked.
     fn name_validator(&self) -> NameValidator {
         NameValidator::Dns1123Subdomain

@@ -8,21 +8,30 @@ mod batch;
 mod certificates;
 mod configmap;
 mod coordination;
+mod dra;
 mod endpoints;
 mod endpointslice;
+mod events;
 mod fields;
 mod flowcontrol;
+mod godiff;
 mod hpa;
 mod limitrange;
 mod namespace;
 mod networking;
+mod node;
+mod nodeselection;
 mod pod;
 mod rbac;
+mod resourcequota;
+mod resources;
 mod review;
+mod runtimeclass;
 mod scheduling;
 mod secret;
 mod service;
 pub(crate) mod service_alloc;
+mod serviceaccount;
 mod storage;
 mod volumes;
 mod workloads;
@@ -133,6 +142,24 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("discovery.k8s.io", "endpointslices") => Arc::new(endpointslice::EndpointSliceStrategy),
         ("storage.k8s.io", "storageclasses") => Arc::new(storage::StorageClassStrategy),
         ("storage.k8s.io", "csidrivers") => Arc::new(storage::CsiDriverStrategy),
+        ("storage.k8s.io", "csinodes") => Arc::new(storage::CsiNodeStrategy),
+        ("storage.k8s.io", "volumeattachments") => Arc::new(storage::VolumeAttachmentStrategy),
+        ("storage.k8s.io", "volumeattributesclasses") => {
+            Arc::new(storage::VolumeAttributesClassStrategy)
+        }
+        ("storage.k8s.io", "csistoragecapacities") => Arc::new(storage::CsiStorageCapacityStrategy),
+        ("", "nodes") => Arc::new(node::NodeStrategy),
+        ("", "serviceaccounts") => Arc::new(serviceaccount::ServiceAccountStrategy),
+        ("", "resourcequotas") => Arc::new(resourcequota::ResourceQuotaStrategy),
+        ("", "events") => Arc::new(events::EventStrategy { events_api: false }),
+        ("events.k8s.io", "events") => Arc::new(events::EventStrategy { events_api: true }),
+        ("node.k8s.io", "runtimeclasses") => Arc::new(runtimeclass::RuntimeClassStrategy),
+        ("resource.k8s.io", "resourceclaims") => {
+            Arc::new(dra::ResourceClaimStrategy { template: false })
+        }
+        ("resource.k8s.io", "resourceclaimtemplates") => {
+            Arc::new(dra::ResourceClaimStrategy { template: true })
+        }
         ("batch", "jobs") => Arc::new(batch::JobStrategy),
         ("batch", "cronjobs") => Arc::new(batch::CronJobStrategy),
         ("networking.k8s.io", "networkpolicies") => Arc::new(networking::NetworkPolicyStrategy),
@@ -167,6 +194,8 @@ pub fn conversion_for(info: &ResourceInfo) -> Option<Arc<dyn Conversion>> {
         ("autoscaling", "horizontalpodautoscalers", "v1", Some("v2")) => {
             Some(Arc::new(hpa::HpaV1Conversion))
         }
+        // events.k8s.io/v1 reads and writes core/v1's events.
+        ("events.k8s.io", "events", "v1", Some("v1")) => Some(Arc::new(events::EventsV1Conversion)),
         _ => None,
     }
 }

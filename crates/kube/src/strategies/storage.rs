@@ -1,14 +1,170 @@
-//! Storage kinds' defaults: a StorageClass deletes its volumes and binds them at once unless it
-//! says otherwise (`SetDefaults_StorageClass`); a CSIDriver's capabilities default as upstream's
-//! `SetDefaults_CSIDriver` has them.
+//! The storage.k8s.io kinds (upstream: pkg/apis/storage/v1/defaults.go, pkg/apis/storage/validation,
+//! pkg/registry/storage/*/strategy.go, pkg/api/storage/util.go): StorageClass, CSIDriver,
+//! CSINode, VolumeAttachment, VolumeAttributesClass and CSIStorageCapacity. A StorageClass
+//! deletes its volumes and binds them at once unless it says otherwise; a CSIDriver's
+//! capabilities default as upstream has them; classes and drivers keep what volumes were made
+//! with (provisioner, parameters, attach behaviour) for good.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use apimachinery::validation::{
+    FieldError, FieldPath, LabelSelectorValidationOptions, NameValidator, is_qualified_name,
+    validate_label_selector,
+};
 use apiserver::registry::Strategy;
+use ironplane_protobuf::{GoStyle, go_struct_json};
 use serde_json::{Value, json};
 
+use super::nodeselection::{
+    deprecated_node_label, items, label_selector_node_warnings, str_of, strings,
+    validate_topology_selector_term,
+};
+use super::resources::{quantity, validate_nonnegative_quantity};
 use super::set_default;
+use super::volumes::validate_csi_driver_name;
 
 pub struct StorageClassStrategy;
 pub struct CsiDriverStrategy;
+pub struct CsiNodeStrategy;
+pub struct VolumeAttachmentStrategy;
+pub struct VolumeAttributesClassStrategy;
+pub struct CsiStorageCapacityStrategy;
+
+const MAX_PARAMETERS: usize = 512;
+const MAX_PARAMETERS_SIZE: i64 = 256 * 1024;
+const MAX_ATTACH_METADATA_SIZE: i64 = 256 * 1024;
+const MAX_VOLUME_ERROR_MESSAGE: usize = 1024;
+const CSI_NODE_ID_MAX: usize = 192;
+
+fn root(name: &str) -> FieldPath {
+    FieldPath::new(name)
+}
+
+fn rendered_invalid(path: &FieldPath, go_type: &str, value: &Value, detail: &str) -> FieldError {
+    let err = FieldError::invalid(path, value.clone(), detail);
+    match go_struct_json(go_type, value, GoStyle::Internal) {
+        Some(r) => err.with_rendered_value(r),
+        None => err,
+    }
+}
+
+/// `validateProvisioner`: required, and a qualified name once lowercased (the lowercased name
+/// is the value upstream prints).
+fn validate_provisioner(provisioner: &str, path: &FieldPath) -> Vec<FieldError> {
+    if provisioner.is_empty() {
+        return vec![FieldError::required(path, "")];
+    }
+    let lower = provisioner.to_lowercase();
+    is_qualified_name(&lower)
+        .into_iter()
+        .map(|m| FieldError::invalid(path, lower.as_str(), m))
+        .collect()
+}
+
+/// `validateParameters`: at most 512 entries of at most 256 kB together, no empty key, and
+/// (for VolumeAttributesClass) at least one.
+fn validate_parameters(
+    params: Option<&Value>,
+    allow_empty: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    let map = params.and_then(Value::as_object);
+    let len = map.map_or(0, |m| m.len());
+    if len > MAX_PARAMETERS {
+        return vec![FieldError::too_long(path, "", MAX_PARAMETERS as i64)];
+    }
+    let mut errs = Vec::new();
+    let mut size = 0i64;
+    for (k, v) in map.into_iter().flatten() {
+        if k.is_empty() {
+            errs.push(FieldError::invalid(path, "", "field can not be empty."));
+        }
+        size += (k.len() + v.as_str().map_or(0, str::len)) as i64;
+    }
+    if size > MAX_PARAMETERS_SIZE {
+        errs.push(FieldError::too_long(path, "", MAX_PARAMETERS_SIZE));
+    }
+    if !allow_empty && len == 0 {
+        errs.push(FieldError::required(
+            path,
+            "must contain at least one key/value pair",
+        ));
+    }
+    errs
+}
+
+/// `validateAllowedTopologies`. Upstream compares each term with a list that starts with as
+/// many empty terms as there are terms, so an empty term is reported that many times (and once
+/// more for each empty term before it).
+fn validate_allowed_topologies(topologies: &[Value], path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut seen: Vec<BTreeMap<String, BTreeSet<String>>> = vec![BTreeMap::new(); topologies.len()];
+    for (i, term) in topologies.iter().enumerate() {
+        let (exprs, term_errs) = validate_topology_selector_term(term, &path.index(i));
+        errs.extend(term_errs);
+        for t in &seen {
+            if *t == exprs {
+                errs.push(FieldError::duplicate(
+                    &path.index(i).child("matchLabelExpressions"),
+                    "",
+                ));
+            }
+        }
+        seen.push(exprs);
+    }
+    errs
+}
+
+fn storage_class_errors(obj: &Value) -> Vec<FieldError> {
+    let mut errs = validate_provisioner(str_of(obj, "provisioner"), &root("provisioner"));
+    errs.extend(validate_parameters(
+        obj.get("parameters"),
+        true,
+        &root("parameters"),
+    ));
+    let policy = str_of(obj, "reclaimPolicy");
+    if !policy.is_empty() && !["Delete", "Retain"].contains(&policy) {
+        errs.push(FieldError::not_supported(
+            &root("reclaimPolicy"),
+            policy,
+            &["Delete", "Retain"],
+        ));
+    }
+    match obj.get("volumeBindingMode").and_then(Value::as_str) {
+        None => errs.push(FieldError::required(&root("volumeBindingMode"), "")),
+        Some(mode) if !["Immediate", "WaitForFirstConsumer"].contains(&mode) => {
+            errs.push(FieldError::not_supported(
+                &root("volumeBindingMode"),
+                mode,
+                &["Immediate", "WaitForFirstConsumer"],
+            ));
+        }
+        Some(_) => {}
+    }
+    errs.extend(validate_allowed_topologies(
+        items(obj.get("allowedTopologies")),
+        &root("allowedTopologies"),
+    ));
+    errs
+}
+
+/// `GetWarningsForStorageClass`.
+fn storage_class_warnings(obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, term) in items(obj.get("allowedTopologies")).iter().enumerate() {
+        for (j, expr) in items(term.get("matchLabelExpressions")).iter().enumerate() {
+            if let Some(msg) = deprecated_node_label(str_of(expr, "key")) {
+                let at = root("allowedTopologies")
+                    .index(i)
+                    .child("matchLabelExpressions")
+                    .index(j)
+                    .child("key");
+                out.push(format!("{at}: {msg}"));
+            }
+        }
+    }
+    out
+}
 
 impl Strategy for StorageClassStrategy {
     fn default(&self, obj: &mut Value) {
@@ -17,6 +173,123 @@ impl Strategy for StorageClassStrategy {
             set_default(obj, "volumeBindingMode", json!("Immediate"));
         }
     }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        storage_class_errors(obj)
+    }
+
+    /// The class's own rules, then what a class may never change (`ValidateStorageClassUpdate`).
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = storage_class_errors(new);
+        let params = |o: &Value| o.get("parameters").filter(|p| !p.is_null()).cloned();
+        if params(new) != params(old) {
+            errs.push(FieldError::forbidden(
+                &root("parameters"),
+                "updates to parameters are forbidden.",
+            ));
+        }
+        if str_of(new, "provisioner") != str_of(old, "provisioner") {
+            errs.push(FieldError::forbidden(
+                &root("provisioner"),
+                "updates to provisioner are forbidden.",
+            ));
+        }
+        if str_of(new, "reclaimPolicy") != str_of(old, "reclaimPolicy") {
+            errs.push(FieldError::forbidden(
+                &root("reclaimPolicy"),
+                "updates to reclaimPolicy are forbidden.",
+            ));
+        }
+        let mode = |o: &Value| o.get("volumeBindingMode").cloned().unwrap_or(Value::Null);
+        if mode(new) != mode(old) {
+            errs.push(FieldError::invalid(
+                &root("volumeBindingMode"),
+                mode(new),
+                "field is immutable",
+            ));
+        }
+        errs
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        storage_class_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        storage_class_warnings(new)
+    }
+}
+
+fn csi_driver_spec_errors(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (field, at) in [
+        ("attachRequired", "attachedRequired"),
+        ("podInfoOnMount", "podInfoOnMount"),
+        ("storageCapacity", "storageCapacity"),
+    ] {
+        if spec.get(field).is_none_or(Value::is_null) {
+            errs.push(FieldError::required(&path.child(at), ""));
+        }
+    }
+    const FS_GROUP_POLICIES: &[&str] = &["File", "None", "ReadWriteOnceWithFSType"];
+    if let Some(Value::String(p)) = spec.get("fsGroupPolicy")
+        && !FS_GROUP_POLICIES.contains(&p.as_str())
+    {
+        errs.push(FieldError::not_supported(
+            &path.child("fsGroupPolicy"),
+            p.as_str(),
+            FS_GROUP_POLICIES,
+        ));
+    }
+    let mut audiences = BTreeSet::new();
+    for (i, req) in items(spec.get("tokenRequests")).iter().enumerate() {
+        let at = path.child("tokenRequests").index(i);
+        let audience = str_of(req, "audience");
+        if !audiences.insert(audience) {
+            errs.push(FieldError::duplicate(&at.child("audience"), audience));
+            continue;
+        }
+        if let Some(secs) = req.get("expirationSeconds").and_then(Value::as_i64) {
+            if secs < 600 {
+                errs.push(FieldError::invalid(
+                    &at.child("expirationSeconds"),
+                    secs,
+                    "may not specify a duration less than 10 minutes",
+                ));
+            }
+            if secs > 1 << 32 {
+                errs.push(FieldError::invalid(
+                    &at.child("expirationSeconds"),
+                    secs,
+                    "may not specify a duration larger than 2^32 seconds",
+                ));
+            }
+        }
+    }
+    for mode in strings(spec.get("volumeLifecycleModes")) {
+        if !["Persistent", "Ephemeral"].contains(&mode) {
+            errs.push(FieldError::not_supported(
+                &path.child("volumeLifecycleModes"),
+                mode,
+                &["Persistent", "Ephemeral"],
+            ));
+        }
+    }
+    if spec.get("seLinuxMount").is_none_or(Value::is_null) {
+        errs.push(FieldError::required(&path.child("seLinuxMount"), ""));
+    }
+    if let Some(period) = spec
+        .get("nodeAllocatableUpdatePeriodSeconds")
+        .and_then(Value::as_i64)
+        && period < 10
+    {
+        errs.push(FieldError::invalid(
+            &path.child("nodeAllocatableUpdatePeriodSeconds"),
+            period,
+            "must be greater than or equal to 10 seconds",
+        ));
+    }
+    errs
 }
 
 impl Strategy for CsiDriverStrategy {
@@ -37,5 +310,417 @@ impl Strategy for CsiDriverStrategy {
         {
             spec["volumeLifecycleModes"] = json!(["Persistent"]);
         }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        csi_driver_spec_errors(obj.get("spec").unwrap_or(&Value::Null), &root("spec"))
+    }
+
+    /// Upstream checks the spec twice (strategy and update function), then what may not change.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let null = Value::Null;
+        let spec = new.get("spec").unwrap_or(&null);
+        let old_spec = old.get("spec").unwrap_or(&null);
+        let mut errs = csi_driver_spec_errors(spec, &root("spec"));
+        errs.extend(csi_driver_spec_errors(spec, &root("spec")));
+        for (field, at) in [
+            ("attachRequired", "attachedRequired"),
+            ("volumeLifecycleModes", "volumeLifecycleModes"),
+        ] {
+            let v = |s: &Value| s.get(field).cloned().unwrap_or(Value::Null);
+            if v(spec) != v(old_spec) {
+                errs.push(FieldError::invalid(
+                    &root("spec").child(at),
+                    v(spec),
+                    "field is immutable",
+                ));
+            }
+        }
+        errs
+    }
+}
+
+fn csi_node_errors(obj: &Value, allow_long_node_id: bool) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let path = root("spec").child("drivers");
+    let mut names = BTreeSet::new();
+    let max = if allow_long_node_id {
+        256
+    } else {
+        CSI_NODE_ID_MAX
+    };
+    for (i, driver) in items(obj.pointer("/spec/drivers")).iter().enumerate() {
+        let at = path.index(i);
+        let name = str_of(driver, "name");
+        errs.extend(validate_csi_driver_name(name, &at.child("name")));
+        let node_id = str_of(driver, "nodeID");
+        if node_id.is_empty() {
+            errs.push(FieldError::required(&at.child("nodeID"), ""));
+        }
+        if node_id.len() > max {
+            errs.push(FieldError::invalid(
+                &at.child("nodeID"),
+                node_id,
+                format!("must be {max} characters or less"),
+            ));
+        }
+        if let Some(count) = driver.pointer("/allocatable/count").and_then(Value::as_i64)
+            && count < 0
+        {
+            errs.push(FieldError::invalid(
+                &at.child("allocatable").child("count"),
+                count,
+                "must be greater than or equal to 0",
+            ));
+        }
+        if !names.insert(name) {
+            errs.push(FieldError::duplicate(&at.child("name"), name));
+        }
+        let mut keys = BTreeSet::new();
+        for key in strings(driver.get("topologyKeys")) {
+            if key.is_empty() {
+                errs.push(FieldError::required(&at, ""));
+            }
+            if !keys.insert(key) {
+                errs.push(FieldError::duplicate(&at, key));
+            }
+            for m in is_qualified_name(key) {
+                errs.push(FieldError::invalid(&at, key, m));
+            }
+        }
+    }
+    errs
+}
+
+impl Strategy for CsiNodeStrategy {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        csi_node_errors(obj, false)
+    }
+
+    /// A driver of the same name keeps its registration, except its allocatable count
+    /// (MutableCSINodeAllocatableCount).
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let long_ids = items(old.pointer("/spec/drivers"))
+            .iter()
+            .any(|d| str_of(d, "nodeID").len() > CSI_NODE_ID_MAX);
+        let mut errs = csi_node_errors(new, long_ids);
+        let without_allocatable = |d: &Value| {
+            let mut d = d.clone();
+            if let Some(m) = d.as_object_mut() {
+                m.remove("allocatable");
+            }
+            d
+        };
+        for old_driver in items(old.pointer("/spec/drivers")) {
+            for new_driver in items(new.pointer("/spec/drivers")) {
+                if str_of(old_driver, "name") != str_of(new_driver, "name") {
+                    continue;
+                }
+                let (n, o) = (
+                    without_allocatable(new_driver),
+                    without_allocatable(old_driver),
+                );
+                if n != o {
+                    errs.push(rendered_invalid(
+                        &root("spec").child("drivers"),
+                        "storage.v1.CSINodeDriver",
+                        &n,
+                        "field is immutable",
+                    ));
+                }
+            }
+        }
+        errs
+    }
+}
+
+fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let spec_path = root("spec");
+    let null = Value::Null;
+    let spec = obj.get("spec").unwrap_or(&null);
+    let attacher = str_of(spec, "attacher");
+    if attacher.is_empty() {
+        errs.push(FieldError::required(&spec_path.child("attacher"), ""));
+    }
+    let source_path = spec_path.child("source");
+    let pv_name = spec
+        .pointer("/source/persistentVolumeName")
+        .and_then(Value::as_str);
+    let inline = spec
+        .pointer("/source/inlineVolumeSpec")
+        .filter(|v| !v.is_null());
+    const ONE_OF: &str = "must specify exactly one of inlineVolumeSpec and persistentVolumeName";
+    match (inline, pv_name) {
+        (None, None) => errs.push(FieldError::required(&source_path, ONE_OF)),
+        (Some(_), Some(_)) => errs.push(FieldError::forbidden(&source_path, ONE_OF)),
+        (None, Some("")) => errs.push(FieldError::required(
+            &source_path.child("persistentVolumeName"),
+            "must specify non empty persistentVolumeName",
+        )),
+        _ => {}
+    }
+    let node = str_of(spec, "nodeName");
+    for m in NameValidator::Dns1123Subdomain.validate(node, false) {
+        errs.push(FieldError::invalid(&spec_path.child("nodeName"), node, m));
+    }
+    let status_path = root("status");
+    let status = obj.get("status").unwrap_or(&null);
+    if let Some(meta) = status.get("attachmentMetadata").and_then(Value::as_object) {
+        let size: usize = meta
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if size as i64 > MAX_ATTACH_METADATA_SIZE {
+            errs.push(FieldError::too_long(
+                &status_path.child("attachmentMetadata"),
+                "",
+                MAX_ATTACH_METADATA_SIZE,
+            ));
+        }
+    }
+    for field in ["attachError", "detachError"] {
+        let Some(e) = status.get(field).filter(|e| !e.is_null()) else {
+            continue;
+        };
+        let at = status_path.child(field);
+        if str_of(e, "message").len() > MAX_VOLUME_ERROR_MESSAGE {
+            // Upstream reports the metadata limit here.
+            errs.push(FieldError::too_long(
+                &at.child("message"),
+                "",
+                MAX_ATTACH_METADATA_SIZE,
+            ));
+        }
+        if let Some(code) = e.get("errorCode").and_then(Value::as_i64)
+            && code < 0
+        {
+            errs.push(FieldError::invalid(
+                &at.child("errorCode"),
+                code,
+                apimachinery::validation::inclusive_range_error(0, i64::from(i32::MAX)),
+            ));
+        }
+    }
+    errs
+}
+
+/// The rules for attachments created through v1 (`ValidateVolumeAttachmentV1`): a driver name,
+/// a volume name. An empty attacher is left to the generic rule's one error, as upstream's
+/// answer has it.
+fn volume_attachment_v1_errors(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let attacher = obj
+        .pointer("/spec/attacher")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let pv_name = obj
+        .pointer("/spec/source/persistentVolumeName")
+        .and_then(Value::as_str);
+    if !attacher.is_empty() {
+        errs.extend(validate_csi_driver_name(
+            attacher,
+            &FieldPath::new("spec.attacher"),
+        ));
+    }
+    if let Some(pv) = pv_name {
+        for m in NameValidator::Dns1123Subdomain.validate(pv, false) {
+            errs.push(FieldError::invalid(
+                &FieldPath::new("spec.source.persistentVolumeName"),
+                pv,
+                m,
+            ));
+        }
+    }
+    errs
+}
+
+impl Strategy for VolumeAttachmentStrategy {
+    /// Status is the attacher's: a new attachment starts with none.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        obj["status"] = json!({});
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = volume_attachment_errors(obj);
+        errs.extend(volume_attachment_v1_errors(obj));
+        errs
+    }
+
+    /// The generic rules twice (strategy and update function), then the spec may not change.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = volume_attachment_errors(new);
+        errs.extend(volume_attachment_errors(new));
+        let spec = |o: &Value| o.get("spec").cloned().unwrap_or(Value::Null);
+        if spec(new) != spec(old) {
+            errs.push(rendered_invalid(
+                &root("spec"),
+                "storage.v1.VolumeAttachmentSpec",
+                &spec(new),
+                "field is immutable",
+            ));
+        }
+        errs
+    }
+
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        volume_attachment_errors(new)
+            .into_iter()
+            .filter(|e| e.field.starts_with("status"))
+            .collect()
+    }
+}
+
+fn vac_errors(obj: &Value) -> Vec<FieldError> {
+    let mut errs = validate_provisioner(str_of(obj, "driverName"), &root("driverName"));
+    errs.extend(validate_parameters(
+        obj.get("parameters"),
+        false,
+        &root("parameters"),
+    ));
+    errs
+}
+
+impl Strategy for VolumeAttributesClassStrategy {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        vac_errors(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = vac_errors(new);
+        if str_of(new, "driverName") != str_of(old, "driverName") {
+            errs.push(FieldError::forbidden(
+                &root("driverName"),
+                "updates to driverName are forbidden.",
+            ));
+        }
+        let params = |o: &Value| o.get("parameters").filter(|p| !p.is_null()).cloned();
+        if params(new) != params(old) {
+            errs.push(FieldError::forbidden(
+                &root("parameters"),
+                "updates to parameters are forbidden.",
+            ));
+        }
+        errs.extend(vac_errors(new));
+        errs
+    }
+}
+
+fn capacity_errors(obj: &Value, allow_invalid_labels: bool) -> Vec<FieldError> {
+    let mut errs = validate_label_selector(
+        obj.get("nodeTopology").filter(|t| !t.is_null()),
+        LabelSelectorValidationOptions {
+            allow_invalid_label_value: allow_invalid_labels,
+            ..Default::default()
+        },
+        &root("nodeTopology"),
+    );
+    let class = str_of(obj, "storageClassName");
+    for m in NameValidator::Dns1123Subdomain.validate(class, false) {
+        errs.push(FieldError::invalid(&root("storageClassName"), class, m));
+    }
+    if let Some(c) = obj.get("capacity").filter(|c| !c.is_null()) {
+        errs.extend(validate_nonnegative_quantity(
+            &quantity(c),
+            &root("capacity"),
+        ));
+    }
+    errs
+}
+
+impl Strategy for CsiStorageCapacityStrategy {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        capacity_errors(obj, false)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let allow = old.get("nodeTopology").is_some_and(|t| {
+            !validate_label_selector(
+                Some(t),
+                LabelSelectorValidationOptions::default(),
+                &FieldPath::nil(),
+            )
+            .is_empty()
+        });
+        let mut errs = capacity_errors(new, allow);
+        let topology = |o: &Value| o.get("nodeTopology").filter(|t| !t.is_null()).cloned();
+        if topology(new) != topology(old) {
+            errs.push(FieldError::invalid(
+                &root("nodeTopology"),
+                topology(new).unwrap_or(Value::Null),
+                "field is immutable",
+            ));
+        }
+        if str_of(new, "storageClassName") != str_of(old, "storageClassName") {
+            errs.push(FieldError::invalid(
+                &root("storageClassName"),
+                str_of(new, "storageClassName"),
+                "field is immutable",
+            ));
+        }
+        errs
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        label_selector_node_warnings(obj.get("nodeTopology"), &root("nodeTopology"))
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        label_selector_node_warnings(new.get("nodeTopology"), &root("nodeTopology"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_class_rules() {
+        let errs = StorageClassStrategy.validate(&json!({"volumeBindingMode": "Immediate"}));
+        assert_eq!(errs[0].to_string(), "provisioner: Required value");
+        let sc = json!({"provisioner": "Bad Provisioner!", "volumeBindingMode": "Immediate"});
+        assert!(
+            StorageClassStrategy.validate(&sc)[0]
+                .to_string()
+                .starts_with("provisioner: Invalid value: \"bad provisioner!\": name part")
+        );
+        let sc = json!({"provisioner": "a.b/c", "volumeBindingMode": "Immediate",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": []}]}]});
+        assert_eq!(
+            StorageClassStrategy.validate(&sc)[0].to_string(),
+            "allowedTopologies[0].matchLabelExpressions[0].values: Required value"
+        );
+    }
+
+    #[test]
+    fn an_empty_topology_term_is_a_duplicate_of_upstreams_placeholders() {
+        let errs = validate_allowed_topologies(&[json!({})], &root("allowedTopologies"));
+        assert_eq!(
+            errs[0].to_string(),
+            "allowedTopologies[0].matchLabelExpressions: Duplicate value: \"\""
+        );
+    }
+
+    #[test]
+    fn csi_node_drivers_are_unique() {
+        let node = json!({"spec": {"drivers": [
+            {"name": "csi.example.com", "nodeID": "a"},
+            {"name": "csi.example.com", "nodeID": "b"}]}});
+        let errs = CsiNodeStrategy.validate(&node);
+        assert_eq!(
+            errs[0].to_string(),
+            "spec.drivers[1].name: Duplicate value: \"csi.example.com\""
+        );
+    }
+
+    #[test]
+    fn capacity_warns_on_beta_labels() {
+        let cap = json!({"nodeTopology": {"matchLabels": {"failure-domain.beta.kubernetes.io/zone": "a"}}});
+        assert_eq!(
+            CsiStorageCapacityStrategy.warnings_on_create(&cap),
+            vec![
+                "nodeTopology.matchLabels.failure-domain.beta.kubernetes.io/zone: deprecated since v1.17; use \"topology.kubernetes.io/zone\" instead"
+            ]
+        );
     }
 }
