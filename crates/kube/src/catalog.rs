@@ -35,7 +35,15 @@ fn group_version_doc(group: &str, version: &str) -> Option<&'static str> {
 
 /// Subresources Ironplane serves; discovery lists only these (pods/log, exec and the like come
 /// with the kubelet-facing work).
-const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize", "binding"];
+const SERVED_SUBRESOURCES: &[&str] = &[
+    "status",
+    "scale",
+    "finalize",
+    "binding",
+    "eviction",
+    "ephemeralcontainers",
+    "resize",
+];
 
 /// Resources that are not stored and that Ironplane does not answer yet; left out of discovery
 /// rather than served wrongly.
