@@ -104,7 +104,7 @@ pub async fn evict(
             opts.precondition_resource_version = Some(pod.resource_version().to_string());
         }
         pods.delete(&requester, namespace, name, &opts).await?;
-        return Ok(apimachinery::status::success_status(None));
+        return Ok(apimachinery::status::created_status());
     }
     let budgets = matching_budgets(api, namespace, &pod).await?;
     match budgets.as_slice() {
@@ -136,7 +136,7 @@ pub async fn evict(
         }
     }
     pods.delete(&requester, namespace, name, &opts).await?;
-    Ok(apimachinery::status::success_status(None))
+    Ok(apimachinery::status::created_status())
 }
 
 /// The budgets of the namespace whose selector selects the pod (an empty or invalid selector
