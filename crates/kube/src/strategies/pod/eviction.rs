@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use apimachinery::labels::Selector;
 use apimachinery::object::ObjectExt;
-use apimachinery::{GroupResource, Status, StatusCause, StatusDetails};
+use apimachinery::{GroupResource, Status, StatusCause};
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{DeleteOptions, Requester, UpdateOptions, WriteOptions};
@@ -289,5 +289,4 @@ fn set_insufficient_pods_condition(status: &mut Value) {
             None => list.push(condition),
         }
     }
-    let _ = StatusDetails::default;
 }

@@ -12,8 +12,7 @@
 use std::collections::BTreeSet;
 
 use apimachinery::validation::{
-    FieldError, FieldPath, go_quote, is_dns1123_subdomain, is_qualified_name, is_valid_group_id,
-    is_valid_user_id,
+    FieldError, FieldPath, go_quote, is_dns1123_subdomain, is_valid_group_id, is_valid_user_id,
 };
 use serde_json::Value;
 
@@ -715,7 +714,6 @@ pub(super) fn validate_pod_annotations(
             ));
         }
     }
-    let _ = is_qualified_name;
     errs
 }
 

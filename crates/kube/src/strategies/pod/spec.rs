@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use apimachinery::validation::{
-    FieldError, FieldPath, go_quote, inclusive_range_error, is_dns1123_label, is_dns1123_subdomain,
+    FieldError, FieldPath, inclusive_range_error, is_dns1123_label, is_dns1123_subdomain,
     is_dns1123_subdomain_with_underscore, is_valid_ip, validate_annotations, validate_labels,
 };
 use serde_json::Value;
@@ -440,6 +440,5 @@ pub fn validate_pod_create(pod: &Value) -> Vec<FieldError> {
         ));
     }
     errs.extend(validate_annotations_match_fields(meta, spec, &sp));
-    let _ = go_quote;
     errs
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::resources::compute_qos;
 use super::scheduling::validate_tolerations;
 use super::spec::validate_pod_metadata_and_spec;
-use super::util::{items, list, map, object, opt_int, quantity, text};
+use super::util::{items, list, map, opt_int, quantity, text};
 
 const UPDATABLE_FIELDS: &str = "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
@@ -742,7 +742,6 @@ pub fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
             "must be equal to `hostIP`",
         ));
     }
-    let _ = object;
     errs
 }
 
