@@ -656,8 +656,17 @@ impl RegistryStore {
                 self.strategy
                     .graceful_delete_period(&obj, opts.grace_period_seconds)
             };
+            // A graceful deletion already under way ends now when the client asks for a
+            // period of zero (upstream's `BeforeDelete` on a pending graceful delete).
+            let grace_pending = already_deleting
+                && obj
+                    .get("metadata")
+                    .and_then(|m| m.get("deletionGracePeriodSeconds"))
+                    .and_then(Value::as_i64)
+                    .is_some_and(|g| g > 0);
+            let cut_short = grace_pending && opts.grace_period_seconds == Some(0);
             let graceful = if already_deleting {
-                !self.strategy.ready_to_remove(&obj)
+                (grace_pending && !cut_short) || !self.strategy.ready_to_remove(&obj)
             } else {
                 let kept_by_strategy = self.strategy.delete_is_graceful(&mut obj);
                 kept_by_strategy
@@ -665,8 +674,12 @@ impl RegistryStore {
                     || !self.strategy.ready_to_remove(&obj)
             };
             if graceful {
-                if already_deleting && !gc_changed {
+                if already_deleting && !gc_changed && !cut_short {
                     return Ok(DeleteOutcome::Pending(current));
+                }
+                if cut_short {
+                    obj.set_meta("deletionTimestamp", now_rfc3339());
+                    obj.set_meta("deletionGracePeriodSeconds", 0);
                 }
                 if !already_deleting {
                     let period = grace.unwrap_or(0).max(0);
