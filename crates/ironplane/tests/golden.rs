@@ -35,13 +35,10 @@ use serde_json::{Value, json};
 const NOT_SERVED_YET: &[(&str, &str)] = &[
     ("", "nodes/proxy"),
     ("", "pods/attach"),
-    ("", "pods/ephemeralcontainers"),
-    ("", "pods/eviction"),
     ("", "pods/exec"),
     ("", "pods/log"),
     ("", "pods/portforward"),
     ("", "pods/proxy"),
-    ("", "pods/resize"),
     ("", "serviceaccounts/token"),
     ("", "services/proxy"),
 ];

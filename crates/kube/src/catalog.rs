@@ -35,7 +35,16 @@ fn group_version_doc(group: &str, version: &str) -> Option<&'static str> {
 
 /// Subresources Ironplane serves; discovery lists only these (pods/log, exec and the like come
 /// with the kubelet-facing work). `approval` is a CertificateSigningRequest's.
-const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "finalize", "binding", "approval"];
+const SERVED_SUBRESOURCES: &[&str] = &[
+    "status",
+    "scale",
+    "finalize",
+    "binding",
+    "approval",
+    "eviction",
+    "ephemeralcontainers",
+    "resize",
+];
 
 /// Kinds whose objects carry `metadata.generation` (recorded from upstream's defaulted objects).
 /// Fields updates may not change, per resource, with upstream's words for the refusal (each from

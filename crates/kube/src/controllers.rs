@@ -100,13 +100,21 @@ async fn finish(api: &ApiResources, ns: &str) -> bool {
                 continue;
             }
         };
+        // No kubelet will finish a pod's graceful termination here, so the controller asks
+        // for none (as upstream's pod garbage collector does for pods no node runs).
+        let opts = DeleteOptions {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
         for item in list.items {
             remaining += 1;
             let Ok(v) = item.value() else { continue };
-            if v.deletion_timestamp().is_none() {
-                let _ = store
-                    .delete(&requester, ns, v.name(), &DeleteOptions::default())
-                    .await;
+            let graceful = v
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .is_some_and(|g| g > 0);
+            if v.deletion_timestamp().is_none() || graceful {
+                let _ = store.delete(&requester, ns, v.name(), &opts).await;
             }
         }
     }

@@ -89,6 +89,20 @@ pub async fn handle_subresource(
         q.field_validation,
     )?;
     crate::warning::add_all(warnings);
+    if let Some(answer) = store
+        .strategy
+        .serve_subresource_create(
+            &sub.name,
+            &req.info.namespace,
+            &req.info.name,
+            &body,
+            &req.user,
+            q.dry_run,
+        )
+        .await
+    {
+        return response::value(StatusCode::CREATED, &answer?, n);
+    }
     let strategy = store.strategy.clone();
     let mut updater = |current: Option<&serde_json::Value>| match current {
         Some(current) => strategy.create_on_subresource(&sub.name, &body, current),

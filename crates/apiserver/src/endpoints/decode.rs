@@ -255,8 +255,131 @@ pub fn decode_object(
             "{expected_kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: {e}"
         )));
     }
-    let warnings = prune_unknown_fields(api, &mut obj, &expected_api_version, &expected_kind, fv)?;
+    // Go's strict JSON decoder reports keys given twice in an object (the last one wins when
+    // fields are not checked), before the fields it does not know.
+    let is_json = matches!(
+        body_encoding(
+            req.headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+        ),
+        Ok(Encoding::Json)
+    );
+    let duplicates = if fv != FieldValidation::Ignore && is_json {
+        duplicate_fields(&req.body)
+    } else {
+        Vec::new()
+    };
+    let warnings = checked_fields(
+        api,
+        &mut obj,
+        &expected_api_version,
+        &expected_kind,
+        fv,
+        duplicates,
+    )?;
     Ok((obj, warnings))
+}
+
+/// The keys a JSON text gives twice in one object, as Go's strict decoder names them:
+/// `duplicate field "metadata.name"` (list elements as `[i]`). A byte scan over text that
+/// already parsed; it skips strings and tracks where it is.
+pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
+    enum Frame {
+        Object {
+            path: String,
+            keys: std::collections::HashSet<String>,
+            key: Option<String>,
+        },
+        Array {
+            path: String,
+            index: usize,
+        },
+    }
+    fn child_path(stack: &[Frame]) -> String {
+        match stack.last() {
+            None => String::new(),
+            Some(Frame::Object { path, key, .. }) => {
+                let k = key.as_deref().unwrap_or("");
+                if path.is_empty() {
+                    k.to_string()
+                } else {
+                    format!("{path}.{k}")
+                }
+            }
+            Some(Frame::Array { path, index }) => format!("{path}[{index}]"),
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    // Whether the next string in an object is a key.
+    let mut expect_key = false;
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < body.len() && body[j] != b'"' {
+                    if body[j] == b'\\' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+                if expect_key {
+                    let raw = &body[start..j.min(body.len())];
+                    let quoted = [b"\"".as_slice(), raw, b"\"".as_slice()].concat();
+                    let key: String = serde_json::from_slice(&quoted)
+                        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned());
+                    if let Some(Frame::Object {
+                        path,
+                        keys,
+                        key: current,
+                    }) = stack.last_mut()
+                    {
+                        if !keys.insert(key.clone()) {
+                            let full = if path.is_empty() {
+                                key.clone()
+                            } else {
+                                format!("{path}.{key}")
+                            };
+                            out.push(format!(
+                                "duplicate field {}",
+                                apimachinery::validation::go_quote(&full)
+                            ));
+                        }
+                        *current = Some(key);
+                    }
+                    expect_key = false;
+                }
+                i = j;
+            }
+            b'{' => {
+                let path = child_path(&stack);
+                stack.push(Frame::Object {
+                    path,
+                    keys: Default::default(),
+                    key: None,
+                });
+                expect_key = true;
+            }
+            b'[' => {
+                let path = child_path(&stack);
+                stack.push(Frame::Array { path, index: 0 });
+            }
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Object { .. }) => expect_key = true,
+                Some(Frame::Array { index, .. }) => *index += 1,
+                None => {}
+            },
+            _ => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 /// What a patch produced, decoded as upstream decodes the patched JSON into the kind's Go type:
@@ -331,17 +454,28 @@ pub fn prune_unknown_fields(
     kind: &str,
     fv: FieldValidation,
 ) -> Result<Vec<String>, Status> {
-    let Some(schemas) = api.schemas() else {
-        return Ok(Vec::new());
-    };
+    checked_fields(api, obj, api_version, kind, fv, Vec::new())
+}
+
+/// [`prune_unknown_fields`], with the strict decoder's findings about the text itself
+/// (duplicate keys) reported first.
+fn checked_fields(
+    api: &ApiResources,
+    obj: &mut Value,
+    api_version: &str,
+    kind: &str,
+    fv: FieldValidation,
+    mut unknown: Vec<String>,
+) -> Result<Vec<String>, Status> {
     let (group, version) = match api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", api_version),
     };
-    let Some(root) = schemas.root_for(group, version, kind) else {
-        return Ok(Vec::new());
-    };
-    let unknown = schemas.prune_unknown(root, obj);
+    if let Some(schemas) = api.schemas()
+        && let Some(root) = schemas.root_for(group, version, kind)
+    {
+        unknown.extend(schemas.prune_unknown(root, obj));
+    }
     match fv {
         FieldValidation::Ignore => Ok(Vec::new()),
         FieldValidation::Warn => Ok(unknown),
@@ -357,5 +491,23 @@ pub fn prune_unknown_fields(
                 "{kind} in version \"{url_version}\" cannot be handled as a {kind}: strict decoding error: {detail}"
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_keys_are_named_by_path() {
+        let body = br#"{"metadata":{"name":"a","name":"b","x":"{\"name\":1}"},"spec":{"c":[{"n":1},{"n":1,"n":2}]}}"#;
+        assert_eq!(
+            duplicate_fields(body),
+            vec![
+                r#"duplicate field "metadata.name""#,
+                r#"duplicate field "spec.c[1].n""#
+            ]
+        );
+        assert!(duplicate_fields(br#"{"a":{"b":1},"c":{"b":2}}"#).is_empty());
     }
 }

@@ -586,10 +586,10 @@ impl RegistryStore {
                 if sub != "status" {
                     errs.extend(self.immutable_field_errors(&new, &old));
                 }
-                errs.extend(if sub == "status" {
-                    self.strategy.validate_status_update(&new, &old)
-                } else {
-                    self.strategy.validate_update(&new, &old)
+                errs.extend(match sub {
+                    "status" => self.strategy.validate_status_update(&new, &old),
+                    "" => self.strategy.validate_update(&new, &old),
+                    _ => self.strategy.validate_subresource_update(sub, &new, &old),
                 });
                 if !errs.is_empty() {
                     return Err(self.invalid(&new, &errs));
@@ -706,19 +706,46 @@ impl RegistryStore {
             }
             let gc_changed = set_gc_finalizers(&mut obj, opts.propagation_policy.as_deref());
             let already_deleting = obj.deletion_timestamp().is_some();
+            // A kind with graceful deletion keeps the object for its grace period.
+            let grace = if already_deleting {
+                None
+            } else {
+                self.strategy
+                    .graceful_delete_period(&obj, opts.grace_period_seconds)
+            };
+            // A graceful deletion already under way ends now when the client asks for a
+            // period of zero (upstream's `BeforeDelete` on a pending graceful delete).
+            let grace_pending = already_deleting
+                && obj
+                    .get("metadata")
+                    .and_then(|m| m.get("deletionGracePeriodSeconds"))
+                    .and_then(Value::as_i64)
+                    .is_some_and(|g| g > 0);
+            let cut_short = grace_pending && opts.grace_period_seconds == Some(0);
             let graceful = if already_deleting {
-                !self.strategy.ready_to_remove(&obj)
+                (grace_pending && !cut_short) || !self.strategy.ready_to_remove(&obj)
             } else {
                 let kept_by_strategy = self.strategy.delete_is_graceful(&mut obj);
-                kept_by_strategy || !self.strategy.ready_to_remove(&obj)
+                kept_by_strategy
+                    || grace.is_some_and(|g| g > 0)
+                    || !self.strategy.ready_to_remove(&obj)
             };
             if graceful {
-                if already_deleting && !gc_changed {
+                if already_deleting && !gc_changed && !cut_short {
                     return Ok(DeleteOutcome::Pending(current));
                 }
-                if !already_deleting {
+                if cut_short {
                     obj.set_meta("deletionTimestamp", now_rfc3339());
                     obj.set_meta("deletionGracePeriodSeconds", 0);
+                }
+                if !already_deleting {
+                    let period = grace.unwrap_or(0).max(0);
+                    let at = Utc::now() + chrono::Duration::seconds(period);
+                    obj.set_meta(
+                        "deletionTimestamp",
+                        at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    );
+                    obj.set_meta("deletionGracePeriodSeconds", period);
                 }
                 if opts.dry_run {
                     return Ok(DeleteOutcome::Pending(self.unstored(&obj)?));

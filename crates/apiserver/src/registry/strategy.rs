@@ -141,6 +141,40 @@ pub trait Strategy: Send + Sync {
         Err(apimachinery::Status::method_not_allowed())
     }
 
+    /// A create on a subresource that the strategy answers itself instead of changing the
+    /// object through `create_on_subresource` (a pod's eviction, which deletes the pod): the
+    /// answer, or `None` for the update path.
+    async fn serve_subresource_create(
+        &self,
+        _subresource: &str,
+        _namespace: &str,
+        _name: &str,
+        _body: &Value,
+        _user: &crate::authentication::UserInfo,
+        _dry_run: bool,
+    ) -> Option<Result<Value, apimachinery::Status>> {
+        None
+    }
+
+    /// Validation of an update through a subresource other than `status` (a pod's
+    /// `ephemeralcontainers` or `resize`); by default the update's.
+    fn validate_subresource_update(
+        &self,
+        _subresource: &str,
+        new: &Value,
+        old: &Value,
+    ) -> Vec<FieldError> {
+        self.validate_update(new, old)
+    }
+
+    /// Graceful deletion (upstream's `CheckGracefulDelete`): the grace period, in seconds, an
+    /// object gets before it is removed, given the one the client asked for; `None` for kinds
+    /// without graceful deletion. A positive period keeps the object, marked with
+    /// `deletionTimestamp` (now plus the period) and `deletionGracePeriodSeconds`.
+    fn graceful_delete_period(&self, _obj: &Value, _requested: Option<i64>) -> Option<i64> {
+        None
+    }
+
     /// Whether an object marked for deletion may now be removed from storage: by default once
     /// `metadata.finalizers` is empty.
     fn ready_to_remove(&self, obj: &Value) -> bool {

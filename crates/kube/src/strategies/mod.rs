@@ -83,7 +83,9 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("", "namespaces") => Arc::new(namespace::NamespaceStrategy),
         ("", "configmaps") => Arc::new(configmap::ConfigMapStrategy),
         ("", "secrets") => Arc::new(secret::SecretStrategy),
-        ("", "pods") => Arc::new(pod::PodStrategy),
+        ("", "pods") => Arc::new(pod::PodStrategy {
+            api: ctx.api.clone(),
+        }),
         ("", "bindings") => Arc::new(pod::BindingStrategy {
             api: ctx.api.clone(),
         }),

@@ -1,12 +1,26 @@
-//! Pods and pod templates: upstream's defaults for a pod spec and the basic validation of
-//! containers. Workload kinds reuse `default_pod_spec` and `validate_pod_spec` for templates.
+//! Pods and pod templates (pkg/registry/core/pod, pkg/registry/core/podtemplate): the pod
+//! strategy (defaults, status on create, validation of creates, updates and the
+//! `ephemeralcontainers`, `resize` and `status` subresources, graceful deletion, warnings), the
+//! `binding` and `eviction` subresources, and the entry points workload kinds use for their
+//! templates: `default_pod_spec`, `validate_pod_spec`, `validate_pod_template_spec`,
+//! `template_warnings`.
 
 mod containers;
+mod defaults;
+mod eviction;
+mod resources;
+mod scheduling;
+mod security;
+mod spec;
+mod update;
+mod util;
+mod volumes;
+mod warnings;
 
 use super::set_default;
 
 use apimachinery::object::ObjectExt;
-use apimachinery::validation::{FieldError, FieldPath, invalid_status};
+use apimachinery::validation::{FieldError, FieldPath, invalid_status, is_dns1123_label};
 use apimachinery::{GroupResource, Status};
 use std::sync::Arc;
 
@@ -16,9 +30,29 @@ use apiserver::registry::{Requester, Strategy, UpdateOptions};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-pub struct PodStrategy;
+pub use defaults::default_pod_spec;
+pub use resources::compute_qos;
+pub use spec::{PodSpecOptions, validate_spec};
+pub use warnings::{pod_warnings, template_warnings};
 
-/// PodTemplates: the template's pod spec gets the pod spec's defaults.
+/// `ValidatePodSpec` of a template's pod spec at `path` (no pod name, host ports may be left
+/// for the pods to default). Workload kinds validate their templates' specs with it.
+pub fn validate_pod_spec(spec: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
+    let empty = Value::Null;
+    validate_spec(spec.unwrap_or(&empty), path, PodSpecOptions::default())
+}
+
+/// `ValidatePodTemplateSpec` of the template (metadata and spec) at `path`: labels,
+/// annotations, the pod spec, annotation/field consistency, no ephemeral containers.
+pub fn validate_pod_template_spec(template: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
+    spec::validate_template_spec(template, path)
+}
+
+pub struct PodStrategy {
+    pub api: Arc<std::sync::OnceLock<Arc<ApiResources>>>,
+}
+
+/// PodTemplates: the template's pod spec gets the pod spec's defaults and validation.
 pub struct PodTemplateStrategy;
 
 impl Strategy for PodTemplateStrategy {
@@ -29,181 +63,19 @@ impl Strategy for PodTemplateStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_pod_spec(
-            obj.pointer("/template/spec"),
-            &FieldPath::new("template").child("spec"),
-        )
+        validate_pod_template_spec(obj.get("template"), &FieldPath::new("template"))
     }
-}
 
-/// Image pull policy default: `Always` for `:latest` or untagged images, else `IfNotPresent`.
-fn pull_policy(image: &str) -> &'static str {
-    let without_digest = image.split('@').next().unwrap_or(image);
-    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
-    match last.split_once(':') {
-        // No tag means `latest`, unless the image is pinned by digest.
-        None if image.contains('@') => "IfNotPresent",
-        None => "Always",
-        Some((_, "latest")) => "Always",
-        Some(_) if image.contains('@') => "IfNotPresent",
-        Some(_) => "IfNotPresent",
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        template_warnings(obj.get("template"), &FieldPath::new("template"))
     }
-}
 
-/// `SetDefaults_HTTPGetAction`: path `/`, scheme `HTTP`.
-fn default_http_get(handler: &mut Value) {
-    if let Some(get) = handler.get_mut("httpGet").filter(|g| g.is_object()) {
-        set_default(get, "path", json!("/"));
-        set_default(get, "scheme", json!("HTTP"));
-    }
-}
-
-/// `SetDefaults_Probe`, and its handler's.
-fn default_probe(probe: &mut Value) {
-    if !probe.is_object() {
-        return;
-    }
-    set_default(probe, "timeoutSeconds", json!(1));
-    set_default(probe, "periodSeconds", json!(10));
-    set_default(probe, "successThreshold", json!(1));
-    set_default(probe, "failureThreshold", json!(3));
-    default_http_get(probe);
-}
-
-/// `SetDefaults_ObjectFieldSelector`: a `fieldRef` reads `v1` fields unless it says otherwise.
-fn default_field_ref(holder: &mut Value) {
-    if let Some(field_ref) = holder.get_mut("fieldRef").filter(|f| f.is_object()) {
-        set_default(field_ref, "apiVersion", json!("v1"));
-    }
-}
-
-fn each_in<'a>(value: &'a mut Value, list: &str) -> impl Iterator<Item = &'a mut Value> {
-    value
-        .get_mut(list)
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-}
-
-fn default_container(c: &mut Value) {
-    let image = c
-        .get("image")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    set_default(c, "imagePullPolicy", json!(pull_policy(&image)));
-    set_default(c, "resources", json!({}));
-    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
-    set_default(c, "terminationMessagePolicy", json!("File"));
-    for p in each_in(c, "ports") {
-        set_default(p, "protocol", json!("TCP"));
-    }
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-        if let Some(probe) = c.get_mut(probe) {
-            default_probe(probe);
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
+        if new.get("template") == old.get("template") {
+            return Vec::new();
         }
+        template_warnings(new.get("template"), &FieldPath::new("template"))
     }
-    for hook in ["postStart", "preStop"] {
-        if let Some(handler) = c.pointer_mut(&format!("/lifecycle/{hook}")) {
-            default_http_get(handler);
-        }
-    }
-    for env in each_in(c, "env") {
-        if let Some(from) = env.get_mut("valueFrom") {
-            default_field_ref(from);
-        }
-    }
-}
-
-/// The volume sources upstream defaults: file modes 0644 (420) for configMap, secret,
-/// downwardAPI and projected volumes, the downward API's field references, and the unset
-/// hostPath type.
-fn default_volume(volume: &mut Value) {
-    for source in ["configMap", "secret", "downwardAPI", "projected"] {
-        if let Some(v) = volume.get_mut(source).filter(|v| v.is_object()) {
-            set_default(v, "defaultMode", json!(420));
-        }
-    }
-    if let Some(items) = volume
-        .pointer_mut("/downwardAPI/items")
-        .and_then(Value::as_array_mut)
-    {
-        items.iter_mut().for_each(default_field_ref);
-    }
-    for projection in volume
-        .pointer_mut("/projected/sources")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-    {
-        for item in projection
-            .pointer_mut("/downwardAPI/items")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            default_field_ref(item);
-        }
-        if let Some(token) = projection
-            .get_mut("serviceAccountToken")
-            .filter(|t| t.is_object())
-        {
-            set_default(token, "expirationSeconds", json!(3600));
-        }
-    }
-    if let Some(host_path) = volume.get_mut("hostPath").filter(|h| h.is_object()) {
-        set_default(host_path, "type", json!(""));
-    }
-}
-
-/// With `hostNetwork`, a container port's host port is the container port
-/// (`defaultHostNetworkPorts`).
-fn default_host_network_ports(spec: &mut Value) {
-    if spec.get("hostNetwork") != Some(&Value::Bool(true)) {
-        return;
-    }
-    for list in ["containers", "initContainers"] {
-        for c in each_in(spec, list) {
-            for p in each_in(c, "ports") {
-                let unset = p.get("hostPort").is_none_or(|h| h.as_i64() == Some(0));
-                if let (true, Some(port)) = (unset, p.get("containerPort").cloned()) {
-                    p["hostPort"] = port;
-                }
-            }
-        }
-    }
-}
-
-/// The defaults upstream's scheme gives a `PodSpec`.
-pub fn default_pod_spec(spec: &mut Value) {
-    if !spec.is_object() {
-        return;
-    }
-    set_default(spec, "restartPolicy", json!("Always"));
-    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
-    set_default(spec, "schedulerName", json!("default-scheduler"));
-    set_default(spec, "securityContext", json!({}));
-    set_default(spec, "terminationGracePeriodSeconds", json!(30));
-    for list in ["containers", "initContainers", "ephemeralContainers"] {
-        each_in(spec, list).for_each(default_container);
-    }
-    each_in(spec, "volumes").for_each(default_volume);
-    default_host_network_ports(spec);
-}
-
-/// Containers present, and each valid (see `containers`).
-pub fn validate_pod_spec(spec: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let containers = spec
-        .and_then(|s| s.get("containers"))
-        .and_then(Value::as_array);
-    if containers.is_none_or(Vec::is_empty) {
-        errs.push(FieldError::required(&path.child("containers"), ""));
-    }
-    if let Some(spec) = spec {
-        errs.extend(containers::validate_containers(spec, path));
-    }
-    errs
 }
 
 /// Binds a pod to a node, as a scheduler does through `pods/binding` or `bindings`
@@ -351,21 +223,137 @@ impl Strategy for PodStrategy {
         }
     }
 
+    async fn serve_subresource_create(
+        &self,
+        subresource: &str,
+        namespace: &str,
+        name: &str,
+        body: &Value,
+        user: &UserInfo,
+        dry_run: bool,
+    ) -> Option<Result<Value, Status>> {
+        if subresource != "eviction" {
+            return None;
+        }
+        let api = self.api.get()?.clone();
+        Some(eviction::evict(&api, namespace, name, body, user, dry_run).await)
+    }
+
     fn default(&self, obj: &mut Value) {
-        if let Some(spec) = obj.get_mut("spec") {
-            default_pod_spec(spec);
-            set_default(spec, "enableServiceLinks", json!(true));
+        defaults::default_pod(obj);
+        if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
             set_default(spec, "priority", json!(0));
             set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
         }
     }
 
+    /// A new pod is pending, with the QoS class of its resources (a class the client sent is
+    /// kept, as upstream reads it before resetting the status); gated pods say why they wait;
+    /// affinity label keys join their selectors.
     fn prepare_for_create(&self, obj: &mut Value) {
-        obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+        let qos = obj
+            .pointer("/status/qosClass")
+            .and_then(Value::as_str)
+            .filter(|q| !q.is_empty())
+            .map(str::to_string)
+            .unwrap_or_else(|| compute_qos(obj.get("spec").unwrap_or(&Value::Null)).to_string());
+        let mut status = json!({"phase": "Pending", "qosClass": qos});
+        let gated = obj
+            .pointer("/spec/schedulingGates")
+            .and_then(Value::as_array)
+            .is_some_and(|g| !g.is_empty());
+        if gated {
+            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            status["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+                "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates",
+                "lastProbeTime": null, "lastTransitionTime": now}]);
+        }
+        obj["status"] = status;
+        scheduling::merge_affinity_label_keys(obj);
+    }
+
+    fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
+        match subresource {
+            "ephemeralcontainers" => update::prepare_ephemeral_update(new, old),
+            "resize" => update::prepare_resize(new, old),
+            _ => {}
+        }
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_pod_spec(obj.get("spec"), &FieldPath::new("spec"))
+        spec::validate_pod_create(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        update::validate_pod_update(new, old)
+    }
+
+    fn validate_subresource_update(
+        &self,
+        subresource: &str,
+        new: &Value,
+        old: &Value,
+    ) -> Vec<FieldError> {
+        match subresource {
+            "ephemeralcontainers" => update::validate_ephemeral_update(new, old),
+            "resize" => update::validate_resize(new, old),
+            // Binding writes the node name through the store without the pod update rules
+            // (upstream's BindingREST updates storage directly).
+            "binding" => Vec::new(),
+            _ => self.validate_update(new, old),
+        }
+    }
+
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        update::validate_status_update(new, old)
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        // The store keeps the spec of a status write; the QoS class may not be dropped.
+        if new.get("spec") == old.get("spec") {
+            update::prepare_status_update(new, old);
+        }
+    }
+
+    /// The pod's name becomes its hostname, so a name that is no DNS label earns a warning;
+    /// then the pod spec's own warnings.
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        let mut w = Vec::new();
+        let msgs = is_dns1123_label(obj.name());
+        if !msgs.is_empty() {
+            w.push(format!(
+                "metadata.name: this is used in the Pod's hostname, which can result in surprising behavior; a DNS label is recommended: [{}]",
+                msgs.join(" ")
+            ));
+        }
+        w.extend(pod_warnings(obj));
+        w
+    }
+
+    /// `CheckGracefulDelete`: the requested grace period, else the pod's; at once for a pod
+    /// that no node runs or that has finished; a negative period is 1.
+    fn graceful_delete_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        let mut period = requested
+            .or_else(|| {
+                obj.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
+            .unwrap_or(0);
+        let unscheduled = obj
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        let finished = matches!(
+            obj.pointer("/status/phase").and_then(Value::as_str),
+            Some("Failed" | "Succeeded")
+        );
+        if unscheduled || finished {
+            period = 0;
+        }
+        if period < 0 {
+            period = 1;
+        }
+        Some(period)
     }
 }
 

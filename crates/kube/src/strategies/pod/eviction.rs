@@ -1,0 +1,292 @@
+//! `pods/eviction` (pkg/registry/core/pod/storage/eviction.go): a create of a policy/v1
+//! Eviction that deletes the pod when its disruption budget allows it. A pod that is pending,
+//! finished or already being deleted goes at once; otherwise the one PodDisruptionBudget that
+//! selects it must allow a disruption, which the eviction takes (`disruptionsAllowed` goes
+//! down, the pod is listed in `disruptedPods`) before the delete.
+
+use std::sync::Arc;
+
+use apimachinery::labels::Selector;
+use apimachinery::object::ObjectExt;
+use apimachinery::{GroupResource, Status, StatusCause};
+use apiserver::authentication::UserInfo;
+use apiserver::endpoints::ApiResources;
+use apiserver::registry::{DeleteOptions, Requester, UpdateOptions, WriteOptions};
+use serde_json::{Value, json};
+use storage::{ListOptions, ResourceVersion};
+
+/// `createTooManyRequestsError` and the budget refusal: 429 with a DisruptionBudget cause.
+fn too_many_requests(retry_after: i32, cause: String) -> Status {
+    let mut s = Status::too_many_requests(
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+        retry_after,
+    );
+    if let Some(d) = s.details.as_mut() {
+        d.causes.push(StatusCause {
+            reason: "DisruptionBudget".into(),
+            message: cause,
+            field: String::new(),
+        });
+    }
+    s
+}
+
+/// The delete options an Eviction carries, with the request's dry run.
+fn delete_options(eviction: &Value, dry_run: bool) -> DeleteOptions {
+    let opts = eviction.get("deleteOptions").unwrap_or(&Value::Null);
+    let dry = dry_run
+        || opts
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| !d.is_empty());
+    DeleteOptions {
+        dry_run: dry,
+        precondition_uid: opts
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        precondition_resource_version: opts
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        propagation_policy: opts
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        grace_period_seconds: opts.get("gracePeriodSeconds").and_then(Value::as_i64),
+        ignore_store_read_error: false,
+    }
+}
+
+fn is_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// Evicts the pod `name` in `namespace`; the answer to the create.
+pub async fn evict(
+    api: &Arc<ApiResources>,
+    namespace: &str,
+    name: &str,
+    eviction: &Value,
+    user: &UserInfo,
+    dry_run: bool,
+) -> Result<Value, Status> {
+    if eviction.name() != name {
+        return Err(Status::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
+    }
+    let pods = api
+        .get("", "v1", "pods")
+        .ok_or_else(|| Status::internal("pods are not served"))?
+        .clone();
+    let requester = Requester { user };
+    let mut opts = delete_options(eviction, dry_run);
+    let pod = pods
+        .get(namespace, name, ResourceVersion::default())
+        .await?
+        .value()
+        .map_err(Status::internal)?;
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let terminal = matches!(phase, "Succeeded" | "Failed");
+    let deleting = pod.deletion_timestamp().is_some();
+    if terminal || phase == "Pending" || deleting {
+        // Pending pods have not started, finished ones already left: no budget to check. A
+        // running pod's delete is pinned to the version read, not to race a readiness change.
+        if !terminal && !deleting && opts.precondition_resource_version.is_none() {
+            opts.precondition_resource_version = Some(pod.resource_version().to_string());
+        }
+        pods.delete(&requester, namespace, name, &opts).await?;
+        return Ok(apimachinery::status::created_status());
+    }
+    let budgets = matching_budgets(api, namespace, &pod).await?;
+    match budgets.as_slice() {
+        [] => {}
+        [pdb] => {
+            let current = pdb
+                .pointer("/status/currentHealthy")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let desired = pdb
+                .pointer("/status/desiredHealthy")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if !is_ready(&pod) && current >= desired && desired > 0 {
+                // An unready pod does not count as healthy: it may go without spending the budget.
+                opts.precondition_resource_version = Some(pod.resource_version().to_string());
+            } else {
+                take_disruption(api, namespace, name, pdb, user, opts.dry_run).await?;
+            }
+        }
+        _ => {
+            let mut s = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                "code": 500});
+            if let Some(o) = s.as_object_mut() {
+                o.remove("reason");
+            }
+            return Ok(s);
+        }
+    }
+    pods.delete(&requester, namespace, name, &opts).await?;
+    Ok(apimachinery::status::created_status())
+}
+
+/// The budgets of the namespace whose selector selects the pod (an empty or invalid selector
+/// selects nothing).
+async fn matching_budgets(
+    api: &Arc<ApiResources>,
+    namespace: &str,
+    pod: &Value,
+) -> Result<Vec<Value>, Status> {
+    let Some(pdbs) = api.get("policy", "v1", "poddisruptionbudgets") else {
+        return Ok(Vec::new());
+    };
+    let list = pdbs.list(namespace, &ListOptions::default()).await?;
+    let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+    let mut out = Vec::new();
+    for item in list.items {
+        let Ok(pdb) = item.value() else { continue };
+        let Ok(sel) =
+            Selector::from_label_selector(pdb.pointer("/spec/selector").unwrap_or(&Value::Null))
+        else {
+            continue;
+        };
+        if sel.is_empty() || sel.matches_nothing() || !sel.matches_json(labels) {
+            continue;
+        }
+        out.push(pdb);
+    }
+    Ok(out)
+}
+
+/// `checkAndDecrement`: the budget allows one more disruption, which this eviction takes.
+async fn take_disruption(
+    api: &Arc<ApiResources>,
+    namespace: &str,
+    pod_name: &str,
+    pdb: &Value,
+    user: &UserInfo,
+    dry_run: bool,
+) -> Result<(), Status> {
+    let pdb_name = pdb.name().to_string();
+    let observed = pdb
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if observed < pdb.generation() {
+        return Err(too_many_requests(
+            10,
+            format!("The disruption budget {pdb_name} is still being processed by the server."),
+        ));
+    }
+    let allowed = pdb
+        .pointer("/status/disruptionsAllowed")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let resource = GroupResource::new("policy", "poddisruptionbudget");
+    if allowed < 0 {
+        return Err(Status::forbidden(
+            &resource,
+            &pdb_name,
+            "pdb disruptions allowed is negative",
+        ));
+    }
+    let disrupted = pdb
+        .pointer("/status/disruptedPods")
+        .and_then(Value::as_object)
+        .map_or(0, |m| m.len());
+    if disrupted > 2000 {
+        return Err(Status::forbidden(
+            &resource,
+            &pdb_name,
+            "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
+        ));
+    }
+    if allowed == 0 {
+        let desired = pdb
+            .pointer("/status/desiredHealthy")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let current = pdb
+            .pointer("/status/currentHealthy")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        return Err(too_many_requests(
+            0,
+            format!(
+                "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
+            ),
+        ));
+    }
+    if dry_run {
+        return Ok(());
+    }
+    let Some(pdbs) = api.get("policy", "v1", "poddisruptionbudgets") else {
+        return Ok(());
+    };
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let rv = pdb.resource_version().to_string();
+    let mut updater = |current: Option<&Value>| {
+        let Some(current) = current else {
+            return Err(Status::not_found(
+                &GroupResource::new("policy", "poddisruptionbudgets"),
+                &pdb_name,
+            ));
+        };
+        let mut next = current.clone();
+        next.set_meta("resourceVersion", rv.clone());
+        let status = super::super::object_at(&mut next, "status");
+        let left = allowed - 1;
+        status["disruptionsAllowed"] = json!(left);
+        if left == 0 {
+            set_insufficient_pods_condition(status);
+        }
+        let pods = super::super::object_at(status, "disruptedPods");
+        pods[pod_name] = json!(now);
+        Ok(next)
+    };
+    let opts = UpdateOptions {
+        write: WriteOptions { dry_run: false },
+        subresource: "status".into(),
+        is_put: false,
+    };
+    pdbs.update(
+        &Requester { user },
+        namespace,
+        pdb.name(),
+        &mut updater,
+        &opts,
+    )
+    .await
+    .map(|_| ())
+}
+
+/// `UpdateDisruptionAllowedCondition` once no disruption is left.
+fn set_insufficient_pods_condition(status: &mut Value) {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let observed = status
+        .get("observedGeneration")
+        .cloned()
+        .unwrap_or(json!(0));
+    let condition = json!({"type": "DisruptionAllowed", "status": "False", "reason": "InsufficientPods",
+        "message": "", "observedGeneration": observed, "lastTransitionTime": now});
+    let conditions = super::super::object_at(status, "conditions");
+    if !conditions.is_array() {
+        *conditions = json!([]);
+    }
+    if let Some(list) = conditions.as_array_mut() {
+        match list.iter_mut().find(|c| c["type"] == "DisruptionAllowed") {
+            Some(c) if c["status"] == "False" && c["reason"] == "InsufficientPods" => {}
+            Some(c) => *c = condition,
+            None => list.push(condition),
+        }
+    }
+}

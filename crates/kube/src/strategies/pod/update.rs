@@ -1,0 +1,992 @@
+//! What an update of a pod may change (pkg/apis/core/validation `ValidatePodUpdate`,
+//! `ValidatePodEphemeralContainersUpdate`, `ValidatePodResize`, `ValidatePodStatusUpdate`)
+//! and how the `ephemeralcontainers` and `resize` subresources keep everything else as stored
+//! (pkg/registry/core/pod/strategy.go). The refusal of a spec change carries a unified diff
+//! of the two specs as upstream prints them (Go field names, one-space indentation).
+
+use std::collections::BTreeSet;
+
+use apimachinery::validation::{
+    FieldError, FieldPath, inclusive_range_error, is_qualified_name, is_valid_ip,
+};
+use serde_json::Value;
+
+use super::resources::compute_qos;
+use super::scheduling::validate_tolerations;
+use super::spec::validate_pod_metadata_and_spec;
+use super::util::{items, list, map, opt_int, quantity, text};
+
+const UPDATABLE_FIELDS: &str = "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+const APPARMOR_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+
+fn empty() -> &'static Value {
+    static NULL: Value = Value::Null;
+    &NULL
+}
+
+fn spec_of(pod: &Value) -> &Value {
+    pod.get("spec").unwrap_or(empty())
+}
+
+/// `ValidatePodSpecificAnnotationUpdates` without the annotation rules themselves (which
+/// `validate_pod_metadata_and_spec` already ran): AppArmor and mirror-pod annotations stay.
+fn annotation_updates(new: &Value, old: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let empty_meta = Value::Null;
+    let new_a = map(new.get("metadata").unwrap_or(&empty_meta), "annotations");
+    let old_a = map(old.get("metadata").unwrap_or(&empty_meta), "annotations");
+    let mut errs = Vec::new();
+    for (k, v) in old_a {
+        if new_a.get(k) == Some(v) {
+            continue;
+        }
+        if k.starts_with(APPARMOR_PREFIX) {
+            errs.push(FieldError::forbidden(
+                &path.key(k),
+                "may not remove or update AppArmor annotations",
+            ));
+        }
+        if k == MIRROR_POD {
+            errs.push(FieldError::forbidden(
+                &path.key(k),
+                "may not remove or update mirror pod annotation",
+            ));
+        }
+    }
+    for k in new_a.keys() {
+        if old_a.contains_key(k) {
+            continue;
+        }
+        if k.starts_with(APPARMOR_PREFIX) {
+            errs.push(FieldError::forbidden(
+                &path.key(k),
+                "may not add AppArmor annotations",
+            ));
+        }
+        if k == MIRROR_POD {
+            errs.push(FieldError::forbidden(
+                &path.key(k),
+                "may not add mirror pod annotation",
+            ));
+        }
+    }
+    errs.extend(super::security::validate_pod_annotations(
+        new.get("metadata").unwrap_or(&empty_meta),
+        spec_of(new),
+        path,
+    ));
+    errs
+}
+
+/// `ValidateContainerUpdates`: same number of containers; images set and trimmed.
+fn container_updates(new: &[Value], old: &[Value], path: &FieldPath) -> (Vec<FieldError>, bool) {
+    if new.len() != old.len() {
+        return (
+            vec![FieldError::forbidden(
+                path,
+                "pod updates may not add or remove containers",
+            )],
+            true,
+        );
+    }
+    let mut errs = Vec::new();
+    for (i, c) in new.iter().enumerate() {
+        let image = text(c, "image");
+        if image.is_empty() {
+            errs.push(FieldError::required(&path.index(i).child("image"), ""));
+        }
+        if image.trim().len() != image.len() {
+            errs.push(FieldError::invalid(
+                &path.index(i).child("image"),
+                image,
+                "must not have leading or trailing whitespace",
+            ));
+        }
+    }
+    (errs, false)
+}
+
+/// `ValidatePodUpdate` (after the generic metadata update rules, which the store checks).
+pub fn validate_pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let ap = FieldPath::new("metadata").child("annotations");
+    let mut errs = validate_pod_metadata_and_spec(new);
+    errs.extend(annotation_updates(new, old, &ap));
+    let sp = FieldPath::new("spec");
+    let (ns, os) = (spec_of(new), spec_of(old));
+    for kind in ["containers", "initContainers"] {
+        let (e, stop) = container_updates(list(ns, kind), list(os, kind), &sp.child(kind));
+        errs.extend(e);
+        if stop {
+            return errs;
+        }
+    }
+    let ads = sp.child("activeDeadlineSeconds");
+    match (
+        opt_int(ns, "activeDeadlineSeconds"),
+        opt_int(os, "activeDeadlineSeconds"),
+    ) {
+        (Some(n), old_ads) => {
+            if !(0..=i64::from(i32::MAX)).contains(&n) {
+                errs.push(FieldError::invalid(
+                    &ads,
+                    n,
+                    inclusive_range_error(0, i64::from(i32::MAX)),
+                ));
+                return errs;
+            }
+            if old_ads.is_some_and(|o| o < n) {
+                errs.push(FieldError::invalid(
+                    &ads,
+                    n,
+                    "must be less than or equal to previous value",
+                ));
+                return errs;
+            }
+        }
+        (None, Some(_)) => errs.push(FieldError::invalid(
+            &ads,
+            Value::Null,
+            "must not update from a positive integer to nil value",
+        )),
+        (None, None) => {}
+    }
+    errs.extend(only_added_tolerations(ns, os, &sp.child("tolerations")));
+    errs.extend(only_deleted_gates(ns, os, &sp.child("schedulingGates")));
+    if ns == os {
+        return errs;
+    }
+    // The fields a pod update may change take their old values; anything left is a change.
+    let mut munged = ns.clone();
+    for kind in ["containers", "initContainers"] {
+        if let Some(cs) = munged.get_mut(kind).and_then(Value::as_array_mut) {
+            for (i, c) in cs.iter_mut().enumerate() {
+                if let Some(o) = list(os, kind).get(i) {
+                    c["image"] = o.get("image").cloned().unwrap_or(Value::Null);
+                }
+            }
+        }
+    }
+    for field in ["activeDeadlineSeconds", "schedulingGates", "tolerations"] {
+        copy_field(&mut munged, os, field);
+    }
+    if opt_int(os, "terminationGracePeriodSeconds").is_some_and(|g| g < 0)
+        && opt_int(&munged, "terminationGracePeriodSeconds") == Some(1)
+    {
+        copy_field(&mut munged, os, "terminationGracePeriodSeconds");
+    }
+    if !list(os, "schedulingGates").is_empty() {
+        errs.extend(gated_pod_mutations(&mut munged, os, &sp));
+    }
+    if without_nulls(&munged) != without_nulls(os) {
+        errs.push(FieldError::forbidden(
+            &sp,
+            format!(
+                "pod updates may not change fields other than {UPDATABLE_FIELDS}\n{}",
+                spec_diff(os, &munged)
+            ),
+        ));
+    }
+    errs
+}
+
+fn copy_field(to: &mut Value, from: &Value, field: &str) {
+    let Some(obj) = to.as_object_mut() else {
+        return;
+    };
+    match from.get(field) {
+        Some(v) => {
+            obj.insert(field.to_string(), v.clone());
+        }
+        None => {
+            obj.remove(field);
+        }
+    }
+}
+
+/// Go compares structs, where a null and an absent field are the same.
+fn without_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, x)| !x.is_null())
+                .map(|(k, x)| (k.clone(), without_nulls(x)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `validateOnlyAddedTolerations`: every old toleration is still there (its seconds may change).
+fn only_added_tolerations(ns: &Value, os: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let strip = |t: &Value| {
+        let mut t = without_nulls(t);
+        if let Some(o) = t.as_object_mut() {
+            o.remove("tolerationSeconds");
+        }
+        t
+    };
+    let new: Vec<Value> = list(ns, "tolerations").iter().map(strip).collect();
+    for old in list(os, "tolerations") {
+        if !new.contains(&strip(old)) {
+            return vec![FieldError::forbidden(
+                path,
+                "existing toleration can not be modified except its tolerationSeconds",
+            )];
+        }
+    }
+    validate_tolerations(ns, path)
+}
+
+/// `validateOnlyDeletedSchedulingGates`.
+fn only_deleted_gates(ns: &Value, os: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let old: BTreeSet<&str> = items(os, "schedulingGates")
+        .map(|(_, g)| text(g, "name"))
+        .collect();
+    let mut added: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (i, g) in items(ns, "schedulingGates") {
+        added.insert(text(g, "name"), i);
+    }
+    added
+        .into_iter()
+        .filter(|(name, _)| !old.contains(name))
+        .map(|(name, i)| {
+            FieldError::forbidden(
+                &path.index(i).child("name"),
+                format!("only deletion is allowed, but found new scheduling gate '{name}'"),
+            )
+        })
+        .collect()
+}
+
+/// A gated pod may gain node selector entries and node affinity requirements; those changes
+/// are checked here and taken out of the comparison.
+fn gated_pod_mutations(munged: &mut Value, os: &Value, sp: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let new_sel = munged.get("nodeSelector").cloned().unwrap_or(Value::Null);
+    let old_sel = os.get("nodeSelector").cloned().unwrap_or(Value::Null);
+    if without_nulls(&new_sel) != without_nulls(&old_sel) {
+        let new_map = map(munged, "nodeSelector");
+        if map(os, "nodeSelector")
+            .iter()
+            .any(|(k, v)| new_map.get(k) != Some(v))
+        {
+            errs.push(FieldError::invalid(
+                &sp.child("nodeSelector"),
+                new_sel.clone(),
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+            ));
+        }
+        copy_field(munged, os, "nodeSelector");
+    }
+    let old_na = os
+        .pointer("/affinity/nodeAffinity")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let new_na = munged
+        .pointer("/affinity/nodeAffinity")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if without_nulls(&old_na) != without_nulls(&new_na) {
+        let np = sp.child("affinity").child("nodeAffinity");
+        if let Some(old_req) = old_na
+            .get("requiredDuringSchedulingIgnoredDuringExecution")
+            .filter(|r| !r.is_null())
+        {
+            let old_terms = list(old_req, "nodeSelectorTerms");
+            let new_terms: Vec<Value> = new_na
+                .pointer("/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let tp = np
+                .child("requiredDuringSchedulingIgnoredDuringExecution")
+                .child("nodeSelectorTerms");
+            if !old_terms.is_empty() && old_terms.len() != new_terms.len() {
+                errs.push(FieldError::invalid(
+                    &tp,
+                    Value::Array(new_terms),
+                    "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+                ));
+            } else {
+                for (i, old_term) in old_terms.iter().enumerate() {
+                    let Some(new_term) = new_terms.get(i) else {
+                        continue;
+                    };
+                    if !term_only_adds(new_term, old_term) {
+                        errs.push(FieldError::invalid(
+                            &tp.index(i),
+                            new_term.clone(),
+                            "only additions are allowed (no mutations or deletions)",
+                        ));
+                    }
+                }
+            }
+        }
+        let old_has_affinity = os.get("affinity").is_some_and(|a| !a.is_null());
+        let only_node = munged.get("affinity").is_some_and(|a| {
+            a.get("podAffinity").is_none_or(Value::is_null)
+                && a.get("podAntiAffinity").is_none_or(Value::is_null)
+        });
+        match munged.get_mut("affinity").filter(|a| a.is_object()) {
+            None if !old_na.is_null() => {
+                munged["affinity"] = serde_json::json!({"nodeAffinity": old_na})
+            }
+            None => {}
+            Some(_) if !old_has_affinity && only_node => {
+                if let Some(o) = munged.as_object_mut() {
+                    o.remove("affinity");
+                }
+            }
+            Some(a) => a["nodeAffinity"] = old_na,
+        }
+    }
+    errs
+}
+
+fn term_only_adds(new: &Value, old: &Value) -> bool {
+    let (oe, of) = (list(old, "matchExpressions"), list(old, "matchFields"));
+    let (ne, nf) = (list(new, "matchExpressions"), list(new, "matchFields"));
+    if oe.is_empty() && of.is_empty() && (!ne.is_empty() || !nf.is_empty()) {
+        return false;
+    }
+    let prefix = |n: &[Value], o: &[Value]| {
+        o.is_empty()
+            || (n.len() >= o.len()
+                && n[..o.len()]
+                    .iter()
+                    .map(without_nulls)
+                    .eq(o.iter().map(without_nulls)))
+    };
+    prefix(ne, oe) && prefix(nf, of)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subresources.
+// ---------------------------------------------------------------------------------------------
+
+/// Metadata a subresource write may not change (`ResetObjectMetaForStatus`): the stored values
+/// come back.
+fn reset_meta(new: &mut Value, old: &Value) {
+    for field in [
+        "deletionTimestamp",
+        "generation",
+        "selfLink",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+    ] {
+        let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        match old.pointer(&format!("/metadata/{field}")) {
+            Some(v) => {
+                meta.insert(field.to_string(), v.clone());
+            }
+            None => {
+                meta.remove(field);
+            }
+        }
+    }
+}
+
+/// `dropNonEphemeralContainerUpdates`: only the ephemeral containers change.
+pub fn prepare_ephemeral_update(new: &mut Value, old: &Value) {
+    let ephemeral = new.pointer("/spec/ephemeralContainers").cloned();
+    new["spec"] = old
+        .get("spec")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    match ephemeral {
+        Some(e) => new["spec"]["ephemeralContainers"] = e,
+        None => {
+            if let Some(s) = new["spec"].as_object_mut() {
+                s.remove("ephemeralContainers");
+            }
+        }
+    }
+    copy_field(new, old, "status");
+    reset_meta(new, old);
+}
+
+/// `dropNonResizeUpdates`: only containers' resources and resize policies change (unless the
+/// containers themselves changed, which validation then refuses).
+pub fn prepare_resize(new: &mut Value, old: &Value) {
+    let (ns, os) = (spec_of(new), spec_of(old));
+    let mut spec = os.clone();
+    for kind in ["containers", "initContainers"] {
+        let (nc, oc) = (list(ns, kind), list(os, kind));
+        if nc.len() != oc.len() {
+            return;
+        }
+        if nc.is_empty() {
+            continue;
+        }
+        if nc
+            .iter()
+            .zip(oc)
+            .any(|(n, o)| text(n, "name") != text(o, "name"))
+        {
+            spec[kind] = Value::Array(nc.to_vec());
+            continue;
+        }
+        let merged: Vec<Value> = nc
+            .iter()
+            .zip(oc)
+            .map(|(n, o)| {
+                let mut c = o.clone();
+                for field in ["resources", "resizePolicy"] {
+                    copy_field(&mut c, n, field);
+                }
+                c
+            })
+            .collect();
+        spec[kind] = Value::Array(merged);
+    }
+    new["spec"] = spec;
+    copy_field(new, old, "status");
+    reset_meta(new, old);
+}
+
+/// `ValidatePodEphemeralContainersUpdate`.
+pub fn validate_ephemeral_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let ap = FieldPath::new("metadata").child("annotations");
+    let mut errs = validate_pod_metadata_and_spec(new);
+    errs.extend(annotation_updates(new, old, &ap));
+    if old
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            MIRROR_POD.replace('/', "~1")
+        ))
+        .is_some()
+    {
+        return vec![FieldError::forbidden(
+            &FieldPath::new(""),
+            "static pods do not support ephemeral containers",
+        )];
+    }
+    let path = FieldPath::new("spec").child("ephemeralContainers");
+    let new_by_name: std::collections::BTreeMap<&str, &Value> =
+        items(spec_of(new), "ephemeralContainers")
+            .map(|(_, c)| (text(c, "name"), c))
+            .collect();
+    for (_, o) in items(spec_of(old), "ephemeralContainers") {
+        let name = text(o, "name");
+        match new_by_name.get(name) {
+            None => errs.push(FieldError::forbidden(
+                &path,
+                format!(
+                    "existing ephemeral containers {} may not be removed\n",
+                    apimachinery::validation::go_quote(name)
+                ),
+            )),
+            Some(n) if without_nulls(n) != without_nulls(o) => errs.push(FieldError::forbidden(
+                &path,
+                format!(
+                    "existing ephemeral containers {} may not be changed\n{}",
+                    apimachinery::validation::go_quote(name),
+                    json_diff("core.v1.EphemeralContainer", o, n)
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    errs
+}
+
+fn has_pod_level_resources(pod: &Value) -> bool {
+    spec_of(pod)
+        .get("resources")
+        .is_some_and(|r| !map(r, "requests").is_empty() || !map(r, "limits").is_empty())
+}
+
+/// `ValidatePodResize`.
+pub fn validate_resize(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = validate_pod_metadata_and_spec(new);
+    let root = FieldPath::new("");
+    if has_pod_level_resources(old) || has_pod_level_resources(new) {
+        return vec![FieldError::forbidden(
+            &root,
+            "pods with pod-level resources cannot be resized",
+        )];
+    }
+    if old
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(MIRROR_POD))
+        .is_some()
+    {
+        return vec![FieldError::forbidden(
+            &root,
+            "static pods cannot be resized",
+        )];
+    }
+    if old.pointer("/spec/os/name").and_then(Value::as_str) == Some("windows") {
+        return vec![FieldError::forbidden(
+            &root,
+            "windows pods cannot be resized",
+        )];
+    }
+    let sp = FieldPath::new("spec");
+    let (ns, os) = (spec_of(new), spec_of(old));
+    let old_qos = old
+        .pointer("/status/qosClass")
+        .and_then(Value::as_str)
+        .filter(|q| !q.is_empty())
+        .unwrap_or_else(|| compute_qos(os));
+    if old_qos != compute_qos(ns) {
+        let q = new
+            .pointer("/status/qosClass")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        errs.push(FieldError::invalid(
+            &sp,
+            q,
+            "Pod QOS Class may not change as a result of resizing",
+        ));
+    }
+    let running_without_resources =
+        items(old.get("status").unwrap_or(empty()), "containerStatuses")
+            .find(|(_, s)| s.pointer("/state/running").is_some_and(|r| !r.is_null()))
+            .is_some_and(|(_, s)| s.get("resources").is_none_or(Value::is_null));
+    if running_without_resources {
+        errs.push(FieldError::forbidden(
+            &sp,
+            "Pod running on node without support for resize",
+        ));
+    }
+    let sidecar = |c: &Value| text(c, "restartPolicy") == "Always";
+    for (i, oc) in items(os, "initContainers") {
+        if !sidecar(oc) {
+            continue;
+        }
+        if let Some(nc) = list(ns, "initContainers").get(i) {
+            errs.extend(container_resize(
+                nc,
+                oc,
+                &sp.child("initContainers").index(i).child("resources"),
+            ));
+        }
+    }
+    for (i, oc) in items(os, "containers") {
+        if let Some(nc) = list(ns, "containers").get(i) {
+            errs.extend(container_resize(
+                nc,
+                oc,
+                &sp.child("containers").index(i).child("resources"),
+            ));
+        }
+    }
+    let mut munged = ns.clone();
+    for (i, oc) in items(os, "containers") {
+        let Some(c) = munged.get_mut("containers").and_then(|l| l.get_mut(i)) else {
+            continue;
+        };
+        drop_cpu_memory(c, oc);
+        if without_nulls(c) != without_nulls(oc) {
+            errs.push(FieldError::forbidden(
+                &sp,
+                "only cpu and memory resources are mutable",
+            ));
+        }
+    }
+    for (i, oc) in items(os, "initContainers") {
+        let Some(c) = munged.get_mut("initContainers").and_then(|l| l.get_mut(i)) else {
+            continue;
+        };
+        if sidecar(c) {
+            drop_cpu_memory(c, oc);
+            if without_nulls(c) != without_nulls(oc) {
+                errs.push(FieldError::forbidden(
+                    &sp,
+                    "only cpu and memory resources for sidecar containers are mutable",
+                ));
+            }
+        } else if without_nulls(c) != without_nulls(oc) {
+            errs.push(FieldError::forbidden(
+                &sp,
+                "resources for non-sidecar init containers are immutable",
+            ));
+        }
+    }
+    if !errs.is_empty() {
+        return errs;
+    }
+    if without_nulls(&munged) != without_nulls(os) {
+        errs.push(FieldError::forbidden(
+            &sp,
+            "only cpu and memory resources are mutable",
+        ));
+    }
+    errs
+}
+
+/// `dropCPUMemoryResourcesFromContainer`: cpu and memory as the old container had them.
+fn drop_cpu_memory(c: &mut Value, old: &Value) {
+    let old_res = old.get("resources").unwrap_or(empty());
+    let new_res = c.get("resources").cloned().unwrap_or(Value::Null);
+    let mut res = serde_json::Map::new();
+    for list in ["limits", "requests"] {
+        let Some(old_list) = old_res.get(list).and_then(Value::as_object) else {
+            continue;
+        };
+        let mut l = map(&new_res, list).clone();
+        l.remove("cpu");
+        l.remove("memory");
+        for k in ["cpu", "memory"] {
+            if let Some(v) = old_list.get(k) {
+                l.insert(k.to_string(), v.clone());
+            }
+        }
+        res.insert(list.to_string(), Value::Object(l));
+    }
+    c["resources"] = Value::Object(res);
+}
+
+/// `validateContainerResize`.
+fn container_resize(new: &Value, old: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let (nr, or) = (
+        new.get("resources").unwrap_or(empty()),
+        old.get("resources").unwrap_or(empty()),
+    );
+    for (list, what) in [
+        ("requests", "resource requests cannot be removed"),
+        ("limits", "resource limits cannot be removed"),
+    ] {
+        let (n, o) = (map(nr, list), map(or, list));
+        if o.len() > n.len() || o.keys().any(|k| !n.contains_key(k)) {
+            errs.push(FieldError::forbidden(&path.child(list), what));
+        }
+    }
+    let mem_policy = items(new, "resizePolicy")
+        .find(|(_, p)| text(p, "resourceName") == "memory")
+        .map(|(_, p)| text(p, "restartPolicy"))
+        .unwrap_or("");
+    if matches!(mem_policy, "NotRequired" | "") {
+        let lp = path.child("limits").key("memory");
+        match (
+            map(nr, "limits").get("memory").and_then(quantity),
+            map(or, "limits").get("memory").and_then(quantity),
+        ) {
+            (Some(n), Some(o)) if n < o => errs.push(FieldError::forbidden(
+                &lp,
+                "memory limits cannot be decreased unless resizePolicy is RestartContainer",
+            )),
+            (Some(_), None) => errs.push(FieldError::forbidden(
+                &lp,
+                "memory limits cannot be added unless resizePolicy is RestartContainer",
+            )),
+            _ => {}
+        }
+    }
+    errs
+}
+
+/// `ValidatePodStatusUpdate`, the parts a client can get wrong: condition types, node name,
+/// QoS class, IPs.
+pub fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = annotation_updates(new, old, &FieldPath::new("metadata").child("annotations"));
+    let status = new.get("status").unwrap_or(empty());
+    for (i, c) in items(status, "conditions") {
+        let t = text(c, "type");
+        if !matches!(t, "PodScheduled" | "Ready" | "Initialized") {
+            errs.extend(is_qualified_name(t).into_iter().map(|m| {
+                FieldError::invalid(
+                    &FieldPath::new("metadata")
+                        .child("conditions")
+                        .index(i)
+                        .child("Type"),
+                    t,
+                    m,
+                )
+            }));
+        }
+    }
+    let sp = FieldPath::new("status");
+    if text(spec_of(new), "nodeName") != text(spec_of(old), "nodeName") {
+        errs.push(FieldError::forbidden(
+            &sp.child("nodeName"),
+            "may not be changed directly",
+        ));
+    }
+    let nominated = text(status, "nominatedNodeName");
+    let old_status = old.get("status").unwrap_or(empty());
+    if nominated != text(old_status, "nominatedNodeName") && !nominated.is_empty() {
+        errs.extend(
+            apimachinery::validation::is_dns1123_subdomain(nominated)
+                .into_iter()
+                .map(|m| FieldError::invalid(&sp.child("nominatedNodeName"), nominated, m)),
+        );
+    }
+    let (nq, oq) = (text(status, "qosClass"), text(old_status, "qosClass"));
+    if nq != oq {
+        errs.push(FieldError::invalid(
+            &sp.child("qosClass"),
+            nq,
+            "field is immutable",
+        ));
+    }
+    for (field, list_name) in [("podIPs", "podIPs"), ("hostIPs", "hostIPs")] {
+        for (i, ip) in items(status, list_name) {
+            errs.extend(is_valid_ip(&sp.child(field).index(i), text(ip, "ip")));
+        }
+    }
+    if let Some(first) = list(status, "hostIPs").first()
+        && text(first, "ip") != text(status, "hostIP")
+    {
+        errs.push(FieldError::invalid(
+            &sp.child("hostIPs").index(0).child("ip"),
+            text(first, "ip"),
+            "must be equal to `hostIP`",
+        ));
+    }
+    errs
+}
+
+/// The QoS class a status write may not drop (`podStatusStrategy.PrepareForUpdate`).
+pub fn prepare_status_update(new: &mut Value, old: &Value) {
+    let empty_qos = new
+        .pointer("/status/qosClass")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    if empty_qos
+        && let Some(q) = old.pointer("/status/qosClass").cloned()
+        && let Some(s) = new.get_mut("status").filter(|s| s.is_object())
+    {
+        s["qosClass"] = q;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The diff of a refused change.
+// ---------------------------------------------------------------------------------------------
+
+fn spec_diff(old: &Value, new: &Value) -> String {
+    json_diff("core.v1.PodSpec", old, new)
+}
+
+/// A unified diff (three lines of context, no file headers) of two values rendered as Go's
+/// `json.MarshalIndent(v, "", " ")` renders the struct.
+fn json_diff(ty: &str, old: &Value, new: &Value) -> String {
+    let render = |v: &Value| {
+        let compact =
+            ironplane_protobuf::go_struct_json(ty, v, ironplane_protobuf::GoStyle::Internal)
+                .unwrap_or_else(|| apimachinery::validation::go_json(v));
+        indent_json(&compact)
+    };
+    let (a, b) = (render(old), render(new));
+    let a: Vec<&str> = a.lines().collect();
+    let b: Vec<&str> = b.lines().collect();
+    unified_diff(&a, &b)
+}
+
+/// Re-indents compact JSON with one space per level, as Go's `MarshalIndent` does (empty
+/// objects and lists stay `{}` and `[]`).
+fn indent_json(compact: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let chars: Vec<char> = compact.chars().collect();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n(' ', depth));
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                let close = if c == '{' { '}' } else { ']' };
+                if chars.get(i + 1) == Some(&close) {
+                    out.push(c);
+                    out.push(close);
+                    i += 2;
+                    continue;
+                }
+                out.push(c);
+                depth += 1;
+                newline(&mut out, depth);
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Line edits of `a` into `b` by longest common subsequence.
+fn edits<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(char, &'a str)> {
+    let (n, m) = (a.len(), b.len());
+    // Lines outside the changed middle are kept as they are; the table covers the rest only.
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suffix = a[prefix..]
+        .iter()
+        .rev()
+        .zip(b[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (a_mid, b_mid) = (&a[prefix..n - suffix], &b[prefix..m - suffix]);
+    let (p, q) = (a_mid.len(), b_mid.len());
+    let mut out: Vec<(char, &str)> = a[..prefix].iter().map(|l| (' ', *l)).collect();
+    if p * q > 4_000_000 {
+        out.extend(a_mid.iter().map(|l| ('-', *l)));
+        out.extend(b_mid.iter().map(|l| ('+', *l)));
+    } else {
+        let mut lcs = vec![vec![0u32; q + 1]; p + 1];
+        for i in (0..p).rev() {
+            for j in (0..q).rev() {
+                lcs[i][j] = if a_mid[i] == b_mid[j] {
+                    lcs[i + 1][j + 1] + 1
+                } else {
+                    lcs[i + 1][j].max(lcs[i][j + 1])
+                };
+            }
+        }
+        let (mut i, mut j) = (0, 0);
+        while i < p || j < q {
+            if i < p && j < q && a_mid[i] == b_mid[j] {
+                out.push((' ', a_mid[i]));
+                i += 1;
+                j += 1;
+            } else if i < p && (j >= q || lcs[i + 1][j] >= lcs[i][j + 1]) {
+                out.push(('-', a_mid[i]));
+                i += 1;
+            } else {
+                out.push(('+', b_mid[j]));
+                j += 1;
+            }
+        }
+    }
+    out.extend(a[n - suffix..].iter().map(|l| (' ', *l)));
+    out
+}
+
+fn unified_diff(a: &[&str], b: &[&str]) -> String {
+    const CONTEXT: usize = 3;
+    let ops = edits(a, b);
+    let changed: Vec<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, (k, _))| *k != ' ')
+        .map(|(i, _)| i)
+        .collect();
+    let mut out = String::new();
+    let mut k = 0;
+    while k < changed.len() {
+        let start = changed[k].saturating_sub(CONTEXT);
+        let mut end = changed[k];
+        while k + 1 < changed.len() && changed[k + 1] <= end + 2 * CONTEXT + 1 {
+            k += 1;
+            end = changed[k];
+        }
+        let end = (end + CONTEXT + 1).min(ops.len());
+        let a_start = ops[..start].iter().filter(|(c, _)| *c != '+').count();
+        let b_start = ops[..start].iter().filter(|(c, _)| *c != '-').count();
+        let a_len = ops[start..end].iter().filter(|(c, _)| *c != '+').count();
+        let b_len = ops[start..end].iter().filter(|(c, _)| *c != '-').count();
+        let range = |s: usize, l: usize| match l {
+            0 => format!("{s},0"),
+            1 => format!("{}", s + 1),
+            _ => format!("{},{l}", s + 1),
+        };
+        out.push_str(&format!(
+            "@@ -{} +{} @@\n",
+            range(a_start, a_len),
+            range(b_start, b_len)
+        ));
+        for (c, line) in &ops[start..end] {
+            out.push(*c);
+            out.push_str(line);
+            out.push('\n');
+        }
+        k += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: Value) -> Value {
+        json!({"metadata": {"name": "u", "namespace": "n"}, "spec": spec})
+    }
+
+    fn base() -> Value {
+        json!({"containers": [{"name": "c", "image": "nginx:1.27", "imagePullPolicy": "IfNotPresent",
+            "terminationMessagePolicy": "File", "terminationMessagePath": "/dev/termination-log"}],
+            "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", "terminationGracePeriodSeconds": 30,
+            "securityContext": {}, "schedulerName": "default-scheduler"})
+    }
+
+    #[test]
+    fn update_rules() {
+        let old = pod(base());
+        let mut new_spec = base();
+        new_spec["activeDeadlineSeconds"] = json!(100);
+        let mut older = base();
+        older["activeDeadlineSeconds"] = json!(50);
+        let errs = validate_pod_update(&pod(new_spec), &pod(older));
+        assert_eq!(
+            errs[0].to_string(),
+            "spec.activeDeadlineSeconds: Invalid value: 100: must be less than or equal to previous value"
+        );
+        let mut changed = base();
+        changed["containers"][0]["ports"] = json!([{"containerPort": 80, "protocol": "TCP"}]);
+        let errs = validate_pod_update(&pod(changed), &old);
+        assert_eq!(errs.len(), 1);
+        let msg = errs[0].to_string();
+        assert!(msg.starts_with("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"), "{msg}");
+        assert!(
+            msg.contains("-   \"Ports\": null,\n+   \"Ports\": [\n"),
+            "{msg}"
+        );
+        let mut image = base();
+        image["containers"][0]["image"] = json!("nginx:1.28");
+        assert!(validate_pod_update(&pod(image), &old).is_empty());
+    }
+
+    #[test]
+    fn unified_diff_hunks() {
+        let a = ["a", "b", "c", "d", "e", "f", "g"];
+        let b = ["a", "b", "c", "X", "e", "f", "g"];
+        assert_eq!(
+            unified_diff(&a, &b),
+            "@@ -1,7 +1,7 @@\n a\n b\n c\n-d\n+X\n e\n f\n g\n"
+        );
+        assert_eq!(
+            indent_json(r#"{"a":[],"b":{"c":1}}"#),
+            "{\n \"a\": [],\n \"b\": {\n  \"c\": 1\n }\n}"
+        );
+    }
+}

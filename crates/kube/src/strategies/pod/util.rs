@@ -1,0 +1,91 @@
+//! Small readers of a pod's JSON as upstream's Go structs see it: a missing field, `null` and the
+//! zero value are the same thing, so every reader here answers the zero value for all three.
+
+use apimachinery::quantity::Quantity;
+use serde_json::{Map, Value};
+
+/// A string field; `""` when absent, null or not a string.
+pub(super) fn text<'a>(v: &'a Value, field: &str) -> &'a str {
+    v.get(field).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A string field that is set (Go's non-nil `*string`), empty or not.
+pub(super) fn opt_text<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
+    v.get(field).and_then(Value::as_str)
+}
+
+/// An integer field; 0 when absent.
+pub(super) fn int(v: &Value, field: &str) -> i64 {
+    v.get(field).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// An integer field that is set (Go's non-nil `*int32` / `*int64`).
+pub(super) fn opt_int(v: &Value, field: &str) -> Option<i64> {
+    v.get(field).and_then(Value::as_i64)
+}
+
+/// A boolean field; false when absent.
+pub(super) fn flag(v: &Value, field: &str) -> bool {
+    v.get(field).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// A field that is set to something other than null (Go's non-nil pointer).
+pub(super) fn present(v: &Value, field: &str) -> bool {
+    v.get(field).is_some_and(|x| !x.is_null())
+}
+
+/// An object field that is set.
+pub(super) fn object<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
+    v.get(field).filter(|x| x.is_object())
+}
+
+/// The elements of a list field, with their indexes; none when absent.
+pub(super) fn items<'a>(v: &'a Value, field: &str) -> impl Iterator<Item = (usize, &'a Value)> {
+    list(v, field).iter().enumerate()
+}
+
+/// A list field as a slice; empty when absent.
+pub(super) fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
+    v.get(field)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+/// The strings of a list field (non-strings skipped).
+pub(super) fn strings<'a>(v: &'a Value, field: &str) -> Vec<&'a str> {
+    list(v, field).iter().filter_map(Value::as_str).collect()
+}
+
+static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+
+/// A map field (labels, resource lists); empty when absent. Keys come sorted, which stands for
+/// Go's map order wherever upstream iterates a map.
+pub(super) fn map<'a>(v: &'a Value, field: &str) -> &'a Map<String, Value> {
+    v.get(field).and_then(Value::as_object).unwrap_or(&EMPTY)
+}
+
+/// A quantity as JSON holds it: a string, or a number (which Go's decoder accepts too).
+pub(super) fn quantity(v: &Value) -> Option<Quantity> {
+    match v {
+        Value::String(s) => Quantity::parse(s).ok(),
+        Value::Number(n) => Quantity::parse(&n.to_string()).ok(),
+        _ => None,
+    }
+}
+
+/// The containers of every kind with their paths, as upstream's `VisitContainersWithPath`:
+/// init containers, then containers, then ephemeral containers.
+pub(super) fn visit_containers<'a>(
+    spec: &'a Value,
+    path: &apimachinery::validation::FieldPath,
+) -> Vec<(&'a Value, apimachinery::validation::FieldPath)> {
+    let mut out = Vec::new();
+    for kind in ["initContainers", "containers", "ephemeralContainers"] {
+        let p = path.child(kind);
+        for (i, c) in items(spec, kind) {
+            out.push((c, p.index(i)));
+        }
+    }
+    out
+}
