@@ -6,6 +6,7 @@
 //! other crates speak.
 
 pub mod fields;
+pub mod gojson;
 pub mod gvk;
 pub mod labels;
 pub mod object;

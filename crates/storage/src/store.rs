@@ -446,8 +446,13 @@ pub fn decode_continue(token: &str, prefix: &str) -> Result<(String, i64), Stora
     let data = RAW_URL
         .decode(token)
         .map_err(|e| invalid(go_base64_error(token, &e)))?;
-    let parsed: ContinueToken =
-        serde_json::from_slice(&data).map_err(|e| invalid(go_json_error(&data, &e)))?;
+    let parsed: ContinueToken = serde_json::from_slice(&data).map_err(|e| {
+        invalid(
+            apimachinery::gojson::check(&data)
+                .err()
+                .unwrap_or_else(|| e.to_string()),
+        )
+    })?;
     if parsed.v != "meta.k8s.io/v1" {
         return Err(StorageError::invalid_continue_token(format!(
             "{INVALID}: server does not recognize this encoded version {}",
@@ -503,49 +508,6 @@ fn go_base64_error(input: &str, err: &base64::DecodeError) -> String {
     format!("illegal base64 data at input byte {offset}")
 }
 
-/// Go's message for a JSON syntax error where Go's and serde's differ in the common cases (a
-/// token that is not JSON at all); serde's message otherwise.
-fn go_json_error(data: &[u8], err: &serde_json::Error) -> String {
-    let first = skip_ws(data, 0);
-    match data.get(first) {
-        None => "unexpected end of JSON input".into(),
-        Some(c)
-            if !matches!(
-                c,
-                b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n'
-            ) =>
-        {
-            format!(
-                "invalid character {} looking for beginning of value",
-                go_quote_char(*c)
-            )
-        }
-        Some(_) => err.to_string(),
-    }
-}
-
-/// How Go's JSON scanner quotes a byte in its errors (`'x'`, `'\x01'`, `'\u0081'`).
-fn go_quote_char(c: u8) -> String {
-    match c {
-        b'\'' => r"'\''".into(),
-        b'"' => "'\"'".into(),
-        b'\\' => r"'\\'".into(),
-        0x07 => r"'\a'".into(),
-        0x08 => r"'\b'".into(),
-        0x0c => r"'\f'".into(),
-        b'\n' => r"'\n'".into(),
-        b'\r' => r"'\r'".into(),
-        b'\t' => r"'\t'".into(),
-        0x0b => r"'\v'".into(),
-        0x20..=0x7e => format!("'{}'", c as char),
-        0x00..=0x1f | 0x7f => format!("'\\x{c:02x}'"),
-        // The byte is read as the rune of the same value: C1 controls, NBSP and the soft hyphen
-        // are not printable for Go, the rest of Latin-1 is.
-        0x80..=0xa0 | 0xad => format!("'\\u{c:04x}'"),
-        _ => format!("'{}'", c as char),
-    }
-}
-
 /// The most keys read from the backend per page when a predicate makes a list read more pages
 /// (upstream's `maxLimit`).
 const MAX_PAGE: i64 = 10_000;
@@ -593,8 +555,6 @@ impl KvStore {
     }
 }
 
-/// Maps a list's backend error: compaction has one message for a first page and another for a
-/// continued one.
 /// A list's backend error as upstream answers it; `continuing` holds the continued list's start
 /// key and prefix, from which a fresh token at the latest revision is made (revision -1).
 fn list_error(err: KvError, continuing: Option<(&str, &str)>) -> StorageError {

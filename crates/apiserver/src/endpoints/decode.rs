@@ -73,36 +73,12 @@ fn first_too_deep(body: &[u8], max: usize) -> Option<u8> {
     None
 }
 
-/// A serde_json error in the words of Go's `encoding/json`.
+/// A serde_json error in the words of Go's `encoding/json`: its scanner's message for a syntax
+/// error, serde's for what Go's scanner accepts but serde does not.
 fn go_syntax_error(body: &[u8], e: &serde_json::Error) -> String {
-    if e.is_eof() {
-        return "unexpected end of JSON input".to_string();
-    }
-    // serde counts lines and columns from 1; Go names the offending character.
-    let offset = body
-        .split(|&b| b == b'\n')
-        .take(e.line().saturating_sub(1))
-        .map(|line| line.len() + 1)
-        .sum::<usize>()
-        + e.column().saturating_sub(1);
-    match body.get(offset) {
-        Some(&c) if !c.is_ascii_whitespace() => {
-            format!(
-                "invalid character {} looking for beginning of value",
-                go_quote_char(c)
-            )
-        }
-        _ => e.to_string(),
-    }
-}
-
-/// Go's `quoteChar`: `'x'`, with `'\''` and `'\"'` escaped.
-fn go_quote_char(c: u8) -> String {
-    match c {
-        b'\'' => "'\\''".to_string(),
-        b'"' => "'\"'".to_string(),
-        c if c.is_ascii_graphic() => format!("'{}'", char::from(c)),
-        c => format!("'\\x{c:02x}'"),
+    match apimachinery::gojson::check(body) {
+        Err(go) => go,
+        Ok(()) => e.to_string(),
     }
 }
 

@@ -50,6 +50,24 @@ EXPECTED_CASES = {
     "cm-apply-create": SERVER_SIDE_APPLY,
     "cm-apply-conflict": SERVER_SIDE_APPLY,
     "cm-apply-no-field-manager": SERVER_SIDE_APPLY,
+    # Admission plugins (issue 9) refuse or complete these pods.
+    "pod-with-limitrange-defaults": "the LimitRanger admission plugin is issue 9",
+    "pod-priorityclass-missing": "the Priority admission plugin is issue 9",
+    "pod-preemption-policy-set": "the Priority admission plugin is issue 9",
+    "pod-podsecurity-restricted-forbidden": "the PodSecurity admission plugin is issue 9",
+    "pod-overhead-without-runtimeclass": "the RuntimeClass admission plugin is issue 9",
+    "pod-runtimeclass-overhead-admission": "the RuntimeClass admission plugin is issue 9",
+    # The ServiceAccount plugin names the account `default` and adds the token volume, which
+    # these answers show (a volume count, the account name a token projection needs, the
+    # line numbers of an update's diff).
+    "pod-image-volume": "the ServiceAccount admission plugin is issue 9",
+    "pod-projected-sa-token-short": "the ServiceAccount admission plugin is issue 9",
+    "pod-update-forbidden-field": "the ServiceAccount admission plugin is issue 9",
+    # The JSON patch of this update adds to the tolerations DefaultTolerationSeconds puts there.
+    "pod-update-add-toleration": "the DefaultTolerationSeconds admission plugin is issue 9",
+    "sa-token-request-short": "serviceaccounts/token (issuing tokens) is issue 10",
+    "sa-token-request-missing-sa": "serviceaccounts/token (issuing tokens) is issue 10",
+    "sa-token-request-bound-object-kind": "serviceaccounts/token (issuing tokens) is issue 10",
 }
 
 

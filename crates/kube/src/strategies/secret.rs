@@ -96,14 +96,18 @@ fn validate_json_key(obj: &Value, key: &str) -> Vec<FieldError> {
         .as_str()
         .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
         .unwrap_or_default();
-    match serde_json::from_slice::<serde_json::Map<String, Value>>(&bytes) {
-        Ok(_) => Vec::new(),
-        Err(e) => vec![FieldError::invalid(
-            &path,
-            "<secret contents redacted>",
-            e.to_string(),
-        )],
-    }
+    // Go's syntax errors first (its scanner runs before decoding); then the document must be an
+    // object.
+    let error = match apimachinery::gojson::check(&bytes) {
+        Err(go) => Some(go),
+        Ok(()) => serde_json::from_slice::<serde_json::Map<String, Value>>(&bytes)
+            .err()
+            .map(|e| e.to_string()),
+    };
+    error
+        .map(|e| FieldError::invalid(&path, "<secret contents redacted>", e))
+        .into_iter()
+        .collect()
 }
 
 impl Strategy for SecretStrategy {

@@ -177,6 +177,18 @@ impl Strategy for CronJobStrategy {
         ));
         warnings
     }
+
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
+        // Only a changed spec (a new generation) is warned about again.
+        if new.pointer("/metadata/generation") == old.pointer("/metadata/generation") {
+            return Vec::new();
+        }
+        job_spec_warnings(
+            new.pointer("/spec/jobTemplate/spec")
+                .unwrap_or(&Value::Null),
+            &FieldPath::new("spec").child("jobTemplate").child("spec"),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -97,6 +97,17 @@ impl Strategy for JobStrategy {
         ));
         warnings
     }
+
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
+        // Only a changed spec (a new generation) is warned about again.
+        if new.pointer("/metadata/generation") == old.pointer("/metadata/generation") {
+            return Vec::new();
+        }
+        job_spec_warnings(
+            new.get("spec").unwrap_or(&Value::Null),
+            &FieldPath::new("spec"),
+        )
+    }
 }
 
 /// `ValidateJob`: the generated selector's labels, the spec, and Indexed pod hostnames.

@@ -703,6 +703,11 @@ pub(crate) fn job_spec_warnings(spec: &Value, path: &FieldPath) -> Vec<String> {
             "{path}: In Indexed Jobs with a number of completions higher than 10^5 and a parallelism higher than 10^4, Kubernetes might not be able to track completedIndexes when a big number of indexes fail"
         ));
     }
+    // Then the pod template's warnings, as upstream's `WarningsForJobSpec`.
+    warnings.extend(super::pod::template_warnings(
+        spec.get("template"),
+        &path.child("template"),
+    ));
     warnings
 }
 

@@ -345,6 +345,22 @@ pub(crate) fn collision_count_not_decremented(new: &Value, old: &Value) -> Vec<F
     }
 }
 
+/// Upstream's workload strategies warn about their pod template (`GetWarningsForPodTemplate`
+/// at `spec.template`) on create, and on an update that changed the spec (a new generation).
+pub(crate) fn template_warnings_on_create(obj: &Value) -> Vec<String> {
+    super::pod::template_warnings(
+        obj.pointer("/spec/template"),
+        &FieldPath::new("spec").child("template"),
+    )
+}
+
+pub(crate) fn template_warnings_on_update(new: &Value, old: &Value) -> Vec<String> {
+    if new.pointer("/metadata/generation") == old.pointer("/metadata/generation") {
+        return Vec::new();
+    }
+    template_warnings_on_create(new)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -326,6 +326,14 @@ impl Strategy for StatefulSetStrategy {
         errs.extend(collision_count_not_decremented(new, old));
         errs
     }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        super::template_warnings_on_create(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
+        super::template_warnings_on_update(new, old)
+    }
 }
 
 #[cfg(test)]
