@@ -419,14 +419,18 @@ impl RegistryStore {
                 self.admission.validate(&attrs, &obj).await?;
             }
             self.stored_form(&mut obj);
-            if opts.dry_run {
-                return self.unstored(&obj);
-            }
-            match self
-                .storage
-                .create(&self.key(namespace, &name), obj.clone())
-                .await
-            {
+            let key = self.key(namespace, &name);
+            // A dry run stores nothing but still fails on a name that is taken, as upstream's
+            // dry-run storage reads the key first.
+            let outcome = if opts.dry_run {
+                match self.current(&key, &name).await? {
+                    Some(_) => Err(StorageError::AlreadyExists { key }),
+                    None => return self.unstored(&obj),
+                }
+            } else {
+                self.storage.create(&key, obj.clone()).await
+            };
+            match outcome {
                 Ok(o) => return Ok(o),
                 Err(StorageError::AlreadyExists { .. })
                     if generate && attempt + 1 < MAX_GENERATE_NAME_RETRIES =>
