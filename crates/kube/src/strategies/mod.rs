@@ -57,9 +57,11 @@ pub struct StrategyContext {
 /// Sets `field` of an object unless it holds a value: how upstream's `SetDefaults_*` functions
 /// fill unset pointers and empty strings alike.
 pub(crate) fn set_default(obj: &mut Value, field: &str, value: serde_json::Value) {
-    if obj
-        .get(field)
-        .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+    // Only objects have fields (the Go type check keeps other values out of struct places).
+    if obj.is_object()
+        && obj
+            .get(field)
+            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
     {
         obj[field] = value;
     }
