@@ -259,35 +259,42 @@ pub fn decode_object(
 
 /// The keys a JSON text gives twice in one object, as Go's strict decoder names them:
 /// `duplicate field "metadata.name"` (list elements as `[i]`). A byte scan over text that
-/// already parsed; it skips strings and tracks where it is.
+/// already parsed; it skips strings and tracks where it is. It runs on every body (fieldValidation
+/// defaults to Warn), so it keeps raw key bytes and builds a path only for a duplicate.
 pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
-    enum Frame {
+    use std::borrow::Cow;
+    enum Frame<'a> {
         Object {
-            path: String,
-            keys: std::collections::HashSet<String>,
-            key: Option<String>,
+            keys: Vec<Cow<'a, [u8]>>,
+            key: Option<Cow<'a, [u8]>>,
         },
         Array {
-            path: String,
             index: usize,
         },
     }
-    fn child_path(stack: &[Frame]) -> String {
-        match stack.last() {
-            None => String::new(),
-            Some(Frame::Object { path, key, .. }) => {
-                let k = key.as_deref().unwrap_or("");
-                if path.is_empty() {
-                    k.to_string()
-                } else {
-                    format!("{path}.{k}")
+    /// The path of `key` in the object on top of `stack`.
+    fn path_of(stack: &[Frame<'_>], key: &[u8]) -> String {
+        let mut path = String::new();
+        for frame in &stack[..stack.len().saturating_sub(1)] {
+            match frame {
+                Frame::Object { key: Some(k), .. } => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(&String::from_utf8_lossy(k));
                 }
+                Frame::Object { key: None, .. } => {}
+                Frame::Array { index } => path.push_str(&format!("[{index}]")),
             }
-            Some(Frame::Array { path, index }) => format!("{path}[{index}]"),
         }
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(&String::from_utf8_lossy(key));
+        path
     }
     let mut out = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
+    let mut stack: Vec<Frame<'_>> = Vec::new();
     // Whether the next string in an object is a key.
     let mut expect_key = false;
     let mut i = 0;
@@ -296,33 +303,41 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
             b'"' => {
                 let start = i + 1;
                 let mut j = start;
+                let mut escaped = false;
                 while j < body.len() && body[j] != b'"' {
                     if body[j] == b'\\' {
+                        escaped = true;
                         j += 1;
                     }
                     j += 1;
                 }
                 if expect_key {
                     let raw = &body[start..j.min(body.len())];
-                    let quoted = [b"\"".as_slice(), raw, b"\"".as_slice()].concat();
-                    let key: String = serde_json::from_slice(&quoted)
-                        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned());
-                    if let Some(Frame::Object {
-                        path,
-                        keys,
-                        key: current,
-                    }) = stack.last_mut()
-                    {
-                        if !keys.insert(key.clone()) {
-                            let full = if path.is_empty() {
-                                key.clone()
-                            } else {
-                                format!("{path}.{key}")
-                            };
-                            out.push(format!(
-                                "duplicate field {}",
-                                apimachinery::validation::go_quote(&full)
-                            ));
+                    // Escapes are rare in keys; only then is the key decoded.
+                    let key: Cow<'_, [u8]> = if escaped {
+                        let quoted = [b"\"".as_slice(), raw, b"\"".as_slice()].concat();
+                        Cow::Owned(
+                            serde_json::from_slice::<String>(&quoted)
+                                .map(String::into_bytes)
+                                .unwrap_or_else(|_| raw.to_vec()),
+                        )
+                    } else {
+                        Cow::Borrowed(raw)
+                    };
+                    let duplicate = match stack.last() {
+                        Some(Frame::Object { keys, .. }) => keys.contains(&key),
+                        _ => false,
+                    };
+                    if duplicate {
+                        let full = path_of(&stack, &key);
+                        out.push(format!(
+                            "duplicate field {}",
+                            apimachinery::validation::go_quote(&full)
+                        ));
+                    }
+                    if let Some(Frame::Object { keys, key: current }) = stack.last_mut() {
+                        if !duplicate {
+                            keys.push(key.clone());
                         }
                         *current = Some(key);
                     }
@@ -331,24 +346,19 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
                 i = j;
             }
             b'{' => {
-                let path = child_path(&stack);
                 stack.push(Frame::Object {
-                    path,
-                    keys: Default::default(),
+                    keys: Vec::new(),
                     key: None,
                 });
                 expect_key = true;
             }
-            b'[' => {
-                let path = child_path(&stack);
-                stack.push(Frame::Array { path, index: 0 });
-            }
+            b'[' => stack.push(Frame::Array { index: 0 }),
             b'}' | b']' => {
                 stack.pop();
             }
             b',' => match stack.last_mut() {
                 Some(Frame::Object { .. }) => expect_key = true,
-                Some(Frame::Array { index, .. }) => *index += 1,
+                Some(Frame::Array { index }) => *index += 1,
                 None => {}
             },
             _ => {}
