@@ -10,19 +10,9 @@ use super::service::{
     PORT_PROTOCOLS, validate_dns1123_label, validate_non_special_ip, validate_qualified_name,
 };
 use super::set_default;
+use crate::strategies::fields::{list_at as list, str_at as str_of};
 
 pub struct EndpointsStrategy;
-
-fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
-    v.get(field)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-}
-
-fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {
-    v.get(field).and_then(Value::as_str).unwrap_or("")
-}
 
 /// `validateEndpointAddress`.
 fn validate_address(addr: &Value, path: &FieldPath) -> Vec<FieldError> {

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::service::{PORT_PROTOCOLS, validate_dns1123_label, validate_non_special_ip};
 use super::set_default;
+use crate::strategies::fields::{list_at as list, str_at as str_of};
 
 pub struct EndpointSliceStrategy;
 
@@ -20,17 +21,6 @@ const MAX_ADDRESSES: usize = 100;
 const MAX_PORTS: usize = 100;
 const MAX_TOPOLOGY_LABELS: usize = 16;
 const MAX_HINTS: usize = 8;
-
-fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
-    v.get(field)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-}
-
-fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {
-    v.get(field).and_then(Value::as_str).unwrap_or("")
-}
 
 fn too_many(path: &FieldPath, n: usize, max: usize) -> FieldError {
     FieldError::too_many(path, Some(n as i64), Some(max as i64))

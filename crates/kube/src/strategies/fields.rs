@@ -1,5 +1,5 @@
-//! Readers of JSON objects as upstream's Go structs read them, shared by the cluster-wide kinds'
-//! validation (admission registration, flow control, RBAC, certificates, reviews): a field that
+//! Readers of JSON objects as upstream's Go structs read them, shared by every kind's
+//! defaults and validation: a field that
 //! is absent, null or of the wrong JSON type reads as Go's zero value, so that rules written
 //! against Go structs apply to client JSON without panics.
 
@@ -26,6 +26,16 @@ pub(crate) fn strs_at<'a>(obj: &'a Value, key: &str) -> Vec<&'a str> {
 /// The value at `key` when it is set: neither absent nor null (a non-nil Go pointer).
 pub(crate) fn set_at<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {
     obj.get(key).filter(|v| !v.is_null())
+}
+
+/// The string at `key` when it is one (a set Go pointer to a string).
+pub(crate) fn opt_str<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.get(key).and_then(Value::as_str)
+}
+
+/// The integer at `key` when it is one.
+pub(crate) fn opt_int(obj: &Value, key: &str) -> Option<i64> {
+    obj.get(key).and_then(Value::as_i64)
 }
 
 /// The integer at `key`, or 0.

@@ -33,6 +33,7 @@ mod service;
 pub(crate) mod service_alloc;
 mod serviceaccount;
 mod storage;
+mod volume_sources;
 mod volumes;
 mod workloads;
 

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub(crate) use crate::strategies::fields::str_at as str_of;
 use apimachinery::validation::{
     FieldError, FieldPath, is_dns1123_subdomain, is_valid_label_value, validate_label_name,
 };
@@ -45,10 +46,6 @@ pub fn deprecated_node_label(key: &str) -> Option<&'static str> {
         .iter()
         .find(|(k, _)| *k == key)
         .map(|(_, m)| *m)
-}
-
-pub(crate) fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
 pub(crate) fn items(v: Option<&Value>) -> &[Value] {

@@ -4,7 +4,7 @@
 //! pkg/apis/core/helper/helpers.go and `validateResourceName`, `ValidateResourceQuantityValue`,
 //! `ValidateNonnegativeQuantity` of pkg/apis/core/validation).
 //!
-// candidate for apimachinery::validation (pod resource requirements use the same rules)
+//! Pod resource requirements (`pod::resources`) use the same predicates.
 
 use apimachinery::quantity::Quantity;
 use apimachinery::validation::{FieldError, FieldPath, is_qualified_name};
@@ -14,7 +14,7 @@ pub const IS_NEGATIVE: &str = "must be greater than or equal to 0";
 pub const IS_NOT_INTEGER: &str = "must be an integer";
 pub const IS_NOT_POSITIVE: &str = "must be greater than zero";
 
-const HUGEPAGES_PREFIX: &str = "hugepages-";
+pub const HUGEPAGES_PREFIX: &str = "hugepages-";
 const REQUESTS_HUGEPAGES_PREFIX: &str = "requests.hugepages-";
 const DEFAULT_NAMESPACE_PREFIX: &str = "kubernetes.io/";
 const REQUESTS_PREFIX: &str = "requests.";

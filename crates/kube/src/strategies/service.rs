@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 pub use super::service_alloc::ServiceIpAllocator;
 use super::service_alloc::{Allocation, IpAddresses};
 use super::set_default;
+use crate::strategies::fields::{int_at as int_of, str_at as str_of};
 
 pub struct ServiceStrategy {
     pub allocator: Arc<ServiceIpAllocator>,
@@ -86,14 +87,6 @@ fn ports(svc: &Value) -> &[Value] {
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
-}
-
-fn int_of(v: &Value, field: &str) -> i64 {
-    v.get(field).and_then(Value::as_i64).unwrap_or(0)
-}
-
-fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {
-    v.get(field).and_then(Value::as_str).unwrap_or("")
 }
 
 /// Every type but ExternalName has cluster IPs (upstream's `needsClusterIP`).

@@ -25,6 +25,7 @@ use super::resources::{
     entries, quantity, validate_basic_resource, validate_positive_quantity,
     validate_resource_quantity,
 };
+use super::volume_sources::{azure_disk, fc, flocker, host_path, nfs, no_backsteps, quobyte};
 use super::{object_at, set_default};
 
 pub struct PersistentVolumeStrategy;
@@ -41,16 +42,6 @@ const ACCESS_MODES: &[&str] = &[
 ];
 const RECLAIM_POLICIES: &[&str] = &["Delete", "Recycle", "Retain"];
 const VOLUME_MODES: &[&str] = &["Block", "Filesystem"];
-const HOST_PATH_TYPES: &[&str] = &[
-    "",
-    "BlockDevice",
-    "CharDevice",
-    "Directory",
-    "DirectoryOrCreate",
-    "File",
-    "FileOrCreate",
-    "Socket",
-];
 
 type SourceValidator = fn(&Value, &str, &FieldPath) -> Vec<FieldError>;
 
@@ -249,33 +240,6 @@ fn required_fields(src: &Value, fields: &[(&str, &str)], path: &FieldPath) -> Ve
         .collect()
 }
 
-/// `validatePathNoBacksteps`.
-fn no_backsteps(target: &str, path: &FieldPath) -> Vec<FieldError> {
-    if target.split('/').any(|p| p == "..") {
-        vec![FieldError::invalid(path, target, "must not contain '..'")]
-    } else {
-        Vec::new()
-    }
-}
-
-fn host_path(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let p = str_of(src, "path");
-    if p.is_empty() {
-        return vec![FieldError::required(&path.child("path"), "")];
-    }
-    let mut errs = no_backsteps(p, &path.child("path"));
-    if let Some(Value::String(t)) = src.get("type")
-        && !HOST_PATH_TYPES.contains(&t.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("type"),
-            t.as_str(),
-            HOST_PATH_TYPES,
-        ));
-    }
-    errs
-}
-
 /// GCE and AWS disks: an id, and a partition within 0..255.
 fn disk(src: &Value, id: &str, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = required_fields(src, &[(id, id)], path);
@@ -307,86 +271,6 @@ fn glusterfs(src: &Value, path: &FieldPath) -> Vec<FieldError> {
         }
     }
     errs
-}
-
-fn flocker(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let name = str_of(src, "datasetName");
-    let uuid = str_of(src, "datasetUUID");
-    let mut errs = Vec::new();
-    if name.is_empty() && uuid.is_empty() {
-        errs.push(FieldError::required(
-            path,
-            "one of datasetName and datasetUUID is required",
-        ));
-    }
-    if !name.is_empty() && !uuid.is_empty() {
-        errs.push(FieldError::invalid(
-            path,
-            "resource",
-            "datasetName and datasetUUID can not be specified simultaneously",
-        ));
-    }
-    if name.contains('/') {
-        errs.push(FieldError::invalid(
-            &path.child("datasetName"),
-            name,
-            "must not contain '/'",
-        ));
-    }
-    errs
-}
-
-fn nfs(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = required_fields(src, &[("server", "server"), ("path", "path")], path);
-    let p = str_of(src, "path");
-    if !p.starts_with('/') {
-        errs.push(FieldError::invalid(
-            &path.child("path"),
-            p,
-            "must be an absolute path",
-        ));
-    }
-    errs
-}
-
-fn quobyte(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let registry = str_of(src, "registry");
-    const REGISTRY: &str = "must be a host:port pair or multiple pairs separated by commas";
-    if registry.is_empty() {
-        errs.push(FieldError::required(&path.child("registry"), REGISTRY));
-    } else if str_of(src, "tenant").len() >= 65 {
-        errs.push(FieldError::required(
-            &path.child("tenant"),
-            "must be a UUID and may not exceed a length of 64 characters",
-        ));
-    } else {
-        for pair in registry.split(',') {
-            if !is_host_port(pair) {
-                errs.push(FieldError::invalid(
-                    &path.child("registry"),
-                    registry,
-                    REGISTRY,
-                ));
-            }
-        }
-    }
-    errs.extend(required_fields(src, &[("volume", "volume")], path));
-    errs
-}
-
-/// Whether Go's `net.SplitHostPort` accepts `s`: `host:port` or `[host]:port`, one colon
-/// outside brackets.
-fn is_host_port(s: &str) -> bool {
-    if let Some(rest) = s.strip_prefix('[') {
-        return match rest.split_once(']') {
-            Some((host, port)) => {
-                !host.contains('[') && port.starts_with(':') && !port[1..].contains(':')
-            }
-            None => false,
-        };
-    }
-    s.matches(':').count() == 1 && !s.contains('[') && !s.contains(']')
 }
 
 /// An iSCSI qualified name (`iqn.`, `eui.` or `naa.` forms).
@@ -507,40 +391,6 @@ fn cinder(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
-fn fc(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let wwns = items(src.get("targetWWNs"));
-    let wwids = items(src.get("wwids"));
-    if wwns.is_empty() && wwids.is_empty() {
-        errs.push(FieldError::required(
-            &path.child("targetWWNs"),
-            "must specify either targetWWNs or wwids, but not both",
-        ));
-    }
-    if !wwns.is_empty() && !wwids.is_empty() {
-        errs.push(FieldError::invalid(
-            &path.child("targetWWNs"),
-            Value::Array(wwns.to_vec()),
-            "targetWWNs and wwids can not be specified simultaneously",
-        ));
-    }
-    if !wwns.is_empty() {
-        match src.get("lun").and_then(Value::as_i64) {
-            None => errs.push(FieldError::required(
-                &path.child("lun"),
-                "lun is required if targetWWNs is specified",
-            )),
-            Some(lun) if !(0..=255).contains(&lun) => errs.push(FieldError::invalid(
-                &path.child("lun"),
-                lun,
-                inclusive_range_error(0, 255),
-            )),
-            Some(_) => {}
-        }
-    }
-    errs
-}
-
 fn flex(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = required_fields(src, &[("driver", "driver")], path);
     if let Some(options) = src.get("options").and_then(Value::as_object) {
@@ -569,48 +419,6 @@ fn azure_file(src: &Value, path: &FieldPath) -> Vec<FieldError> {
         && ns.is_empty()
     {
         errs.push(FieldError::required(&path.child("secretNamespace"), ""));
-    }
-    errs
-}
-
-fn azure_disk(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = required_fields(
-        src,
-        &[("diskName", "diskName"), ("diskURI", "diskURI")],
-        path,
-    );
-    let uri = str_of(src, "diskURI");
-    if let Some(Value::String(mode)) = src.get("cachingMode")
-        && !["None", "ReadOnly", "ReadWrite"].contains(&mode.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("cachingMode"),
-            mode.as_str(),
-            &["None", "ReadOnly", "ReadWrite"],
-        ));
-    }
-    if let Some(Value::String(kind)) = src.get("kind") {
-        if !["Dedicated", "Managed", "Shared"].contains(&kind.as_str()) {
-            errs.push(FieldError::not_supported(
-                &path.child("kind"),
-                kind.as_str(),
-                &["Dedicated", "Managed", "Shared"],
-            ));
-        }
-        if kind == "Managed" && !uri.starts_with("/subscriptions/") {
-            errs.push(FieldError::not_supported(
-                &path.child("diskURI"),
-                uri,
-                &["/subscriptions/{sub-id}/resourcegroups/{group-name}/providers/microsoft.compute/disks/{disk-id}"],
-            ));
-        }
-        if kind != "Managed" && !uri.starts_with("https://") {
-            errs.push(FieldError::not_supported(
-                &path.child("diskURI"),
-                uri,
-                &["https://{account-name}.blob.core.windows.net/{container-name}/{disk-name}.vhd"],
-            ));
-        }
     }
     errs
 }

@@ -8,123 +8,18 @@
 use std::collections::BTreeSet;
 
 use apimachinery::quantity::Quantity;
-use apimachinery::validation::{FieldError, FieldPath, is_dns1123_label, is_qualified_name};
+use apimachinery::validation::{FieldError, FieldPath, is_dns1123_label};
 use serde_json::Value;
 
 use super::util::{items, map, object, quantity, text};
 
-const HUGEPAGES_PREFIX: &str = "hugepages-";
-
-/// Names upstream knows without a domain (`helper.standardResources`).
-const STANDARD_RESOURCES: &[&str] = &[
-    "cpu",
-    "memory",
-    "ephemeral-storage",
-    "requests.cpu",
-    "requests.memory",
-    "requests.ephemeral-storage",
-    "limits.cpu",
-    "limits.memory",
-    "limits.ephemeral-storage",
-    "pods",
-    "resourcequotas",
-    "services",
-    "replicationcontrollers",
-    "secrets",
-    "configmaps",
-    "persistentvolumeclaims",
-    "storage",
-    "requests.storage",
-    "services.nodeports",
-    "services.loadbalancers",
-];
-
-/// Resources counted in whole units (`helper.integerResources`).
-const INTEGER_RESOURCES: &[&str] = &[
-    "pods",
-    "resourcequotas",
-    "services",
-    "replicationcontrollers",
-    "secrets",
-    "configmaps",
-    "persistentvolumeclaims",
-    "services.nodeports",
-    "services.loadbalancers",
-];
-
-pub(super) fn is_hugepages(name: &str) -> bool {
-    name.starts_with(HUGEPAGES_PREFIX)
-}
-
-/// `IsNativeResource`: no domain, or a `kubernetes.io/` one.
-pub(super) fn is_native(name: &str) -> bool {
-    !name.contains('/') || name.contains("kubernetes.io/")
-}
-
-/// `IsOvercommitAllowed`: native and not huge pages.
-fn overcommit_allowed(name: &str) -> bool {
-    is_native(name) && !is_hugepages(name)
-}
-
-/// `IsExtendedResourceName`: a domain-qualified name outside kubernetes.io that also makes a
-/// valid quota name (`requests.<name>`).
-fn is_extended(name: &str) -> bool {
-    if is_native(name) || name.starts_with("requests.") {
-        return false;
-    }
-    is_qualified_name(&format!("requests.{name}")).is_empty()
-}
-
-fn is_standard_resource(name: &str) -> bool {
-    STANDARD_RESOURCES.contains(&name)
-        || is_hugepages(name)
-        || name.starts_with("requests.hugepages-")
-}
-
-fn is_standard_container_resource(name: &str) -> bool {
-    matches!(name, "cpu" | "memory" | "ephemeral-storage") || is_hugepages(name)
-}
-
-fn is_integer_resource(name: &str) -> bool {
-    INTEGER_RESOURCES.contains(&name) || is_extended(name)
-}
-
-/// `validateResourceName`: a qualified name, and a standard one when it has no domain.
-fn validate_resource_name(name: &str, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs: Vec<FieldError> = is_qualified_name(name)
-        .into_iter()
-        .map(|m| FieldError::invalid(path, name, m))
-        .collect();
-    if errs.is_empty() && !name.contains('/') && !is_standard_resource(name) {
-        errs.push(FieldError::invalid(
-            path,
-            name,
-            "must be a standard resource type or fully qualified",
-        ));
-    }
-    errs
-}
-
-/// `validateContainerResourceName`.
-fn validate_container_resource_name(name: &str, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = validate_resource_name(name, path);
-    if !name.contains('/') {
-        if !is_standard_container_resource(name) {
-            errs.push(FieldError::invalid(
-                path,
-                name,
-                "must be a standard resource for containers",
-            ));
-        }
-    } else if !is_native(name) && !is_extended(name) {
-        errs.push(FieldError::invalid(
-            path,
-            name,
-            "doesn't follow extended resource name standard",
-        ));
-    }
-    errs
-}
+// The resource-name rules are the core helpers every kind shares (quotas, limit ranges, node
+// capacity use them too).
+pub(super) use crate::strategies::resources::is_hugepages;
+use crate::strategies::resources::{
+    HUGEPAGES_PREFIX, is_integer_resource, is_overcommit_allowed as overcommit_allowed,
+    validate_container_resource_name, validate_resource_name,
+};
 
 /// `validatePodResourceName`: pod-level resources are cpu, memory and huge pages only.
 fn validate_pod_resource_name(name: &str, path: &FieldPath) -> Vec<FieldError> {

@@ -1,33 +1,11 @@
 //! Small readers of a pod's JSON as upstream's Go structs see it: a missing field, `null` and the
 //! zero value are the same thing, so every reader here answers the zero value for all three.
 
+pub(super) use crate::strategies::fields::{
+    bool_at as flag, int_at as int, list_at as list, opt_int, opt_str as opt_text, str_at as text,
+};
 use apimachinery::quantity::Quantity;
 use serde_json::{Map, Value};
-
-/// A string field; `""` when absent, null or not a string.
-pub(super) fn text<'a>(v: &'a Value, field: &str) -> &'a str {
-    v.get(field).and_then(Value::as_str).unwrap_or("")
-}
-
-/// A string field that is set (Go's non-nil `*string`), empty or not.
-pub(super) fn opt_text<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
-    v.get(field).and_then(Value::as_str)
-}
-
-/// An integer field; 0 when absent.
-pub(super) fn int(v: &Value, field: &str) -> i64 {
-    v.get(field).and_then(Value::as_i64).unwrap_or(0)
-}
-
-/// An integer field that is set (Go's non-nil `*int32` / `*int64`).
-pub(super) fn opt_int(v: &Value, field: &str) -> Option<i64> {
-    v.get(field).and_then(Value::as_i64)
-}
-
-/// A boolean field; false when absent.
-pub(super) fn flag(v: &Value, field: &str) -> bool {
-    v.get(field).and_then(Value::as_bool).unwrap_or(false)
-}
 
 /// A field that is set to something other than null (Go's non-nil pointer).
 pub(super) fn present(v: &Value, field: &str) -> bool {
@@ -42,14 +20,6 @@ pub(super) fn object<'a>(v: &'a Value, field: &str) -> Option<&'a Value> {
 /// The elements of a list field, with their indexes; none when absent.
 pub(super) fn items<'a>(v: &'a Value, field: &str) -> impl Iterator<Item = (usize, &'a Value)> {
     list(v, field).iter().enumerate()
-}
-
-/// A list field as a slice; empty when absent.
-pub(super) fn list<'a>(v: &'a Value, field: &str) -> &'a [Value] {
-    v.get(field)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
 }
 
 /// The strings of a list field (non-strings skipped).

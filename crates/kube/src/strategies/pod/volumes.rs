@@ -15,6 +15,10 @@ use serde_json::Value;
 use super::util::{
     flag, int, items, list, map, object, opt_int, opt_text, present, quantity, text,
 };
+pub(super) use crate::strategies::volume_sources::no_backsteps;
+use crate::strategies::volume_sources::{
+    azure_disk, fc, flocker, host_path, nfs, quobyte, required_text, requireds,
+};
 
 const FILE_MODE_ERROR: &str = "must be a number between 0 and 0777 (octal), both inclusive";
 
@@ -203,19 +207,6 @@ fn ephemeral_pvc_name(path: &FieldPath, vol_name: &str, pod_name: Option<&str>) 
         .collect()
 }
 
-fn required_text(src: &Value, field: &str, path: &FieldPath) -> Option<FieldError> {
-    text(src, field)
-        .is_empty()
-        .then(|| FieldError::required(&path.child(field), ""))
-}
-
-fn requireds(src: &Value, fields: &[&str], path: &FieldPath) -> Vec<FieldError> {
-    fields
-        .iter()
-        .filter_map(|f| required_text(src, f, path))
-        .collect()
-}
-
 fn empty_dir(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     match src.get("sizeLimit").and_then(quantity) {
         Some(q) if q.sign() < 0 => vec![FieldError::forbidden(
@@ -224,35 +215,6 @@ fn empty_dir(src: &Value, path: &FieldPath) -> Vec<FieldError> {
         )],
         _ => Vec::new(),
     }
-}
-
-const HOST_PATH_TYPES: &[&str] = &[
-    "",
-    "BlockDevice",
-    "CharDevice",
-    "Directory",
-    "DirectoryOrCreate",
-    "File",
-    "FileOrCreate",
-    "Socket",
-];
-
-fn host_path(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let p = text(src, "path");
-    if p.is_empty() {
-        return vec![FieldError::required(&path.child("path"), "")];
-    }
-    let mut errs = no_backsteps(p, &path.child("path"));
-    if let Some(t) = opt_text(src, "type")
-        && !HOST_PATH_TYPES.contains(&t)
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("type"),
-            t,
-            HOST_PATH_TYPES,
-        ));
-    }
-    errs
 }
 
 fn git_repo(src: &Value, path: &FieldPath) -> Vec<FieldError> {
@@ -323,19 +285,6 @@ fn config_map(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = requireds(src, &["name"], path);
     errs.extend(file_mode(src, "defaultMode", path));
     errs.extend(key_to_paths(src, path));
-    errs
-}
-
-fn nfs(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = requireds(src, &["server", "path"], path);
-    let p = text(src, "path");
-    if !p.starts_with('/') {
-        errs.push(FieldError::invalid(
-            &path.child("path"),
-            p,
-            "must be an absolute path",
-        ));
-    }
     errs
 }
 
@@ -426,32 +375,6 @@ fn glusterfs(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     requireds(src, &["endpoints", "path"], path)
 }
 
-fn flocker(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let (name, uuid) = (text(src, "datasetName"), text(src, "datasetUUID"));
-    let mut errs = Vec::new();
-    if name.is_empty() && uuid.is_empty() {
-        errs.push(FieldError::required(
-            path,
-            "one of datasetName and datasetUUID is required",
-        ));
-    }
-    if !name.is_empty() && !uuid.is_empty() {
-        errs.push(FieldError::invalid(
-            path,
-            "resource",
-            "datasetName and datasetUUID can not be specified simultaneously",
-        ));
-    }
-    if name.contains('/') {
-        errs.push(FieldError::invalid(
-            &path.child("datasetName"),
-            name,
-            "must not contain '/'",
-        ));
-    }
-    errs
-}
-
 fn pvc(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     requireds(src, &["claimName"], path)
 }
@@ -484,42 +407,6 @@ fn cephfs(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     } else {
         Vec::new()
     }
-}
-
-fn quobyte(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let registry = text(src, "registry");
-    const REGISTRY: &str = "must be a host:port pair or multiple pairs separated by commas";
-    if registry.is_empty() {
-        errs.push(FieldError::required(&path.child("registry"), REGISTRY));
-    } else if text(src, "tenant").len() >= 65 {
-        errs.push(FieldError::required(
-            &path.child("tenant"),
-            "must be a UUID and may not exceed a length of 64 characters",
-        ));
-    } else {
-        for pair in registry.split(',') {
-            if !host_port_ok(pair) {
-                errs.push(FieldError::invalid(
-                    &path.child("registry"),
-                    registry,
-                    REGISTRY,
-                ));
-            }
-        }
-    }
-    errs.extend(requireds(src, &["volume"], path));
-    errs
-}
-
-/// Go's `net.SplitHostPort` succeeds: `host:port` or `[host]:port`, one colon outside brackets.
-fn host_port_ok(s: &str) -> bool {
-    if let Some(rest) = s.strip_prefix('[') {
-        return rest
-            .split_once(']')
-            .is_some_and(|(_, after)| after.starts_with(':') && !after[1..].contains(':'));
-    }
-    s.matches(':').count() == 1 && !s.contains('[') && !s.contains(']')
 }
 
 const VOLUME_FIELD_PATHS: &[&str] = &[
@@ -575,39 +462,6 @@ fn downward_api(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
-fn fc(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let (wwns, wwids) = (list(src, "targetWWNs"), list(src, "wwids"));
-    let mut errs = Vec::new();
-    if wwns.is_empty() && wwids.is_empty() {
-        errs.push(FieldError::required(
-            &path.child("targetWWNs"),
-            "must specify either targetWWNs or wwids, but not both",
-        ));
-    }
-    if !wwns.is_empty() && !wwids.is_empty() {
-        errs.push(FieldError::invalid(
-            &path.child("targetWWNs"),
-            Value::Array(wwns.to_vec()),
-            "targetWWNs and wwids can not be specified simultaneously",
-        ));
-    }
-    if !wwns.is_empty() {
-        match opt_int(src, "lun") {
-            None => errs.push(FieldError::required(
-                &path.child("lun"),
-                "lun is required if targetWWNs is specified",
-            )),
-            Some(lun) if !(0..=255).contains(&lun) => errs.push(FieldError::invalid(
-                &path.child("lun"),
-                lun,
-                apimachinery::validation::inclusive_range_error(0, 255),
-            )),
-            Some(_) => {}
-        }
-    }
-    errs
-}
-
 fn flex(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = requireds(src, &["driver"], path);
     for k in map(src, "options").keys() {
@@ -638,48 +492,6 @@ fn photon(src: &Value, path: &FieldPath) -> Vec<FieldError> {
 
 fn portworx(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     requireds(src, &["volumeID"], path)
-}
-
-fn azure_disk(src: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = requireds(src, &["diskName", "diskURI"], path);
-    if let Some(mode) = opt_text(src, "cachingMode")
-        && !matches!(mode, "None" | "ReadOnly" | "ReadWrite")
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("cachingMode"),
-            mode,
-            &["None", "ReadOnly", "ReadWrite"],
-        ));
-    }
-    let kind = opt_text(src, "kind");
-    if let Some(k) = kind
-        && !matches!(k, "Dedicated" | "Managed" | "Shared")
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("kind"),
-            k,
-            &["Dedicated", "Managed", "Shared"],
-        ));
-    }
-    let uri = text(src, "diskURI");
-    match kind {
-        Some("Managed") if !uri.starts_with("/subscriptions/") => {
-            errs.push(FieldError::not_supported(
-                &path.child("diskURI"),
-                uri,
-                &["/subscriptions/{sub-id}/resourcegroups/{group-name}/providers/microsoft.compute/disks/{disk-id}"],
-            ));
-        }
-        Some(k) if k != "Managed" && !uri.starts_with("https://") => {
-            errs.push(FieldError::not_supported(
-                &path.child("diskURI"),
-                uri,
-                &["https://{account-name}.blob.core.windows.net/{container-name}/{disk-name}.vhd"],
-            ));
-        }
-        _ => {}
-    }
-    errs
 }
 
 fn dns_label_errors(value: &str, path: &FieldPath) -> Vec<FieldError> {
@@ -1103,15 +915,6 @@ fn image(src: &Value, path: &FieldPath) -> Vec<FieldError> {
 // ---------------------------------------------------------------------------------------------
 // Paths and field selectors, shared with containers.
 // ---------------------------------------------------------------------------------------------
-
-/// `validatePathNoBacksteps`: no `..` element (one error however many).
-pub(super) fn no_backsteps(target: &str, path: &FieldPath) -> Vec<FieldError> {
-    if target.split('/').any(|e| e == "..") {
-        vec![FieldError::invalid(path, target, "must not contain '..'")]
-    } else {
-        Vec::new()
-    }
-}
 
 /// `validateLocalDescendingPath`: relative, without `..`.
 pub(super) fn local_descending_path(target: &str, path: &FieldPath) -> Vec<FieldError> {

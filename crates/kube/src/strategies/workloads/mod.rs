@@ -35,20 +35,11 @@ use ironplane_protobuf::{GoStyle, go_struct_json};
 use serde_json::Value;
 
 use super::pod::validate_pod_spec;
+pub(crate) use crate::strategies::fields::{int_at as int, str_at as text};
 
 /// `field` of `obj` unless absent or null.
 pub(crate) fn present<'a>(obj: &'a Value, field: &str) -> Option<&'a Value> {
     obj.get(field).filter(|v| !v.is_null())
-}
-
-/// An integer field, absent or null read as 0 (a Go value field).
-pub(crate) fn int(obj: &Value, field: &str) -> i64 {
-    obj.get(field).and_then(Value::as_i64).unwrap_or(0)
-}
-
-/// A string field, absent or null read as "".
-pub(crate) fn text<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj.get(field).and_then(Value::as_str).unwrap_or("")
 }
 
 /// `ValidateNonnegativeField` of a Go value field (absent is 0, which passes).
