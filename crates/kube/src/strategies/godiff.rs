@@ -4,7 +4,7 @@
 //! difflib's `SequenceMatcher`, which go-difflib ports: longest matching blocks, popular lines
 //! of long inputs left out of the index ("autojunk").
 //!
-// candidate for apimachinery (any kind whose immutability message embeds a diff)
+//! Pod updates, PersistentVolumes and claims embed it.
 
 use std::collections::{HashMap, HashSet};
 

@@ -767,170 +767,14 @@ fn spec_diff(old: &Value, new: &Value) -> String {
     json_diff("core.v1.PodSpec", old, new)
 }
 
-/// A unified diff (three lines of context, no file headers) of two values rendered as Go's
-/// `json.MarshalIndent(v, "", " ")` renders the struct.
+/// `diff.Diff` of two values rendered as the internal Go struct `ty` (see
+/// `strategies::godiff`).
 fn json_diff(ty: &str, old: &Value, new: &Value) -> String {
     let render = |v: &Value| {
-        let compact =
-            ironplane_protobuf::go_struct_json(ty, v, ironplane_protobuf::GoStyle::Internal)
-                .unwrap_or_else(|| apimachinery::validation::go_json(v));
-        indent_json(&compact)
+        ironplane_protobuf::go_struct_json(ty, v, ironplane_protobuf::GoStyle::Internal)
+            .unwrap_or_else(|| apimachinery::validation::go_json(v))
     };
-    let (a, b) = (render(old), render(new));
-    let a: Vec<&str> = a.lines().collect();
-    let b: Vec<&str> = b.lines().collect();
-    unified_diff(&a, &b)
-}
-
-/// Re-indents compact JSON with one space per level, as Go's `MarshalIndent` does (empty
-/// objects and lists stay `{}` and `[]`).
-fn indent_json(compact: &str) -> String {
-    let mut out = String::new();
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    let chars: Vec<char> = compact.chars().collect();
-    let newline = |out: &mut String, depth: usize| {
-        out.push('\n');
-        out.extend(std::iter::repeat_n(' ', depth));
-    };
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            i += 1;
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                out.push(c);
-            }
-            '{' | '[' => {
-                let close = if c == '{' { '}' } else { ']' };
-                if chars.get(i + 1) == Some(&close) {
-                    out.push(c);
-                    out.push(close);
-                    i += 2;
-                    continue;
-                }
-                out.push(c);
-                depth += 1;
-                newline(&mut out, depth);
-            }
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                newline(&mut out, depth);
-                out.push(c);
-            }
-            ',' => {
-                out.push(c);
-                newline(&mut out, depth);
-            }
-            ':' => out.push_str(": "),
-            _ => out.push(c),
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Line edits of `a` into `b` by longest common subsequence.
-fn edits<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(char, &'a str)> {
-    let (n, m) = (a.len(), b.len());
-    // Lines outside the changed middle are kept as they are; the table covers the rest only.
-    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let suffix = a[prefix..]
-        .iter()
-        .rev()
-        .zip(b[prefix..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let (a_mid, b_mid) = (&a[prefix..n - suffix], &b[prefix..m - suffix]);
-    let (p, q) = (a_mid.len(), b_mid.len());
-    let mut out: Vec<(char, &str)> = a[..prefix].iter().map(|l| (' ', *l)).collect();
-    if p * q > 4_000_000 {
-        out.extend(a_mid.iter().map(|l| ('-', *l)));
-        out.extend(b_mid.iter().map(|l| ('+', *l)));
-    } else {
-        let mut lcs = vec![vec![0u32; q + 1]; p + 1];
-        for i in (0..p).rev() {
-            for j in (0..q).rev() {
-                lcs[i][j] = if a_mid[i] == b_mid[j] {
-                    lcs[i + 1][j + 1] + 1
-                } else {
-                    lcs[i + 1][j].max(lcs[i][j + 1])
-                };
-            }
-        }
-        let (mut i, mut j) = (0, 0);
-        while i < p || j < q {
-            if i < p && j < q && a_mid[i] == b_mid[j] {
-                out.push((' ', a_mid[i]));
-                i += 1;
-                j += 1;
-            } else if i < p && (j >= q || lcs[i + 1][j] >= lcs[i][j + 1]) {
-                out.push(('-', a_mid[i]));
-                i += 1;
-            } else {
-                out.push(('+', b_mid[j]));
-                j += 1;
-            }
-        }
-    }
-    out.extend(a[n - suffix..].iter().map(|l| (' ', *l)));
-    out
-}
-
-fn unified_diff(a: &[&str], b: &[&str]) -> String {
-    const CONTEXT: usize = 3;
-    let ops = edits(a, b);
-    let changed: Vec<usize> = ops
-        .iter()
-        .enumerate()
-        .filter(|(_, (k, _))| *k != ' ')
-        .map(|(i, _)| i)
-        .collect();
-    let mut out = String::new();
-    let mut k = 0;
-    while k < changed.len() {
-        let start = changed[k].saturating_sub(CONTEXT);
-        let mut end = changed[k];
-        while k + 1 < changed.len() && changed[k + 1] <= end + 2 * CONTEXT + 1 {
-            k += 1;
-            end = changed[k];
-        }
-        let end = (end + CONTEXT + 1).min(ops.len());
-        let a_start = ops[..start].iter().filter(|(c, _)| *c != '+').count();
-        let b_start = ops[..start].iter().filter(|(c, _)| *c != '-').count();
-        let a_len = ops[start..end].iter().filter(|(c, _)| *c != '+').count();
-        let b_len = ops[start..end].iter().filter(|(c, _)| *c != '-').count();
-        let range = |s: usize, l: usize| match l {
-            0 => format!("{s},0"),
-            1 => format!("{}", s + 1),
-            _ => format!("{},{l}", s + 1),
-        };
-        out.push_str(&format!(
-            "@@ -{} +{} @@\n",
-            range(a_start, a_len),
-            range(b_start, b_len)
-        ));
-        for (c, line) in &ops[start..end] {
-            out.push(*c);
-            out.push_str(line);
-            out.push('\n');
-        }
-        k += 1;
-    }
-    out
+    crate::strategies::godiff::go_diff(&render(old), &render(new))
 }
 
 #[cfg(test)]
@@ -974,19 +818,5 @@ mod tests {
         let mut image = base();
         image["containers"][0]["image"] = json!("nginx:1.28");
         assert!(validate_pod_update(&pod(image), &old).is_empty());
-    }
-
-    #[test]
-    fn unified_diff_hunks() {
-        let a = ["a", "b", "c", "d", "e", "f", "g"];
-        let b = ["a", "b", "c", "X", "e", "f", "g"];
-        assert_eq!(
-            unified_diff(&a, &b),
-            "@@ -1,7 +1,7 @@\n a\n b\n c\n-d\n+X\n e\n f\n g\n"
-        );
-        assert_eq!(
-            indent_json(r#"{"a":[],"b":{"c":1}}"#),
-            "{\n \"a\": [],\n \"b\": {\n  \"c\": 1\n }\n}"
-        );
     }
 }
