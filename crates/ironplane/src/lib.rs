@@ -6,6 +6,8 @@ pub mod certs;
 pub mod chain;
 pub mod data_dir;
 pub mod kubeconfig;
+#[cfg(test)]
+mod layering;
 pub mod options;
 pub mod testing;
 
