@@ -482,6 +482,7 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
             verbs: strings(r.get("verbs")),
             subresources: Vec::new(),
             tracks_generation: TRACKS_GENERATION.contains(&(group, name)),
+            generation_fixed: (group, name) == ("scheduling.k8s.io", "priorityclasses"),
             return_deleted_object: false,
             selectable_fields,
             immutable_fields: immutable_fields(group, name),

@@ -70,6 +70,9 @@ pub struct ResourceInfo {
     /// `metadata.generation` is set on create and bumped on every change outside metadata and
     /// status, as upstream does for kinds with a spec (Deployment, Pod, ...) but not others.
     pub tracks_generation: bool,
+    /// `metadata.generation` is 1 from the create on and never moves (upstream's PriorityClass
+    /// strategy sets it on create and has no update rule for it).
+    pub generation_fixed: bool,
     /// Delete answers with the deleted object rather than a `Status` of success.
     pub return_deleted_object: bool,
     /// Field selectors beyond `metadata.name` and `metadata.namespace`.

@@ -489,7 +489,14 @@ impl RegistryStore {
                     Value::from(0),
                     "must be specified for an update",
                 )];
-                return Err(self.invalid(&new, &errs));
+                // Upstream names the resource here, not the kind (`leases.coordination.k8s.io
+                // "l" is invalid`, details.kind `leases`).
+                return Err(invalid_status(
+                    &self.info.group,
+                    &self.info.resource,
+                    new.name(),
+                    &errs,
+                ));
             }
             if sub == "status" {
                 // A write through /status changes status only; everything else stays as stored.
@@ -572,6 +579,7 @@ impl RegistryStore {
                 // values: a field a client left out is the same as its zero value.
                 self.stored_form(&mut new);
                 if self.info.tracks_generation
+                    && !self.info.generation_fixed
                     && without_meta_and_status(&new) != without_meta_and_status(&old)
                 {
                     new.set_meta("generation", old.generation() + 1);
