@@ -16,7 +16,7 @@
 use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, is_c_identifier, is_dns1035_label,
     is_dns1123_subdomain, is_fully_qualified_name, is_path_segment_name, is_qualified_name,
-    is_valid_port_num, validate_label_selector,
+    is_valid_condition_reason, is_valid_port_num, validate_label_name, validate_label_selector,
 };
 use apiserver::registry::Strategy;
 use serde_json::{Map, Value, json};
@@ -538,7 +538,7 @@ fn validate_variable(v: &Value, path: &FieldPath) -> Vec<FieldError> {
         errs.push(FieldError::invalid(
             &path.child("name"),
             name,
-            "name is not a valid CEL identifier",
+            "must be a valid CEL identifier",
         ));
     }
     if str_at(v, "expression").trim().is_empty() {
@@ -577,6 +577,88 @@ fn policy_name_errors(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
         .collect()
 }
 
+/// Names ending in this suffix are reserved for configurations loaded from manifests at startup
+/// (`StaticConfigSuffix`, pkg/apis/admissionregistration/validation/static_suffix.go). With the
+/// `ManifestBasedAdmissionControlConfig` gate off, as v1.36 has it, every strategy of this group
+/// only warns about such a name (`WarningsForStaticSuffix`) on create and on update.
+const STATIC_CONFIG_SUFFIX: &str = ".static.k8s.io";
+
+fn static_suffix_warnings(obj: &Value) -> Vec<String> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !name.ends_with(STATIC_CONFIG_SUFFIX) {
+        return Vec::new();
+    }
+    vec![format!(
+        "metadata.name: names ending with {} are reserved for static manifest-based configurations and cannot be managed via the API",
+        apimachinery::validation::go_quote(STATIC_CONFIG_SUFFIX)
+    )]
+}
+
+/// metav1 `ValidateConditions`: types once each and label-name shaped, statuses known,
+/// generations not negative, a transition time, a reason of the CamelCase form.
+// candidate for apimachinery::validation
+fn validate_metav1_conditions(conditions: &[Value], path: &FieldPath) -> Vec<FieldError> {
+    const MAX_REASON_LEN: usize = 1024;
+    const MAX_MESSAGE_LEN: usize = 32 * 1024;
+    let mut errs = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, c) in conditions.iter().enumerate() {
+        let p = path.index(i);
+        let ty = str_at(c, "type");
+        if seen.contains(&ty) {
+            errs.push(FieldError::duplicate(&p.child("type"), ty));
+        } else {
+            seen.push(ty);
+        }
+        errs.extend(validate_label_name(ty, &p.child("type")));
+        let status = str_at(c, "status");
+        if !matches!(status, "True" | "False" | "Unknown") {
+            errs.push(FieldError::not_supported(
+                &p.child("status"),
+                status,
+                &["False", "True", "Unknown"],
+            ));
+        }
+        let generation = int_at(c, "observedGeneration");
+        if generation < 0 {
+            errs.push(FieldError::invalid(
+                &p.child("observedGeneration"),
+                generation,
+                "must be greater than or equal to zero",
+            ));
+        }
+        if str_at(c, "lastTransitionTime").is_empty() {
+            errs.push(FieldError::required(&p.child("lastTransitionTime"), ""));
+        }
+        let reason = str_at(c, "reason");
+        if reason.is_empty() {
+            errs.push(FieldError::required(&p.child("reason"), ""));
+        } else {
+            for m in is_valid_condition_reason(reason) {
+                errs.push(FieldError::invalid(&p.child("reason"), reason, m));
+            }
+            if reason.len() > MAX_REASON_LEN {
+                errs.push(FieldError::too_long(
+                    &p.child("reason"),
+                    "",
+                    MAX_REASON_LEN as i64,
+                ));
+            }
+        }
+        if str_at(c, "message").len() > MAX_MESSAGE_LEN {
+            errs.push(FieldError::too_long(
+                &p.child("message"),
+                "",
+                MAX_MESSAGE_LEN as i64,
+            ));
+        }
+    }
+    errs
+}
+
 // ---------------------------------------------------------------------------------------------
 // Webhook configurations.
 // ---------------------------------------------------------------------------------------------
@@ -584,6 +666,9 @@ fn policy_name_errors(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
 /// What an update tolerates because the stored configuration already had it.
 #[derive(Clone, Copy)]
 struct WebhookOptions {
+    /// An update that leaves every webhook's match conditions as stored does not check them
+    /// again (`ignoreValidatingWebhookMatchConditions`).
+    ignore_match_conditions: bool,
     require_no_side_effects: bool,
     require_recognized_review_version: bool,
     require_unique_names: bool,
@@ -592,6 +677,7 @@ struct WebhookOptions {
 
 impl WebhookOptions {
     const CREATE: Self = Self {
+        ignore_match_conditions: false,
         require_no_side_effects: true,
         require_recognized_review_version: true,
         require_unique_names: true,
@@ -599,8 +685,14 @@ impl WebhookOptions {
     };
 
     /// Upstream's update options, each from the stored object.
-    fn for_update(old: &Value) -> Self {
+    fn for_update(new: &Value, old: &Value) -> Self {
         let hooks = list_at(old, "webhooks");
+        let new_hooks = list_at(new, "webhooks");
+        let ignore_match_conditions = new_hooks.len() == hooks.len()
+            && new_hooks
+                .iter()
+                .zip(hooks)
+                .all(|(n, o)| list_at(n, "matchConditions") == list_at(o, "matchConditions"));
         let mut names: Vec<&str> = Vec::new();
         let unique = hooks.iter().all(|h| {
             let n = str_at(h, "name");
@@ -609,6 +701,7 @@ impl WebhookOptions {
             fresh
         });
         Self {
+            ignore_match_conditions,
             require_no_side_effects: hooks.iter().all(|h| {
                 set_at(h, "sideEffects").is_some()
                     && NO_SIDE_EFFECT_CLASSES.contains(&str_at(h, "sideEffects"))
@@ -745,10 +838,12 @@ fn validate_webhook(
             "exactly one of url or service is required",
         )),
     }
-    errs.extend(validate_match_conditions(
-        list_at(hook, "matchConditions"),
-        &path.child("matchConditions"),
-    ));
+    if !opts.ignore_match_conditions {
+        errs.extend(validate_match_conditions(
+            list_at(hook, "matchConditions"),
+            &path.child("matchConditions"),
+        ));
+    }
     errs
 }
 
@@ -969,7 +1064,15 @@ impl Strategy for WebhookConfigurationStrategy {
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        validate_webhooks(new, self.mutating, WebhookOptions::for_update(old))
+        validate_webhooks(new, self.mutating, WebhookOptions::for_update(new, old))
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        static_suffix_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        static_suffix_warnings(new)
     }
 }
 
@@ -1036,11 +1139,20 @@ fn validate_audit_annotations(name: &str, spec: &Value, path: &FieldPath) -> Vec
     let path = path.child("auditAnnotations");
     let mut errs = Vec::new();
     if annotations.len() > MAX_AUDIT_ANNOTATIONS {
-        errs.push(FieldError::invalid(
+        let mut e = FieldError::invalid(
             &path,
             Value::Array(annotations.clone()),
             format!("must not have more than {MAX_AUDIT_ANNOTATIONS} auditAnnotations"),
-        ));
+        );
+        // Upstream prints the internal `[]AuditAnnotation` (Go field names).
+        if let Some(rendered) = ironplane_protobuf::go_slice_json(
+            "admissionregistration.v1.AuditAnnotation",
+            annotations,
+            ironplane_protobuf::GoStyle::Internal,
+        ) {
+            e = e.with_rendered_value(rendered);
+        }
+        errs.push(e);
     }
     let mut keys: Vec<&str> = Vec::new();
     for (i, a) in annotations.iter().enumerate() {
@@ -1122,17 +1234,27 @@ fn validate_mutation(m: &Value, path: &FieldPath) -> Vec<FieldError> {
 }
 
 impl PolicyStrategy {
-    fn validate_spec(&self, name: &str, spec: &Value) -> Vec<FieldError> {
+    /// `validateValidatingAdmissionPolicySpec` / `validateMutatingAdmissionPolicySpec`;
+    /// `ignore_match_conditions` on an update that keeps the parameter kind and the match
+    /// conditions as stored.
+    fn validate_spec(
+        &self,
+        name: &str,
+        spec: &Value,
+        ignore_match_conditions: bool,
+    ) -> Vec<FieldError> {
         let path = FieldPath::new("spec");
         let mut errs = failure_policy_errors(spec, &path);
         if let Some(kind) = set_at(spec, "paramKind") {
             errs.extend(validate_param_kind(kind, &path.child("paramKind")));
         }
         errs.extend(validate_match_constraints(spec, self.mutating, &path));
-        errs.extend(validate_match_conditions(
-            list_at(spec, "matchConditions"),
-            &path.child("matchConditions"),
-        ));
+        if !ignore_match_conditions {
+            errs.extend(validate_match_conditions(
+                list_at(spec, "matchConditions"),
+                &path.child("matchConditions"),
+            ));
+        }
         for (i, v) in list_at(spec, "variables").iter().enumerate() {
             errs.extend(validate_variable(v, &path.child("variables").index(i)));
         }
@@ -1192,10 +1314,31 @@ impl Strategy for PolicyStrategy {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        self.validate_spec(name, obj.get("spec").unwrap_or(&Value::Null))
+        self.validate_spec(name, obj.get("spec").unwrap_or(&Value::Null), false)
     }
 
-    /// `validateValidatingAdmissionPolicyStatus`: each expression warning says what and where.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let name = new
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let spec = new.get("spec").unwrap_or(&Value::Null);
+        let old_spec = old.get("spec").unwrap_or(&Value::Null);
+        let ignore = set_at(spec, "paramKind") == set_at(old_spec, "paramKind")
+            && list_at(spec, "matchConditions") == list_at(old_spec, "matchConditions");
+        self.validate_spec(name, spec, ignore)
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        static_suffix_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        static_suffix_warnings(new)
+    }
+
+    /// `validateValidatingAdmissionPolicyStatus`: each expression warning says what and where;
+    /// the conditions are metav1 conditions.
     fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         let path = FieldPath::new("status")
             .child("typeChecking")
@@ -1213,6 +1356,14 @@ impl Strategy for PolicyStrategy {
                 errs.push(FieldError::required(&path.index(i).child("fieldRef"), ""));
             }
         }
+        let conditions = new
+            .get("status")
+            .map(|s| list_at(s, "conditions"))
+            .unwrap_or(&[]);
+        errs.extend(validate_metav1_conditions(
+            conditions,
+            &FieldPath::new("status").child("conditions"),
+        ));
         errs
     }
 }
@@ -1286,6 +1437,14 @@ impl Strategy for PolicyBindingStrategy {
             errs.extend(validate_validation_actions(spec, &path));
         }
         errs
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        static_suffix_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        static_suffix_warnings(new)
     }
 }
 
