@@ -48,14 +48,8 @@ impl Strategy for ApiServiceStrategy {
         }
     }
 
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        if let Some(n) = new.as_object_mut() {
-            match old.get("status") {
-                Some(s) => n.insert("status".into(), s.clone()),
-                None => n.remove("status"),
-            };
-        }
-    }
+    // No `prepare_for_update`: the store keeps the stored status on updates of the object, and
+    // a write through `/status` brings its own (upstream's status strategy takes it).
 
     fn name_validator(&self) -> apimachinery::validation::NameValidator {
         apimachinery::validation::NameValidator::PathSegment

@@ -54,19 +54,11 @@ fn default_unset(obj: &mut Map<String, Value>, field: &str, value: i64) {
     }
 }
 
-/// Status starts empty and is kept as stored on spec updates.
+/// Status starts empty. (On updates of the object the store keeps the stored status, and a
+/// write through `/status` brings its own: nothing to do here.)
 fn reset_status(obj: &mut Value) {
     if obj.is_object() {
         obj["status"] = json!({});
-    }
-}
-
-fn keep_status(new: &mut Value, old: &Value) {
-    if let Some(n) = new.as_object_mut() {
-        match old.get("status") {
-            Some(s) => n.insert("status".into(), s.clone()),
-            None => n.remove("status"),
-        };
     }
 }
 
@@ -83,10 +75,6 @@ impl Strategy for FlowSchemaStrategy {
 
     fn prepare_for_create(&self, obj: &mut Value) {
         reset_status(obj);
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        keep_status(new, old);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -574,10 +562,6 @@ impl Strategy for PriorityLevelStrategy {
 
     fn prepare_for_create(&self, obj: &mut Value) {
         reset_status(obj);
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        keep_status(new, old);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
