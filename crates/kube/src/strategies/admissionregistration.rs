@@ -1540,6 +1540,73 @@ mod tests {
     }
 
     #[test]
+    fn unchanged_match_conditions_are_not_checked_again() {
+        let s = WebhookConfigurationStrategy { mutating: false };
+        let conditions: Vec<Value> = (0..65)
+            .map(|i| json!({"name": format!("c{i}"), "expression": "true"}))
+            .collect();
+        let old = vwc(vec![hook(json!({"matchConditions": conditions}))]);
+        assert_eq!(
+            messages(&s.validate(&old)),
+            ["webhooks[0].matchConditions: Too many: 65: must have at most 64 items"]
+        );
+        assert!(s.validate_update(&old, &old).is_empty());
+        let mut new = old.clone();
+        new["webhooks"][0]["matchConditions"][0]["expression"] = json!("false");
+        assert_eq!(s.validate_update(&new, &old).len(), 1);
+
+        let p = PolicyStrategy { mutating: false };
+        let rules = json!({"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}]});
+        let old = policy(
+            json!({"matchConstraints": rules, "validations": [{"expression": "true"}], "matchConditions": [{"name": "a", "expression": " "}]}),
+            false,
+        );
+        assert_eq!(p.validate(&old).len(), 1);
+        assert!(p.validate_update(&old, &old).is_empty());
+        let mut new = old.clone();
+        new["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        assert_eq!(
+            messages(&p.validate_update(&new, &old)),
+            ["spec.matchConditions[0].expression: Required value"]
+        );
+    }
+
+    #[test]
+    fn static_names_are_warned_about() {
+        let s = WebhookConfigurationStrategy { mutating: true };
+        let c = json!({"metadata": {"name": "x.static.k8s.io"}});
+        assert_eq!(
+            s.warnings_on_create(&c),
+            [
+                "metadata.name: names ending with \".static.k8s.io\" are reserved for static manifest-based configurations and cannot be managed via the API"
+            ]
+        );
+        assert_eq!(s.warnings_on_update(&c, &c).len(), 1);
+        assert!(
+            PolicyBindingStrategy { mutating: true }
+                .warnings_on_create(&json!({"metadata": {"name": "static.k8s.io"}}))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn policy_status_conditions_are_metav1_conditions() {
+        let p = PolicyStrategy { mutating: false };
+        let s = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "Yes", "reason": "bad reason", "lastTransitionTime": "2020-01-01T00:00:00Z", "observedGeneration": -1},
+            {"type": "Ready", "status": "True", "reason": "Ok", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}});
+        assert_eq!(
+            messages(&p.validate_status_update(&s, &s)),
+            [
+                "status.conditions[0].status: Unsupported value: \"Yes\": supported values: \"False\", \"True\", \"Unknown\"",
+                "status.conditions[0].observedGeneration: Invalid value: -1: must be greater than or equal to zero",
+                "status.conditions[0].reason: Invalid value: \"bad reason\": a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')",
+                "status.conditions[1].type: Duplicate value: \"Ready\"",
+            ]
+        );
+    }
+
+    #[test]
     fn updates_tolerate_what_was_stored() {
         let s = WebhookConfigurationStrategy { mutating: false };
         let old = vwc(vec![hook(json!({"sideEffects": "Some"}))]);

@@ -232,7 +232,9 @@ fn pem_decode(data: &[u8]) -> Option<(String, bool, Vec<u8>, &[u8])> {
             &rest[at + 1 + START.len()..]
         };
         let line_end = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len());
-        let line = rest[..line_end].strip_suffix(b"\r").unwrap_or(&rest[..line_end]);
+        let line = rest[..line_end]
+            .strip_suffix(b"\r")
+            .unwrap_or(&rest[..line_end]);
         let Some(block_type) = line.strip_suffix(b"-----") else {
             continue;
         };

@@ -852,7 +852,9 @@ mod tests {
         PriorityLevelStrategy.default(&mut plc);
         assert_eq!(
             messages(&PriorityLevelStrategy.validate(&plc)),
-            ["metadata.annotations: Forbidden: annotation 'flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares' is forbidden"]
+            [
+                "metadata.annotations: Forbidden: annotation 'flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares' is forbidden"
+            ]
         );
     }
 

@@ -159,7 +159,10 @@ fn operator_value_errors(requirement: &Value, path: &FieldPath) -> Option<FieldE
 fn validate_field_requirement(requirement: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if str_at(requirement, "key").is_empty() {
-        errs.push(FieldError::required(&path.child("key"), "must be specified"));
+        errs.push(FieldError::required(
+            &path.child("key"),
+            "must be specified",
+        ));
     }
     errs.extend(operator_value_errors(requirement, path));
     errs
