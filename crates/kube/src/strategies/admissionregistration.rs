@@ -892,55 +892,127 @@ fn validate_admission_review_versions(
 
 /// The parts of a URL upstream's webhook check looks at, split as Go's `url.Parse` splits them.
 struct UrlParts<'a> {
-    scheme: &'a str,
+    scheme: String,
     user: Option<&'a str>,
     host: &'a str,
     query: &'a str,
     fragment: &'a str,
 }
 
-fn split_url(url: &str) -> UrlParts<'_> {
-    let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-    // A scheme is a letter followed by letters, digits, `+`, `-` or `.`, before the first `:`.
-    let (scheme, rest) = match rest.split_once(':') {
-        Some((s, r))
-            if s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
-        {
-            (s, r)
-        }
-        _ => ("", rest),
+/// Whether Go's URL parser refuses `c` in a host name (`shouldEscape` in host mode: ASCII other
+/// than letters, digits, `-._~`, sub-delimiters, `:[]<>"` and `%`).
+fn bad_host_byte(c: u8) -> bool {
+    c < 0x80 && !c.is_ascii_alphanumeric() && !b"-._~!$&'()*+,;=:[]<>\"%".contains(&c)
+}
+
+/// Go's `url.Parse`, as far as the webhook check needs it: the parts, or the parse error
+/// (`parse "<url>": <why>`) for the mistakes clients make (control characters, a missing
+/// scheme, a colon in a schemeless first segment, a bad character in the host, a bad port,
+/// a bad percent escape).
+fn parse_url(url: &str) -> Result<UrlParts<'_>, String> {
+    let fail = |why: String| {
+        Err(format!(
+            "parse {}: {why}",
+            apimachinery::validation::go_quote(url)
+        ))
     };
-    let (user, host) = match rest.strip_prefix("//") {
+    if url.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return fail("net/url: invalid control character in URL".into());
+    }
+    let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
+    // `getScheme`: letters first, then letters, digits, `+-.`; a leading colon is an error.
+    let mut scheme = "";
+    let mut after_scheme = rest;
+    for (i, c) in rest.char_indices() {
+        if c.is_ascii_alphabetic() {
+            continue;
+        }
+        if i > 0 && (c.is_ascii_digit() || matches!(c, '+' | '-' | '.')) {
+            continue;
+        }
+        if c == ':' {
+            if i == 0 {
+                return fail("missing protocol scheme".into());
+            }
+            scheme = &rest[..i];
+            after_scheme = &rest[i + 1..];
+        }
+        break;
+    }
+    let (rest, query) = after_scheme.split_once('?').unwrap_or((after_scheme, ""));
+    if scheme.is_empty() && !rest.starts_with('/') {
+        let first = rest.split('/').next().unwrap_or("");
+        if first.contains(':') {
+            return fail("first path segment in URL cannot contain colon".into());
+        }
+    }
+    let (user, host, path) = match rest.strip_prefix("//") {
         Some(after) => {
-            let authority = after.split('/').next().unwrap_or("");
+            let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
             match authority.rsplit_once('@') {
-                Some((u, h)) => (Some(u), h),
-                None => (None, authority),
+                Some((u, h)) => (Some(u), h, path),
+                None => (None, authority, path),
             }
         }
-        None => (None, ""),
+        None => (None, "", rest),
     };
-    UrlParts {
-        scheme,
+    if !host.starts_with('[') {
+        if let Some(i) = host.rfind(':') {
+            let port = &host[i..];
+            if !port[1..].bytes().all(|b| b.is_ascii_digit()) {
+                return fail(format!(
+                    "invalid port {} after host",
+                    apimachinery::validation::go_quote(port)
+                ));
+            }
+        }
+        if let Some(c) = host.bytes().find(|b| bad_host_byte(*b)) {
+            return fail(format!(
+                "invalid character {} in host name",
+                apimachinery::validation::go_quote(&(c as char).to_string())
+            ));
+        }
+    }
+    // Percent escapes must be complete in the host, the path and the fragment.
+    for part in [host, path, fragment] {
+        let b = part.as_bytes();
+        for (i, _) in b.iter().enumerate().filter(|(_, c)| **c == b'%') {
+            let escape = b.get(i + 1..i + 3);
+            if !escape.is_some_and(|e| e.iter().all(u8::is_ascii_hexdigit)) {
+                let shown = part.get(i..(i + 3).min(part.len())).unwrap_or("%");
+                return fail(format!(
+                    "invalid URL escape {}",
+                    apimachinery::validation::go_quote(shown)
+                ));
+            }
+        }
+    }
+    Ok(UrlParts {
+        scheme: scheme.to_ascii_lowercase(),
         user,
         host,
         query,
         fragment,
-    }
+    })
 }
 
 /// `webhook.ValidateWebhookURL` with https required.
 fn validate_webhook_url(url: &str, path: &FieldPath) -> Vec<FieldError> {
     const FORM: &str = "; desired format: https://host[/path]";
-    let u = split_url(url);
+    let u = match parse_url(url) {
+        Ok(u) => u,
+        Err(why) => {
+            return vec![FieldError::required(
+                path,
+                format!("url must be a valid URL: {why}{FORM}"),
+            )];
+        }
+    };
     let mut errs = Vec::new();
     if u.scheme != "https" {
         errs.push(FieldError::invalid(
             path,
-            u.scheme,
+            u.scheme.as_str(),
             format!("'https' is the only allowed URL scheme{FORM}"),
         ));
     }
@@ -948,7 +1020,7 @@ fn validate_webhook_url(url: &str, path: &FieldPath) -> Vec<FieldError> {
         errs.push(FieldError::invalid(
             path,
             u.host,
-            format!("host must be provided{FORM}"),
+            format!("host must be specified{FORM}"),
         ));
     }
     if let Some(user) = u.user {
@@ -979,16 +1051,10 @@ fn validate_webhook_url(url: &str, path: &FieldPath) -> Vec<FieldError> {
 fn validate_webhook_service(service: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if str_at(service, "name").is_empty() {
-        errs.push(FieldError::required(
-            &path.child("name"),
-            "service name is required",
-        ));
+        errs.push(FieldError::required(&path.child("name"), ""));
     }
     if str_at(service, "namespace").is_empty() {
-        errs.push(FieldError::required(
-            &path.child("namespace"),
-            "service namespace is required",
-        ));
+        errs.push(FieldError::required(&path.child("namespace"), ""));
     }
     let port = int_at(service, "port");
     let port_errs = is_valid_port_num(port);
@@ -1602,6 +1668,41 @@ mod tests {
                 "status.conditions[0].observedGeneration: Invalid value: -1: must be greater than or equal to zero",
                 "status.conditions[0].reason: Invalid value: \"bad reason\": a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')",
                 "status.conditions[1].type: Duplicate value: \"Ready\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn webhook_urls_parse_as_go_parses_them() {
+        let p = FieldPath::new("u");
+        let m = |url: &str| messages(&validate_webhook_url(url, &p));
+        assert!(m("HTTPS://hook.example.com/x").is_empty());
+        assert_eq!(
+            m("https:///x"),
+            ["u: Invalid value: \"\": host must be specified; desired format: https://host[/path]"]
+        );
+        assert_eq!(
+            m("https://a b/x"),
+            [
+                "u: Required value: url must be a valid URL: parse \"https://a b/x\": invalid character \" \" in host name; desired format: https://host[/path]"
+            ]
+        );
+        assert_eq!(
+            m(":x"),
+            [
+                "u: Required value: url must be a valid URL: parse \":x\": missing protocol scheme; desired format: https://host[/path]"
+            ]
+        );
+        assert_eq!(
+            m("https://h:port/"),
+            [
+                "u: Required value: url must be a valid URL: parse \"https://h:port/\": invalid port \":port\" after host; desired format: https://host[/path]"
+            ]
+        );
+        assert_eq!(
+            m("https://h/%zz"),
+            [
+                "u: Required value: url must be a valid URL: parse \"https://h/%zz\": invalid URL escape \"%zz\"; desired format: https://host[/path]"
             ]
         );
     }
