@@ -1113,6 +1113,12 @@ pub struct WebhookConfigurationStrategy {
 }
 
 impl Strategy for WebhookConfigurationStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for webhook configurations).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn default(&self, obj: &mut Value) {
         for hook in obj
             .get_mut("webhooks")
@@ -1360,6 +1366,12 @@ impl PolicyStrategy {
 }
 
 impl Strategy for PolicyStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for admission policies).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn default(&self, obj: &mut Value) {
         let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
             return;
@@ -1479,6 +1491,12 @@ fn validate_validation_actions(spec: &Value, path: &FieldPath) -> Vec<FieldError
 }
 
 impl Strategy for PolicyBindingStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for policy bindings).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn default(&self, obj: &mut Value) {
         if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
             default_match_resources(spec.get_mut("matchResources"));

@@ -141,6 +141,12 @@ fn format_warning(format: &str) -> String {
 }
 
 impl Strategy for CustomResourceDefinitionStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for CustomResourceDefinitions).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
         crd_unrecognized_formats(obj)
             .iter()
