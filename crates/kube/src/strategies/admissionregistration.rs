@@ -16,7 +16,7 @@
 use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, is_c_identifier, is_dns1035_label,
     is_dns1123_subdomain, is_fully_qualified_name, is_path_segment_name, is_qualified_name,
-    is_valid_port_num, validate_label_selector,
+    is_valid_condition_reason, is_valid_port_num, validate_label_name, validate_label_selector,
 };
 use apiserver::registry::Strategy;
 use serde_json::{Map, Value, json};
@@ -538,7 +538,7 @@ fn validate_variable(v: &Value, path: &FieldPath) -> Vec<FieldError> {
         errs.push(FieldError::invalid(
             &path.child("name"),
             name,
-            "name is not a valid CEL identifier",
+            "must be a valid CEL identifier",
         ));
     }
     if str_at(v, "expression").trim().is_empty() {
@@ -577,6 +577,88 @@ fn policy_name_errors(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
         .collect()
 }
 
+/// Names ending in this suffix are reserved for configurations loaded from manifests at startup
+/// (`StaticConfigSuffix`, pkg/apis/admissionregistration/validation/static_suffix.go). With the
+/// `ManifestBasedAdmissionControlConfig` gate off, as v1.36 has it, every strategy of this group
+/// only warns about such a name (`WarningsForStaticSuffix`) on create and on update.
+const STATIC_CONFIG_SUFFIX: &str = ".static.k8s.io";
+
+fn static_suffix_warnings(obj: &Value) -> Vec<String> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !name.ends_with(STATIC_CONFIG_SUFFIX) {
+        return Vec::new();
+    }
+    vec![format!(
+        "metadata.name: names ending with {} are reserved for static manifest-based configurations and cannot be managed via the API",
+        apimachinery::validation::go_quote(STATIC_CONFIG_SUFFIX)
+    )]
+}
+
+/// metav1 `ValidateConditions`: types once each and label-name shaped, statuses known,
+/// generations not negative, a transition time, a reason of the CamelCase form.
+// candidate for apimachinery::validation
+fn validate_metav1_conditions(conditions: &[Value], path: &FieldPath) -> Vec<FieldError> {
+    const MAX_REASON_LEN: usize = 1024;
+    const MAX_MESSAGE_LEN: usize = 32 * 1024;
+    let mut errs = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, c) in conditions.iter().enumerate() {
+        let p = path.index(i);
+        let ty = str_at(c, "type");
+        if seen.contains(&ty) {
+            errs.push(FieldError::duplicate(&p.child("type"), ty));
+        } else {
+            seen.push(ty);
+        }
+        errs.extend(validate_label_name(ty, &p.child("type")));
+        let status = str_at(c, "status");
+        if !matches!(status, "True" | "False" | "Unknown") {
+            errs.push(FieldError::not_supported(
+                &p.child("status"),
+                status,
+                &["False", "True", "Unknown"],
+            ));
+        }
+        let generation = int_at(c, "observedGeneration");
+        if generation < 0 {
+            errs.push(FieldError::invalid(
+                &p.child("observedGeneration"),
+                generation,
+                "must be greater than or equal to zero",
+            ));
+        }
+        if str_at(c, "lastTransitionTime").is_empty() {
+            errs.push(FieldError::required(&p.child("lastTransitionTime"), ""));
+        }
+        let reason = str_at(c, "reason");
+        if reason.is_empty() {
+            errs.push(FieldError::required(&p.child("reason"), ""));
+        } else {
+            for m in is_valid_condition_reason(reason) {
+                errs.push(FieldError::invalid(&p.child("reason"), reason, m));
+            }
+            if reason.len() > MAX_REASON_LEN {
+                errs.push(FieldError::too_long(
+                    &p.child("reason"),
+                    "",
+                    MAX_REASON_LEN as i64,
+                ));
+            }
+        }
+        if str_at(c, "message").len() > MAX_MESSAGE_LEN {
+            errs.push(FieldError::too_long(
+                &p.child("message"),
+                "",
+                MAX_MESSAGE_LEN as i64,
+            ));
+        }
+    }
+    errs
+}
+
 // ---------------------------------------------------------------------------------------------
 // Webhook configurations.
 // ---------------------------------------------------------------------------------------------
@@ -584,6 +666,9 @@ fn policy_name_errors(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
 /// What an update tolerates because the stored configuration already had it.
 #[derive(Clone, Copy)]
 struct WebhookOptions {
+    /// An update that leaves every webhook's match conditions as stored does not check them
+    /// again (`ignoreValidatingWebhookMatchConditions`).
+    ignore_match_conditions: bool,
     require_no_side_effects: bool,
     require_recognized_review_version: bool,
     require_unique_names: bool,
@@ -592,6 +677,7 @@ struct WebhookOptions {
 
 impl WebhookOptions {
     const CREATE: Self = Self {
+        ignore_match_conditions: false,
         require_no_side_effects: true,
         require_recognized_review_version: true,
         require_unique_names: true,
@@ -599,8 +685,14 @@ impl WebhookOptions {
     };
 
     /// Upstream's update options, each from the stored object.
-    fn for_update(old: &Value) -> Self {
+    fn for_update(new: &Value, old: &Value) -> Self {
         let hooks = list_at(old, "webhooks");
+        let new_hooks = list_at(new, "webhooks");
+        let ignore_match_conditions = new_hooks.len() == hooks.len()
+            && new_hooks
+                .iter()
+                .zip(hooks)
+                .all(|(n, o)| list_at(n, "matchConditions") == list_at(o, "matchConditions"));
         let mut names: Vec<&str> = Vec::new();
         let unique = hooks.iter().all(|h| {
             let n = str_at(h, "name");
@@ -609,6 +701,7 @@ impl WebhookOptions {
             fresh
         });
         Self {
+            ignore_match_conditions,
             require_no_side_effects: hooks.iter().all(|h| {
                 set_at(h, "sideEffects").is_some()
                     && NO_SIDE_EFFECT_CLASSES.contains(&str_at(h, "sideEffects"))
@@ -745,10 +838,12 @@ fn validate_webhook(
             "exactly one of url or service is required",
         )),
     }
-    errs.extend(validate_match_conditions(
-        list_at(hook, "matchConditions"),
-        &path.child("matchConditions"),
-    ));
+    if !opts.ignore_match_conditions {
+        errs.extend(validate_match_conditions(
+            list_at(hook, "matchConditions"),
+            &path.child("matchConditions"),
+        ));
+    }
     errs
 }
 
@@ -797,55 +892,127 @@ fn validate_admission_review_versions(
 
 /// The parts of a URL upstream's webhook check looks at, split as Go's `url.Parse` splits them.
 struct UrlParts<'a> {
-    scheme: &'a str,
+    scheme: String,
     user: Option<&'a str>,
     host: &'a str,
     query: &'a str,
     fragment: &'a str,
 }
 
-fn split_url(url: &str) -> UrlParts<'_> {
-    let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-    // A scheme is a letter followed by letters, digits, `+`, `-` or `.`, before the first `:`.
-    let (scheme, rest) = match rest.split_once(':') {
-        Some((s, r))
-            if s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
-        {
-            (s, r)
-        }
-        _ => ("", rest),
+/// Whether Go's URL parser refuses `c` in a host name (`shouldEscape` in host mode: ASCII other
+/// than letters, digits, `-._~`, sub-delimiters, `:[]<>"` and `%`).
+fn bad_host_byte(c: u8) -> bool {
+    c < 0x80 && !c.is_ascii_alphanumeric() && !b"-._~!$&'()*+,;=:[]<>\"%".contains(&c)
+}
+
+/// Go's `url.Parse`, as far as the webhook check needs it: the parts, or the parse error
+/// (`parse "<url>": <why>`) for the mistakes clients make (control characters, a missing
+/// scheme, a colon in a schemeless first segment, a bad character in the host, a bad port,
+/// a bad percent escape).
+fn parse_url(url: &str) -> Result<UrlParts<'_>, String> {
+    let fail = |why: String| {
+        Err(format!(
+            "parse {}: {why}",
+            apimachinery::validation::go_quote(url)
+        ))
     };
-    let (user, host) = match rest.strip_prefix("//") {
+    if url.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return fail("net/url: invalid control character in URL".into());
+    }
+    let (rest, fragment) = url.split_once('#').unwrap_or((url, ""));
+    // `getScheme`: letters first, then letters, digits, `+-.`; a leading colon is an error.
+    let mut scheme = "";
+    let mut after_scheme = rest;
+    for (i, c) in rest.char_indices() {
+        if c.is_ascii_alphabetic() {
+            continue;
+        }
+        if i > 0 && (c.is_ascii_digit() || matches!(c, '+' | '-' | '.')) {
+            continue;
+        }
+        if c == ':' {
+            if i == 0 {
+                return fail("missing protocol scheme".into());
+            }
+            scheme = &rest[..i];
+            after_scheme = &rest[i + 1..];
+        }
+        break;
+    }
+    let (rest, query) = after_scheme.split_once('?').unwrap_or((after_scheme, ""));
+    if scheme.is_empty() && !rest.starts_with('/') {
+        let first = rest.split('/').next().unwrap_or("");
+        if first.contains(':') {
+            return fail("first path segment in URL cannot contain colon".into());
+        }
+    }
+    let (user, host, path) = match rest.strip_prefix("//") {
         Some(after) => {
-            let authority = after.split('/').next().unwrap_or("");
+            let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
             match authority.rsplit_once('@') {
-                Some((u, h)) => (Some(u), h),
-                None => (None, authority),
+                Some((u, h)) => (Some(u), h, path),
+                None => (None, authority, path),
             }
         }
-        None => (None, ""),
+        None => (None, "", rest),
     };
-    UrlParts {
-        scheme,
+    if !host.starts_with('[') {
+        if let Some(i) = host.rfind(':') {
+            let port = &host[i..];
+            if !port[1..].bytes().all(|b| b.is_ascii_digit()) {
+                return fail(format!(
+                    "invalid port {} after host",
+                    apimachinery::validation::go_quote(port)
+                ));
+            }
+        }
+        if let Some(c) = host.bytes().find(|b| bad_host_byte(*b)) {
+            return fail(format!(
+                "invalid character {} in host name",
+                apimachinery::validation::go_quote(&(c as char).to_string())
+            ));
+        }
+    }
+    // Percent escapes must be complete in the host, the path and the fragment.
+    for part in [host, path, fragment] {
+        let b = part.as_bytes();
+        for (i, _) in b.iter().enumerate().filter(|(_, c)| **c == b'%') {
+            let escape = b.get(i + 1..i + 3);
+            if !escape.is_some_and(|e| e.iter().all(u8::is_ascii_hexdigit)) {
+                let shown = part.get(i..(i + 3).min(part.len())).unwrap_or("%");
+                return fail(format!(
+                    "invalid URL escape {}",
+                    apimachinery::validation::go_quote(shown)
+                ));
+            }
+        }
+    }
+    Ok(UrlParts {
+        scheme: scheme.to_ascii_lowercase(),
         user,
         host,
         query,
         fragment,
-    }
+    })
 }
 
 /// `webhook.ValidateWebhookURL` with https required.
 fn validate_webhook_url(url: &str, path: &FieldPath) -> Vec<FieldError> {
     const FORM: &str = "; desired format: https://host[/path]";
-    let u = split_url(url);
+    let u = match parse_url(url) {
+        Ok(u) => u,
+        Err(why) => {
+            return vec![FieldError::required(
+                path,
+                format!("url must be a valid URL: {why}{FORM}"),
+            )];
+        }
+    };
     let mut errs = Vec::new();
     if u.scheme != "https" {
         errs.push(FieldError::invalid(
             path,
-            u.scheme,
+            u.scheme.as_str(),
             format!("'https' is the only allowed URL scheme{FORM}"),
         ));
     }
@@ -853,7 +1020,7 @@ fn validate_webhook_url(url: &str, path: &FieldPath) -> Vec<FieldError> {
         errs.push(FieldError::invalid(
             path,
             u.host,
-            format!("host must be provided{FORM}"),
+            format!("host must be specified{FORM}"),
         ));
     }
     if let Some(user) = u.user {
@@ -884,16 +1051,10 @@ fn validate_webhook_url(url: &str, path: &FieldPath) -> Vec<FieldError> {
 fn validate_webhook_service(service: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if str_at(service, "name").is_empty() {
-        errs.push(FieldError::required(
-            &path.child("name"),
-            "service name is required",
-        ));
+        errs.push(FieldError::required(&path.child("name"), ""));
     }
     if str_at(service, "namespace").is_empty() {
-        errs.push(FieldError::required(
-            &path.child("namespace"),
-            "service namespace is required",
-        ));
+        errs.push(FieldError::required(&path.child("namespace"), ""));
     }
     let port = int_at(service, "port");
     let port_errs = is_valid_port_num(port);
@@ -952,6 +1113,12 @@ pub struct WebhookConfigurationStrategy {
 }
 
 impl Strategy for WebhookConfigurationStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for webhook configurations).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn default(&self, obj: &mut Value) {
         for hook in obj
             .get_mut("webhooks")
@@ -969,7 +1136,15 @@ impl Strategy for WebhookConfigurationStrategy {
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        validate_webhooks(new, self.mutating, WebhookOptions::for_update(old))
+        validate_webhooks(new, self.mutating, WebhookOptions::for_update(new, old))
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        static_suffix_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        static_suffix_warnings(new)
     }
 }
 
@@ -1036,11 +1211,20 @@ fn validate_audit_annotations(name: &str, spec: &Value, path: &FieldPath) -> Vec
     let path = path.child("auditAnnotations");
     let mut errs = Vec::new();
     if annotations.len() > MAX_AUDIT_ANNOTATIONS {
-        errs.push(FieldError::invalid(
+        let mut e = FieldError::invalid(
             &path,
             Value::Array(annotations.clone()),
             format!("must not have more than {MAX_AUDIT_ANNOTATIONS} auditAnnotations"),
-        ));
+        );
+        // Upstream prints the internal `[]AuditAnnotation` (Go field names).
+        if let Some(rendered) = ironplane_protobuf::go_slice_json(
+            "admissionregistration.v1.AuditAnnotation",
+            annotations,
+            ironplane_protobuf::GoStyle::Internal,
+        ) {
+            e = e.with_rendered_value(rendered);
+        }
+        errs.push(e);
     }
     let mut keys: Vec<&str> = Vec::new();
     for (i, a) in annotations.iter().enumerate() {
@@ -1122,17 +1306,27 @@ fn validate_mutation(m: &Value, path: &FieldPath) -> Vec<FieldError> {
 }
 
 impl PolicyStrategy {
-    fn validate_spec(&self, name: &str, spec: &Value) -> Vec<FieldError> {
+    /// `validateValidatingAdmissionPolicySpec` / `validateMutatingAdmissionPolicySpec`;
+    /// `ignore_match_conditions` on an update that keeps the parameter kind and the match
+    /// conditions as stored.
+    fn validate_spec(
+        &self,
+        name: &str,
+        spec: &Value,
+        ignore_match_conditions: bool,
+    ) -> Vec<FieldError> {
         let path = FieldPath::new("spec");
         let mut errs = failure_policy_errors(spec, &path);
         if let Some(kind) = set_at(spec, "paramKind") {
             errs.extend(validate_param_kind(kind, &path.child("paramKind")));
         }
         errs.extend(validate_match_constraints(spec, self.mutating, &path));
-        errs.extend(validate_match_conditions(
-            list_at(spec, "matchConditions"),
-            &path.child("matchConditions"),
-        ));
+        if !ignore_match_conditions {
+            errs.extend(validate_match_conditions(
+                list_at(spec, "matchConditions"),
+                &path.child("matchConditions"),
+            ));
+        }
         for (i, v) in list_at(spec, "variables").iter().enumerate() {
             errs.extend(validate_variable(v, &path.child("variables").index(i)));
         }
@@ -1172,6 +1366,12 @@ impl PolicyStrategy {
 }
 
 impl Strategy for PolicyStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for admission policies).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn default(&self, obj: &mut Value) {
         let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
             return;
@@ -1192,10 +1392,31 @@ impl Strategy for PolicyStrategy {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        self.validate_spec(name, obj.get("spec").unwrap_or(&Value::Null))
+        self.validate_spec(name, obj.get("spec").unwrap_or(&Value::Null), false)
     }
 
-    /// `validateValidatingAdmissionPolicyStatus`: each expression warning says what and where.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let name = new
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let spec = new.get("spec").unwrap_or(&Value::Null);
+        let old_spec = old.get("spec").unwrap_or(&Value::Null);
+        let ignore = set_at(spec, "paramKind") == set_at(old_spec, "paramKind")
+            && list_at(spec, "matchConditions") == list_at(old_spec, "matchConditions");
+        self.validate_spec(name, spec, ignore)
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        static_suffix_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        static_suffix_warnings(new)
+    }
+
+    /// `validateValidatingAdmissionPolicyStatus`: each expression warning says what and where;
+    /// the conditions are metav1 conditions.
     fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         let path = FieldPath::new("status")
             .child("typeChecking")
@@ -1213,6 +1434,14 @@ impl Strategy for PolicyStrategy {
                 errs.push(FieldError::required(&path.index(i).child("fieldRef"), ""));
             }
         }
+        let conditions = new
+            .get("status")
+            .map(|s| list_at(s, "conditions"))
+            .unwrap_or(&[]);
+        errs.extend(validate_metav1_conditions(
+            conditions,
+            &FieldPath::new("status").child("conditions"),
+        ));
         errs
     }
 }
@@ -1262,6 +1491,12 @@ fn validate_validation_actions(spec: &Value, path: &FieldPath) -> Vec<FieldError
 }
 
 impl Strategy for PolicyBindingStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for policy bindings).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn default(&self, obj: &mut Value) {
         if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
             default_match_resources(spec.get_mut("matchResources"));
@@ -1286,6 +1521,14 @@ impl Strategy for PolicyBindingStrategy {
             errs.extend(validate_validation_actions(spec, &path));
         }
         errs
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        static_suffix_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        static_suffix_warnings(new)
     }
 }
 
@@ -1376,6 +1619,108 @@ mod tests {
                 "webhooks[0].clientConfig.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive",
                 "webhooks[0].clientConfig.service.path: Invalid value: \"/a//B\": segment[1] may not be empty",
                 "webhooks[0].clientConfig.service.path: Invalid value: \"/a//B\": segment[2]: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            ]
+        );
+    }
+
+    #[test]
+    fn unchanged_match_conditions_are_not_checked_again() {
+        let s = WebhookConfigurationStrategy { mutating: false };
+        let conditions: Vec<Value> = (0..65)
+            .map(|i| json!({"name": format!("c{i}"), "expression": "true"}))
+            .collect();
+        let old = vwc(vec![hook(json!({"matchConditions": conditions}))]);
+        assert_eq!(
+            messages(&s.validate(&old)),
+            ["webhooks[0].matchConditions: Too many: 65: must have at most 64 items"]
+        );
+        assert!(s.validate_update(&old, &old).is_empty());
+        let mut new = old.clone();
+        new["webhooks"][0]["matchConditions"][0]["expression"] = json!("false");
+        assert_eq!(s.validate_update(&new, &old).len(), 1);
+
+        let p = PolicyStrategy { mutating: false };
+        let rules = json!({"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}]});
+        let old = policy(
+            json!({"matchConstraints": rules, "validations": [{"expression": "true"}], "matchConditions": [{"name": "a", "expression": " "}]}),
+            false,
+        );
+        assert_eq!(p.validate(&old).len(), 1);
+        assert!(p.validate_update(&old, &old).is_empty());
+        let mut new = old.clone();
+        new["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        assert_eq!(
+            messages(&p.validate_update(&new, &old)),
+            ["spec.matchConditions[0].expression: Required value"]
+        );
+    }
+
+    #[test]
+    fn static_names_are_warned_about() {
+        let s = WebhookConfigurationStrategy { mutating: true };
+        let c = json!({"metadata": {"name": "x.static.k8s.io"}});
+        assert_eq!(
+            s.warnings_on_create(&c),
+            [
+                "metadata.name: names ending with \".static.k8s.io\" are reserved for static manifest-based configurations and cannot be managed via the API"
+            ]
+        );
+        assert_eq!(s.warnings_on_update(&c, &c).len(), 1);
+        assert!(
+            PolicyBindingStrategy { mutating: true }
+                .warnings_on_create(&json!({"metadata": {"name": "static.k8s.io"}}))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn policy_status_conditions_are_metav1_conditions() {
+        let p = PolicyStrategy { mutating: false };
+        let s = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "Yes", "reason": "bad reason", "lastTransitionTime": "2020-01-01T00:00:00Z", "observedGeneration": -1},
+            {"type": "Ready", "status": "True", "reason": "Ok", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}});
+        assert_eq!(
+            messages(&p.validate_status_update(&s, &s)),
+            [
+                "status.conditions[0].status: Unsupported value: \"Yes\": supported values: \"False\", \"True\", \"Unknown\"",
+                "status.conditions[0].observedGeneration: Invalid value: -1: must be greater than or equal to zero",
+                "status.conditions[0].reason: Invalid value: \"bad reason\": a condition reason must start with alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')",
+                "status.conditions[1].type: Duplicate value: \"Ready\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn webhook_urls_parse_as_go_parses_them() {
+        let p = FieldPath::new("u");
+        let m = |url: &str| messages(&validate_webhook_url(url, &p));
+        assert!(m("HTTPS://hook.example.com/x").is_empty());
+        assert_eq!(
+            m("https:///x"),
+            ["u: Invalid value: \"\": host must be specified; desired format: https://host[/path]"]
+        );
+        assert_eq!(
+            m("https://a b/x"),
+            [
+                "u: Required value: url must be a valid URL: parse \"https://a b/x\": invalid character \" \" in host name; desired format: https://host[/path]"
+            ]
+        );
+        assert_eq!(
+            m(":x"),
+            [
+                "u: Required value: url must be a valid URL: parse \":x\": missing protocol scheme; desired format: https://host[/path]"
+            ]
+        );
+        assert_eq!(
+            m("https://h:port/"),
+            [
+                "u: Required value: url must be a valid URL: parse \"https://h:port/\": invalid port \":port\" after host; desired format: https://host[/path]"
+            ]
+        );
+        assert_eq!(
+            m("https://h/%zz"),
+            [
+                "u: Required value: url must be a valid URL: parse \"https://h/%zz\": invalid URL escape \"%zz\"; desired format: https://host[/path]"
             ]
         );
     }

@@ -1,6 +1,6 @@
 //! CustomResourceDefinition objects: upstream's defaults (apiextensions/v1 `SetDefaults_*`) and
 //! what its strategy does on create and update (status reset, `storedVersions` kept up to date
-//! with the storage version). Validating the CRD itself (names, versions, structural schemas,
+//! with the storage version, warnings for schema formats the server does not know). Validating the CRD itself (names, versions, structural schemas,
 //! CEL rules) and serving custom resources belong to the `apiextensions` layer that issue 8
 //! builds; this module moves there with it.
 
@@ -38,7 +38,132 @@ fn record_stored_version(crd: &mut Value) {
     }
 }
 
+/// String formats CRD schemas understand at v1.36's compatibility version, written as go-openapi
+/// normalizes them, without dashes (`supportedVersionedFormats`, apiextensions-apiserver
+/// pkg/apiserver/validation/formats.go; `k8s-short-name` and `k8s-long-name` since 1.34).
+const STRING_FORMATS: &[&str] = &[
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+    "k8sshortname",
+    "k8slongname",
+];
+
+/// `GetUnrecognizedFormats` for one schema node: its format, if its type does not know it.
+fn unrecognized_format(schema: &Value) -> Option<String> {
+    let format = schema.get("format").and_then(Value::as_str)?;
+    if format.is_empty() {
+        return None;
+    }
+    let known = match schema.get("type").and_then(Value::as_str).unwrap_or("") {
+        "" | "string" => STRING_FORMATS.contains(&format.replace('-', "").as_str()),
+        "integer" => matches!(format, "int32" | "int64"),
+        "number" => matches!(format, "float" | "double"),
+        _ => false,
+    };
+    (!known).then(|| format.to_string())
+}
+
+/// Every unrecognized format of a schema, in `SchemaHas`'s order of traversal: the node, its
+/// items, allOf, anyOf, oneOf, not, properties, additionalProperties, patternProperties,
+/// additionalItems, definitions, dependencies. (Go walks the maps in random order; here they go
+/// by key.)
+fn unrecognized_formats(schema: &Value, out: &mut Vec<String>) {
+    if !schema.is_object() {
+        return;
+    }
+    out.extend(unrecognized_format(schema));
+    let each = |v: Option<&Value>, out: &mut Vec<String>| match v {
+        Some(Value::Array(items)) => items.iter().for_each(|s| unrecognized_formats(s, out)),
+        Some(s @ Value::Object(_)) => unrecognized_formats(s, out),
+        _ => {}
+    };
+    let values = |v: Option<&Value>, out: &mut Vec<String>| {
+        if let Some(Value::Object(m)) = v {
+            m.values().for_each(|s| unrecognized_formats(s, out));
+        }
+    };
+    each(schema.get("items"), out);
+    each(schema.get("allOf"), out);
+    each(schema.get("anyOf"), out);
+    each(schema.get("oneOf"), out);
+    each(schema.get("not"), out);
+    values(schema.get("properties"), out);
+    each(schema.get("additionalProperties"), out);
+    values(schema.get("patternProperties"), out);
+    each(schema.get("additionalItems"), out);
+    values(schema.get("definitions"), out);
+    values(schema.get("dependencies"), out);
+}
+
+/// `getUnrecognizedFormatsInCRD`: over each version's schema.
+fn crd_unrecognized_formats(crd: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+            unrecognized_formats(schema, &mut out);
+        }
+    }
+    out
+}
+
+fn format_warning(format: &str) -> String {
+    format!(
+        "unrecognized format {}",
+        apimachinery::validation::go_quote(format)
+    )
+}
+
 impl Strategy for CustomResourceDefinitionStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for CustomResourceDefinitions).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        crd_unrecognized_formats(obj)
+            .iter()
+            .map(|f| format_warning(f))
+            .collect()
+    }
+
+    /// Only formats the update introduces are warned about.
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
+        let before = crd_unrecognized_formats(old);
+        crd_unrecognized_formats(new)
+            .iter()
+            .filter(|f| !before.contains(f))
+            .map(|f| format_warning(f))
+            .collect()
+    }
+
     fn default(&self, crd: &mut Value) {
         let Some(spec) = crd.get_mut("spec").filter(|s| s.is_object()) else {
             return;
@@ -118,6 +243,33 @@ mod tests {
         c["status"] = json!({"storedVersions": ["v1beta1"]});
         s.prepare_for_update(&mut c, &Value::Null);
         assert_eq!(c["status"]["storedVersions"], json!(["v1beta1", "v1"]));
+    }
+
+    #[test]
+    fn unknown_formats_are_warned_about_once_introduced() {
+        let s = CustomResourceDefinitionStrategy;
+        let mut c = crd();
+        c["spec"]["versions"][1]["schema"] = json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "a": {"type": "string", "format": "date-time"},
+            "b": {"type": "string", "format": "k8s-short-name"},
+            "c": {"type": "integer", "format": "uint8"},
+            "d": {"type": "array", "items": {"type": "string", "format": "color"}},
+            "e": {"type": "boolean", "format": "byte"}}}});
+        assert_eq!(
+            s.warnings_on_create(&c),
+            [
+                "unrecognized format \"uint8\"",
+                "unrecognized format \"color\"",
+                "unrecognized format \"byte\"",
+            ]
+        );
+        let old = c.clone();
+        c["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["f"] =
+            json!({"type": "number", "format": "decimal"});
+        assert_eq!(
+            s.warnings_on_update(&c, &old),
+            ["unrecognized format \"decimal\""]
+        );
     }
 
     #[test]

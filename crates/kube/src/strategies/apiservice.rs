@@ -9,6 +9,7 @@
 
 use apimachinery::validation::{
     FieldError, FieldPath, is_dns1035_label, is_dns1123_subdomain, is_path_segment_name,
+    is_valid_port_num,
 };
 use apiserver::registry::Strategy;
 use base64::Engine;
@@ -47,14 +48,8 @@ impl Strategy for ApiServiceStrategy {
         }
     }
 
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        if let Some(n) = new.as_object_mut() {
-            match old.get("status") {
-                Some(s) => n.insert("status".into(), s.clone()),
-                None => n.remove("status"),
-            };
-        }
-    }
+    // No `prepare_for_update`: the store keeps the stored status on updates of the object, and
+    // a write through `/status` brings its own (upstream's status strategy takes it).
 
     fn name_validator(&self) -> apimachinery::validation::NameValidator {
         apimachinery::validation::NameValidator::PathSegment
@@ -144,6 +139,15 @@ impl Strategy for ApiServiceStrategy {
                 errs.push(FieldError::required(&path.child("service").child(f), ""));
             }
         }
+        let port = int_at(service, "port");
+        let port_errs = is_valid_port_num(port);
+        if !port_errs.is_empty() {
+            errs.push(FieldError::invalid(
+                &path.child("service").child("port"),
+                port,
+                format!("port is not valid: {}", port_errs.join(", ")),
+            ));
+        }
         if insecure && ca_bundle_len > 0 {
             errs.push(FieldError::invalid(
                 &path.child("insecureSkipTLSVerify"),
@@ -215,6 +219,7 @@ mod tests {
             [
                 "spec.service.namespace: Required value",
                 "spec.service.name: Required value",
+                "spec.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive",
                 "spec.insecureSkipTLSVerify: Invalid value: true: may not be true if caBundle is present",
             ]
         );

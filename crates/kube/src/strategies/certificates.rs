@@ -159,6 +159,9 @@ struct Tolerances {
     empty_condition_type: bool,
     unknown_usages: bool,
     duplicate_usages: bool,
+    /// `allowArbitraryCertificate`: the update leaves the certificate as stored, or the stored
+    /// one was already unreadable.
+    arbitrary_certificate: bool,
 }
 
 fn condition_types(obj: &Value) -> Vec<&str> {
@@ -189,8 +192,119 @@ impl Tolerances {
             empty_condition_type: types.contains(&""),
             unknown_usages: usages.iter().any(|u| !KEY_USAGES.contains(u)),
             duplicate_usages: has_duplicates(&usages),
+            arbitrary_certificate: false,
         }
     }
+
+    fn for_update(new: &Value, old: &Value) -> Self {
+        let old_cert = certificate_bytes(old);
+        Self {
+            arbitrary_certificate: certificate_bytes(new) == old_cert
+                || certificate_error(&old_cert).is_some(),
+            ..Self::from_old(old)
+        }
+    }
+}
+
+/// `status.certificate`, decoded (a Go `[]byte`).
+fn certificate_bytes(obj: &Value) -> Vec<u8> {
+    let text = obj
+        .pointer("/status/certificate")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap_or_default()
+}
+
+/// One block as Go's `pem.Decode` reads it: the type, whether it had headers, the bytes, and
+/// what follows. A `-----BEGIN ` counts at the start or after a newline; blocks that cannot be
+/// read are skipped.
+fn pem_decode(data: &[u8]) -> Option<(String, bool, Vec<u8>, &[u8])> {
+    const START: &[u8] = b"-----BEGIN ";
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let mut rest = data;
+    loop {
+        rest = if rest.starts_with(START) {
+            &rest[START.len()..]
+        } else {
+            let at = find(rest, b"\n-----BEGIN ")?;
+            &rest[at + 1 + START.len()..]
+        };
+        let line_end = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len());
+        let line = rest[..line_end]
+            .strip_suffix(b"\r")
+            .unwrap_or(&rest[..line_end]);
+        let Some(block_type) = line.strip_suffix(b"-----") else {
+            continue;
+        };
+        let block_type = String::from_utf8_lossy(block_type).into_owned();
+        let mut body = rest.get(line_end + 1..).unwrap_or(&[]);
+        let mut headers = false;
+        while !body.is_empty() {
+            let end = body.iter().position(|b| *b == b'\n').unwrap_or(body.len());
+            if !body[..end].contains(&b':') {
+                break;
+            }
+            headers = true;
+            body = body.get(end + 1..).unwrap_or(&[]);
+        }
+        let end_marker = format!("-----END {block_type}-----");
+        let Some(end_at) = find(body, end_marker.as_bytes()) else {
+            continue;
+        };
+        let encoded: Vec<u8> = body[..end_at]
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(encoded) else {
+            continue;
+        };
+        let after = &body[end_at + end_marker.len()..];
+        let after = after
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(&after[after.len()..], |n| &after[n + 1..]);
+        return Some((block_type, headers, bytes, after));
+    }
+}
+
+/// `validateCertificate`: what is wrong with a certificate chain, if anything (an empty one is
+/// fine). Go's x509 parser has many messages for malformed DER; this says its general one.
+fn certificate_error(pem: &[u8]) -> Option<String> {
+    if pem.is_empty() {
+        return None;
+    }
+    let mut rest = pem;
+    let mut blocks = 0;
+    while let Some((block_type, headers, der, after)) = pem_decode(rest) {
+        if block_type != "CERTIFICATE" {
+            return Some(format!(
+                "only CERTIFICATE PEM blocks are allowed, found {}",
+                apimachinery::validation::go_quote(&block_type)
+            ));
+        }
+        if headers {
+            return Some("no PEM block headers are permitted".into());
+        }
+        blocks += 1;
+        let mut der = der.as_slice();
+        if der.is_empty() {
+            return Some("found CERTIFICATE PEM block containing 0 certificates".into());
+        }
+        while !der.is_empty() {
+            match x509_parser::certificate::X509Certificate::from_der(der) {
+                Ok((tail, _)) => der = tail,
+                Err(_) => return Some("x509: malformed certificate".into()),
+            }
+        }
+        rest = after;
+    }
+    if blocks == 0 {
+        return Some("must contain at least one CERTIFICATE PEM block".into());
+    }
+    None
 }
 
 /// `ValidateSignerName` (core validation): `<domain>/<path>`, each part DNS-shaped.
@@ -258,9 +372,9 @@ fn validate_signer_name(name: &str, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
-/// Conditions: types present and once, True-only types True, Approved and Denied not together.
-/// The last is reported as upstream's declarative rule reports it: once, on the list, with the
-/// type that completed the pair.
+/// Conditions: types present and once, True-only types True, Approved and Denied not together
+/// (upstream's handwritten rule, which v1.36 keeps authoritative: its declarative twin is
+/// alpha).
 fn validate_conditions(obj: &Value, t: Tolerances) -> Vec<FieldError> {
     let path = FieldPath::new("status").child("conditions");
     let conditions = obj
@@ -269,7 +383,7 @@ fn validate_conditions(obj: &Value, t: Tolerances) -> Vec<FieldError> {
         .unwrap_or(&[]);
     let mut errs = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
-    let (mut approved, mut denied, mut exclusive_reported) = (false, false, false);
+    let (mut approved, mut denied) = (false, false);
     for (i, c) in conditions.iter().enumerate() {
         let p = path.index(i);
         let ty = str_at(c, "type");
@@ -291,15 +405,19 @@ fn validate_conditions(obj: &Value, t: Tolerances) -> Vec<FieldError> {
                 allowed,
             ));
         }
-        approved |= ty == "Approved";
-        denied |= ty == "Denied";
-        if !t.both_approved_and_denied
-            && approved
-            && denied
-            && !exclusive_reported
-            && matches!(ty, "Approved" | "Denied")
-        {
-            exclusive_reported = true;
+        // Each Approved after a Denied (and each Denied after an Approved) is reported.
+        let conflict = match ty {
+            "Approved" => {
+                approved = true;
+                denied
+            }
+            "Denied" => {
+                denied = true;
+                approved
+            }
+            _ => false,
+        };
+        if !t.both_approved_and_denied && conflict {
             errs.push(FieldError::invalid(
                 &path,
                 ty,
@@ -373,6 +491,15 @@ fn validate_csr(obj: &Value, t: Tolerances) -> Vec<FieldError> {
         ));
     }
     errs.extend(validate_conditions(obj, t));
+    if !t.arbitrary_certificate
+        && let Some(why) = certificate_error(&certificate_bytes(obj))
+    {
+        errs.push(FieldError::invalid(
+            &FieldPath::new("status").child("certificate"),
+            "<certificate data>",
+            why,
+        ));
+    }
     errs
 }
 
@@ -386,14 +513,24 @@ fn conditions_of<'a>(obj: &'a Value, ty: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Which update path this is (`ValidateCertificateSigningRequest{,Status,Approval}Update`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum UpdatePath {
+    Main,
+    Status,
+    Approval,
+}
+
 /// What every update checks beyond the object itself: Approved, Denied and Failed conditions are
-/// never removed; a certificate, once issued, never changes.
-fn validate_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
-    let mut errs = validate_csr(new, Tolerances::from_old(old));
+/// never removed; approval conditions change only through `/approval`; the certificate is set
+/// only through `/status`, and once issued never changes.
+fn validate_update_rules(new: &Value, old: &Value, via: UpdatePath) -> Vec<FieldError> {
+    let conditions_path = FieldPath::new("status").child("conditions");
+    let mut errs = validate_csr(new, Tolerances::for_update(new, old));
     for ty in TRUE_ONLY_CONDITIONS {
         if conditions_of(new, ty).len() < conditions_of(old, ty).len() {
             errs.push(FieldError::forbidden(
-                &FieldPath::new("status").child("conditions"),
+                &conditions_path,
                 format!(
                     "updates may not remove a condition of type {}",
                     apimachinery::validation::go_quote(ty)
@@ -401,20 +538,95 @@ fn validate_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
             ));
         }
     }
-    let certificate = |o: &Value| {
-        o.pointer("/status/certificate")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let (new_cert, old_cert) = (certificate(new), certificate(old));
-    if new_cert != old_cert && !old_cert.is_empty() {
-        errs.push(FieldError::forbidden(
-            &FieldPath::new("status").child("certificate"),
-            "updates may not modify existing certificate content",
-        ));
+    if via != UpdatePath::Approval {
+        for ty in ["Approved", "Denied"] {
+            let (n, o) = (conditions_of(new, ty), conditions_of(old, ty));
+            if n.len() > o.len() {
+                errs.push(FieldError::forbidden(
+                    &conditions_path,
+                    format!(
+                        "updates may not add a condition of type {}",
+                        apimachinery::validation::go_quote(ty)
+                    ),
+                ));
+            }
+            // A change in place cannot reach here: the status path keeps the stored instances
+            // when their number is unchanged, and the others keep the stored status.
+        }
+    }
+    let (new_cert, old_cert) = (certificate_bytes(new), certificate_bytes(old));
+    if new_cert != old_cert {
+        let path = FieldPath::new("status").child("certificate");
+        if via != UpdatePath::Status {
+            errs.push(FieldError::forbidden(
+                &path,
+                "updates may not set certificate content",
+            ));
+        } else if !old_cert.is_empty() {
+            errs.push(FieldError::forbidden(
+                &path,
+                "updates may not modify existing certificate content",
+            ));
+        }
     }
     errs
+}
+
+/// `populateConditionTimestamps`: a condition without times gets now, or, for its transition,
+/// the time of a stored condition of the same type and status.
+fn populate_condition_timestamps(new: &mut Value, old: &Value) {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let old_conditions = old
+        .get("status")
+        .map(|s| list_at(s, "conditions"))
+        .unwrap_or(&[]);
+    let Some(conditions) = new
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for c in conditions.iter_mut().filter(|c| c.is_object()) {
+        if str_at(c, "lastUpdateTime").is_empty() {
+            c["lastUpdateTime"] = json!(now);
+        }
+        if str_at(c, "lastTransitionTime").is_empty() {
+            let (ty, status) = (str_at(c, "type"), str_at(c, "status"));
+            let earlier = old_conditions
+                .iter()
+                .find(|o| {
+                    str_at(o, "type") == ty
+                        && str_at(o, "status") == status
+                        && !str_at(o, "lastTransitionTime").is_empty()
+                })
+                .map(|o| str_at(o, "lastTransitionTime").to_string());
+            c["lastTransitionTime"] = json!(earlier.unwrap_or_else(|| now.clone()));
+        }
+    }
+}
+
+/// `preserveConditionInstances`: the stored conditions of `ty` replace the new ones, in place,
+/// when there are as many of each; otherwise the change stays for validation to refuse.
+fn preserve_condition_instances(new: &mut Value, old: &Value, ty: &str) {
+    let old_instances: Vec<Value> = conditions_of(old, ty).into_iter().cloned().collect();
+    let Some(conditions) = new
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let indices: Vec<usize> = conditions
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| str_at(c, "type") == ty)
+        .map(|(i, _)| i)
+        .collect();
+    if indices.len() != old_instances.len() {
+        return;
+    }
+    for (i, stored) in indices.into_iter().zip(old_instances) {
+        conditions[i] = stored;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -460,9 +672,10 @@ impl Strategy for CsrStrategy {
         }
     }
 
-    /// The request itself never changes after creation, and its approval conditions only
-    /// through `/approval`. The store has already kept the stored status for a write to the
-    /// object and taken the client's for `/status`; either way the conditions stay as stored.
+    /// The request itself never changes after creation. The store has already kept the stored
+    /// status for a write to the object (so what follows changes nothing there) and taken the
+    /// client's for `/status`, where the stored Approved and Denied conditions are kept in place
+    /// and new conditions get their times (upstream's status strategy).
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         let Some(n) = new.as_object_mut() else {
             return;
@@ -471,13 +684,9 @@ impl Strategy for CsrStrategy {
             Some(v) => n.insert("spec".into(), v.clone()),
             None => n.remove("spec"),
         };
-        let old_conditions = old.pointer("/status/conditions").cloned();
-        if let Some(status) = n.get_mut("status").and_then(Value::as_object_mut) {
-            match old_conditions {
-                Some(c) => status.insert("conditions".into(), c),
-                None => status.remove("conditions"),
-            };
-        }
+        preserve_condition_instances(new, old, "Approved");
+        preserve_condition_instances(new, old, "Denied");
+        populate_condition_timestamps(new, old);
     }
 
     /// `/approval` changes the conditions and nothing else.
@@ -485,6 +694,7 @@ impl Strategy for CsrStrategy {
         if subresource != "approval" || !new.is_object() {
             return;
         }
+        populate_condition_timestamps(new, old);
         let conditions = new.pointer("/status/conditions").cloned();
         let mut status = old.get("status").cloned().unwrap_or_else(|| json!({}));
         match (conditions, status.as_object_mut()) {
@@ -510,26 +720,27 @@ impl Strategy for CsrStrategy {
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        validate_update_rules(new, old)
+        validate_update_rules(new, old, UpdatePath::Main)
     }
 
-    /// `/status` may set the certificate, but not touch the approval conditions (kept from the
-    /// stored object before this runs, so only the certificate rules are left to check).
+    /// `/status` may set the certificate, not the approval conditions.
     fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = validate_update_rules(new, old);
-        for ty in ["Approved", "Denied"] {
-            let (n, o) = (conditions_of(new, ty), conditions_of(old, ty));
-            if n.len() > o.len() {
-                errs.push(FieldError::forbidden(
-                    &FieldPath::new("status").child("conditions"),
-                    format!(
-                        "updates may not add a condition of type {}",
-                        apimachinery::validation::go_quote(ty)
-                    ),
-                ));
-            }
-        }
-        errs
+        validate_update_rules(new, old, UpdatePath::Status)
+    }
+
+    /// `/approval` may set the approval conditions, nothing else.
+    fn validate_subresource_update(
+        &self,
+        subresource: &str,
+        new: &Value,
+        old: &Value,
+    ) -> Vec<FieldError> {
+        let via = if subresource == "approval" {
+            UpdatePath::Approval
+        } else {
+            UpdatePath::Main
+        };
+        validate_update_rules(new, old, via)
     }
 }
 
@@ -604,11 +815,67 @@ mod tests {
         CsrStrategy.prepare_for_subresource_update("approval", &mut new, &old);
         assert_eq!(new["spec"]["username"], "alice");
         assert!(new["status"].get("certificate").is_none());
+        assert!(new["status"]["conditions"][0]["lastUpdateTime"].is_string());
+        assert!(new["status"]["conditions"][1]["lastTransitionTime"].is_string());
         assert_eq!(
-            messages(&CsrStrategy.validate_update(&new, &old)),
+            messages(&CsrStrategy.validate_subresource_update("approval", &new, &old)),
             [
                 "status.conditions: Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive"
             ]
+        );
+        // Through the object itself the same conditions are refused as additions.
+        let errs = messages(&CsrStrategy.validate_update(&new, &old));
+        assert!(errs.contains(
+            &"status.conditions: Forbidden: updates may not add a condition of type \"Approved\"".to_string()
+        ));
+        // Every conflicting condition is reported, not only the first.
+        let both = json!({"status": {"conditions": [{"type": "Denied", "status": "True"}, {"type": "Approved", "status": "True"}, {"type": "Approved", "status": "True"}]}});
+        let errs = messages(&validate_conditions(&both, Tolerances::default()));
+        assert_eq!(
+            errs,
+            [
+                "status.conditions: Invalid value: \"Approved\": Approved and Denied conditions are mutually exclusive",
+                "status.conditions: Invalid value: \"Approved\": Approved and Denied conditions are mutually exclusive",
+                "status.conditions[2].type: Duplicate value: \"Approved\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn status_keeps_stored_approvals_and_checks_certificates() {
+        let old = json!({"spec": {"request": REQUEST, "signerName": "example.com/signer", "usages": ["client auth"]}, "status": {"conditions": [{"type": "Approved", "status": "True", "reason": "A", "lastUpdateTime": "2020-01-01T00:00:00Z", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}});
+        let mut new = old.clone();
+        new["status"]["conditions"][0]["reason"] = json!("Changed");
+        new["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "Failed", "status": "True", "reason": "F"}));
+        // "bm90IHBlbQ==" is "not pem".
+        new["status"]["certificate"] = json!("bm90IHBlbQ==");
+        CsrStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(new["status"]["conditions"][0]["reason"], "A");
+        assert_eq!(new["status"]["conditions"][1]["reason"], "F");
+        assert!(new["status"]["conditions"][1]["lastUpdateTime"].is_string());
+        assert_eq!(
+            messages(&CsrStrategy.validate_status_update(&new, &old)),
+            [
+                "status.certificate: Invalid value: \"<certificate data>\": must contain at least one CERTIFICATE PEM block"
+            ]
+        );
+        let pem = b"-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n";
+        assert_eq!(
+            certificate_error(pem).as_deref(),
+            Some("only CERTIFICATE PEM blocks are allowed, found \"CERTIFICATE REQUEST\"")
+        );
+        let pem = b"-----BEGIN CERTIFICATE-----\nProc-Type: 4,ENCRYPTED\n\nAAAA\n-----END CERTIFICATE-----\n";
+        assert_eq!(
+            certificate_error(pem).as_deref(),
+            Some("no PEM block headers are permitted")
+        );
+        let pem = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        assert_eq!(
+            certificate_error(pem).as_deref(),
+            Some("x509: malformed certificate")
         );
     }
 

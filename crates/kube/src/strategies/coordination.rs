@@ -18,6 +18,12 @@ const GATED_FIELDS: &[&str] = &["strategy", "preferredHolder"];
 pub struct LeaseStrategy;
 
 impl Strategy for LeaseStrategy {
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for leases).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
             for f in GATED_FIELDS {

@@ -5,11 +5,12 @@
 //! an exempt level's shares and lending default to 0. Status starts empty on create and is
 //! written only through `/status`.
 //!
-//! Not here: upstream also insists that the mandatory objects (`exempt`, `catch-all`) keep their
-//! fixed specs, which needs the bootstrap configuration Ironplane does not install yet.
+//! The mandatory objects (`exempt` and `catch-all` of each kind) must keep the fixed specs of
+//! upstream's bootstrap configuration, except the `exempt` level's `exempt` field.
 
 use apimachinery::validation::{FieldError, FieldPath, is_dns1123_label, is_dns1123_subdomain};
 use apiserver::registry::Strategy;
+use ironplane_protobuf::{GoStyle, go_struct_json};
 use serde_json::{Map, Value, json};
 
 use super::fields::{bool_at, int_at, json_list, list_at, set_at, str_at, strs_at};
@@ -53,19 +54,11 @@ fn default_unset(obj: &mut Map<String, Value>, field: &str, value: i64) {
     }
 }
 
-/// Status starts empty and is kept as stored on spec updates.
+/// Status starts empty. (On updates of the object the store keeps the stored status, and a
+/// write through `/status` brings its own: nothing to do here.)
 fn reset_status(obj: &mut Value) {
     if obj.is_object() {
         obj["status"] = json!({});
-    }
-}
-
-fn keep_status(new: &mut Value, old: &Value) {
-    if let Some(n) = new.as_object_mut() {
-        match old.get("status") {
-            Some(s) => n.insert("status".into(), s.clone()),
-            None => n.remove("status"),
-        };
     }
 }
 
@@ -84,26 +77,20 @@ impl Strategy for FlowSchemaStrategy {
         reset_status(obj);
     }
 
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        keep_status(new, old);
-    }
-
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let mut errs = validate_flow_schema_spec(
-            name,
-            obj.get("spec").unwrap_or(&Value::Null),
-            &FieldPath::new("spec"),
-        );
-        errs.extend(validate_conditions(obj, "must not be empty"));
+        let spec = obj.get("spec").unwrap_or(&Value::Null);
+        let mut errs = validate_flow_schema_spec(name, spec, &FieldPath::new("spec"));
+        errs.extend(mandatory_flow_schema_errors(name, spec));
+        errs.extend(validate_conditions(obj));
         errs
     }
 
     fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
-        validate_conditions(new, "must not be empty")
+        validate_conditions(new)
     }
 }
 
@@ -385,6 +372,123 @@ fn validate_non_resource_rule(rule: &Value, path: &FieldPath) -> Vec<FieldError>
     errs
 }
 
+/// `flowcontrolv1beta3.PriorityLevelPreserveZeroConcurrencySharesKey`.
+const PRESERVE_ZERO_SHARES_KEY: &str =
+    "flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares";
+
+/// The specs of upstream's mandatory objects (staging/src/k8s.io/apiserver/pkg/apis/flowcontrol/
+/// bootstrap/default.go), as their v1 JSON reads once defaulted.
+fn mandatory_flow_schema_spec(name: &str) -> Option<Value> {
+    let all_rules = |groups: &[&str]| {
+        json!([{
+            "subjects": groups.iter().map(|g| json!({"kind": "Group", "group": {"name": g}})).collect::<Vec<_>>(),
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+        }])
+    };
+    match name {
+        "exempt" => Some(json!({
+            "priorityLevelConfiguration": {"name": "exempt"},
+            "matchingPrecedence": 1,
+            "rules": all_rules(&["system:masters"]),
+        })),
+        "catch-all" => Some(json!({
+            "priorityLevelConfiguration": {"name": "catch-all"},
+            "matchingPrecedence": 10000,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": all_rules(&["system:unauthenticated", "system:authenticated"]),
+        })),
+        _ => None,
+    }
+}
+
+fn mandatory_priority_level_spec(name: &str) -> Option<Value> {
+    match name {
+        "exempt" => Some(json!({
+            "type": "Exempt",
+            "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0},
+        })),
+        "catch-all" => Some(json!({
+            "type": "Limited",
+            "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 0, "limitResponse": {"type": "Reject"}},
+        })),
+        _ => None,
+    }
+}
+
+/// A value as `equality.Semantic.DeepEqual` compares these specs: unset strings, booleans and
+/// lists (nil or empty) are their zero values. Pointers to integers keep their zeros, and
+/// pointers to structs their empty objects, for they differ from nil.
+fn semantic_form(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| {
+                    !(v.is_null()
+                        || v.as_bool() == Some(false)
+                        || v.as_str() == Some("")
+                        || v.as_array().is_some_and(Vec::is_empty))
+                })
+                .map(|(k, v)| (k.clone(), semantic_form(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(semantic_form).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The spec as upstream prints it in the message: its internal Go struct.
+fn fixed_spec_error(spec: &Value, go_type: &str, detail: String) -> FieldError {
+    let path = FieldPath::new("spec");
+    let mut e = FieldError::invalid(&path, spec.clone(), detail);
+    if let Some(rendered) = go_struct_json(go_type, spec, GoStyle::Internal) {
+        e = e.with_rendered_value(rendered);
+    }
+    e
+}
+
+/// `ValidateFlowSchema`'s check of the mandatory schemas.
+fn mandatory_flow_schema_errors(name: &str, spec: &Value) -> Vec<FieldError> {
+    let Some(want) = mandatory_flow_schema_spec(name) else {
+        return Vec::new();
+    };
+    if semantic_form(spec) == semantic_form(&want) {
+        return Vec::new();
+    }
+    vec![fixed_spec_error(
+        spec,
+        "flowcontrol.v1.FlowSchemaSpec",
+        format!("spec of '{name}' must equal the fixed value"),
+    )]
+}
+
+/// `ValidateIfMandatoryPriorityLevelConfigurationObject`: the `exempt` level may change its
+/// `exempt` field only.
+fn mandatory_priority_level_errors(name: &str, spec: &Value) -> Vec<FieldError> {
+    let Some(want) = mandatory_priority_level_spec(name) else {
+        return Vec::new();
+    };
+    let mut have = spec.clone();
+    let detail = if name == "exempt" {
+        if let Some(h) = have.as_object_mut() {
+            h.insert("exempt".into(), want["exempt"].clone());
+        } else {
+            have = json!({"exempt": want["exempt"].clone()});
+        }
+        format!("spec of '{name}' except the 'spec.exempt' field must equal the fixed value")
+    } else {
+        format!("spec of '{name}' must equal the fixed value")
+    };
+    if semantic_form(&have) == semantic_form(&want) {
+        return Vec::new();
+    }
+    vec![fixed_spec_error(
+        spec,
+        "flowcontrol.v1.PriorityLevelConfigurationSpec",
+        detail,
+    )]
+}
+
 /// `ValidateNonResourceURLPath`: what is wrong with a non-resource URL, if anything.
 fn non_resource_url_error(path: &str) -> Option<&'static str> {
     if path.is_empty() {
@@ -409,8 +513,9 @@ fn non_resource_url_error(path: &str) -> Option<&'static str> {
     None
 }
 
-/// Status conditions: types present and not repeated.
-fn validate_conditions(obj: &Value, empty_type: &str) -> Vec<FieldError> {
+/// Status conditions: types present and not repeated (`ValidateFlowSchemaStatus`,
+/// `ValidatePriorityLevelConfigurationStatus`).
+fn validate_conditions(obj: &Value) -> Vec<FieldError> {
     let path = FieldPath::new("status").child("conditions");
     let conditions = obj
         .get("status")
@@ -425,10 +530,7 @@ fn validate_conditions(obj: &Value, empty_type: &str) -> Vec<FieldError> {
         }
         seen.push(t);
         if t.is_empty() {
-            errs.push(FieldError::required(
-                &path.index(i).child("type"),
-                empty_type,
-            ));
+            errs.push(FieldError::required(&path.index(i).child("type"), ""));
         }
     }
     errs
@@ -462,26 +564,36 @@ impl Strategy for PriorityLevelStrategy {
         reset_status(obj);
     }
 
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        keep_status(new, old);
-    }
-
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let mut errs = validate_priority_level_spec(
+        // The v1beta3 round-trip annotation has no place on a stored object.
+        let mut errs = Vec::new();
+        if obj
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .is_some_and(|a| a.contains_key(PRESERVE_ZERO_SHARES_KEY))
+        {
+            errs.push(FieldError::forbidden(
+                &FieldPath::new("metadata").child("annotations"),
+                format!("annotation '{PRESERVE_ZERO_SHARES_KEY}' is forbidden"),
+            ));
+        }
+        let spec = obj.get("spec").unwrap_or(&Value::Null);
+        errs.extend(validate_priority_level_spec(
             name,
-            obj.get("spec").unwrap_or(&Value::Null),
+            spec,
             &FieldPath::new("spec"),
-        );
-        errs.extend(validate_conditions(obj, "must not be empty"));
+        ));
+        errs.extend(mandatory_priority_level_errors(name, spec));
+        errs.extend(validate_conditions(obj));
         errs
     }
 
     fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
-        validate_conditions(new, "must not be empty")
+        validate_conditions(new)
     }
 }
 
@@ -492,7 +604,7 @@ fn validate_priority_level_spec(name: &str, spec: &Value, path: &FieldPath) -> V
         errs.push(FieldError::invalid(
             &path.child("type"),
             t,
-            "type must be 'Exempt' if and only if name is 'exempt'",
+            "must be 'Exempt' if and only if `name` is 'exempt'",
         ));
     }
     match t {
@@ -551,7 +663,7 @@ fn validate_exempt(exempt: &Value, path: &FieldPath) -> Vec<FieldError> {
         errs.push(FieldError::invalid(
             &path.child("nominalConcurrencyShares"),
             s,
-            "must be a non-negative number",
+            "must be a non-negative integer",
         ));
     }
     validate_lendable_percent(exempt, path, &mut errs);
@@ -706,8 +818,42 @@ mod tests {
         assert_eq!(
             messages(&PriorityLevelStrategy.validate(&plc)),
             [
-                "spec.type: Invalid value: \"Limited\": type must be 'Exempt' if and only if name is 'exempt'",
+                "spec.type: Invalid value: \"Limited\": must be 'Exempt' if and only if `name` is 'exempt'",
                 "spec.limited: Required value: must not be empty when type is Limited",
+                "spec: Invalid value: {\"Type\":\"Limited\",\"Limited\":null,\"Exempt\":null}: spec of 'exempt' except the 'spec.exempt' field must equal the fixed value",
+            ]
+        );
+    }
+
+    #[test]
+    fn mandatory_objects_keep_their_fixed_specs() {
+        // The `exempt` level may change its `exempt` field, nothing else.
+        let mut plc = json!({"metadata": {"name": "exempt"}, "spec": {"type": "Exempt", "exempt": {"nominalConcurrencyShares": 7}}});
+        PriorityLevelStrategy.default(&mut plc);
+        assert!(PriorityLevelStrategy.validate(&plc).is_empty());
+        let mut plc = json!({"metadata": {"name": "catch-all"}, "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 5, "limitResponse": {"type": "Reject"}}}});
+        PriorityLevelStrategy.default(&mut plc);
+        assert!(PriorityLevelStrategy.validate(&plc).is_empty());
+        plc["spec"]["limited"]["borrowingLimitPercent"] = json!(0);
+        assert_eq!(
+            messages(&PriorityLevelStrategy.validate(&plc)),
+            [
+                "spec: Invalid value: {\"Type\":\"Limited\",\"Limited\":{\"NominalConcurrencyShares\":5,\"LimitResponse\":{\"Type\":\"Reject\",\"Queuing\":null},\"LendablePercent\":0,\"BorrowingLimitPercent\":0},\"Exempt\":null}: spec of 'catch-all' must equal the fixed value"
+            ]
+        );
+        let mut fs = json!({"metadata": {"name": "catch-all"}, "spec": {"priorityLevelConfiguration": {"name": "catch-all"}, "matchingPrecedence": 10000, "distinguisherMethod": {"type": "ByUser"}, "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:unauthenticated"}}, {"kind": "Group", "group": {"name": "system:authenticated"}}], "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}], "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}});
+        FlowSchemaStrategy.default(&mut fs);
+        assert!(FlowSchemaStrategy.validate(&fs).is_empty());
+        fs["spec"]["matchingPrecedence"] = json!(9000);
+        let errs = messages(&FlowSchemaStrategy.validate(&fs));
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].ends_with("spec of 'catch-all' must equal the fixed value"));
+        let mut plc = json!({"metadata": {"name": "p", "annotations": {PRESERVE_ZERO_SHARES_KEY: "true"}}, "spec": {"type": "Limited", "limited": {"limitResponse": {"type": "Reject"}}}});
+        PriorityLevelStrategy.default(&mut plc);
+        assert_eq!(
+            messages(&PriorityLevelStrategy.validate(&plc)),
+            [
+                "metadata.annotations: Forbidden: annotation 'flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares' is forbidden"
             ]
         );
     }

@@ -7,7 +7,7 @@
 
 use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, NameValidator, is_dns1123_subdomain,
-    is_path_segment_name, validate_label_selector,
+    is_path_segment_name, is_qualified_name, is_valid_label_value, validate_label_selector,
 };
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
@@ -132,12 +132,58 @@ fn validate_aggregation_rule(obj: &Value, allow_invalid_label_value: bool) -> Ve
     };
     for (i, s) in selectors.iter().enumerate() {
         errs.extend(validate_label_selector(Some(s), opts, &path.index(i)));
+        // Upstream also converts each selector (`LabelSelectorAsSelector`), and reports a
+        // failure with the nil selector it got back.
+        if !selector_converts(s) {
+            errs.push(FieldError::invalid(
+                &path.index(i),
+                Value::Null,
+                "invalid label selector.",
+            ));
+        }
     }
     errs
 }
 
+/// Whether `metav1.LabelSelectorAsSelector` accepts a selector: every label key a qualified
+/// name and every value a label value, known operators with the values they call for
+/// (`labels.NewRequirement`).
+fn selector_converts(selector: &Value) -> bool {
+    let labels_ok = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(|m| {
+            m.iter().all(|(k, v)| {
+                is_qualified_name(k).is_empty()
+                    && is_valid_label_value(v.as_str().unwrap_or("")).is_empty()
+            })
+        });
+    labels_ok
+        && list_at(selector, "matchExpressions").iter().all(|e| {
+            let values = strs_at(e, "values");
+            let operator_ok = match str_at(e, "operator") {
+                "In" | "NotIn" => !values.is_empty(),
+                "Exists" | "DoesNotExist" => values.is_empty(),
+                _ => false,
+            };
+            operator_ok
+                && is_qualified_name(str_at(e, "key")).is_empty()
+                && values.iter().all(|v| is_valid_label_value(v).is_empty())
+        })
+}
+
 impl Strategy for BindingStrategy {
     fn default(&self, obj: &mut Value) {
+        // `SetDefaults_RoleBinding` / `SetDefaults_ClusterRoleBinding`: a role reference
+        // without a group names an RBAC role.
+        if let Some(role_ref) = obj.get_mut("roleRef").and_then(Value::as_object_mut)
+            && role_ref
+                .get("apiGroup")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            role_ref.insert("apiGroup".into(), json!(GROUP));
+        }
         for subject in obj
             .get_mut("subjects")
             .and_then(Value::as_array_mut)

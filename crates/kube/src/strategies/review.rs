@@ -13,13 +13,15 @@
 use std::sync::Arc;
 
 use apimachinery::Status;
-use apimachinery::validation::{FieldError, FieldPath, go_json, invalid_status};
+use apimachinery::validation::{
+    FieldError, FieldPath, go_json, invalid_status, is_valid_label_value, validate_label_name,
+};
 use apiserver::authentication::{Authenticator, AuthnRequest, UserInfo};
 use apiserver::registry::Strategy;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use super::fields::{list_at, set_at, str_at};
+use super::fields::{list_at, set_at, str_at, strs_at};
 
 const AUTHORIZATION_GROUP: &str = "authorization.k8s.io";
 
@@ -73,21 +75,34 @@ fn render_non_resource_attributes(v: Option<&Value>) -> String {
     }
 }
 
-/// Exactly one of resource and non-resource attributes (both reported at `spec`).
+/// Exactly one of resource and non-resource attributes: both are reported at
+/// `spec.nonResourceAttributes`, neither at `spec.resourceAttributes` (whose printed value is
+/// the absent non-resource attributes, `null`).
 fn validate_attributes_union(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     let resource = set_at(spec, "resourceAttributes");
     let non_resource = set_at(spec, "nonResourceAttributes");
-    if resource.is_some() == non_resource.is_some() {
-        return vec![
+    let mut errs = Vec::new();
+    if resource.is_some() && non_resource.is_some() {
+        errs.push(
             FieldError::invalid(
-                path,
+                &path.child("nonResourceAttributes"),
+                Value::Null,
+                "cannot be specified in combination with resourceAttributes",
+            )
+            .with_rendered_value(render_non_resource_attributes(non_resource)),
+        );
+    }
+    if resource.is_none() && non_resource.is_none() {
+        errs.push(
+            FieldError::invalid(
+                &path.child("resourceAttributes"),
                 Value::Null,
                 "exactly one of nonResourceAttributes or resourceAttributes must be specified",
             )
             .with_rendered_value(render_non_resource_attributes(non_resource)),
-        ];
+        );
     }
-    Vec::new()
+    errs
 }
 
 /// A selector of the attributes: a raw selector or requirements, not both, not neither.
@@ -112,28 +127,59 @@ fn validate_selector_attributes(attrs: &Value, field: &str, path: &FieldPath) ->
             format!("when {path} is specified, requirements or rawSelector is required"),
         ));
     }
-    // `ValidateFieldSelectorRequirement`, unknown operators allowed (newer clients).
-    if field == "fieldSelector" {
-        for (i, r) in requirements.iter().enumerate() {
-            let p = path.child("requirements").index(i);
-            if str_at(r, "key").is_empty() {
-                errs.push(FieldError::required(&p.child("key"), "must be specified"));
-            }
-            let values = list_at(r, "values");
-            match str_at(r, "operator") {
-                "In" | "NotIn" if values.len() != 1 => errs.push(FieldError::invalid(
-                    &p.child("values"),
-                    Value::Array(values.to_vec()),
-                    "must have one element when `operator` is 'In' or 'NotIn'",
-                )),
-                "Exists" | "DoesNotExist" if !values.is_empty() => {
-                    errs.push(FieldError::forbidden(
-                        &p.child("values"),
-                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-                    ))
-                }
-                _ => {}
-            }
+    // `ValidateFieldSelectorRequirement` / `ValidateLabelSelectorRequirement`, unknown
+    // operators allowed (newer clients may know more).
+    for (i, r) in requirements.iter().enumerate() {
+        let p = path.child("requirements").index(i);
+        if field == "fieldSelector" {
+            errs.extend(validate_field_requirement(r, &p));
+        } else {
+            errs.extend(validate_label_requirement(r, &p));
+        }
+    }
+    errs
+}
+
+/// The operator's rule on values, shared by field and label requirements.
+fn operator_value_errors(requirement: &Value, path: &FieldPath) -> Option<FieldError> {
+    let values = list_at(requirement, "values");
+    match str_at(requirement, "operator") {
+        "In" | "NotIn" if values.is_empty() => Some(FieldError::required(
+            &path.child("values"),
+            "must be specified when `operator` is 'In' or 'NotIn'",
+        )),
+        "Exists" | "DoesNotExist" if !values.is_empty() => Some(FieldError::forbidden(
+            &path.child("values"),
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )),
+        _ => None,
+    }
+}
+
+fn validate_field_requirement(requirement: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if str_at(requirement, "key").is_empty() {
+        errs.push(FieldError::required(
+            &path.child("key"),
+            "must be specified",
+        ));
+    }
+    errs.extend(operator_value_errors(requirement, path));
+    errs
+}
+
+/// Label requirements also need a label-name key and label values.
+fn validate_label_requirement(requirement: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs: Vec<FieldError> = operator_value_errors(requirement, path)
+        .into_iter()
+        .collect();
+    errs.extend(validate_label_name(
+        str_at(requirement, "key"),
+        &path.child("key"),
+    ));
+    for (i, v) in strs_at(requirement, "values").into_iter().enumerate() {
+        for m in is_valid_label_value(v) {
+            errs.push(FieldError::invalid(&path.child("values").index(i), v, m));
         }
     }
     errs
@@ -232,15 +278,29 @@ impl Strategy for AccessReviewStrategy {
         obj: &Value,
         _user: &UserInfo,
     ) -> Option<Result<Value, Status>> {
-        let mut out = obj.clone();
-        if out.get("kind").and_then(Value::as_str) == Some("SelfSubjectRulesReview") {
-            out["status"] = json!({
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": false,
-            });
-            return Some(Ok(out));
+        if obj.get("kind").and_then(Value::as_str) == Some("SelfSubjectRulesReview") {
+            // Upstream needs a namespace to resolve rules in, and answers with a new object
+            // that holds the rules alone.
+            if obj
+                .pointer("/spec/namespace")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                return Some(Err(Status::bad_request("no namespace on request")));
+            }
+            return Some(Ok(json!({
+                "kind": "SelfSubjectRulesReview",
+                "apiVersion": obj.get("apiVersion").cloned().unwrap_or_else(|| json!("authorization.k8s.io/v1")),
+                "metadata": {},
+                "spec": {},
+                "status": {
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    "incomplete": false,
+                },
+            })));
         }
+        let mut out = obj.clone();
         let errs = validate_review(obj);
         if !errs.is_empty() {
             return Some(Err(invalid_status(AUTHORIZATION_GROUP, "", "", &errs)));
@@ -352,7 +412,7 @@ mod tests {
                 json!({"kind": "SelfSubjectAccessReview", "metadata": {"name": "x"}, "spec": {}})
             ),
             [
-                "spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                "spec.resourceAttributes: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified",
                 "metadata: Invalid value: {\"name\":\"x\",\"creationTimestamp\":null}: must be empty",
             ]
         );
