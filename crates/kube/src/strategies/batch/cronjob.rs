@@ -138,7 +138,21 @@ impl Strategy for CronJobStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        // `DropDisabledTemplateFields`.
+        crate::strategies::pod::drop_disabled_template_fields(
+            obj,
+            "/spec/jobTemplate/spec/template",
+            None,
+        );
         obj["status"] = json!({});
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        crate::strategies::pod::drop_disabled_template_fields(
+            new,
+            "/spec/jobTemplate/spec/template",
+            Some(old),
+        );
     }
 
     /// `ValidateCronJobCreate`: the spec, then the name's length.

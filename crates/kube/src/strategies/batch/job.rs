@@ -42,6 +42,8 @@ impl Strategy for JobStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        // `DropDisabledTemplateFields`.
+        crate::strategies::pod::drop_disabled_template_fields(obj, "/spec/template", None);
         obj["status"] = json!({});
         if obj.pointer("/spec/manualSelector") != Some(&Value::Bool(true)) {
             let shared = job_labels_are_template_labels(obj);
@@ -53,6 +55,10 @@ impl Strategy for JobStrategy {
                 }
             }
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        crate::strategies::pod::drop_disabled_template_fields(new, "/spec/template", Some(old));
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

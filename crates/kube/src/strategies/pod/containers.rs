@@ -642,14 +642,17 @@ fn validate_env(c: &Value, path: &FieldPath) -> Vec<FieldError> {
                 errs.extend(key_selector(s, &fp.child(kind)));
             }
         }
-        if object(from, "fileKeyRef").is_some() {
+        if let Some(f) = object(from, "fileKeyRef") {
             sources += 1;
+            errs.extend(file_key_selector(f, &fp.child("fileKeyRef")));
         }
         if sources == 0 {
+            // v1.36 turns on `AllowEnvFilesValidation` (EnvFiles is beta, on), which names
+            // `fileKeyRef` among the choices.
             errs.push(FieldError::invalid(
                 &fp,
                 "",
-                "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+                "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, `secretKeyRef` or `fileKeyRef`",
             ));
         } else if !text(env, "value").is_empty() {
             errs.push(FieldError::invalid(
@@ -663,6 +666,76 @@ fn validate_env(c: &Value, path: &FieldPath) -> Vec<FieldError> {
                 "",
                 "may not have more than one field specified at a time",
             ));
+        }
+    }
+    errs
+}
+
+/// `validateFileKeySelector`: a relaxed environment variable name as key, a DNS label as volume
+/// name, a path without backsteps.
+fn file_key_selector(s: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let key = text(s, "key");
+    if key.is_empty() {
+        errs.push(FieldError::required(&path.child("key"), ""));
+    } else {
+        errs.extend(
+            is_relaxed_env_var_name(key)
+                .into_iter()
+                .map(|m| FieldError::invalid(&path.child("key"), key, m)),
+        );
+    }
+    let volume = text(s, "volumeName");
+    if volume.is_empty() {
+        errs.push(FieldError::required(&path.child("volumeName"), ""));
+    } else {
+        errs.extend(
+            is_dns1123_label(volume)
+                .into_iter()
+                .map(|m| FieldError::invalid(&path.child("volumeName"), volume, m)),
+        );
+    }
+    let file = text(s, "path");
+    if file.is_empty() {
+        errs.push(FieldError::required(&path.child("path"), ""));
+    } else {
+        errs.extend(no_backsteps(file, &path.child("path")));
+    }
+    errs
+}
+
+/// `validateFileKeyRefVolumes`: an environment variable read from a file names one of the
+/// pod's volumes, an `emptyDir` (checked after the rest of the spec).
+pub(super) fn file_key_ref_volumes(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let volumes: Vec<(&str, &Value)> = items(spec, "volumes")
+        .map(|(_, v)| (text(v, "name"), v))
+        .collect();
+    for (c, cp) in super::util::visit_containers(spec, path) {
+        for (j, env) in items(c, "env") {
+            let Some(f) = env
+                .pointer("/valueFrom/fileKeyRef")
+                .filter(|f| f.is_object())
+            else {
+                continue;
+            };
+            let name = text(f, "volumeName");
+            let vp = cp
+                .child("env")
+                .index(j)
+                .child("valueFrom")
+                .child("fileKeyRef")
+                .child("volumeName");
+            // Go keeps the last volume of a name in its map.
+            match volumes.iter().rev().find(|(n, _)| *n == name) {
+                None => errs.push(FieldError::not_found(&vp, name)),
+                Some((_, v)) if object(v, "emptyDir").is_none() => errs.push(FieldError::invalid(
+                    &vp,
+                    name,
+                    "referenced volume must be of type emptyDir",
+                )),
+                Some(_) => {}
+            }
         }
     }
     errs
