@@ -588,6 +588,25 @@ mod tests {
     }
 
     #[test]
+    fn spread_label_keys_join_the_selector() {
+        let mut pod = json!({"metadata": {"labels": {"app": "a"}}, "spec": {"topologySpreadConstraints": [
+            {"labelSelector": {"matchLabels": {"x": "y"}}, "matchLabelKeys": ["app", "none"], "topologyKey": "z"},
+            {"matchLabelKeys": ["app"], "topologyKey": "z"}]}});
+        merge_spread_label_keys(&mut pod);
+        assert_eq!(
+            pod.pointer("/spec/topologySpreadConstraints/0/labelSelector"),
+            Some(
+                &json!({"matchLabels": {"x": "y"}, "matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]})
+            )
+        );
+        // No selector: nothing to merge into (upstream's applyMatchLabelKeys).
+        assert_eq!(
+            pod.pointer("/spec/topologySpreadConstraints/1/labelSelector"),
+            None
+        );
+    }
+
+    #[test]
     fn label_keys_join_the_selector() {
         let mut pod = json!({"metadata": {"labels": {"app": "a"}}, "spec": {"affinity": {"podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}, "matchLabelKeys": ["app", "none"], "topologyKey": "z"}]}}}});

@@ -760,6 +760,26 @@ pub fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
     errs
 }
 
+/// An address as Go's `netutils.ParseIPSloppy` reads it: IPv4 octets may have leading zeros
+/// (read as decimal).
+fn parse_ip_sloppy(s: &str) -> Option<std::net::IpAddr> {
+    if !s.contains(':') {
+        let octets: Vec<u8> = s
+            .split('.')
+            .map(|o| {
+                (!o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| o.parse::<u8>().ok())
+                    .flatten()
+            })
+            .collect::<Option<_>>()?;
+        let [a, b, c, d] = octets[..] else {
+            return None;
+        };
+        return Some(std::net::Ipv4Addr::new(a, b, c, d).into());
+    }
+    s.parse().ok()
+}
+
 /// `validatePodIPs` / `validateHostIPs` over `status.<list>`.
 fn status_ips(
     status: &Value,
@@ -796,7 +816,7 @@ fn status_ips(
         // `IsDualStackIPStrings`: one address of each family at most, both families present.
         let parsed: Vec<Option<std::net::IpAddr>> = ips
             .iter()
-            .map(|ip| text(ip, "ip").parse::<std::net::IpAddr>().ok())
+            .map(|ip| parse_ip_sloppy(text(ip, "ip")))
             .collect();
         let v4 = parsed.iter().flatten().filter(|ip| ip.is_ipv4()).count();
         let v6 = parsed.iter().flatten().filter(|ip| ip.is_ipv6()).count();
