@@ -218,8 +218,13 @@ impl Strategy for DaemonSetStrategy {
         super::template_warnings_on_create(obj)
     }
 
+    /// Upstream warns when the template generation moved (a new template), not on other
+    /// spec changes.
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
-        super::template_warnings_on_update(new, old)
+        if template_generation(new) == template_generation(old) {
+            return Vec::new();
+        }
+        super::template_warnings_on_create(new)
     }
 }
 

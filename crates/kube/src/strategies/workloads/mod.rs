@@ -322,6 +322,25 @@ pub(crate) fn template_warnings_on_create(obj: &Value) -> Vec<String> {
     )
 }
 
+/// Deployments and ReplicaSets name their pods after themselves: a name that is no DNS label
+/// earns a warning before the template's (`WarningsOnCreate`).
+pub(crate) fn pod_name_warnings_on_create(obj: &Value) -> Vec<String> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let msgs = apimachinery::validation::is_dns1123_label(name);
+    let mut w = Vec::new();
+    if !msgs.is_empty() {
+        w.push(format!(
+            "metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; a DNS label is recommended: [{}]",
+            msgs.join(" ")
+        ));
+    }
+    w.extend(template_warnings_on_create(obj));
+    w
+}
+
 pub(crate) fn template_warnings_on_update(new: &Value, old: &Value) -> Vec<String> {
     if new.pointer("/metadata/generation") == old.pointer("/metadata/generation") {
         return Vec::new();
