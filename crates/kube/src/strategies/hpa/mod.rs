@@ -734,8 +734,9 @@ mod tests {
             )),
             [
                 "spec.minReplicas: Invalid value: 0: must be greater than or equal to 1",
-                "spec.maxReplicas: Invalid value: 0: must be greater than 0",
+                "spec.maxReplicas: Required value: must be set and greater than 0",
                 "spec.scaleTargetRef.kind: Required value",
+                "spec.scaleTargetRef.apiVersion: Invalid value: \"\": apiVersion must specify API group",
                 "spec.metrics: Forbidden: must specify at least one Object or External metric to support scaling to zero replicas",
             ]
         );
