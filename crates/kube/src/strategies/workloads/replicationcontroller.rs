@@ -131,7 +131,7 @@ impl Strategy for ReplicationControllerStrategy {
     }
 
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
-        super::template_warnings_on_create(obj)
+        super::pod_name_warnings_on_create(obj)
     }
 
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
