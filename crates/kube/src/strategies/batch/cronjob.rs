@@ -131,14 +131,33 @@ impl Strategy for CronJobStrategy {
         set_default(spec, "suspend", json!(false));
         set_default(spec, "successfulJobsHistoryLimit", json!(3));
         set_default(spec, "failedJobsHistoryLimit", json!(1));
-        // Upstream defaults only the pod template of a job template, not its Job spec.
+        // Upstream defaults only the pod template of a job template and its pod failure
+        // policy's condition patterns (`SetDefaults_PodFailurePolicyOnPodConditionsPattern`),
+        // not its Job spec (`SetDefaults_Job` is the Job's).
         if let Some(pod) = spec.pointer_mut("/jobTemplate/spec/template/spec") {
             default_pod_spec(pod);
+        }
+        if let Some(job_spec) = spec.pointer_mut("/jobTemplate/spec") {
+            super::default_condition_patterns(job_spec);
         }
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        // `DropDisabledTemplateFields`.
+        crate::strategies::pod::drop_disabled_template_fields(
+            obj,
+            "/spec/jobTemplate/spec/template",
+            None,
+        );
         obj["status"] = json!({});
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        crate::strategies::pod::drop_disabled_template_fields(
+            new,
+            "/spec/jobTemplate/spec/template",
+            Some(old),
+        );
     }
 
     /// `ValidateCronJobCreate`: the spec, then the name's length.
@@ -178,16 +197,28 @@ impl Strategy for CronJobStrategy {
         warnings
     }
 
+    /// The job template's warnings when the spec changed (a new generation); then, on every
+    /// update, a schedule naming a time zone (kept from an older object) is warned about, with
+    /// upstream's path `spec.spec.schedule`.
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
-        // Only a changed spec (a new generation) is warned about again.
-        if new.pointer("/metadata/generation") == old.pointer("/metadata/generation") {
-            return Vec::new();
+        let mut warnings = Vec::new();
+        if new.pointer("/metadata/generation") != old.pointer("/metadata/generation") {
+            warnings.extend(job_spec_warnings(
+                new.pointer("/spec/jobTemplate/spec")
+                    .unwrap_or(&Value::Null),
+                &FieldPath::new("spec").child("jobTemplate").child("spec"),
+            ));
         }
-        job_spec_warnings(
-            new.pointer("/spec/jobTemplate/spec")
-                .unwrap_or(&Value::Null),
-            &FieldPath::new("spec").child("jobTemplate").child("spec"),
-        )
+        let schedule = new
+            .pointer("/spec/schedule")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if schedule.contains("TZ") {
+            warnings.push(
+                "cannot use TZ or CRON_TZ in spec.spec.schedule, use timeZone instead, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details".to_string(),
+            );
+        }
+        warnings
     }
 }
 
@@ -207,6 +238,21 @@ mod tests {
 
     fn messages(errs: Vec<FieldError>) -> Vec<String> {
         errs.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn a_schedule_with_a_time_zone_warns_on_every_update() {
+        let mut old = cron(json!({"schedule": "TZ=UTC 0 * * * *"}), "c");
+        old["metadata"]["generation"] = json!(1);
+        let new = old.clone();
+        assert_eq!(
+            CronJobStrategy.warnings_on_update(&new, &old),
+            vec![
+                "cannot use TZ or CRON_TZ in spec.spec.schedule, use timeZone instead, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details"
+            ]
+        );
+        // An update may keep the zone the old schedule had.
+        assert!(CronJobStrategy.validate_update(&new, &old).is_empty());
     }
 
     #[test]

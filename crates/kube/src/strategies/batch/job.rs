@@ -42,6 +42,8 @@ impl Strategy for JobStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        // `DropDisabledTemplateFields`.
+        crate::strategies::pod::drop_disabled_template_fields(obj, "/spec/template", None);
         obj["status"] = json!({});
         if obj.pointer("/spec/manualSelector") != Some(&Value::Bool(true)) {
             let shared = job_labels_are_template_labels(obj);
@@ -53,6 +55,10 @@ impl Strategy for JobStrategy {
                 }
             }
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        crate::strategies::pod::drop_disabled_template_fields(new, "/spec/template", Some(old));
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -315,8 +321,30 @@ fn validate_completions(spec: &Value, old_spec: &Value, path: &FieldPath) -> Vec
     }
 }
 
-/// `validatePodTemplateUpdate`: the template is immutable, except that a suspended Job that
-/// never started may change its scheduling directives, labels and annotations.
+/// `shouldAllowMutablePodTemplate`: a suspended Job that has not started (or is suspended by
+/// its condition) and runs no pod may change its template's scheduling directives and, with
+/// MutablePodResourcesForSuspendedJobs and MutableSchedulingDirectivesForSuspendedJobs (both
+/// beta and on in v1.36), its containers' resources.
+fn template_is_mutable(old: &Value) -> bool {
+    let suspended = old.pointer("/spec/suspend") == Some(&Value::Bool(true));
+    let not_started = old.pointer("/status/startTime").is_none_or(Value::is_null);
+    let suspended_condition = old
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Suspended" && c["status"] == "True");
+    let active = old
+        .pointer("/status/active")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    suspended && (not_started || suspended_condition) && active == 0
+}
+
+/// `validatePodTemplateUpdate`: the template is immutable, except that a Job whose template
+/// is mutable (`template_is_mutable`) may change its scheduling directives, labels and
+/// annotations, and then its containers' resources only (`validatePodResourceUpdatesOnly`,
+/// reported at `spec.template.spec`).
 fn validate_template_update(new: &Value, old: &Value, path: &FieldPath) -> Vec<FieldError> {
     let template = new
         .pointer("/spec/template")
@@ -326,21 +354,59 @@ fn validate_template_update(new: &Value, old: &Value, path: &FieldPath) -> Vec<F
         .pointer("/spec/template")
         .cloned()
         .unwrap_or(Value::Null);
-    let suspended = old.pointer("/spec/suspend") == Some(&Value::Bool(true));
-    let not_started = old.pointer("/status/startTime").is_none_or(Value::is_null);
-    if suspended && not_started && old_template.is_object() {
+    let mutable = template_is_mutable(old);
+    if mutable && old_template.is_object() {
         relax_scheduling_directives(&template, &mut old_template);
     }
-    if template == old_template {
+    if !mutable {
+        if template == old_template {
+            return Vec::new();
+        }
+        return vec![
+            FieldError::invalid(
+                &path.child("template"),
+                template.clone(),
+                apimachinery::validation::FIELD_IMMUTABLE_ERROR_MSG,
+            )
+            .with_rendered_value(internal_json("core.v1.PodTemplateSpec", &template)),
+        ];
+    }
+    let new_spec = template.get("spec").cloned().unwrap_or(Value::Null);
+    let mut old_spec = old_template.get("spec").cloned().unwrap_or(Value::Null);
+    for list in ["containers", "initContainers"] {
+        let new_list = new_spec.get(list).and_then(Value::as_array);
+        let Some(old_list) = old_spec.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        let Some(new_list) = new_list.filter(|n| n.len() == old_list.len()) else {
+            continue;
+        };
+        for (o, n) in old_list.iter_mut().zip(new_list) {
+            if o.get("name") == n.get("name")
+                && let Some(m) = o.as_object_mut()
+            {
+                match n.get("resources") {
+                    Some(r) => {
+                        m.insert("resources".into(), r.clone());
+                    }
+                    None => {
+                        m.remove("resources");
+                    }
+                }
+            }
+        }
+    }
+    if new_spec == old_spec {
         return Vec::new();
     }
+    // Upstream names the path with one element, "template.spec".
     vec![
         FieldError::invalid(
-            &path.child("template"),
-            template.clone(),
+            &path.child("template.spec"),
+            new_spec.clone(),
             apimachinery::validation::FIELD_IMMUTABLE_ERROR_MSG,
         )
-        .with_rendered_value(internal_json("core.v1.PodTemplateSpec", &template)),
+        .with_rendered_value(internal_json("core.v1.PodSpec", &new_spec)),
     ]
 }
 
@@ -551,6 +617,35 @@ mod tests {
         // Not once it started.
         old["status"] = json!({"startTime": "2024-01-01T00:00:00Z"});
         assert_eq!(JobStrategy.validate_update(&new, &old).len(), 1);
+    }
+
+    #[test]
+    fn a_suspended_job_may_change_its_container_resources_only() {
+        let mut old = basic();
+        old["spec"]["suspend"] = json!(true);
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["containers"][0]["resources"] =
+            json!({"requests": {"cpu": "2"}});
+        assert!(JobStrategy.validate_update(&new, &old).is_empty());
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other:2");
+        let errs = JobStrategy.validate_update(&new, &old);
+        assert_eq!(errs.len(), 1);
+        assert!(
+            errs[0]
+                .to_string()
+                .starts_with("spec.template.spec: Invalid value: {\"Volumes\":")
+        );
+        // A running suspended Job keeps its template whole.
+        old["status"] = json!({"startTime": "2024-01-01T00:00:00Z", "active": 1});
+        new["spec"]["template"]["spec"]["containers"][0]["image"] =
+            old["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+        let errs = JobStrategy.validate_update(&new, &old);
+        assert_eq!(errs.len(), 1);
+        assert!(
+            errs[0]
+                .to_string()
+                .starts_with("spec.template: Invalid value:")
+        );
     }
 
     #[test]

@@ -73,6 +73,14 @@ pub(crate) fn default_job_spec(spec: &mut Value) {
             "TerminatingOrFailed"
         }),
     );
+    default_condition_patterns(spec);
+    if let Some(pod) = spec.pointer_mut("/template/spec") {
+        default_pod_spec(pod);
+    }
+}
+
+/// `SetDefaults_PodFailurePolicyOnPodConditionsPattern`: a pattern's status is `True`.
+pub(crate) fn default_condition_patterns(spec: &mut Value) {
     if let Some(rules) = spec
         .pointer_mut("/podFailurePolicy/rules")
         .and_then(Value::as_array_mut)
@@ -87,9 +95,6 @@ pub(crate) fn default_job_spec(spec: &mut Value) {
                 set_default(pattern, "status", json!("True"));
             }
         }
-    }
-    if let Some(pod) = spec.pointer_mut("/template/spec") {
-        default_pod_spec(pod);
     }
 }
 

@@ -32,6 +32,97 @@ const METRIC_SOURCE_TYPES: &[&str] = &[
 const SELECT_POLICIES: &[&str] = &["Disabled", "Max", "Min"];
 const POLICY_TYPES: &[&str] = &["Percent", "Pods"];
 
+/// `CrossVersionObjectReferenceValidationOptions`.
+#[derive(Clone, Copy, Default)]
+struct RefOptions {
+    allow_empty_group: bool,
+    allow_invalid_api_version: bool,
+}
+
+/// `HorizontalPodAutoscalerSpecValidationOptions` as upstream's strategy builds them
+/// (`validationOptionsForHorizontalPodAutoscaler`), from the v2 forms of the new and old
+/// objects.
+#[derive(Clone, Copy)]
+struct SpecOptions {
+    /// 1: HPAScaleToZero is alpha and off in v1.36, unless the old object already has 0.
+    min_replicas_lower_bound: i64,
+    scale_target: RefOptions,
+    object_metrics: RefOptions,
+}
+
+impl SpecOptions {
+    fn new(new: &Value, old: Option<&Value>) -> Self {
+        let mut opts = SpecOptions {
+            min_replicas_lower_bound: 1,
+            scale_target: RefOptions::default(),
+            object_metrics: RefOptions {
+                allow_empty_group: true,
+                allow_invalid_api_version: false,
+            },
+        };
+        if old
+            .and_then(|o| o.pointer("/spec/minReplicas"))
+            .and_then(Value::as_i64)
+            == Some(0)
+        {
+            opts.min_replicas_lower_bound = 0;
+        }
+        let target = |o: &Value, f: &str| {
+            o.pointer(&format!("/spec/scaleTargetRef/{f}"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        if let Some(o) = old
+            && target(o, "apiVersion") == target(new, "apiVersion")
+            && target(o, "kind") == target(new, "kind")
+        {
+            // An update that keeps the target's kind and version does not check the version.
+            opts.scale_target.allow_invalid_api_version = true;
+        } else if target(new, "kind") == "ReplicationController" {
+            // The one scalable kind of the core group.
+            opts.scale_target.allow_empty_group = true;
+        }
+        // Object metrics that are already invalid keep their versions unchecked.
+        let old_metrics = old
+            .and_then(|o| o.pointer("/spec/metrics"))
+            .and_then(Value::as_array);
+        if old_metrics.into_iter().flatten().any(|m| {
+            text(m, "type") == "Object"
+                && present(m, "object").is_some_and(|o| {
+                    api_version_error(
+                        o.get("describedObject").unwrap_or(&Value::Null),
+                        opts.object_metrics,
+                    )
+                    .is_some()
+                })
+        }) {
+            opts.object_metrics.allow_invalid_api_version = true;
+        }
+        opts
+    }
+}
+
+/// `ValidateAPIVersion`: the reference's apiVersion parses as a group/version
+/// (`schema.ParseGroupVersion`) and names a group unless allowed not to.
+fn api_version_error(reference: &Value, opts: RefOptions) -> Option<String> {
+    if opts.allow_invalid_api_version {
+        return None;
+    }
+    let api_version = text(reference, "apiVersion");
+    let group = if api_version.is_empty() || api_version == "/" {
+        ""
+    } else {
+        match api_version.matches('/').count() {
+            0 => "",
+            1 => api_version.split('/').next().unwrap_or(""),
+            _ => return Some(format!("unexpected GroupVersion string: {api_version}")),
+        }
+    };
+    (!opts.allow_empty_group && group.is_empty())
+        .then(|| "apiVersion must specify API group".to_string())
+}
+
 pub struct HpaStrategy {
     /// Whether this is the v2 form (else v1).
     pub v2: bool,
@@ -110,22 +201,18 @@ impl Strategy for HpaStrategy {
         validate_spec(
             v2.get("spec").unwrap_or(&Value::Null),
             &FieldPath::new("spec"),
-            1,
+            SpecOptions::new(&v2, None),
         )
     }
 
-    /// Like create; a minimum of 0 replicas stays allowed for an object that has it.
+    /// Like create, with the old object's allowances (a minimum of 0 replicas, unchecked
+    /// versions it already had).
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let (new, old) = (self.as_v2(new), self.as_v2(old));
-        let lower = if old.pointer("/spec/minReplicas").and_then(Value::as_i64) == Some(0) {
-            0
-        } else {
-            1
-        };
         validate_spec(
             new.get("spec").unwrap_or(&Value::Null),
             &FieldPath::new("spec"),
-            lower,
+            SpecOptions::new(&new, Some(&old)),
         )
     }
 
@@ -156,7 +243,8 @@ impl HpaStrategy {
 }
 
 /// `validateHorizontalPodAutoscalerSpec`.
-fn validate_spec(spec: &Value, path: &FieldPath, min_lower_bound: i64) -> Vec<FieldError> {
+fn validate_spec(spec: &Value, path: &FieldPath, opts: SpecOptions) -> Vec<FieldError> {
+    let min_lower_bound = opts.min_replicas_lower_bound;
     let mut errs = Vec::new();
     let min = present(spec, "minReplicas").and_then(Value::as_i64);
     let max = int(spec, "maxReplicas");
@@ -167,11 +255,16 @@ fn validate_spec(spec: &Value, path: &FieldPath, min_lower_bound: i64) -> Vec<Fi
             format!("must be greater than or equal to {min_lower_bound}"),
         ));
     }
-    if max < 1 {
+    if max == 0 {
+        errs.push(FieldError::required(
+            &path.child("maxReplicas"),
+            "must be set and greater than 0",
+        ));
+    } else if max < 0 {
         errs.push(FieldError::invalid(
             &path.child("maxReplicas"),
             max,
-            "must be greater than 0",
+            "must be greater than or equal to 1",
         ));
     }
     if min.is_some_and(|m| max < m) {
@@ -184,8 +277,14 @@ fn validate_spec(spec: &Value, path: &FieldPath, min_lower_bound: i64) -> Vec<Fi
     errs.extend(validate_object_reference(
         spec.get("scaleTargetRef").unwrap_or(&Value::Null),
         &path.child("scaleTargetRef"),
+        opts.scale_target,
     ));
-    errs.extend(validate_metrics(spec, &path.child("metrics"), min));
+    errs.extend(validate_metrics(
+        spec,
+        &path.child("metrics"),
+        min,
+        opts.object_metrics,
+    ));
     if let Some(behavior) = present(spec, "behavior") {
         let behavior_path = path.child("behavior");
         for rules in ["scaleUp", "scaleDown"] {
@@ -198,7 +297,11 @@ fn validate_spec(spec: &Value, path: &FieldPath, min_lower_bound: i64) -> Vec<Fi
 }
 
 /// `ValidateCrossVersionObjectReference`.
-fn validate_object_reference(reference: &Value, path: &FieldPath) -> Vec<FieldError> {
+fn validate_object_reference(
+    reference: &Value,
+    path: &FieldPath,
+    opts: RefOptions,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for field in ["kind", "name"] {
         let value = text(reference, field);
@@ -210,11 +313,23 @@ fn validate_object_reference(reference: &Value, path: &FieldPath) -> Vec<FieldEr
             }
         }
     }
+    if let Some(msg) = api_version_error(reference, opts) {
+        errs.push(FieldError::invalid(
+            &path.child("apiVersion"),
+            text(reference, "apiVersion"),
+            msg,
+        ));
+    }
     errs
 }
 
 /// `validateMetrics`: each metric, and an Object or External one to scale to zero.
-fn validate_metrics(spec: &Value, path: &FieldPath, min: Option<i64>) -> Vec<FieldError> {
+fn validate_metrics(
+    spec: &Value,
+    path: &FieldPath,
+    min: Option<i64>,
+    opts: RefOptions,
+) -> Vec<FieldError> {
     let metrics = spec
         .get("metrics")
         .and_then(Value::as_array)
@@ -222,7 +337,7 @@ fn validate_metrics(spec: &Value, path: &FieldPath, min: Option<i64>) -> Vec<Fie
         .unwrap_or_default();
     let mut errs = Vec::new();
     for (i, metric) in metrics.iter().enumerate() {
-        errs.extend(validate_metric(metric, &path.index(i)));
+        errs.extend(validate_metric(metric, &path.index(i), opts));
     }
     let scales_on_objects = metrics
         .iter()
@@ -246,7 +361,7 @@ const SOURCES: &[(&str, &str)] = &[
 ];
 
 /// `validateMetricSpec`.
-fn validate_metric(metric: &Value, path: &FieldPath) -> Vec<FieldError> {
+fn validate_metric(metric: &Value, path: &FieldPath, opts: RefOptions) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let ty = text(metric, "type");
     if ty.is_empty() {
@@ -272,7 +387,7 @@ fn validate_metric(metric: &Value, path: &FieldPath) -> Vec<FieldError> {
         let source = present(metric, first).unwrap_or(&Value::Null);
         let source_path = path.child(first);
         errs.extend(match *first {
-            "object" => validate_object_source(source, &source_path),
+            "object" => validate_object_source(source, &source_path, opts),
             "external" => validate_external_source(source, &source_path),
             "pods" => validate_pods_source(source, &source_path),
             "resource" => validate_resource_source(source, &source_path, false),
@@ -377,10 +492,11 @@ fn target_of(source: &Value) -> &Value {
     source.get("target").unwrap_or(&Value::Null)
 }
 
-fn validate_object_source(source: &Value, path: &FieldPath) -> Vec<FieldError> {
+fn validate_object_source(source: &Value, path: &FieldPath, opts: RefOptions) -> Vec<FieldError> {
     let mut errs = validate_object_reference(
         source.get("describedObject").unwrap_or(&Value::Null),
         &path.child("describedObject"),
+        opts,
     );
     errs.extend(validate_metric_identifier(
         source.get("metric").unwrap_or(&Value::Null),
@@ -618,8 +734,9 @@ mod tests {
             )),
             [
                 "spec.minReplicas: Invalid value: 0: must be greater than or equal to 1",
-                "spec.maxReplicas: Invalid value: 0: must be greater than 0",
+                "spec.maxReplicas: Required value: must be set and greater than 0",
                 "spec.scaleTargetRef.kind: Required value",
+                "spec.scaleTargetRef.apiVersion: Invalid value: \"\": apiVersion must specify API group",
                 "spec.metrics: Forbidden: must specify at least one Object or External metric to support scaling to zero replicas",
             ]
         );

@@ -49,12 +49,9 @@ pub(super) fn validate_containers(
             errs.push(FieldError::duplicate(&p.child("name"), name));
         }
         errs.extend(validate_handlers_and_probes(c, ctx, &p));
-        if present(c, "restartPolicy") {
-            errs.push(FieldError::forbidden(
-                &p.child("restartPolicy"),
-                "may not be set for non-init containers",
-            ));
-        }
+        // ContainerRestartRules (beta, on in v1.36): a regular container may set its own
+        // restart policy and rules.
+        errs.extend(validate_container_restart_policy(c, &p));
     }
     errs.extend(host_port_conflicts(containers, path));
     errs
@@ -97,17 +94,19 @@ pub(super) fn validate_init_containers(
     for (i, c) in items(spec, "initContainers") {
         let p = path.index(i);
         errs.extend(validate_common(c, ctx, &p));
-        let mut sidecar = false;
-        if let Some(rp) = c.get("restartPolicy").and_then(Value::as_str) {
-            if rp != "Always" {
-                errs.push(FieldError::not_supported(
-                    &p.child("restartPolicy"),
-                    rp,
-                    &["Always"],
-                ));
-            }
-            sidecar = rp == "Always";
+        // `validateInitContainerRestartPolicy` with ContainerRestartRules and
+        // RestartAllContainersOnContainerExits (both on in v1.36): any container restart policy,
+        // with rules, sidecars included.
+        let policy = c.get("restartPolicy").and_then(Value::as_str);
+        if policy.is_some() {
+            errs.extend(validate_container_restart_policy(c, &p));
+        } else if !super::util::list(c, "restartPolicyRules").is_empty() {
+            errs.push(FieldError::required(
+                &p.child("restartPolicy"),
+                "must specify restartPolicy when restart rules are used",
+            ));
         }
+        let sidecar = policy == Some("Always");
         let name = text(c, "name");
         if names.contains(name) {
             errs.push(FieldError::duplicate(&p.child("name"), name));
@@ -133,6 +132,88 @@ pub(super) fn validate_init_containers(
                     ));
                 }
             }
+        }
+        // A non-sidecar init container runs once: no resize may restart it (new pods have
+        // no `AllowExistingRestartContainerForNonSidecarInitContainer`).
+        if !sidecar {
+            for (j, rp) in items(c, "resizePolicy") {
+                let policy = text(rp, "restartPolicy");
+                if policy == "RestartContainer" {
+                    errs.push(FieldError::invalid(
+                        &p.child("resizePolicy").index(j).child("restartPolicy"),
+                        policy,
+                        "must not be set to 'RestartContainer' for non-sidecar initContainers",
+                    ));
+                }
+            }
+        }
+    }
+    errs
+}
+
+/// `validateContainerRestartPolicy`: a container restart policy of `Always`, `Never` or
+/// `OnFailure` (required with rules), at most 20 rules, each with a supported action
+/// (`RestartAllContainers` too, RestartAllContainersOnContainerExits being on) and exit codes
+/// (`In`/`NotIn`, at most 255 values).
+fn validate_container_restart_policy(c: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let rules = super::util::list(c, "restartPolicyRules");
+    let policy_path = path.child("restartPolicy");
+    match c.get("restartPolicy").and_then(Value::as_str) {
+        None if rules.is_empty() => return errs,
+        None => errs.push(FieldError::required(
+            &policy_path,
+            "must specify restartPolicy when restart rules are used",
+        )),
+        Some("Always" | "Never" | "OnFailure") => {}
+        Some(other) => errs.push(FieldError::not_supported(
+            &policy_path,
+            other,
+            &["Always", "Never", "OnFailure"],
+        )),
+    }
+    let rules_path = path.child("restartPolicyRules");
+    if rules.len() > 20 {
+        errs.push(FieldError::too_many(
+            &rules_path,
+            Some(rules.len() as i64),
+            Some(20),
+        ));
+    }
+    for (i, rule) in rules.iter().enumerate() {
+        let rp = rules_path.index(i);
+        let action = text(rule, "action");
+        if !matches!(action, "Restart" | "RestartAllContainers") {
+            errs.push(FieldError::not_supported(
+                &rp.child("action"),
+                action,
+                &["Restart", "RestartAllContainers"],
+            ));
+        }
+        match object(rule, "exitCodes") {
+            Some(codes) => {
+                let cp = rp.child("exitCodes");
+                let op = text(codes, "operator");
+                if !matches!(op, "In" | "NotIn") {
+                    errs.push(FieldError::not_supported(
+                        &cp.child("operator"),
+                        op,
+                        &["In", "NotIn"],
+                    ));
+                }
+                let values = super::util::list(codes, "values");
+                if values.len() > 255 {
+                    errs.push(FieldError::too_many(
+                        &cp.child("values"),
+                        Some(values.len() as i64),
+                        Some(255),
+                    ));
+                }
+            }
+            None => errs.push(FieldError::required(
+                &rp.child("exitCodes"),
+                "must be specified",
+            )),
         }
     }
     errs
@@ -345,7 +426,7 @@ fn validate_resize_policy(c: &Value, pod_restart: &str, path: &FieldPath) -> Vec
             errs.push(FieldError::invalid(
                 path,
                 policy,
-                "must be 'NotRequired' when `restartPolicy` is 'Never'",
+                "must be 'NotRequired' when pod `restartPolicy` is 'Never'",
             ));
         }
     }
@@ -642,14 +723,17 @@ fn validate_env(c: &Value, path: &FieldPath) -> Vec<FieldError> {
                 errs.extend(key_selector(s, &fp.child(kind)));
             }
         }
-        if object(from, "fileKeyRef").is_some() {
+        if let Some(f) = object(from, "fileKeyRef") {
             sources += 1;
+            errs.extend(file_key_selector(f, &fp.child("fileKeyRef")));
         }
         if sources == 0 {
+            // v1.36 turns on `AllowEnvFilesValidation` (EnvFiles is beta, on), which names
+            // `fileKeyRef` among the choices.
             errs.push(FieldError::invalid(
                 &fp,
                 "",
-                "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+                "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, `secretKeyRef` or `fileKeyRef`",
             ));
         } else if !text(env, "value").is_empty() {
             errs.push(FieldError::invalid(
@@ -663,6 +747,76 @@ fn validate_env(c: &Value, path: &FieldPath) -> Vec<FieldError> {
                 "",
                 "may not have more than one field specified at a time",
             ));
+        }
+    }
+    errs
+}
+
+/// `validateFileKeySelector`: a relaxed environment variable name as key, a DNS label as volume
+/// name, a path without backsteps.
+fn file_key_selector(s: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let key = text(s, "key");
+    if key.is_empty() {
+        errs.push(FieldError::required(&path.child("key"), ""));
+    } else {
+        errs.extend(
+            is_relaxed_env_var_name(key)
+                .into_iter()
+                .map(|m| FieldError::invalid(&path.child("key"), key, m)),
+        );
+    }
+    let volume = text(s, "volumeName");
+    if volume.is_empty() {
+        errs.push(FieldError::required(&path.child("volumeName"), ""));
+    } else {
+        errs.extend(
+            is_dns1123_label(volume)
+                .into_iter()
+                .map(|m| FieldError::invalid(&path.child("volumeName"), volume, m)),
+        );
+    }
+    let file = text(s, "path");
+    if file.is_empty() {
+        errs.push(FieldError::required(&path.child("path"), ""));
+    } else {
+        errs.extend(no_backsteps(file, &path.child("path")));
+    }
+    errs
+}
+
+/// `validateFileKeyRefVolumes`: an environment variable read from a file names one of the
+/// pod's volumes, an `emptyDir` (checked after the rest of the spec).
+pub(super) fn file_key_ref_volumes(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let volumes: Vec<(&str, &Value)> = items(spec, "volumes")
+        .map(|(_, v)| (text(v, "name"), v))
+        .collect();
+    for (c, cp) in super::util::visit_containers(spec, path) {
+        for (j, env) in items(c, "env") {
+            let Some(f) = env
+                .pointer("/valueFrom/fileKeyRef")
+                .filter(|f| f.is_object())
+            else {
+                continue;
+            };
+            let name = text(f, "volumeName");
+            let vp = cp
+                .child("env")
+                .index(j)
+                .child("valueFrom")
+                .child("fileKeyRef")
+                .child("volumeName");
+            // Go keeps the last volume of a name in its map.
+            match volumes.iter().rev().find(|(n, _)| *n == name) {
+                None => errs.push(FieldError::not_found(&vp, name)),
+                Some((_, v)) if object(v, "emptyDir").is_none() => errs.push(FieldError::invalid(
+                    &vp,
+                    name,
+                    "referenced volume must be of type emptyDir",
+                )),
+                Some(_) => {}
+            }
         }
     }
     errs

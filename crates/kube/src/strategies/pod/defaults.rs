@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::super::{object_at, set_default};
-use super::util::{items, map, quantity, text};
+use super::util::{map, text};
 
 /// Image pull policy default (`parsers.ParseImageName`'s tag): `Always` for `:latest` or an
 /// untagged image without digest, else `IfNotPresent`.
@@ -268,41 +268,40 @@ pub fn default_pod(pod: &mut Value) {
     }
 }
 
-/// `defaultPodRequests`: with pod-level limits, pod-level requests default to what the
-/// containers request (cpu and memory), else to the pod-level limits.
+/// `defaultHugePagePodLimits` then `defaultPodRequests` (PodLevelResources, beta and on in
+/// v1.36), for pods whose pod-level resources are partly set: pod-level hugepage limits default
+/// to the containers' aggregated hugepage limits (unless the pod requests that size); pod-level
+/// requests default to the containers' aggregated cpu and memory requests, then to the
+/// pod-level limits of supported resources (cpu, memory, hugepages).
 fn default_pod_requests(spec: &mut Value) {
     let Some(res) = spec.get("resources").filter(|r| r.is_object()) else {
         return;
     };
-    let limits = map(res, "limits").clone();
+    let supported = |k: &str| matches!(k, "cpu" | "memory") || k.starts_with("hugepages-");
+    let mut limits = map(res, "limits").clone();
+    let mut requests = map(res, "requests").clone();
+    if !(limits.is_empty() && requests.is_empty()) {
+        for (k, q) in super::resources::aggregate_containers(spec, "limits") {
+            if k.starts_with("hugepages-") && !requests.contains_key(&k) && !limits.contains_key(&k)
+            {
+                limits.insert(k, json!(q.canonical()));
+            }
+        }
+        if !limits.is_empty() {
+            spec["resources"]["limits"] = Value::Object(limits.clone());
+        }
+    }
     if limits.is_empty() {
         return;
     }
-    let mut requests = map(res, "requests").clone();
-    let mut totals: std::collections::BTreeMap<String, apimachinery::quantity::Quantity> =
-        Default::default();
-    for list in ["containers", "initContainers"] {
-        for (_, c) in items(spec, list) {
-            let r = c.get("resources").unwrap_or(&Value::Null);
-            for (k, v) in map(r, "requests") {
-                if let Some(q) = quantity(v) {
-                    let sum = match totals.get(k) {
-                        Some(t) => t.add(&q),
-                        None => q,
-                    };
-                    totals.insert(k.clone(), sum);
-                }
-            }
-        }
-    }
-    for (k, q) in totals {
+    // Only overcommittable resources (cpu and memory) take the containers' requests.
+    for (k, q) in super::resources::aggregate_containers(spec, "requests") {
         if matches!(k.as_str(), "cpu" | "memory") && !requests.contains_key(&k) {
             requests.insert(k, json!(q.canonical()));
         }
     }
     for (k, v) in limits {
-        let supported = matches!(k.as_str(), "cpu" | "memory") || k.starts_with("hugepages-");
-        if supported && !requests.contains_key(&k) {
+        if supported(&k) && !requests.contains_key(&k) {
             requests.insert(k, v);
         }
     }
@@ -334,5 +333,24 @@ mod tests {
         assert_eq!(spec["volumes"][1]["image"]["pullPolicy"], "IfNotPresent");
         assert_eq!(spec["serviceAccountName"], "sa");
         assert_eq!(spec["enableServiceLinks"], true);
+    }
+
+    #[test]
+    fn pod_level_resources_default_from_containers() {
+        // A sidecar adds to the regular containers; an init container counts alone with the
+        // sidecars before it; hugepage limits come from the containers.
+        let mut pod = json!({"spec": {
+            "resources": {"limits": {"cpu": "4", "memory": "1Gi"}},
+            "initContainers": [
+                {"name": "s", "image": "i", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+                {"name": "i", "image": "i", "resources": {"requests": {"cpu": "3"}}}],
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"},
+                "limits": {"hugepages-2Mi": "4Mi"}}}]}});
+        default_pod(&mut pod);
+        assert_eq!(
+            pod["spec"]["resources"],
+            json!({"limits": {"cpu": "4", "memory": "1Gi", "hugepages-2Mi": "4Mi"},
+                   "requests": {"cpu": "4", "memory": "1Gi", "hugepages-2Mi": "4Mi"}})
+        );
     }
 }

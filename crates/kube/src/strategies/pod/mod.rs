@@ -8,6 +8,7 @@
 mod containers;
 mod defaults;
 mod eviction;
+mod gates;
 mod resources;
 mod scheduling;
 mod security;
@@ -31,16 +32,10 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 pub use defaults::default_pod_spec;
+pub use gates::{drop_disabled_fields, drop_disabled_template_fields};
 pub use resources::compute_qos;
-pub use spec::{PodSpecOptions, validate_spec};
+pub use spec::validate_template_metadata;
 pub use warnings::{pod_warnings, template_warnings};
-
-/// `ValidatePodSpec` of a template's pod spec at `path` (no pod name, host ports may be left
-/// for the pods to default). Workload kinds validate their templates' specs with it.
-pub fn validate_pod_spec(spec: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
-    let empty = Value::Null;
-    validate_spec(spec.unwrap_or(&empty), path, PodSpecOptions::default())
-}
 
 /// `ValidatePodTemplateSpec` of the template (metadata and spec) at `path`: labels,
 /// annotations, the pod spec, annotation/field consistency, no ephemeral containers.
@@ -60,6 +55,14 @@ impl Strategy for PodTemplateStrategy {
         if let Some(spec) = obj.pointer_mut("/template/spec") {
             default_pod_spec(spec);
         }
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        drop_disabled_template_fields(obj, "/template", None);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        drop_disabled_template_fields(new, "/template", Some(old));
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -269,7 +272,11 @@ impl Strategy for PodStrategy {
                 "lastProbeTime": null, "lastTransitionTime": now}]);
         }
         obj["status"] = status;
+        if let Some(spec) = obj.get_mut("spec") {
+            drop_disabled_fields(spec, None);
+        }
         scheduling::merge_affinity_label_keys(obj);
+        scheduling::merge_spread_label_keys(obj);
     }
 
     fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
@@ -277,6 +284,9 @@ impl Strategy for PodStrategy {
             "ephemeralcontainers" => update::prepare_ephemeral_update(new, old),
             "resize" => update::prepare_resize(new, old),
             _ => {}
+        }
+        if let Some(spec) = new.get_mut("spec") {
+            drop_disabled_fields(spec, old.get("spec"));
         }
     }
 
@@ -312,6 +322,9 @@ impl Strategy for PodStrategy {
         // The store keeps the spec of a status write; the QoS class may not be dropped.
         if new.get("spec") == old.get("spec") {
             update::prepare_status_update(new, old);
+        }
+        if let Some(spec) = new.get_mut("spec") {
+            drop_disabled_fields(spec, old.get("spec"));
         }
     }
 

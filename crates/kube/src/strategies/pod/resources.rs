@@ -262,13 +262,13 @@ pub(super) fn validate_pod_resources(
     errs
 }
 
-/// The effective requests of the containers: regular containers and sidecars add up; a
-/// non-sidecar init container counts alone, with the sidecars started before it
-/// (`AggregateContainerRequests`).
-fn aggregate_container_requests(spec: &Value) -> Vec<(String, Quantity)> {
+/// The effective requests (or limits, `list`) of the containers: regular containers and
+/// sidecars add up; a non-sidecar init container counts alone, with the sidecars started
+/// before it (`AggregateContainerRequests`, `AggregateContainerLimits`).
+pub(super) fn aggregate_containers(spec: &Value, list: &str) -> Vec<(String, Quantity)> {
     let mut total: std::collections::BTreeMap<String, Quantity> = Default::default();
     let add = |acc: &mut std::collections::BTreeMap<String, Quantity>, c: &Value| {
-        for (name, v) in map(c.get("resources").unwrap_or(&Value::Null), "requests") {
+        for (name, v) in map(c.get("resources").unwrap_or(&Value::Null), list) {
             if let Some(q) = quantity(v) {
                 let sum = match acc.get(name) {
                     Some(old) => old.add(&q),
@@ -314,7 +314,7 @@ fn validate_pod_resource_consistency(
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let pod_requests = map(res, "requests");
-    for (name, ctr) in aggregate_container_requests(spec) {
+    for (name, ctr) in aggregate_containers(spec, "requests") {
         let pod = pod_requests
             .get(&name)
             .and_then(quantity)

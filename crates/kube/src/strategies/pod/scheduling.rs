@@ -496,6 +496,51 @@ pub(super) fn merge_affinity_label_keys(pod: &mut Value) {
     }
 }
 
+/// `mutateTopologySpreadConstraints` (MatchLabelKeysInPodTopologySpread and its
+/// SelectorMerge, both on in v1.36): each constraint's `matchLabelKeys` present in the pod's
+/// labels join its label selector as `In` requirements.
+pub(super) fn merge_spread_label_keys(pod: &mut Value) {
+    let labels = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let Some(constraints) = pod
+        .pointer_mut("/spec/topologySpreadConstraints")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for c in constraints {
+        let keys: Vec<(String, &str)> = strings(c, "matchLabelKeys")
+            .into_iter()
+            .map(|k| (k.to_string(), "In"))
+            .collect();
+        if !keys.is_empty()
+            && let Some(sel) = c.get_mut("labelSelector").filter(|s| s.is_object())
+        {
+            add_requirements(sel, keys, &labels);
+        }
+    }
+}
+
+fn add_requirements(
+    sel: &mut Value,
+    keys: Vec<(String, &str)>,
+    labels: &serde_json::Map<String, Value>,
+) {
+    for (key, op) in keys {
+        if let Some(value) = labels.get(&key) {
+            if !sel.get("matchExpressions").is_some_and(Value::is_array) {
+                sel["matchExpressions"] = json!([]);
+            }
+            if let Some(exprs) = sel["matchExpressions"].as_array_mut() {
+                exprs.push(json!({"key": key, "operator": op, "values": [value]}));
+            }
+        }
+    }
+}
+
 fn merge_term(term: &mut Value, labels: &serde_json::Map<String, Value>) {
     let keys: Vec<(String, &str)> = strings(term, "matchLabelKeys")
         .into_iter()
@@ -509,18 +554,8 @@ fn merge_term(term: &mut Value, labels: &serde_json::Map<String, Value>) {
     if keys.is_empty() {
         return;
     }
-    let Some(sel) = term.get_mut("labelSelector").filter(|s| s.is_object()) else {
-        return;
-    };
-    for (key, op) in keys {
-        if let Some(value) = labels.get(&key) {
-            if !sel.get("matchExpressions").is_some_and(Value::is_array) {
-                sel["matchExpressions"] = json!([]);
-            }
-            if let Some(exprs) = sel["matchExpressions"].as_array_mut() {
-                exprs.push(json!({"key": key, "operator": op, "values": [value]}));
-            }
-        }
+    if let Some(sel) = term.get_mut("labelSelector").filter(|s| s.is_object()) {
+        add_requirements(sel, keys, labels);
     }
 }
 
@@ -549,6 +584,25 @@ mod tests {
             )[0]
             .to_string(),
             "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero"
+        );
+    }
+
+    #[test]
+    fn spread_label_keys_join_the_selector() {
+        let mut pod = json!({"metadata": {"labels": {"app": "a"}}, "spec": {"topologySpreadConstraints": [
+            {"labelSelector": {"matchLabels": {"x": "y"}}, "matchLabelKeys": ["app", "none"], "topologyKey": "z"},
+            {"matchLabelKeys": ["app"], "topologyKey": "z"}]}});
+        merge_spread_label_keys(&mut pod);
+        assert_eq!(
+            pod.pointer("/spec/topologySpreadConstraints/0/labelSelector"),
+            Some(
+                &json!({"matchLabels": {"x": "y"}, "matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]})
+            )
+        );
+        // No selector: nothing to merge into (upstream's applyMatchLabelKeys).
+        assert_eq!(
+            pod.pointer("/spec/topologySpreadConstraints/1/labelSelector"),
+            None
         );
     }
 

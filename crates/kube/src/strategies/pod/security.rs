@@ -495,14 +495,61 @@ pub(super) fn validate_host_users(spec: &Value, path: &FieldPath) -> Vec<FieldEr
         return Vec::new();
     }
     let mut errs = Vec::new();
-    for field in ["hostNetwork", "hostPID", "hostIPC"] {
+    // Upstream names the internal struct's fields for the host PID and IPC namespaces
+    // (`HostPID`, `HostIPC`), the JSON name for the network one.
+    for (field, path_name) in [
+        ("hostNetwork", "hostNetwork"),
+        ("hostPID", "HostPID"),
+        ("hostIPC", "HostIPC"),
+    ] {
         if flag(spec, field) {
             errs.push(FieldError::forbidden(
-                &path.child(field),
+                &path.child(path_name),
                 "when `hostUsers` is false",
             ));
         }
     }
+    // Volume devices can't be id-mapped (`AllowUserNamespacesWithVolumeDevices` is off for new
+    // pods).
+    for (c, cp) in super::util::visit_containers(spec, path) {
+        if !super::util::list(c, "volumeDevices").is_empty() {
+            errs.push(FieldError::forbidden(
+                &cp.child("volumeDevices"),
+                "when `hostUsers` is false",
+            ));
+        }
+    }
+    errs
+}
+
+/// `validatePodHostName`: a hostname override (HostnameOverride, beta and on in v1.36) is a
+/// DNS subdomain of at most 64 bytes, not with `setHostnameAsFQDN` nor on the host's network.
+pub(super) fn validate_hostname_override(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let Some(name) = spec.get("hostnameOverride").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let p = path.child("hostnameOverride");
+    let mut errs = Vec::new();
+    if flag(spec, "setHostnameAsFQDN") {
+        errs.push(FieldError::forbidden(
+            &p,
+            "may not be specified when setHostnameAsFQDN is true",
+        ));
+    }
+    if flag(spec, "hostNetwork") {
+        errs.push(FieldError::forbidden(
+            &p,
+            "may not be specified when hostNetwork is true",
+        ));
+    }
+    if name.len() > 64 {
+        errs.push(FieldError::too_long(&p, "", 64));
+    }
+    errs.extend(
+        apimachinery::validation::is_dns1123_subdomain(name)
+            .into_iter()
+            .map(|m| FieldError::invalid(&p, name, m)),
+    );
     errs
 }
 
@@ -513,7 +560,7 @@ pub(super) fn validate_os(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     };
     let op = path.child("os");
     match text(os, "name") {
-        "" => vec![FieldError::required(&op.child("name"), "cannot be empty")],
+        "" => vec![FieldError::required(&op.child("name"), "")],
         "linux" => validate_linux(spec, path),
         "windows" => validate_windows(spec, path),
         other => vec![FieldError::not_supported(&op, other, &["linux", "windows"])],

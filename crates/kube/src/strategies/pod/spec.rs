@@ -7,13 +7,14 @@ use std::collections::BTreeSet;
 
 use apimachinery::validation::{
     FieldError, FieldPath, inclusive_range_error, is_dns1123_label, is_dns1123_subdomain,
-    is_dns1123_subdomain_with_underscore, is_valid_ip, validate_annotations, validate_labels,
+    is_dns1123_subdomain_with_underscore, is_valid_ip_for_legacy_field, validate_annotations,
+    validate_labels,
 };
 use serde_json::Value;
 
 use super::containers::{
-    PodContext, image_whitespace, validate_containers, validate_ephemeral_containers,
-    validate_init_containers,
+    PodContext, file_key_ref_volumes, image_whitespace, validate_containers,
+    validate_ephemeral_containers, validate_init_containers,
 };
 use super::resources::{validate_overhead, validate_pod_resources};
 use super::scheduling::{
@@ -21,8 +22,9 @@ use super::scheduling::{
     validate_topology_spread,
 };
 use super::security::{
-    validate_annotations_match_fields, validate_host_process, validate_host_users, validate_os,
-    validate_pod_annotations, validate_pod_security_context,
+    validate_annotations_match_fields, validate_host_process, validate_host_users,
+    validate_hostname_override, validate_os, validate_pod_annotations,
+    validate_pod_security_context,
 };
 use super::util::{flag, int, items, list, object, opt_int, opt_text, present, strings, text};
 use super::volumes::validate_volumes;
@@ -42,6 +44,12 @@ fn dns_label(value: &str, path: &FieldPath) -> Vec<FieldError> {
         .into_iter()
         .map(|m| FieldError::invalid(path, value, m))
         .collect()
+}
+
+/// `IsValidIPForLegacyField` as v1.36 runs it: StrictIPCIDRValidation (beta, on) refuses
+/// leading zeros and IPv4-mapped IPv6 addresses, but any other spelling passes.
+fn legacy_ip(path: &FieldPath, value: &str) -> Vec<FieldError> {
+    is_valid_ip_for_legacy_field(path, value, true, &[])
 }
 
 fn dns_subdomain(value: &str, path: &FieldPath) -> Vec<FieldError> {
@@ -145,6 +153,7 @@ pub fn validate_spec(spec: &Value, path: &FieldPath, opts: PodSpecOptions) -> Ve
     ));
     errs.extend(validate_host_process(spec, path));
     errs.extend(validate_host_users(spec, path));
+    errs.extend(validate_hostname_override(spec, path));
     for field in ["serviceAccountName", "nodeName"] {
         let v = text(spec, field);
         if !v.is_empty() {
@@ -169,7 +178,7 @@ pub fn validate_spec(spec: &Value, path: &FieldPath, opts: PodSpecOptions) -> Ve
     errs.extend(validate_tolerations(spec, &path.child("tolerations")));
     for (i, alias) in items(spec, "hostAliases") {
         let p = path.child("hostAliases").index(i);
-        errs.extend(is_valid_ip(&p.child("ip"), text(alias, "ip")));
+        errs.extend(legacy_ip(&p.child("ip"), text(alias, "ip")));
         for (j, h) in strings(alias, "hostnames").into_iter().enumerate() {
             errs.extend(dns_subdomain(h, &p.child("hostnames").index(j)));
         }
@@ -196,6 +205,7 @@ pub fn validate_spec(spec: &Value, path: &FieldPath, opts: PodSpecOptions) -> Ve
         errs.extend(validate_overhead(overhead, &path.child("overhead")));
     }
     errs.extend(validate_os(spec, path));
+    errs.extend(file_key_ref_volumes(spec, path));
     errs
 }
 
@@ -310,7 +320,7 @@ fn validate_dns_config(spec: &Value, policy: &str, path: &FieldPath) -> Vec<Fiel
         ));
     }
     for (i, ns) in strings(c, "nameservers").into_iter().enumerate() {
-        errs.extend(is_valid_ip(&path.child("nameservers").index(i), ns));
+        errs.extend(legacy_ip(&path.child("nameservers").index(i), ns));
     }
     let searches = strings(c, "searches");
     if searches.len() > 32 {
@@ -355,17 +365,7 @@ pub fn validate_template_spec(template: Option<&Value>, path: &FieldPath) -> Vec
     let template = template.unwrap_or(&empty);
     let meta = template.get("metadata").unwrap_or(&empty);
     let spec = template.get("spec").unwrap_or(&empty);
-    let mp = path.child("metadata");
-    let mut errs = validate_labels(meta.get("labels"), &mp.child("labels"));
-    errs.extend(validate_annotations(
-        meta.get("annotations"),
-        &mp.child("annotations"),
-    ));
-    errs.extend(validate_pod_annotations(
-        meta,
-        spec,
-        &mp.child("annotations"),
-    ));
+    let mut errs = validate_template_metadata(template, path);
     let sp = path.child("spec");
     errs.extend(validate_spec(spec, &sp, PodSpecOptions::default()));
     errs.extend(validate_annotations_match_fields(meta, spec, &sp));
@@ -375,6 +375,25 @@ pub fn validate_template_spec(template: Option<&Value>, path: &FieldPath) -> Vec
             "ephemeral containers not allowed in pod template",
         ));
     }
+    errs
+}
+
+/// The template's labels, annotations and pod-specific annotations. The template's ObjectMeta
+/// is embedded in Go: they are reported at `<template>.labels` and `<template>.annotations`.
+pub fn validate_template_metadata(template: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let empty = Value::Null;
+    let meta = template.get("metadata").unwrap_or(&empty);
+    let spec = template.get("spec").unwrap_or(&empty);
+    let mut errs = validate_labels(meta.get("labels"), &path.child("labels"));
+    errs.extend(validate_annotations(
+        meta.get("annotations"),
+        &path.child("annotations"),
+    ));
+    errs.extend(validate_pod_annotations(
+        meta,
+        spec,
+        &path.child("annotations"),
+    ));
     errs
 }
 

@@ -152,12 +152,15 @@ impl Strategy for DaemonSetStrategy {
 
     /// Status starts empty and the template is generation 1.
     fn prepare_for_create(&self, obj: &mut Value) {
+        // `DropDisabledTemplateFields`.
+        crate::strategies::pod::drop_disabled_template_fields(obj, "/spec/template", None);
         obj["status"] = json!({});
         set_template_generation(obj, 1);
     }
 
     /// A new template is a new template generation.
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        crate::strategies::pod::drop_disabled_template_fields(new, "/spec/template", Some(old));
         let generation = template_generation(old);
         let next = if new.pointer("/spec/template") != old.pointer("/spec/template") {
             generation + 1
@@ -215,8 +218,13 @@ impl Strategy for DaemonSetStrategy {
         super::template_warnings_on_create(obj)
     }
 
+    /// Upstream warns when the template generation moved (a new template), not on other
+    /// spec changes.
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
-        super::template_warnings_on_update(new, old)
+        if template_generation(new) == template_generation(old) {
+            return Vec::new();
+        }
+        super::template_warnings_on_create(new)
     }
 }
 

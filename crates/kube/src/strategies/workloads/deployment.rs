@@ -134,12 +134,15 @@ impl Strategy for DeploymentStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        // `DropDisabledTemplateFields`.
+        crate::strategies::pod::drop_disabled_template_fields(obj, "/spec/template", None);
         obj["status"] = json!({});
     }
 
     /// Annotations are copied to the Deployment's ReplicaSets, so changing them is a new
     /// generation as a spec change is (the store handles the spec).
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        crate::strategies::pod::drop_disabled_template_fields(new, "/spec/template", Some(old));
         let annotations = |o: &Value| {
             o.pointer("/metadata/annotations")
                 .filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
@@ -211,7 +214,7 @@ impl Strategy for DeploymentStrategy {
     }
 
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
-        super::template_warnings_on_create(obj)
+        super::pod_name_warnings_on_create(obj)
     }
 
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {

@@ -28,13 +28,12 @@ use std::collections::BTreeMap;
 
 use apimachinery::labels::Selector;
 use apimachinery::validation::{
-    FieldError, FieldPath, LabelSelectorValidationOptions, is_valid_percent, validate_annotations,
-    validate_label_selector, validate_labels, validate_nonnegative_field,
+    FieldError, FieldPath, LabelSelectorValidationOptions, is_valid_percent,
+    validate_label_selector, validate_nonnegative_field,
 };
 use ironplane_protobuf::{GoStyle, go_struct_json};
 use serde_json::Value;
 
-use super::pod::validate_pod_spec;
 pub(crate) use crate::strategies::fields::{int_at as int, str_at as text};
 
 /// `field` of `obj` unless absent or null.
@@ -187,32 +186,10 @@ pub(crate) fn required_selector(
 }
 
 /// `ValidatePodTemplateSpec` (core validation): the template's labels and annotations
-/// (reported at `<template>.labels` and `<template>.annotations`, as upstream does), its pod
-/// spec, and no ephemeral containers.
+/// (reported at `<template>.labels` and `<template>.annotations`, as upstream does), the pod
+/// annotations, its pod spec, annotation/field consistency, and no ephemeral containers.
 pub(crate) fn validate_pod_template(template: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = validate_template_metadata(template, path);
-    errs.extend(validate_pod_spec(template.get("spec"), &path.child("spec")));
-    if template
-        .pointer("/spec/ephemeralContainers")
-        .and_then(Value::as_array)
-        .is_some_and(|c| !c.is_empty())
-    {
-        errs.push(FieldError::forbidden(
-            &path.child("spec").child("ephemeralContainers"),
-            "ephemeral containers not allowed in pod template",
-        ));
-    }
-    errs
-}
-
-/// The template's labels and annotations, as every template validation checks them.
-pub(crate) fn validate_template_metadata(template: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = validate_labels(template.pointer("/metadata/labels"), &path.child("labels"));
-    errs.extend(validate_annotations(
-        template.pointer("/metadata/annotations"),
-        &path.child("annotations"),
-    ));
-    errs
+    super::pod::validate_pod_template_spec(Some(template), path)
 }
 
 /// The restart policy and active deadline rules of controllers whose pods run forever:
@@ -343,6 +320,25 @@ pub(crate) fn template_warnings_on_create(obj: &Value) -> Vec<String> {
         obj.pointer("/spec/template"),
         &FieldPath::new("spec").child("template"),
     )
+}
+
+/// Deployments and ReplicaSets name their pods after themselves: a name that is no DNS label
+/// earns a warning before the template's (`WarningsOnCreate`).
+pub(crate) fn pod_name_warnings_on_create(obj: &Value) -> Vec<String> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let msgs = apimachinery::validation::is_dns1123_label(name);
+    let mut w = Vec::new();
+    if !msgs.is_empty() {
+        w.push(format!(
+            "metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; a DNS label is recommended: [{}]",
+            msgs.join(" ")
+        ));
+    }
+    w.extend(template_warnings_on_create(obj));
+    w
 }
 
 pub(crate) fn template_warnings_on_update(new: &Value, old: &Value) -> Vec<String> {

@@ -63,7 +63,13 @@ impl Strategy for ReplicaSetStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        // `DropDisabledTemplateFields`.
+        crate::strategies::pod::drop_disabled_template_fields(obj, "/spec/template", None);
         obj["status"] = json!({});
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        crate::strategies::pod::drop_disabled_template_fields(new, "/spec/template", Some(old));
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -111,7 +117,7 @@ impl Strategy for ReplicaSetStrategy {
     }
 
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
-        super::template_warnings_on_create(obj)
+        super::pod_name_warnings_on_create(obj)
     }
 
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {

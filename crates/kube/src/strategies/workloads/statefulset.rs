@@ -6,13 +6,13 @@ use apimachinery::validation::{FieldError, FieldPath, NameValidator, is_dns1123_
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
 
-use super::super::pod::default_pod_spec;
+use super::super::pod::{default_pod_spec, validate_template_metadata};
 use super::super::{object_at, set_default};
 use super::{
     collision_count_not_decremented, int, int_or_percent_value, invalid_struct,
     long_running_template, nonnegative, nonnegative_if_set, not_more_than_100_percent,
     positive_int_or_percent, present, required_selector, selector_error, selector_matches_template,
-    status_counters, text, validate_template_metadata,
+    status_counters, text, validate_pod_template,
 };
 
 pub struct StatefulSetStrategy;
@@ -122,27 +122,65 @@ fn validate_retention_policy(policy: &Value, path: &FieldPath) -> Vec<FieldError
         .collect()
 }
 
-/// The rules a claim template must meet as a PersistentVolumeClaim spec: access modes, and a
-/// storage request. candidate for the PersistentVolumeClaim strategy's own validation.
-fn validate_claim_template(claim: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let spec = claim.get("spec").unwrap_or(&Value::Null);
-    let spec_path = path.child("spec");
-    let mut errs = Vec::new();
-    if spec
-        .get("accessModes")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty)
-    {
-        errs.push(FieldError::required(
-            &spec_path.child("accessModes"),
-            "at least 1 access mode is required",
-        ));
-    }
-    errs
+/// What `ValidateStatefulSetSpec` tolerates (upstream's `StatefulSetValidationOptions`): an
+/// update keeps an invalid service name and claim templates (both immutable), and skips the
+/// pod template's checks when the old object already failed them.
+#[derive(Clone, Copy, Default)]
+struct SpecOptions {
+    allow_invalid_service_name: bool,
+    skip_claim_templates: bool,
+    skip_pod_template: bool,
 }
 
-/// `ValidateStatefulSetSpec`.
-fn validate_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+/// The template the pod rules see: the controller sets each pod's hostname and subdomain, and
+/// a volume per claim template (claim templates' volumes first, then the template's own volumes
+/// of other names, as `volumesToAddForTemplates` builds them).
+fn template_to_validate(spec: &Value, template: &Value) -> Value {
+    let claims: Vec<&str> = spec
+        .get("volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            c.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        })
+        .collect();
+    let mut t = template.clone();
+    let Some(pod_spec) = t.get_mut("spec").and_then(Value::as_object_mut) else {
+        return t;
+    };
+    pod_spec.remove("hostname");
+    pod_spec.remove("subdomain");
+    if !claims.is_empty() {
+        // Go keys the claim templates' volumes by name: one volume per distinct name.
+        let mut names: Vec<&str> = Vec::new();
+        for c in &claims {
+            if !names.contains(c) {
+                names.push(c);
+            }
+        }
+        let mut volumes: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"name": n, "persistentVolumeClaim": {"claimName": n}}))
+            .collect();
+        let own = pod_spec
+            .get("volumes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        volumes.extend(
+            own.into_iter()
+                .filter(|v| !names.contains(&text(v, "name"))),
+        );
+        pod_spec.insert("volumes".into(), Value::Array(volumes));
+    }
+    t
+}
+
+/// `ValidateStatefulSetSpec`, in upstream's order.
+fn validate_spec(spec: &Value, path: &FieldPath, opts: SpecOptions) -> Vec<FieldError> {
     let mut errs = Vec::new();
     match text(spec, "podManagementPolicy") {
         "" => errs.push(FieldError::required(&path.child("podManagementPolicy"), "")),
@@ -163,13 +201,20 @@ fn validate_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
             &path.child("persistentVolumeClaimRetentionPolicy"),
         ));
     }
-    let service = text(spec, "serviceName");
-    if !service.is_empty() {
-        for msg in is_dns1123_label(service) {
-            errs.push(FieldError::invalid(
-                &path.child("serviceName"),
-                service,
-                msg,
+    // `validateVolumeClaimTemplates`: each claim template's spec as a new claim's
+    // (`ValidatePersistentVolumeClaimSpec`).
+    if !opts.skip_claim_templates {
+        for (i, claim) in spec
+            .get("volumeClaimTemplates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            errs.extend(crate::strategies::volumes::validate_pvc_spec(
+                claim.get("spec").unwrap_or(&Value::Null),
+                false,
+                &path.child("volumeClaimTemplates").index(i).child("spec"),
             ));
         }
     }
@@ -178,19 +223,34 @@ fn validate_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     if let Some(ordinals) = present(spec, "ordinals") {
         errs.extend(nonnegative(ordinals, "start", &path.child("ordinals")));
     }
+    let service = text(spec, "serviceName");
+    if !opts.allow_invalid_service_name && !service.is_empty() {
+        for msg in is_dns1123_label(service) {
+            errs.push(FieldError::invalid(
+                &path.child("serviceName"),
+                service,
+                msg,
+            ));
+        }
+    }
     let template = spec.get("template").unwrap_or(&Value::Null);
     let template_path = path.child("template");
     match required_selector(spec, path, "statefulset", &mut errs) {
         Ok(selector) => {
+            // `ValidatePodTemplateSpecForStatefulSet`: the selector matches the labels, the
+            // pod template's rules, then the template's labels and annotations once more.
+            let template = template_to_validate(spec, template);
             if !selector.is_empty() {
                 errs.extend(selector_matches_template(
                     &selector,
-                    template,
+                    &template,
                     &template_path,
                 ));
             }
-            // Upstream checks only the template's metadata here, not its pod spec.
-            errs.extend(validate_template_metadata(template, &template_path));
+            if !opts.skip_pod_template {
+                errs.extend(validate_pod_template(&template, &template_path));
+            }
+            errs.extend(validate_template_metadata(&template, &template_path));
         }
         Err(()) => errs.push(selector_error(
             &path.child("selector"),
@@ -203,19 +263,59 @@ fn validate_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
         &template_path,
         "StatefulSet",
     ));
-    for (i, claim) in spec
-        .get("volumeClaimTemplates")
+    errs
+}
+
+/// `GetWarningsForPersistentVolumeClaimSpec` of each claim template: fractional byte storage.
+/// Upstream's create names the claim template itself, its update `<claim>.Spec`.
+fn claim_template_warnings(obj: &Value, update: bool) -> Vec<String> {
+    let mut w = Vec::new();
+    let claims_path = FieldPath::new("spec").child("volumeClaimTemplates");
+    for (i, claim) in obj
+        .pointer("/spec/volumeClaimTemplates")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .enumerate()
     {
-        errs.extend(validate_claim_template(
-            claim,
-            &path.child("volumeClaimTemplates").index(i),
-        ));
+        let base = if update {
+            claims_path.index(i).child("Spec")
+        } else {
+            claims_path.index(i)
+        };
+        for list in ["requests", "limits"] {
+            let Some(q) = claim
+                .pointer(&format!("/spec/resources/{list}/storage"))
+                .and_then(|v| match v {
+                    Value::String(s) => apimachinery::quantity::Quantity::parse(s).ok(),
+                    Value::Number(n) => {
+                        apimachinery::quantity::Quantity::parse(&n.to_string()).ok()
+                    }
+                    _ => None,
+                })
+            else {
+                continue;
+            };
+            if q.milli_value() % 1000 != 0 {
+                w.push(format!(
+                    "{}: fractional byte value {} is invalid, must be an integer",
+                    base.child("resources").child(list).key("storage"),
+                    apimachinery::validation::go_quote(&q.canonical())
+                ));
+            }
+        }
     }
-    errs
+    w
+}
+
+/// A negative history limit keeps every revision (`WarningsOnCreate` / `WarningsOnUpdate`).
+fn history_warning(obj: &Value) -> Option<String> {
+    obj.pointer("/spec/revisionHistoryLimit")
+        .and_then(Value::as_i64)
+        .filter(|n| *n < 0)
+        .map(|_| {
+            "spec.revisionHistoryLimit: a negative value retains all historical revisions; a value >= 0 is recommended".to_string()
+        })
 }
 
 /// `maxUnavailable` of a rolling update is behind the MaxUnavailableStatefulSet feature gate,
@@ -254,11 +354,14 @@ impl Strategy for StatefulSetStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        // `DropDisabledTemplateFields`.
+        crate::strategies::pod::drop_disabled_template_fields(obj, "/spec/template", None);
         obj["status"] = json!({});
         drop_max_unavailable(obj, None);
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        crate::strategies::pod::drop_disabled_template_fields(new, "/spec/template", Some(old));
         drop_max_unavailable(new, Some(old));
     }
 
@@ -270,13 +373,24 @@ impl Strategy for StatefulSetStrategy {
         validate_spec(
             obj.get("spec").unwrap_or(&Value::Null),
             &FieldPath::new("spec"),
+            SpecOptions::default(),
         )
     }
 
-    /// `ValidateStatefulSetUpdate`: the spec as on create, and nothing but the mutable fields
-    /// changed.
+    /// `ValidateStatefulSetUpdate`: the spec as on create (tolerating an invalid service name
+    /// and claim templates, and the pod template's checks when the old object failed them), and
+    /// nothing but the mutable fields changed.
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = self.validate(new);
+        let mut opts = SpecOptions {
+            allow_invalid_service_name: true,
+            skip_claim_templates: true,
+            skip_pod_template: false,
+        };
+        let root = FieldPath::new("spec");
+        if !validate_spec(old.get("spec").unwrap_or(&Value::Null), &root, opts).is_empty() {
+            opts.skip_pod_template = true;
+        }
+        let mut errs = validate_spec(new.get("spec").unwrap_or(&Value::Null), &root, opts);
         if without_mutable_fields(new.get("spec")) != without_mutable_fields(old.get("spec")) {
             errs.push(FieldError::forbidden(
                 &FieldPath::new("spec"),
@@ -328,11 +442,17 @@ impl Strategy for StatefulSetStrategy {
     }
 
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
-        super::template_warnings_on_create(obj)
+        let mut w = super::template_warnings_on_create(obj);
+        w.extend(claim_template_warnings(obj, false));
+        w.extend(history_warning(obj));
+        w
     }
 
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
-        super::template_warnings_on_update(new, old)
+        let mut w = super::template_warnings_on_update(new, old);
+        w.extend(claim_template_warnings(new, true));
+        w.extend(history_warning(new));
+        w
     }
 }
 
