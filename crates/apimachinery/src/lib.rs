@@ -5,6 +5,7 @@
 //! This crate knows nothing of HTTP, storage or any particular kind: it is the vocabulary the
 //! other crates speak.
 
+pub mod duration;
 pub mod fields;
 pub mod gojson;
 pub mod gvk;

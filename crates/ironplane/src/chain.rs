@@ -1,13 +1,21 @@
 //! The server chain (upstream: CreateServerChain): aggregator → built-in groups → extensions →
-//! not found; first match wins. Today the chain holds the built-in groups, which also store and
-//! serve APIService and CustomResourceDefinition objects; the aggregation proxy and the dynamic
-//! CRD server join it as their own delegates in the `aggregator` and `apiextensions` crates.
+//! not found; first match wins. The built-in groups also store and serve APIService and
+//! CustomResourceDefinition objects; custom resources are served by the `apiextensions` delegate
+//! behind them. The aggregation proxy joins the chain in front as its own crate.
 
 use std::sync::Arc;
 
+use apiextensions::CrdHandler;
 use apiserver::Delegate;
 use apiserver::endpoints::ApiResources;
 
-pub fn build(builtin: Arc<ApiResources>) -> Vec<Arc<dyn Delegate>> {
-    vec![builtin]
+pub fn build(
+    builtin: Arc<ApiResources>,
+    extensions: Option<Arc<CrdHandler>>,
+) -> Vec<Arc<dyn Delegate>> {
+    let mut chain: Vec<Arc<dyn Delegate>> = vec![builtin];
+    if let Some(e) = extensions {
+        chain.push(e);
+    }
+    chain
 }

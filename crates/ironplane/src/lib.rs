@@ -175,7 +175,15 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         authenticator.clone(),
     );
     let resources: Arc<ApiResources> = builtin.resources.clone();
-    let chain = chain::build(resources.clone());
+    let extensions = apiextensions::CrdHandler::new(
+        &resources,
+        apiextensions::StorageConfig {
+            kv: kv.clone(),
+            prefix: opts.etcd_prefix.clone(),
+            watch_cache_size: opts.default_watch_cache_size,
+        },
+    );
+    let chain = chain::build(resources.clone(), extensions.clone());
 
     // Bind before anything is announced, so that port 0 resolves to the real port.
     let listener = apiserver::serving::bind(SocketAddr::new(opts.bind_address, opts.secure_port))
@@ -275,9 +283,21 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             run_system_hooks(resources, system_hooks, client_ca_pem).await;
         });
     }
+    let custom_resources: ironplane_kube::controllers::ExtraStores = match &extensions {
+        Some(e) => {
+            let e = e.clone();
+            Arc::new(move || e.stores())
+        }
+        None => Arc::new(Vec::new),
+    };
     tokio::spawn(ironplane_kube::controllers::run_namespace_controller(
         resources.clone(),
+        custom_resources,
     ));
+    // Upstream's CRD naming, establishing and finalizer controllers.
+    if let Some(extensions) = extensions {
+        tokio::spawn(apiextensions::run_controller(extensions));
+    }
     controllers_hook.set(true);
 
     // Run.

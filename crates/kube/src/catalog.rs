@@ -498,6 +498,7 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
             // Upstream's componentstatus REST names the singular in its NotFound.
             not_found_resource: (group.is_empty() && name == "componentstatuses")
                 .then(|| "componentstatus".to_string()),
+            scale_paths: None,
             deprecation_warning: deprecation_warning(
                 group,
                 version,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::{DeleteOptions, Requester, UpdateOptions};
+use apiserver::registry::{DeleteOptions, RegistryStore, Requester, UpdateOptions};
 use serde_json::{Value, json};
 use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
 
@@ -26,9 +26,13 @@ pub fn controller_user() -> UserInfo {
     }
 }
 
+/// Stores served by other servers of the chain (custom resources), asked for at each namespace
+/// deletion because they come and go at run time.
+pub type ExtraStores = Arc<dyn Fn() -> Vec<Arc<RegistryStore>> + Send + Sync>;
+
 /// Watches namespaces and finishes the deletion of terminating ones. Runs until the process ends;
 /// a namespace whose content cannot be removed yet (finalizers) is retried.
-pub async fn run_namespace_controller(api: Arc<ApiResources>) {
+pub async fn run_namespace_controller(api: Arc<ApiResources>, extra: ExtraStores) {
     let Some(namespaces) = api.get("", "v1", "namespaces").cloned() else {
         return;
     };
@@ -74,7 +78,7 @@ pub async fn run_namespace_controller(api: Arc<ApiResources>) {
             }
             let names: Vec<String> = pending.iter().cloned().collect();
             for ns in names {
-                if finish(&api, &ns).await {
+                if finish(&api, &extra, &ns).await {
                     pending.remove(&ns);
                 }
             }
@@ -83,12 +87,12 @@ pub async fn run_namespace_controller(api: Arc<ApiResources>) {
 }
 
 /// Deletes the content of `ns`; when none is left, clears the finalizer. True when done.
-async fn finish(api: &ApiResources, ns: &str) -> bool {
+async fn finish(api: &ApiResources, extra: &ExtraStores, ns: &str) -> bool {
     let user = controller_user();
     let requester = Requester { user: &user };
     let mut remaining = 0usize;
     let mut seen_keys = BTreeSet::new();
-    for store in api.all() {
+    for store in api.all().cloned().chain(extra()) {
         let info = &store.info;
         if !info.namespaced || !info.has_verb("list") || !seen_keys.insert(store.prefix(ns)) {
             continue;

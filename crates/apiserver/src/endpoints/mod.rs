@@ -72,6 +72,12 @@ impl ApiResources {
         self.schema_loader = Some(loader);
     }
 
+    /// Gives the schemas at once instead of through a loader (a custom resource's come from its
+    /// CustomResourceDefinition). Schemas already given or loaded are kept.
+    pub fn set_schemas(&self, schemas: Schemas) {
+        let _ = self.schemas.set(Some(schemas));
+    }
+
     /// The schemas, loading them on the first call (which blocks its caller for the parse). A
     /// loader that fails is logged once and leaves the server without schemas.
     pub fn schemas(&self) -> Option<&Schemas> {
@@ -115,6 +121,12 @@ impl ApiResources {
         let Some(store) = self.get(&i.api_group, &i.api_version, &i.resource).cloned() else {
             return Err(req);
         };
+        // A cluster-scoped resource has no route under a namespace (upstream installs none), so
+        // the request goes on to the not-found answer. A namespace's own path names it there.
+        let names_namespace = i.api_group.is_empty() && i.resource == "namespaces";
+        if !store.info.namespaced && !i.namespace.is_empty() && !names_namespace {
+            return Err(req);
+        }
         Ok(self.dispatch(&store, req).await)
     }
 

@@ -1,6 +1,7 @@
 //! The `scale` subresource: an `autoscaling/v1 Scale` view of `spec.replicas`,
 //! `status.replicas` and the label selector of any kind that has them (Deployments,
-//! ReplicaSets, StatefulSets, ReplicationControllers; custom resources later).
+//! ReplicaSets, StatefulSets, ReplicationControllers), and of custom resources at the paths their
+//! CRD names (`ResourceInfo::scale_paths`).
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use super::get::accept;
 use super::negotiation::{View, negotiate};
 use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
-use crate::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
+use crate::registry::{RegistryStore, Requester, ResourceInfo, UpdateOptions, WriteOptions};
 
 /// The selector in its string form: from a `LabelSelector` (apps kinds) or a plain map
 /// (ReplicationController).
@@ -34,7 +35,50 @@ fn selector_string(obj: &Value) -> String {
     parsed.map(|s| s.to_string()).unwrap_or_default()
 }
 
-fn scale_of(obj: &Value) -> Value {
+/// The replicas and selector of an object, at its kind's paths.
+fn replicas_and_selector(info: &ResourceInfo, obj: &Value) -> (Value, Value, String) {
+    let Some(paths) = &info.scale_paths else {
+        return (
+            obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0)),
+            obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            selector_string(obj),
+        );
+    };
+    let at = |p: &str| obj.pointer(p).filter(|v| !v.is_null()).cloned();
+    (
+        at(&paths.spec_replicas).unwrap_or(json!(0)),
+        at(&paths.status_replicas).unwrap_or(json!(0)),
+        paths
+            .label_selector
+            .as_deref()
+            .and_then(|p| obj.pointer(p))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    )
+}
+
+/// Sets the value at a JSON pointer, creating the objects on the way.
+fn set_at(obj: &mut Value, pointer: &str, value: Value) {
+    let mut at = obj;
+    let parts: Vec<&str> = pointer.split('/').skip(1).collect();
+    for (i, part) in parts.iter().enumerate() {
+        if !at.is_object() {
+            *at = json!({});
+        }
+        let Some(m) = at.as_object_mut() else {
+            return;
+        };
+        if i == parts.len() - 1 {
+            m.insert((*part).to_string(), value);
+            return;
+        }
+        at = m.entry((*part).to_string()).or_insert_with(|| json!({}));
+    }
+}
+
+fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
+    let (spec_replicas, status_replicas, selector) = replicas_and_selector(info, obj);
     let meta = obj.metadata();
     let pick = |f: &str| meta.and_then(|m| m.get(f)).cloned().unwrap_or(Value::Null);
     json!({
@@ -44,11 +88,8 @@ fn scale_of(obj: &Value) -> Value {
             "name": pick("name"), "namespace": pick("namespace"), "uid": pick("uid"),
             "resourceVersion": pick("resourceVersion"), "creationTimestamp": pick("creationTimestamp"),
         },
-        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
-        "status": {
-            "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
-            "selector": selector_string(obj),
-        },
+        "spec": {"replicas": spec_replicas},
+        "status": {"replicas": status_replicas, "selector": selector},
     })
 }
 
@@ -68,7 +109,7 @@ pub async fn get(
         .await?;
     response::value(
         StatusCode::OK,
-        &scale_of(&obj.value().map_err(Status::internal)?),
+        &scale_of(&store.info, &obj.value().map_err(Status::internal)?),
         n,
     )
 }
@@ -110,7 +151,7 @@ pub async fn update(
                 &req.info.name,
             ));
         };
-        let old_scale = scale_of(current);
+        let old_scale = scale_of(&store.info, current);
         let new_scale = match (&incoming, patch_type) {
             (Some(s), _) => s.clone(),
             (None, Some(PatchType::Json)) => {
@@ -138,7 +179,10 @@ pub async fn update(
             ));
         }
         let mut parent = current.clone();
-        parent["spec"]["replicas"] = json!(replicas);
+        match &store.info.scale_paths {
+            Some(paths) => set_at(&mut parent, &paths.spec_replicas, json!(replicas)),
+            None => parent["spec"]["replicas"] = json!(replicas),
+        }
         match new_scale.resource_version() {
             rv if !rv.is_empty() && rv != current.resource_version() => Err(
                 Status::stale_resource_version(&store.info.group_resource(), &req.info.name),
@@ -165,7 +209,7 @@ pub async fn update(
         .await?;
     response::value(
         StatusCode::OK,
-        &scale_of(&updated.value().map_err(Status::internal)?),
+        &scale_of(&store.info, &updated.value().map_err(Status::internal)?),
         n,
     )
 }

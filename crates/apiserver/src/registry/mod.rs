@@ -9,7 +9,9 @@ mod store;
 mod strategy;
 
 pub use conversion::{Conversion, ConvertingStore};
-pub use resource::{ImmutableField, Refusal, ResourceInfo, SelectableField, SubresourceInfo};
+pub use resource::{
+    ImmutableField, Refusal, ResourceInfo, ScalePaths, SelectableField, SubresourceInfo,
+};
 pub use store::{
     DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,
 };

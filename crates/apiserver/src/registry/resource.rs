@@ -55,6 +55,17 @@ pub enum Refusal {
     Forbidden(&'static str),
 }
 
+/// Where the `scale` subresource reads and writes a custom resource's replicas (a CRD's
+/// `subresources.scale`), as JSON pointers. Built-in kinds use `spec.replicas`,
+/// `status.replicas` and `spec.selector`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    /// A string-form label selector, e.g. `/status/selector`.
+    pub label_selector: Option<String>,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct ResourceInfo {
     pub group: String,
@@ -91,6 +102,8 @@ pub struct ResourceInfo {
     /// The resource a NotFound names when upstream's REST names another than the plural
     /// (`componentstatus "x" not found`).
     pub not_found_resource: Option<String>,
+    /// The replica paths of a custom resource's `scale` subresource.
+    pub scale_paths: Option<ScalePaths>,
 }
 
 impl ResourceInfo {

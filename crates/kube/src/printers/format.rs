@@ -4,83 +4,12 @@
 //!
 //! Nothing here knows a kind; the per-kind printers pick fields and call these.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::field::{list_at, map_at, opt_str, str_at, strings_at};
 
-const SECOND: i64 = 1_000_000_000;
-const MINUTE: i64 = 60 * SECOND;
-const HOUR: i64 = 60 * MINUTE;
-
-/// A succinct duration with about two significant figures ("45s", "5m30s", "3h10m", "2d4h", "3y"),
-/// exactly as upstream's `duration.HumanDuration`.
-///
-/// Up to one second in the future still reads "0s", to tolerate clock skew between machines;
-/// anything further ahead is "<invalid>".
-pub fn human_duration(d: TimeDelta) -> String {
-    // Go's time.Duration is an int64 of nanoseconds and saturates; so do we.
-    let nanos = d.num_nanoseconds().unwrap_or(if d < TimeDelta::zero() {
-        i64::MIN
-    } else {
-        i64::MAX
-    });
-    // Integer division truncates toward zero, as Go's int(d.Seconds()) does.
-    let seconds = nanos / SECOND;
-    if seconds < -1 {
-        return "<invalid>".to_string();
-    }
-    if seconds < 0 {
-        return "0s".to_string();
-    }
-    if seconds < 60 * 2 {
-        return format!("{seconds}s");
-    }
-    let minutes = nanos / MINUTE;
-    if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
-    }
-    if minutes < 60 * 3 {
-        return format!("{minutes}m");
-    }
-    let hours = nanos / HOUR;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        return if dy == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{dy}d", hours / 24 / 365)
-        };
-    }
-    format!("{}y", hours / 24 / 365)
-}
+pub use apimachinery::duration::human_duration;
 
 /// The time at `path`; `None` when absent, unparsable or Go's zero time (what `IsZero` reports).
 pub(super) fn time_at(obj: &Value, path: &[&str]) -> Option<DateTime<Utc>> {
@@ -303,47 +232,6 @@ pub(super) fn access_modes(modes: &[Value]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn secs(s: i64) -> TimeDelta {
-        TimeDelta::seconds(s)
-    }
-
-    #[test]
-    fn human_duration_matches_upstream_table() {
-        let cases = [
-            (secs(-3), "<invalid>"),
-            (secs(-2), "<invalid>"),
-            (TimeDelta::milliseconds(-1999), "0s"),
-            (secs(-1), "0s"),
-            (secs(0), "0s"),
-            (secs(59), "59s"),
-            (secs(119), "119s"),
-            (secs(120), "2m"),
-            (secs(121), "2m1s"),
-            (secs(9 * 60 + 59), "9m59s"),
-            (secs(10 * 60), "10m"),
-            (secs(10 * 60 + 59), "10m"),
-            (secs(179 * 60), "179m"),
-            (secs(180 * 60), "3h"),
-            (secs(3 * 3600 + 10 * 60), "3h10m"),
-            (secs(7 * 3600 + 59 * 60), "7h59m"),
-            (secs(8 * 3600), "8h"),
-            (secs(47 * 3600 + 59 * 60), "47h"),
-            (secs(48 * 3600), "2d"),
-            (secs(50 * 3600), "2d2h"),
-            (secs(7 * 86400 + 23 * 3600), "7d23h"),
-            (secs(8 * 86400), "8d"),
-            (secs(729 * 86400), "729d"),
-            (secs(730 * 86400), "2y"),
-            (secs(731 * 86400), "2y1d"),
-            (secs(8 * 365 * 86400 - 86400), "7y364d"),
-            (secs(8 * 365 * 86400), "8y"),
-            (TimeDelta::MAX, "292y"),
-        ];
-        for (d, want) in cases {
-            assert_eq!(human_duration(d), want, "{d:?}");
-        }
-    }
 
     #[test]
     fn times_and_ages() {

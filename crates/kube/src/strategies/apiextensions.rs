@@ -210,7 +210,40 @@ impl Strategy for CustomResourceDefinitionStrategy {
         // The store keeps the old status; the storage version joins the stored versions.
         record_stored_version(new);
     }
+
+    /// Upstream's CRD REST `Delete`: the first delete keeps the CRD, with the cleanup finalizer
+    /// and a `Terminating` condition, for the apiextensions finalizer to delete its custom
+    /// resources first.
+    fn delete_is_graceful(&self, crd: &mut Value) -> bool {
+        let meta = object_at(crd, "metadata");
+        if !meta.get("finalizers").is_some_and(Value::is_array) {
+            meta["finalizers"] = json!([]);
+        }
+        if let Some(list) = meta["finalizers"].as_array_mut()
+            && !list.iter().any(|f| f == CLEANUP_FINALIZER)
+        {
+            list.push(json!(CLEANUP_FINALIZER));
+        }
+        let condition = json!({
+            "type": "Terminating", "status": "True",
+            "lastTransitionTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "reason": "InstanceDeletionPending",
+            "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+        });
+        let status = object_at(crd, "status");
+        if !status.get("conditions").is_some_and(Value::is_array) {
+            status["conditions"] = json!([]);
+        }
+        if let Some(list) = status["conditions"].as_array_mut() {
+            list.retain(|c| c.get("type").and_then(Value::as_str) != Some("Terminating"));
+            list.push(condition);
+        }
+        true
+    }
 }
+
+/// The finalizer that keeps a deleted CRD until its custom resources are gone.
+const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,132 @@
+//! The delegate that serves custom resources (upstream: apiextensions-apiserver's
+//! `crdHandler`). Requests find their CRD in a table keyed by group and plural; the controller
+//! replaces the whole table when CRDs change, so serving never waits for a rebuild.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use apimachinery::Status;
+use apimachinery::status::{Reason, StatusDetails};
+use apiserver::Delegate;
+use apiserver::admission::Admission;
+use apiserver::endpoints::{ApiRequest, ApiResources, Response};
+use apiserver::registry::{RegistryStore, ResourceInfo};
+use async_trait::async_trait;
+use storage::{Kv, Store};
+
+/// Where custom resources are stored.
+pub struct StorageConfig {
+    pub kv: Arc<dyn Kv>,
+    /// The key prefix (`--etcd-prefix`).
+    pub prefix: String,
+    /// Events kept per watch cache; 0 serves from storage without a cache.
+    pub watch_cache_size: usize,
+}
+
+/// What one established CRD serves.
+pub(crate) struct Entry {
+    /// The CRD facts the entry was built from; a CRD whose fingerprint is unchanged keeps its
+    /// entry (and open watches).
+    pub fingerprint: String,
+    pub api: Arc<ApiResources>,
+    pub infos: Vec<ResourceInfo>,
+    /// The CRD is being deleted: its resources are listed, read and deleted, never created.
+    pub terminating: bool,
+    pub group: String,
+    pub plural: String,
+}
+
+/// The served table: by CRD name (in name order, for discovery) and by group and plural.
+#[derive(Default)]
+pub(crate) struct Served {
+    pub by_crd: BTreeMap<String, Arc<Entry>>,
+    pub by_resource: HashMap<(String, String), Arc<Entry>>,
+}
+
+pub struct CrdHandler {
+    /// The CustomResourceDefinition store of the built-in catalog.
+    pub(crate) crds: Arc<RegistryStore>,
+    pub(crate) storage: StorageConfig,
+    pub(crate) admission: Admission,
+    pub(crate) shutdown: tokio::sync::watch::Sender<bool>,
+    served: RwLock<Arc<Served>>,
+    /// One storage (watch cache) per `<group>/<plural>`, kept while a CRD names it.
+    pub(crate) caches: Mutex<HashMap<String, Arc<dyn Store>>>,
+}
+
+impl CrdHandler {
+    /// The handler over the built-in catalog's CRD store; `None` when the catalog does not serve
+    /// CustomResourceDefinitions.
+    pub fn new(builtin: &ApiResources, storage: StorageConfig) -> Option<Arc<Self>> {
+        let crds = builtin
+            .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")?
+            .clone();
+        Some(Arc::new(Self {
+            admission: crds.admission.clone(),
+            crds,
+            storage,
+            shutdown: builtin.shutdown.clone(),
+            served: RwLock::new(Arc::new(Served::default())),
+            caches: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The storage-version store of every served custom resource (for the namespace
+    /// controller, which deletes a namespace's custom resources with the rest).
+    pub fn stores(&self) -> Vec<Arc<RegistryStore>> {
+        self.served()
+            .by_crd
+            .values()
+            .flat_map(|e| {
+                e.api
+                    .all()
+                    .find(|s| s.info.storage_version.is_none())
+                    .cloned()
+            })
+            .collect()
+    }
+
+    pub(crate) fn served(&self) -> Arc<Served> {
+        self.served
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn replace(&self, served: Served) {
+        *self.served.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(served);
+    }
+}
+
+#[async_trait]
+impl Delegate for CrdHandler {
+    async fn serve(&self, req: ApiRequest) -> Result<Result<Response, Status>, ApiRequest> {
+        let served = self.served();
+        let key = (req.info.api_group.clone(), req.info.resource.clone());
+        let Some(entry) = served.by_resource.get(&key).cloned() else {
+            return Err(req);
+        };
+        if entry.terminating && req.info.verb == "create" {
+            // Upstream's MethodNotSupported with its own message.
+            return Ok(Err(Status::new(
+                405,
+                Reason::MethodNotAllowed,
+                "create not allowed while custom resource definition is terminating",
+            )
+            .with_details(StatusDetails {
+                group: entry.group.clone(),
+                kind: entry.plural.clone(),
+                ..Default::default()
+            })));
+        }
+        entry.api.serve(req).await
+    }
+
+    fn resources(&self) -> Vec<ResourceInfo> {
+        self.served()
+            .by_crd
+            .values()
+            .flat_map(|e| e.infos.iter().cloned())
+            .collect()
+    }
+}

@@ -1,0 +1,28 @@
+//! The apiextensions layer (upstream: k8s.io/apiextensions-apiserver): custom resources served
+//! from CustomResourceDefinitions, the delegate after the built-in groups in the server chain.
+//!
+//! - `handler`: the delegate. It serves every version of every established CRD from a table
+//!   that `controller` swaps whole when CRDs change, so a request never waits on a rebuild.
+//! - `controller`: upstream's naming, establishing and finalizer controllers in one loop over
+//!   the CRDs: accepted names and conditions written to each CRD's status, the served table
+//!   rebuilt, and the custom resources of a deleted CRD removed before its finalizer goes.
+//! - `registration`: what one CRD version serves: its `ResourceInfo` row, strategy, storage and
+//!   pruning schema.
+//! - `strategy`: the custom resource lifecycle rules (status reset, defaults from the schema).
+//! - `schema`: structural schemas: defaults, and the OpenAPI form the pruner reads.
+//! - `table`: `kubectl get` columns from `additionalPrinterColumns`.
+//! - `version`: Kubernetes-aware version ordering, which discovery lists versions in.
+//!
+//! The CustomResourceDefinition objects themselves are still stored and validated by the
+//! built-in catalog (crate `ironplane-kube`); this crate reads them through that store.
+
+mod controller;
+mod handler;
+mod registration;
+mod schema;
+mod strategy;
+mod table;
+mod version;
+
+pub use controller::run as run_controller;
+pub use handler::{CrdHandler, StorageConfig};

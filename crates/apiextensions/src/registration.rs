@@ -1,0 +1,258 @@
+//! What one CustomResourceDefinition serves: for each served version a `ResourceInfo` row, the
+//! custom resource strategy, a table of printer columns and the pruning schema, over one shared
+//! storage in the storage version (other versions convert by `apiVersion` alone, upstream's
+//! `None` conversion strategy).
+
+use std::sync::Arc;
+
+use apiserver::admission::Admission;
+use apiserver::endpoints::ApiResources;
+use apiserver::registry::{
+    Conversion, ConvertingStore, RegistryStore, ResourceInfo, ScalePaths, SubresourceInfo,
+};
+use base64::Engine;
+use serde_json::Value;
+use storage::Store;
+
+use crate::schema::pruning_schemas;
+use crate::strategy::CustomResourceStrategy;
+use crate::table::CustomResourceTable;
+use crate::version;
+
+/// The verbs upstream lists for every custom resource, in its order.
+const VERBS: &[&str] = &[
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
+const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Upstream's `storageVersionHash` for discovery: the first 8 bytes of the SHA-256 of
+/// `group/version/kind`, in standard base64.
+pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{group}/{version}/{kind}").as_bytes(),
+    );
+    base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8])
+}
+
+/// The facts of a CRD the served table depends on.
+pub struct CrdFacts {
+    pub name: String,
+    pub group: String,
+    pub plural: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub storage_version: String,
+    /// Served versions, highest priority first.
+    pub versions: Vec<Value>,
+}
+
+impl CrdFacts {
+    /// Reads a CRD that may be served: its accepted names, scope, served versions and storage
+    /// version. `None` when it has no storage version (validation prevents that).
+    pub fn of(crd: &Value) -> Option<CrdFacts> {
+        let storage_version = crd
+            .pointer("/spec/versions")?
+            .as_array()?
+            .iter()
+            .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))?
+            .get("name")?
+            .as_str()?
+            .to_string();
+        let mut versions: Vec<Value> = crd
+            .pointer("/spec/versions")?
+            .as_array()?
+            .iter()
+            .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+            .cloned()
+            .collect();
+        versions.sort_by(|a, b| version::compare(text(a, "/name"), text(b, "/name")));
+        Some(CrdFacts {
+            name: text(crd, "/metadata/name").to_string(),
+            group: text(crd, "/spec/group").to_string(),
+            plural: text(crd, "/status/acceptedNames/plural").to_string(),
+            kind: text(crd, "/status/acceptedNames/kind").to_string(),
+            namespaced: text(crd, "/spec/scope") == "Namespaced",
+            storage_version,
+            versions,
+        })
+    }
+
+    /// The storage key below the prefix: upstream keeps custom resources at
+    /// `/registry/<group>/<plural>/...`.
+    pub fn storage_key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+}
+
+/// `apiVersion` is all that differs between the versions of a CRD without a conversion webhook.
+struct ApiVersionConversion {
+    served: String,
+    stored: String,
+}
+
+impl Conversion for ApiVersionConversion {
+    fn to_served(&self, mut obj: Value) -> Value {
+        obj["apiVersion"] = Value::from(self.served.as_str());
+        obj
+    }
+
+    fn to_storage(&self, mut obj: Value) -> Value {
+        obj["apiVersion"] = Value::from(self.stored.as_str());
+        obj
+    }
+}
+
+/// The `ResourceInfo` row of one served version.
+pub fn resource_info(crd: &Value, facts: &CrdFacts, version: &Value) -> ResourceInfo {
+    let name = text(version, "/name").to_string();
+    let mut subresources = Vec::new();
+    let subs = version.get("subresources");
+    if subs.and_then(|s| s.get("status")).is_some() {
+        subresources.push(SubresourceInfo {
+            name: "status".into(),
+            group: facts.group.clone(),
+            version: name.clone(),
+            kind: facts.kind.clone(),
+            verbs: SUBRESOURCE_VERBS.iter().map(|v| v.to_string()).collect(),
+        });
+    }
+    let scale = subs.and_then(|s| s.get("scale"));
+    if scale.is_some() {
+        subresources.push(SubresourceInfo {
+            name: "scale".into(),
+            group: "autoscaling".into(),
+            version: "v1".into(),
+            kind: "Scale".into(),
+            verbs: SUBRESOURCE_VERBS.iter().map(|v| v.to_string()).collect(),
+        });
+    }
+    // `.spec.replicas` → `/spec/replicas`; validation keeps these paths simple.
+    let pointer = |path: &str| path.replace('.', "/");
+    let scale_paths = scale.map(|s| ScalePaths {
+        spec_replicas: pointer(text(s, "/specReplicasPath")),
+        status_replicas: pointer(text(s, "/statusReplicasPath")),
+        label_selector: s
+            .get("labelSelectorPath")
+            .and_then(Value::as_str)
+            .map(pointer),
+    });
+    ResourceInfo {
+        group: facts.group.clone(),
+        version: name.clone(),
+        resource: facts.plural.clone(),
+        kind: facts.kind.clone(),
+        singular: text(crd, "/status/acceptedNames/singular").to_string(),
+        namespaced: facts.namespaced,
+        short_names: strings(crd.pointer("/status/acceptedNames/shortNames")),
+        categories: strings(crd.pointer("/status/acceptedNames/categories")),
+        verbs: VERBS.iter().map(|v| v.to_string()).collect(),
+        subresources,
+        tracks_generation: true,
+        storage_key: facts.storage_key(),
+        storage_version: (name != facts.storage_version).then(|| facts.storage_version.clone()),
+        storage_version_hash: Some(storage_version_hash(
+            &facts.group,
+            &facts.storage_version,
+            &facts.kind,
+        )),
+        scale_paths,
+        ..Default::default()
+    }
+}
+
+/// The REST of every served version of a CRD, over `storage` (the storage version's store).
+pub fn build(
+    crd: &Value,
+    facts: &CrdFacts,
+    storage: Arc<dyn Store>,
+    admission: &Admission,
+    prefix: &str,
+    shutdown: &tokio::sync::watch::Sender<bool>,
+) -> (Arc<ApiResources>, Vec<ResourceInfo>) {
+    // One `ApiResources` holds every version; its table convertor is one, so the printer
+    // columns are the storage version's when versions differ in them (a simplification until
+    // per-version tables land). Schemas are per version.
+    let storage_entry = facts
+        .versions
+        .iter()
+        .find(|v| text(v, "/name") == facts.storage_version)
+        .or(facts.versions.first());
+    let table = CustomResourceTable::new(
+        storage_entry
+            .and_then(|v| v.get("additionalPrinterColumns"))
+            .and_then(Value::as_array),
+    );
+    let mut api = ApiResources::new(Arc::new(table));
+    api.shutdown = shutdown.clone();
+    let mut definitions = Vec::new();
+    let mut infos = Vec::new();
+    for version in &facts.versions {
+        let info = resource_info(crd, facts, version);
+        let schema = version.pointer("/schema/openAPIV3Schema").cloned();
+        if let Some(s) = &schema {
+            definitions.push((info.version.clone(), s.clone()));
+        }
+        let strategy = Arc::new(CustomResourceStrategy {
+            schema,
+            status_enabled: info.has_status(),
+        });
+        let store: Arc<dyn Store> = match &info.storage_version {
+            None => storage.clone(),
+            Some(stored) => {
+                let conversion = Arc::new(ApiVersionConversion {
+                    served: info.api_version(),
+                    stored: format!("{}/{stored}", facts.group),
+                });
+                let attrs_info = info.clone();
+                let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
+                Arc::new(ConvertingStore::new(storage.clone(), conversion, attrs))
+            }
+        };
+        infos.push(info.clone());
+        api.add(Arc::new(RegistryStore::new(
+            Arc::new(info),
+            strategy,
+            store,
+            admission.clone(),
+            prefix,
+        )));
+    }
+    api.set_schemas(pruning_schemas(&facts.group, &facts.kind, &definitions));
+    (Arc::new(api), infos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_version_hash_is_upstreams() {
+        // Upstream's discovery lists apps/v1 Deployments with this hash.
+        assert_eq!(
+            storage_version_hash("apps", "v1", "Deployment"),
+            "8aSe+NMegvE="
+        );
+    }
+}

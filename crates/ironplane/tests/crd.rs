@@ -1,0 +1,255 @@
+//! CustomResourceDefinitions end to end with kubectl (issue 8): a CRD is served as soon as it is
+//! Established, its custom resources are defaulted and pruned by its schema, printed with its
+//! columns, scaled and status-updated through their subresources, listed in discovery, and
+//! removed with their namespace or their CRD.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+use serde_json::Value;
+
+const CRD_YAML: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, kind: Widget, shortNames: [wd], categories: [all]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
+    additionalPrinterColumns:
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Mode, type: string, jsonPath: .spec.mode, priority: 1}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer, default: 1}
+              mode: {type: string, default: fast}
+              free: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+              selector: {type: string}
+              conditions:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    type: {type: string}
+                    status: {type: string}
+  - name: v1beta1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+fn established(s: &Server, name: &str) {
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/{name}"),
+        "--timeout=10s",
+    ]);
+}
+
+#[test]
+fn custom_resources_are_served_from_their_definition() {
+    let s = Server::start();
+    let started = Instant::now();
+    s.kubectl_stdin(&["create", "-f", "-"], CRD_YAML);
+    established(&s, "widgets.example.com");
+    // Upstream takes seconds; the brief asks for well under 100 ms from the create's answer
+    // (measured here with kubectl's own start-up included, so the bound is loose).
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    let crd = json(&s.kubectl(&["get", "crd", "widgets.example.com", "-o", "json"]));
+    let status = &crd["status"];
+    assert_eq!(status["acceptedNames"]["plural"], "widgets");
+    assert_eq!(status["acceptedNames"]["singular"], "widget");
+    assert_eq!(status["acceptedNames"]["listKind"], "WidgetList");
+    assert_eq!(status["storedVersions"], serde_json::json!(["v1"]));
+    let conditions: Vec<(String, String, String)> = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let f = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            (f("type"), f("status"), f("reason"))
+        })
+        .collect();
+    assert_eq!(
+        conditions,
+        [
+            ("NamesAccepted".into(), "True".into(), "NoConflicts".into()),
+            (
+                "Established".into(),
+                "True".into(),
+                "InitialNamesAccepted".into()
+            ),
+        ]
+    );
+
+    // Discovery: the resource, its short name and category, both versions, v1 preferred.
+    let resources = s.kubectl(&["api-resources", "--api-group=example.com"]);
+    assert!(
+        resources.contains("widgets") && resources.contains(" wd ") && resources.contains("Widget"),
+        "{resources}"
+    );
+    let group = json(&s.kubectl(&["get", "--raw", "/apis/example.com"]));
+    assert_eq!(group["preferredVersion"]["version"], "v1");
+    assert_eq!(group["versions"].as_array().unwrap().len(), 2);
+
+    // Defaults from the schema; unknown fields pruned (kubectl's default is Strict: refused).
+    s.kubectl(&["create", "namespace", "crs"]);
+    let err = {
+        use std::io::Write;
+        let mut child = s
+            .kubectl_cmd(&["create", "-n", "crs", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {junk: 1}\n")
+            .unwrap();
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).into_owned()
+    };
+    assert!(
+        err.contains(r#"strict decoding error: unknown field "spec.junk""#),
+        "{err}"
+    );
+    s.kubectl_stdin(
+        &["create", "-n", "crs", "--validate=false", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {replicas: 3, junk: 1, free: {any: {thing: true}}}\n",
+    );
+    let w1 = json(&s.kubectl(&["get", "-n", "crs", "wd", "w1", "-o", "json"]));
+    assert_eq!(
+        w1["spec"],
+        serde_json::json!({"replicas": 3, "mode": "fast", "free": {"any": {"thing": true}}})
+    );
+    assert_eq!(w1["metadata"]["generation"], 1);
+
+    // Status only through /status; the scale subresource reads and writes the CRD's paths.
+    s.kubectl(&[
+        "patch",
+        "-n",
+        "crs",
+        "widget",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":9}}"#,
+    ]);
+    s.kubectl(&[
+        "patch", "-n", "crs", "widget", "w1", "--subresource=status", "--type=merge", "-p",
+        r#"{"spec":{"replicas":7},"status":{"replicas":2,"selector":"app=w","conditions":[{"type":"Ready","status":"True"}]}}"#,
+    ]);
+    s.kubectl(&["scale", "-n", "crs", "widget", "w1", "--replicas=4"]);
+    let scale = json(&s.kubectl(&[
+        "get",
+        "--raw",
+        "/apis/example.com/v1/namespaces/crs/widgets/w1/scale",
+    ]));
+    assert_eq!(scale["spec"]["replicas"], 4);
+    assert_eq!(scale["status"]["replicas"], 2);
+    assert_eq!(scale["status"]["selector"], "app=w");
+    let w1 = json(&s.kubectl(&["get", "-n", "crs", "widget", "w1", "-o", "json"]));
+    assert_eq!(w1["spec"]["replicas"], 4);
+    assert_eq!(w1["metadata"]["generation"], 2);
+
+    // Printer columns, the priority-1 column only with -o wide.
+    let table = s.kubectl(&["get", "-n", "crs", "widgets"]);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "REPLICAS", "READY"], "{table}");
+    assert_eq!(lines[1], ["w1", "4", "True"], "{table}");
+    let wide = s.kubectl(&["get", "-n", "crs", "widgets", "-o", "wide"]);
+    assert!(wide.lines().next().unwrap().contains("MODE"), "{wide}");
+    assert!(
+        s.kubectl(&["get", "all", "-n", "crs"])
+            .contains("widget.example.com/w1")
+    );
+
+    // Another served version reads the same object.
+    let beta = json(&s.kubectl(&[
+        "get",
+        "--raw",
+        "/apis/example.com/v1beta1/namespaces/crs/widgets/w1",
+    ]));
+    assert_eq!(beta["apiVersion"], "example.com/v1beta1");
+    assert_eq!(beta["spec"]["replicas"], 4);
+
+    // A CRD asking for names another CRD of the group holds is not served.
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.example.com}\nspec:\n  group: example.com\n  scope: Cluster\n  names: {plural: gadgets, kind: Gadget, shortNames: [wd]}\n  versions:\n  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}\n",
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let gadgets = loop {
+        let c = json(&s.kubectl(&["get", "crd", "gadgets.example.com", "-o", "json"]));
+        if c["status"]["conditions"].is_array() || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let names = &gadgets["status"]["conditions"][0];
+    assert_eq!(names["type"], "NamesAccepted");
+    assert_eq!(names["status"], "False");
+    assert_eq!(names["reason"], "ShortNamesConflict");
+    assert_eq!(names["message"], r#""wd" is already in use"#);
+    assert!(!s.kubectl(&["api-resources"]).contains("gadgets"));
+    // Cluster-scoped resources have no route under a namespace.
+    let err = s.kubectl_fails(&["get", "--raw", "/api/v1/namespaces/crs/nodes"]);
+    assert!(err.contains("NotFound"), "{err}");
+
+    // Deleting a namespace deletes its custom resources.
+    s.kubectl(&["create", "namespace", "gone"]);
+    s.kubectl_stdin(
+        &["create", "-n", "gone", "-f", "-"],
+        "apiVersion: example.com/v1beta1\nkind: Widget\nmetadata: {name: w2}\nspec: {replicas: 1}\n",
+    );
+    s.kubectl(&["delete", "namespace", "gone", "--timeout=10s"]);
+    let left = s.kubectl(&["get", "widgets", "-A", "-o", "name"]);
+    assert_eq!(left.trim(), "widget.example.com/w1");
+
+    // Deleting the CRD deletes its custom resources first, then stops serving them.
+    s.kubectl(&["delete", "crd", "widgets.example.com", "--timeout=10s"]);
+    // kubectl may still hold the resource in its discovery cache: then the list is NotFound.
+    let gone = s.kubectl_fails(&["get", "widgets", "-A"]);
+    assert!(
+        gone.contains("the server doesn't have a resource type")
+            || gone.contains("the server could not find the requested resource"),
+        "{gone}"
+    );
+    let raw = s.kubectl_fails(&[
+        "get",
+        "--raw",
+        "/apis/example.com/v1/namespaces/crs/widgets",
+    ]);
+    assert!(raw.contains("NotFound"), "{raw}");
+}
