@@ -13,10 +13,13 @@
 //! - `table`: `kubectl get` columns from `additionalPrinterColumns`.
 //! - `version`: Kubernetes-aware version ordering, which discovery lists versions in.
 //!
-//! The CustomResourceDefinition objects themselves are still stored and validated by the
-//! built-in catalog (crate `ironplane-kube`); this crate reads them through that store.
+//! - `crd`: the CustomResourceDefinition kind's own strategy and validation. The CRD objects are
+//!   stored by the built-in catalog (crate `ironplane-kube`, which keeps upstream's discovery
+//!   order), with this crate's strategy handed to it at start-up; this crate reads them back
+//!   through that store.
 
 mod controller;
+pub mod crd;
 mod handler;
 mod registration;
 mod schema;

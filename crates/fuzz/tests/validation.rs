@@ -36,7 +36,12 @@ fn strategies() -> &'static [Served] {
         ironplane_kube::catalog::builtin_resources()
             .into_iter()
             .map(|info| {
-                let s = ironplane_kube::strategies::for_resource(&info, &ctx);
+                // CRDs are stored by the catalog with the apiextensions layer's strategy.
+                let s: Arc<dyn KindStrategy> = if info.group == "apiextensions.k8s.io" {
+                    Arc::new(apiextensions::crd::CustomResourceDefinitionStrategy)
+                } else {
+                    ironplane_kube::strategies::for_resource(&info, &ctx)
+                };
                 (info, s)
             })
             .collect()

@@ -173,6 +173,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         allocator.clone(),
         opts.default_watch_cache_size,
         authenticator.clone(),
+        &[ironplane_kube::LayeredStrategy {
+            group: "apiextensions.k8s.io",
+            resource: "customresourcedefinitions",
+            strategy: Arc::new(apiextensions::crd::CustomResourceDefinitionStrategy),
+        }],
     );
     let resources: Arc<ApiResources> = builtin.resources.clone();
     let extensions = apiextensions::CrdHandler::new(

@@ -33,12 +33,21 @@ pub struct BuiltinApi {
 /// Serves every built-in resource from `kv`, under `prefix` (`--etcd-prefix`), each behind a
 /// watch cache keeping `watch_cache_size` recent events (`--default-watch-cache-size`; 0 serves
 /// straight from storage, as upstream's 0 disables the cache).
+/// The strategy of a kind the catalog stores for another layer of the chain (upstream serves it
+/// from that layer's server): CustomResourceDefinitions, whose rules live in `apiextensions`.
+pub struct LayeredStrategy {
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub strategy: Arc<dyn apiserver::registry::Strategy>,
+}
+
 pub fn install(
     kv: Arc<dyn Kv>,
     prefix: &str,
     allocator: Arc<ServiceIpAllocator>,
     watch_cache_size: usize,
     authenticator: Arc<dyn Authenticator>,
+    layered: &[LayeredStrategy],
 ) -> BuiltinApi {
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
     resources.set_schema_loader(openapi::schemas);
@@ -81,7 +90,11 @@ pub fn install(
         } else {
             store
         };
-        let strategy = strategies::for_resource(&info, &ctx);
+        let strategy = layered
+            .iter()
+            .find(|l| l.group == info.group && l.resource == info.resource)
+            .map(|l| l.strategy.clone())
+            .unwrap_or_else(|| strategies::for_resource(&info, &ctx));
         // Another version of a stored resource reads and writes through a conversion.
         let store: Arc<dyn Store> = match strategies::conversion_for(&info) {
             Some(conversion) => {

@@ -2,7 +2,6 @@
 //! group and resource. Kinds not listed here use `GenericStrategy`.
 
 mod admissionregistration;
-mod apiextensions;
 mod apiservice;
 mod batch;
 mod certificates;
@@ -180,9 +179,6 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         }),
         ("authentication.k8s.io", "selfsubjectreviews") => {
             Arc::new(review::SelfSubjectReviewStrategy)
-        }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            Arc::new(apiextensions::CustomResourceDefinitionStrategy)
         }
         _ => Arc::new(GenericStrategy),
     }

@@ -1,13 +1,32 @@
-//! CustomResourceDefinition objects: upstream's defaults (apiextensions/v1 `SetDefaults_*`) and
-//! what its strategy does on create and update (status reset, `storedVersions` kept up to date
-//! with the storage version, warnings for schema formats the server does not know). Validating the CRD itself (names, versions, structural schemas,
-//! CEL rules) and serving custom resources belong to the `apiextensions` layer that issue 8
-//! builds; this module moves there with it.
+//! The CustomResourceDefinition strategy (upstream: apiextensions-apiserver
+//! pkg/registry/customresourcedefinition/strategy.go and apis/apiextensions/v1/defaults.go):
+//! defaults, what create and update do (status reset, `storedVersions` kept up to date with the
+//! storage version), the first delete that keeps the CRD for its finalizer, and warnings for
+//! schema formats the server does not know. The built-in catalog stores CRDs with this strategy.
 
 use serde_json::{Value, json};
 
-use super::{object_at, set_default};
 use apiserver::registry::Strategy;
+
+/// Sets `field` of an object unless it holds a value (unset pointers and empty strings alike,
+/// as upstream's `SetDefaults_*` fill them).
+fn set_default(obj: &mut Value, field: &str, value: Value) {
+    if obj.is_object()
+        && obj
+            .get(field)
+            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+    {
+        obj[field] = value;
+    }
+}
+
+/// The object at `field`, made one if it is not.
+fn object_at<'a>(obj: &'a mut Value, field: &str) -> &'a mut Value {
+    if !obj.get(field).is_some_and(Value::is_object) {
+        obj[field] = Value::Object(serde_json::Map::new());
+    }
+    &mut obj[field]
+}
 
 pub struct CustomResourceDefinitionStrategy;
 
@@ -242,8 +261,7 @@ impl Strategy for CustomResourceDefinitionStrategy {
     }
 }
 
-/// The finalizer that keeps a deleted CRD until its custom resources are gone.
-const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+use crate::controller::CLEANUP_FINALIZER;
 
 #[cfg(test)]
 mod tests {
