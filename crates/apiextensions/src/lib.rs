@@ -10,6 +10,7 @@
 //!   pruning schema.
 //! - `strategy`: the custom resource lifecycle rules (status reset, defaults from the schema).
 //! - `schema`: structural schemas: defaults, and the OpenAPI form the pruner reads.
+//! - `validation`: custom resources checked against their structural schema.
 //! - `table`: `kubectl get` columns from `additionalPrinterColumns`.
 //! - `version`: Kubernetes-aware version ordering, which discovery lists versions in.
 //!
@@ -25,6 +26,7 @@ mod registration;
 mod schema;
 mod strategy;
 mod table;
+pub mod validation;
 mod version;
 
 pub use controller::run as run_controller;

@@ -1,8 +1,9 @@
 //! The custom resource strategy (upstream: apiextensions-apiserver
 //! pkg/registry/customresource/strategy.go): defaults from the version's structural schema,
-//! `status` reset on create when the status subresource is on, finalizer names only warned
-//! about, names as DNS subdomains.
+//! `status` reset on create when the status subresource is on, validation against the schema,
+//! finalizer names only warned about, names as DNS subdomains.
 
+use apimachinery::validation::FieldError;
 use apiserver::registry::Strategy;
 use serde_json::Value;
 
@@ -28,6 +29,17 @@ impl Strategy for CustomResourceStrategy {
         {
             m.remove("status");
         }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        match &self.schema {
+            Some(schema) => crate::validation::validate(schema, obj),
+            None => Vec::new(),
+        }
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        self.validate(new)
     }
 
     fn checks_kube_finalizer_names(&self) -> bool {

@@ -178,7 +178,7 @@ fn go_json_number(n: &serde_json::Number) -> String {
 
 /// A float as Go's `%v` prints it: `%g` with the shortest digits, which switches to exponent
 /// form when the decimal exponent is below -4 or at least 6 (so 1e6 prints as `1e+06`).
-fn go_float_v(f: f64) -> String {
+pub fn go_float_v(f: f64) -> String {
     if f == 0.0 {
         return if f.is_sign_negative() {
             "-0".into()

@@ -36,8 +36,8 @@ spec:
           spec:
             type: object
             properties:
-              replicas: {type: integer, default: 1}
-              mode: {type: string, default: fast}
+              replicas: {type: integer, default: 1, minimum: 0, maximum: 100}
+              mode: {type: string, default: fast, enum: [fast, slow]}
               free: {type: object, x-kubernetes-preserve-unknown-fields: true}
           status:
             type: object
@@ -144,6 +144,29 @@ fn custom_resources_are_served_from_their_definition() {
     s.kubectl_stdin(
         &["create", "-n", "crs", "--validate=false", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {replicas: 3, junk: 1, free: {any: {thing: true}}}\n",
+    );
+    // Schema violations: every cause of the request, in upstream's words.
+    let err = {
+        let out = s
+            .kubectl_cmd(&["create", "-n", "crs", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(
+                    b"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {replicas: 101, mode: warp}\n",
+                )?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert_eq!(
+        err.trim(),
+        "The Widget \"bad\" is invalid: \n* spec.mode: Unsupported value: \"warp\": supported values: \"fast\", \"slow\"\n* spec.replicas: Invalid value: 101: spec.replicas in body should be less than or equal to 100"
     );
     let w1 = json(&s.kubectl(&["get", "-n", "crs", "wd", "w1", "-o", "json"]));
     assert_eq!(

@@ -1,0 +1,559 @@
+//! Validation of custom resources against their version's structural schema (upstream:
+//! kube-openapi's `validate.SchemaValidator`, whose errors apiextensions-apiserver turns into
+//! field errors in `ValidateCustomResource`), plus the list-type rules (`x-kubernetes-list-type`
+//! `set` and `map`: no duplicates).
+//!
+//! The validators run in upstream's order for each value: type (with `nullable`), string
+//! (`maxLength`, `minLength`, `pattern`), format, number (`maximum`, `minimum`, `multipleOf`),
+//! array (`maxItems`, `minItems`, `uniqueItems`, then the items), enum, object
+//! (`maxProperties`/`minProperties`, which end the object's checks as upstream's do, then the
+//! properties in name order, `additionalProperties`, and `required`). Messages are upstream's:
+//! `<path> in body <rule>`, inside the field error upstream builds for each kind of failure.
+//! `allOf`, `anyOf`, `oneOf` and `not` are not checked yet.
+
+use std::collections::HashSet;
+
+use apimachinery::validation::{FieldError, FieldPath, go_float_v, go_quote};
+use serde_json::Value;
+
+/// The JSON type name kube-openapi infers for a decoded value.
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A float that holds an integer passes as an integer (`swag.IsFloat64AJSONInteger`).
+fn integral(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+/// Validates `value` (the whole object, or a value below it at `path`) against `schema`.
+/// Schema errors come first, then the list-type duplicates, as upstream appends them.
+pub fn validate(schema: &Value, value: &Value) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    let mut v = Validator { out: &mut out };
+    v.value(schema, value, "");
+    v.list_types(schema, value, "");
+    out
+}
+
+struct Validator<'a> {
+    out: &'a mut Vec<FieldError>,
+}
+
+impl Validator<'_> {
+    /// `apiextensions`' conversion of a kube-openapi error: the field path is the error's name.
+    fn path(name: &str) -> FieldPath {
+        FieldPath::new(name.trim_start_matches('.'))
+    }
+
+    fn invalid(&mut self, name: &str, value: Value, rule: String) {
+        let message = format!("{name} in body {rule}");
+        self.out
+            .push(FieldError::invalid(&Self::path(name), value, message));
+    }
+
+    fn value(&mut self, schema: &Value, v: &Value, name: &str) {
+        if !schema.is_object() {
+            return;
+        }
+        if !self.type_check(schema, v, name) {
+            // A value of the wrong type is not checked further by the validators that do not
+            // apply to its kind; the ones that do still run, as upstream's chain does.
+        }
+        if v.is_null() {
+            self.enumeration(schema, v, name);
+            return;
+        }
+        match v {
+            Value::String(s) => {
+                self.string(schema, s, name);
+                self.format(schema, s, name);
+            }
+            Value::Number(_) => self.number(schema, v, name),
+            Value::Array(items) => self.array(schema, items, name),
+            _ => {}
+        }
+        self.enumeration(schema, v, name);
+        if let Value::Object(map) = v {
+            self.object(schema, map, name);
+        }
+    }
+
+    /// Upstream's type validator; false when it refused the value.
+    fn type_check(&mut self, schema: &Value, v: &Value, name: &str) -> bool {
+        let declared = schema.get("type").and_then(Value::as_str).unwrap_or("");
+        if schema
+            .get("x-kubernetes-int-or-string")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            // Structural schemas give int-or-string fields no type: the anyOf of integer and
+            // string they carry is what upstream checks; both other kinds are refused by it.
+            if v.is_null() || v.is_string() || integral(v) {
+                return true;
+            }
+        }
+        if declared.is_empty() {
+            return true;
+        }
+        let nullable = schema.get("nullable").and_then(Value::as_bool) == Some(true);
+        if v.is_null() {
+            if nullable {
+                return true;
+            }
+            self.type_error(name, declared, "null");
+            return false;
+        }
+        let actual = json_type(v);
+        let ok = declared == actual
+            || (declared == "integer" && actual == "number" && integral(v))
+            || (declared == "number" && actual == "integer");
+        if !ok {
+            self.type_error(name, declared, actual);
+        }
+        ok
+    }
+
+    fn type_error(&mut self, name: &str, declared: &str, actual: &str) {
+        let message = format!(
+            "{name} in body must be of type {declared}: {}",
+            go_quote(actual)
+        );
+        self.out.push(FieldError::type_invalid(
+            &Self::path(name),
+            Value::from(actual),
+            message,
+        ));
+    }
+
+    fn string(&mut self, schema: &Value, s: &str, name: &str) {
+        let chars = s.chars().count() as i64;
+        if let Some(max) = schema.get("maxLength").and_then(Value::as_i64)
+            && chars > max
+        {
+            self.out
+                .push(FieldError::too_long(&Self::path(name), Value::from(s), max));
+        }
+        if let Some(min) = schema.get("minLength").and_then(Value::as_i64)
+            && chars < min
+        {
+            self.invalid(
+                name,
+                Value::from(s),
+                format!("should be at least {min} chars long"),
+            );
+        }
+        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+            && let Ok(re) = regex::Regex::new(pattern)
+            && !re.is_match(s)
+        {
+            self.invalid(name, Value::from(s), format!("should match '{pattern}'"));
+        }
+    }
+
+    /// The formats upstream's CRD validation checks; others pass.
+    fn format(&mut self, schema: &Value, s: &str, name: &str) {
+        let Some(format) = schema.get("format").and_then(Value::as_str) else {
+            return;
+        };
+        let ok = match format {
+            "date-time" | "datetime" => chrono::DateTime::parse_from_rfc3339(s).is_ok(),
+            "date" => chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok(),
+            "byte" => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(s).is_ok()
+            }
+            "uuid" => is_uuid(s),
+            "ipv4" => s.parse::<std::net::Ipv4Addr>().is_ok(),
+            "ipv6" => s.parse::<std::net::Ipv6Addr>().is_ok(),
+            "k8s-short-name" => apimachinery::validation::is_dns1123_label(s).is_empty(),
+            "k8s-long-name" => apimachinery::validation::is_dns1123_subdomain(s).is_empty(),
+            _ => true,
+        };
+        if !ok {
+            let message = format!("{name} in body must be of type {format}: {}", go_quote(s));
+            self.out.push(FieldError::type_invalid(
+                &Self::path(name),
+                Value::from(s),
+                message,
+            ));
+        }
+    }
+
+    fn number(&mut self, schema: &Value, v: &Value, name: &str) {
+        let Some(x) = v.as_f64() else { return };
+        let is_int = v.is_i64() || v.is_u64();
+        // An integer value is compared with the bound as an integer and the bound printed so.
+        let show = |bound: f64| {
+            if is_int && bound.fract() == 0.0 && bound.abs() < 9.2e18 {
+                format!("{}", bound as i64)
+            } else {
+                go_float_v(bound)
+            }
+        };
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+            let exclusive = schema.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
+            if x > max || (exclusive && x == max) {
+                let rule = if exclusive {
+                    format!("should be less than {}", show(max))
+                } else {
+                    format!("should be less than or equal to {}", show(max))
+                };
+                self.invalid(name, v.clone(), rule);
+            }
+        }
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+            let exclusive = schema.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
+            if x < min || (exclusive && x == min) {
+                let rule = if exclusive {
+                    format!("should be greater than {}", show(min))
+                } else {
+                    format!("should be greater than or equal to {}", show(min))
+                };
+                self.invalid(name, v.clone(), rule);
+            }
+        }
+        if let Some(factor) = schema.get("multipleOf").and_then(Value::as_f64)
+            && factor > 0.0
+        {
+            let q = x / factor;
+            if q.fract() != 0.0 {
+                self.invalid(
+                    name,
+                    v.clone(),
+                    format!("should be a multiple of {}", show(factor)),
+                );
+            }
+        }
+    }
+
+    fn array(&mut self, schema: &Value, items: &[Value], name: &str) {
+        let size = items.len() as i64;
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_i64)
+            && size > max
+        {
+            self.out.push(FieldError::too_many(
+                &Self::path(name),
+                Some(size),
+                Some(max),
+            ));
+        }
+        if let Some(min) = schema.get("minItems").and_then(Value::as_i64)
+            && size < min
+        {
+            self.invalid(
+                name,
+                Value::from(size),
+                format!("should have at least {min} items"),
+            );
+        }
+        if schema.get("uniqueItems").and_then(Value::as_bool) == Some(true) {
+            let mut seen = HashSet::new();
+            if !items.iter().all(|i| seen.insert(i.to_string())) {
+                self.invalid(name, Value::from(""), "shouldn't contain duplicates".into());
+            }
+        }
+        if let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) {
+            for (i, item) in items.iter().enumerate() {
+                self.value(item_schema, item, &format!("{name}[{i}]"));
+            }
+        }
+    }
+
+    /// The list-type rules of every list below `v`.
+    fn list_types(&mut self, schema: &Value, v: &Value, name: &str) {
+        match v {
+            Value::Array(items) => {
+                self.list_type(schema, items, name);
+                if let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) {
+                    for (i, item) in items.iter().enumerate() {
+                        self.list_types(item_schema, item, &format!("{name}[{i}]"));
+                    }
+                }
+            }
+            Value::Object(map) => {
+                let props = schema.get("properties").and_then(Value::as_object);
+                let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+                for (key, child) in map {
+                    if name.is_empty() && key == "metadata" {
+                        continue;
+                    }
+                    let path = if name.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{name}.{key}")
+                    };
+                    if let Some(p) = props.and_then(|p| p.get(key)).or(additional) {
+                        self.list_types(p, child, &path);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `x-kubernetes-list-type: set` items are unique; `map` items are unique by their
+    /// `x-kubernetes-list-map-keys` (upstream's `validateListSetsAndMaps`: `Duplicate value`).
+    fn list_type(&mut self, schema: &Value, items: &[Value], name: &str) {
+        let path = |i: usize| Self::path(name).index(i);
+        match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+            Some("set") => {
+                let mut seen = HashSet::new();
+                for (i, item) in items.iter().enumerate() {
+                    if !seen.insert(item.to_string()) {
+                        self.out.push(FieldError::duplicate(&path(i), item.clone()));
+                    }
+                }
+            }
+            Some("map") => {
+                let keys: Vec<&str> = schema
+                    .get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .map(|k| k.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let mut seen = HashSet::new();
+                for (i, item) in items.iter().enumerate() {
+                    let Some(obj) = item.as_object() else {
+                        continue;
+                    };
+                    let key: serde_json::Map<String, Value> = keys
+                        .iter()
+                        .filter_map(|k| obj.get(*k).map(|v| (k.to_string(), v.clone())))
+                        .collect();
+                    if !seen.insert(Value::Object(key.clone()).to_string()) {
+                        self.out
+                            .push(FieldError::duplicate(&path(i), Value::Object(key)));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn enumeration(&mut self, schema: &Value, v: &Value, name: &str) {
+        let Some(allowed) = schema.get("enum").and_then(Value::as_array) else {
+            return;
+        };
+        if allowed.is_empty() || allowed.contains(v) {
+            return;
+        }
+        // Strings as they are, other values as their JSON, as upstream lists them.
+        let values: Vec<String> = allowed
+            .iter()
+            .map(|a| match a {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        self.out.push(FieldError::not_supported(
+            &Self::path(name),
+            v.clone(),
+            &refs,
+        ));
+    }
+
+    fn object(&mut self, schema: &Value, map: &serde_json::Map<String, Value>, name: &str) {
+        let count = map.len() as i64;
+        if let Some(min) = schema.get("minProperties").and_then(Value::as_i64)
+            && count < min
+        {
+            self.invalid(
+                name,
+                Value::from(count),
+                format!("should have at least {min} properties"),
+            );
+            return;
+        }
+        if let Some(max) = schema.get("maxProperties").and_then(Value::as_i64)
+            && count > max
+        {
+            self.out.push(FieldError::too_many(
+                &Self::path(name),
+                Some(count),
+                Some(max),
+            ));
+            return;
+        }
+        let child = |key: &str| {
+            if name.is_empty() {
+                key.to_string()
+            } else {
+                format!("{name}.{key}")
+            }
+        };
+        let props = schema.get("properties").and_then(Value::as_object);
+        if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+            for (key, value) in map {
+                if props.is_some_and(|p| p.contains_key(key)) {
+                    continue;
+                }
+                self.value(additional, value, &format!("{name}.{key}"));
+            }
+        }
+        if let Some(props) = props {
+            for (key, prop) in props {
+                // The root's metadata is ObjectMeta, validated as metadata, not by the schema.
+                if name.is_empty() && key == "metadata" {
+                    continue;
+                }
+                if let Some(value) = map.get(key) {
+                    self.value(prop, value, &child(key));
+                }
+            }
+        }
+        for required in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if !map.contains_key(required) {
+                self.out.push(FieldError::required(
+                    &Self::path(&format!("{name}.{required}")),
+                    "",
+                ));
+            }
+        }
+    }
+}
+
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn messages(schema: Value, v: Value) -> Vec<String> {
+        validate(&schema, &v)
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    fn spec_schema(props: Value) -> Value {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": props}}})
+    }
+
+    #[test]
+    fn types_are_checked_with_upstreams_words() {
+        let s = spec_schema(json!({"replicas": {"type": "integer"}, "name": {"type": "string"}}));
+        assert_eq!(
+            messages(s.clone(), json!({"spec": {"replicas": "3", "name": 4}})),
+            [
+                r#"spec.name: Invalid value: "integer": spec.name in body must be of type string: "integer""#,
+                r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#,
+            ]
+        );
+        assert_eq!(
+            messages(s.clone(), json!({"spec": {"replicas": 1.5}})),
+            [
+                r#"spec.replicas: Invalid value: "number": spec.replicas in body must be of type integer: "number""#
+            ]
+        );
+        assert!(messages(s.clone(), json!({"spec": {"replicas": 2.0}})).is_empty());
+        assert_eq!(
+            messages(s, json!({"spec": {"replicas": null}})),
+            [
+                r#"spec.replicas: Invalid value: "null": spec.replicas in body must be of type integer: "null""#
+            ]
+        );
+    }
+
+    #[test]
+    fn bounds_lengths_patterns_and_enums() {
+        let s = spec_schema(json!({
+            "replicas": {"type": "integer", "minimum": 0, "maximum": 10},
+            "ratio": {"type": "number", "exclusiveMaximum": true, "maximum": 1000000},
+            "name": {"type": "string", "maxLength": 3, "minLength": 2, "pattern": "^[a-z]+$"},
+            "mode": {"type": "string", "enum": ["fast", "slow"]},
+            "tags": {"type": "array", "maxItems": 1, "items": {"type": "string"}},
+        }));
+        assert_eq!(
+            messages(
+                s,
+                json!({"spec": {"replicas": 11, "ratio": 1e6, "name": "ABCD",
+                "mode": "warp", "tags": ["a", "b"]}})
+            ),
+            [
+                r#"spec.mode: Unsupported value: "warp": supported values: "fast", "slow""#,
+                "spec.name: Too long: may not be more than 3 bytes",
+                r#"spec.name: Invalid value: "ABCD": spec.name in body should match '^[a-z]+$'"#,
+                "spec.ratio: Invalid value: 1e+06: spec.ratio in body should be less than 1e+06",
+                "spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10",
+                "spec.tags: Too many: 2: must have at most 1 item",
+            ]
+        );
+    }
+
+    #[test]
+    fn required_fields_and_list_maps() {
+        let s = json!({"type": "object", "required": ["spec"], "properties": {"spec": {
+        "type": "object", "required": ["ports"], "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["port"],
+                "items": {"type": "object", "required": ["port"],
+                    "properties": {"port": {"type": "integer"}, "name": {"type": "string"}}}},
+            "hosts": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        }}}});
+        assert_eq!(messages(s.clone(), json!({})), ["spec: Required value"]);
+        assert_eq!(
+            messages(
+                s,
+                json!({"spec": {"ports": [{"port": 80, "name": "a"}, {"port": 80}, {"name": "x"}],
+                "hosts": ["a", "a"]}})
+            ),
+            [
+                "spec.ports[2].port: Required value",
+                r#"spec.hosts[1]: Duplicate value: "a""#,
+                r#"spec.ports[1]: Duplicate value: {"port":80}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn int_or_string_and_formats() {
+        let s = spec_schema(json!({
+            "port": {"x-kubernetes-int-or-string": true},
+            "at": {"type": "string", "format": "date-time"},
+            "id": {"type": "string", "format": "uuid"},
+        }));
+        assert!(
+            messages(
+                s.clone(),
+                json!({"spec": {"port": "http", "at": "2024-01-02T03:04:05Z",
+            "id": "123e4567-e89b-12d3-a456-426614174000"}})
+            )
+            .is_empty()
+        );
+        assert!(messages(s.clone(), json!({"spec": {"port": 8080}})).is_empty());
+        assert_eq!(
+            messages(s, json!({"spec": {"at": "yesterday"}})),
+            [
+                r#"spec.at: Invalid value: "yesterday": spec.at in body must be of type date-time: "yesterday""#
+            ]
+        );
+    }
+}
