@@ -407,14 +407,20 @@ fn install(handler: &CrdHandler, crds: &[Value]) {
                     terminating,
                     group: facts.group.clone(),
                     plural: facts.plural.clone(),
+                    facts,
                 })
             }
         };
         served
             .by_resource
             .insert((entry.group.clone(), entry.plural.clone()), entry.clone());
-        served.by_crd.insert(facts.name.clone(), entry);
+        served.by_crd.insert(entry.facts.name.clone(), entry);
     }
+    let facts: Vec<&CrdFacts> = served.by_crd.values().map(|e| &e.facts).collect();
+    served.openapi = crate::openapi::documents(&facts, &handler.meta_schemas)
+        .into_iter()
+        .map(|(p, d)| (p, d.into()))
+        .collect();
     caches.retain(|k, _| used_keys.contains(k));
     drop(caches);
     handler.replace(served);

@@ -14,6 +14,8 @@ use apiserver::registry::{RegistryStore, ResourceInfo};
 use async_trait::async_trait;
 use storage::{Kv, Store};
 
+use crate::registration::CrdFacts;
+
 /// Where custom resources are stored.
 pub struct StorageConfig {
     pub kv: Arc<dyn Kv>,
@@ -32,15 +34,18 @@ pub(crate) struct Entry {
     pub infos: Vec<ResourceInfo>,
     /// The CRD is being deleted: its resources are listed, read and deleted, never created.
     pub terminating: bool,
+    pub facts: CrdFacts,
     pub group: String,
     pub plural: String,
 }
 
-/// The served table: by CRD name (in name order, for discovery) and by group and plural.
+/// The served table: by CRD name (in name order, for discovery) and by group and plural, with
+/// the OpenAPI v3 documents of the served group versions.
 #[derive(Default)]
 pub(crate) struct Served {
     pub by_crd: BTreeMap<String, Arc<Entry>>,
     pub by_resource: HashMap<(String, String), Arc<Entry>>,
+    pub openapi: Vec<(String, bytes::Bytes)>,
 }
 
 pub struct CrdHandler {
@@ -52,12 +57,18 @@ pub struct CrdHandler {
     served: RwLock<Arc<Served>>,
     /// One storage (watch cache) per `<group>/<plural>`, kept while a CRD names it.
     pub(crate) caches: Mutex<HashMap<String, Arc<dyn Store>>>,
+    /// The `meta/v1` schemas that custom resources' OpenAPI documents refer to.
+    pub(crate) meta_schemas: serde_json::Map<String, serde_json::Value>,
 }
 
 impl CrdHandler {
     /// The handler over the built-in catalog's CRD store; `None` when the catalog does not serve
     /// CustomResourceDefinitions.
-    pub fn new(builtin: &ApiResources, storage: StorageConfig) -> Option<Arc<Self>> {
+    pub fn new(
+        builtin: &ApiResources,
+        storage: StorageConfig,
+        meta_schemas: serde_json::Map<String, serde_json::Value>,
+    ) -> Option<Arc<Self>> {
         let crds = builtin
             .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")?
             .clone();
@@ -68,6 +79,7 @@ impl CrdHandler {
             shutdown: builtin.shutdown.clone(),
             served: RwLock::new(Arc::new(Served::default())),
             caches: Mutex::new(HashMap::new()),
+            meta_schemas,
         }))
     }
 
@@ -120,6 +132,10 @@ impl Delegate for CrdHandler {
             })));
         }
         entry.api.serve(req).await
+    }
+
+    fn openapi_v3(&self) -> Vec<(String, bytes::Bytes)> {
+        self.served().openapi.clone()
     }
 
     fn resources(&self) -> Vec<ResourceInfo> {

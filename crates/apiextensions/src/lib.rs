@@ -11,6 +11,7 @@
 //! - `strategy`: the custom resource lifecycle rules (status reset, defaults from the schema).
 //! - `schema`: structural schemas: defaults, and the OpenAPI form the pruner reads.
 //! - `validation`: custom resources checked against their structural schema.
+//! - `openapi`: the OpenAPI v3 documents of the served CRDs (`kubectl explain`).
 //! - `table`: `kubectl get` columns from `additionalPrinterColumns`.
 //! - `version`: Kubernetes-aware version ordering, which discovery lists versions in.
 //!
@@ -22,6 +23,7 @@
 mod controller;
 pub mod crd;
 mod handler;
+mod openapi;
 mod registration;
 mod schema;
 mod strategy;

@@ -178,6 +178,7 @@ pub fn resource_info(crd: &Value, facts: &CrdFacts, version: &Value) -> Resource
             &facts.kind,
         )),
         scale_paths,
+        unstructured: true,
         ..Default::default()
     }
 }

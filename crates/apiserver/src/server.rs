@@ -31,6 +31,11 @@ pub trait Delegate: Send + Sync {
     async fn serve(&self, req: ApiRequest) -> Result<Result<Response, Status>, ApiRequest>;
     /// The resources it serves, for discovery.
     fn resources(&self) -> Vec<ResourceInfo>;
+    /// OpenAPI v3 documents of what it serves that the server's own documents lack, by path
+    /// below `/openapi/v3/` (custom resources' `apis/<group>/<version>`), as JSON.
+    fn openapi_v3(&self) -> Vec<(String, Bytes)> {
+        Vec::new()
+    }
 }
 
 #[async_trait]
@@ -287,10 +292,34 @@ impl GenericApiServer {
                 .openapi
                 .serve_v2(headers)
                 .unwrap_or_else(|| text(StatusCode::NOT_FOUND, "404 page not found\n"))),
-            ["openapi", "v3"] => json(&self.config.openapi.v3_index()),
+            ["openapi", "v3"] => {
+                let mut index = self.config.openapi.v3_index();
+                for (path, doc) in self.chain.iter().flat_map(|d| d.openapi_v3()) {
+                    index["paths"][&path] = serde_json::json!({"serverRelativeURL": format!(
+                        "/openapi/v3/{path}?hash={}",
+                        crate::openapi::content_hash(&doc)
+                    )});
+                }
+                json(&index)
+            }
             ["openapi", "v3", rest @ ..] => {
                 let key = rest.join("/");
-                self.openapi_doc(self.config.openapi.v3.get(&key), accept)
+                if let Some(doc) = self.config.openapi.v3.get(&key) {
+                    return self.openapi_doc(Some(doc), accept);
+                }
+                match self
+                    .chain
+                    .iter()
+                    .flat_map(|d| d.openapi_v3())
+                    .find(|(p, _)| *p == key)
+                {
+                    Some((_, doc)) => Ok(response::raw(
+                        StatusCode::OK,
+                        "application/json",
+                        doc.to_vec(),
+                    )),
+                    None => Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
+                }
             }
             _ => Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
         }

@@ -187,6 +187,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             prefix: opts.etcd_prefix.clone(),
             watch_cache_size: opts.default_watch_cache_size,
         },
+        ironplane_kube::openapi::meta_schemas_v3(),
     );
     let chain = chain::build(resources.clone(), extensions.clone());
 

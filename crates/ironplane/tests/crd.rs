@@ -36,7 +36,7 @@ spec:
           spec:
             type: object
             properties:
-              replicas: {type: integer, default: 1, minimum: 0, maximum: 100}
+              replicas: {type: integer, default: 1, minimum: 0, maximum: 100, description: How many widgets run.}
               mode: {type: string, default: fast, enum: [fast, slow]}
               free: {type: object, x-kubernetes-preserve-unknown-fields: true}
           status:
@@ -118,6 +118,12 @@ fn custom_resources_are_served_from_their_definition() {
     assert_eq!(group["preferredVersion"]["version"], "v1");
     assert_eq!(group["versions"].as_array().unwrap().len(), 2);
 
+    // kubectl explain reads the CRD's OpenAPI v3 document.
+    let explained = s.kubectl(&["explain", "widgets.spec.replicas"]);
+    assert!(
+        explained.contains("KIND:       Widget") && explained.contains("How many widgets run."),
+        "{explained}"
+    );
     // Defaults from the schema; unknown fields pruned (kubectl's default is Strict: refused).
     s.kubectl(&["create", "namespace", "crs"]);
     let err = {
@@ -174,6 +180,21 @@ fn custom_resources_are_served_from_their_definition() {
         serde_json::json!({"replicas": 3, "mode": "fast", "free": {"any": {"thing": true}}})
     );
     assert_eq!(w1["metadata"]["generation"], 1);
+
+    let strategic = s.kubectl_fails(&[
+        "patch",
+        "-n",
+        "crs",
+        "widget",
+        "w1",
+        "--type=strategic",
+        "-p",
+        "{}",
+    ]);
+    assert!(
+        strategic.contains("accepted media types include: application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json"),
+        "{strategic}"
+    );
 
     // Status only through /status; the scale subresource reads and writes the CRD's paths.
     s.kubectl(&[

@@ -499,6 +499,7 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
             not_found_resource: (group.is_empty() && name == "componentstatuses")
                 .then(|| "componentstatus".to_string()),
             scale_paths: None,
+            unstructured: false,
             deprecation_warning: deprecation_warning(
                 group,
                 version,

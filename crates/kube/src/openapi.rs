@@ -21,6 +21,29 @@ pub fn documents() -> OpenApi {
     )
 }
 
+/// The `meta/v1` schemas of the built-in OpenAPI v3 documents (ObjectMeta, ListMeta and what
+/// they refer to), which other documents (custom resources') embed.
+pub fn meta_schemas_v3() -> serde_json::Map<String, serde_json::Value> {
+    let Some((_, doc)) = V3_DOCS.iter().find(|(p, _)| *p == "api/v1") else {
+        return serde_json::Map::new();
+    };
+    let Ok(bytes) = GzDoc(Bytes::from_static(doc)).inflate() else {
+        return serde_json::Map::new();
+    };
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return serde_json::Map::new();
+    };
+    doc.pointer("/components/schemas")
+        .and_then(serde_json::Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| k.starts_with("io.k8s.apimachinery.pkg.apis.meta.v1."))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The v2 document's definitions without descriptions, derived at build time (build.rs).
 const V2_STRUCTURAL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/v2-structural.json"));
 

@@ -135,8 +135,11 @@ impl ApiResources {
     async fn dispatch(
         &self,
         store: &Arc<RegistryStore>,
-        req: ApiRequest,
+        mut req: ApiRequest,
     ) -> Result<Response, Status> {
+        if store.info.unstructured {
+            negotiation::without_protobuf(&mut req)?;
+        }
         let info = &req.info;
         let verb = info.verb.as_str();
         let sub = info.subresource.as_str();

@@ -144,6 +144,46 @@ pub fn negotiate(accept: Option<&str>, allowed: &[View]) -> Result<Negotiated, S
     )))
 }
 
+/// Custom resources have no protobuf form (upstream serves them as unstructured JSON): a body in
+/// protobuf is refused with 415, and protobuf is struck from the Accept header, which leaves a
+/// client that accepts nothing else a 406 naming what is served.
+pub fn without_protobuf(req: &mut super::ApiRequest) -> Result<(), Status> {
+    let essence = |v: &str| parse_media_range(v).essence.to_ascii_lowercase();
+    if let Some(ct) = req
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        && essence(ct) == PROTOBUF
+        && !req.body.is_empty()
+    {
+        return Err(Status::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: {JSON}, {YAML}"
+        )));
+    }
+    let Some(accept) = req
+        .headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .filter(|a| !a.trim().is_empty())
+    else {
+        return Ok(());
+    };
+    let kept: Vec<&str> = accept
+        .split(',')
+        .filter(|range| essence(range) != PROTOBUF)
+        .collect();
+    if kept.is_empty() {
+        return Err(Status::not_acceptable(format!(
+            "only the following media types are accepted: {JSON}, {YAML}"
+        )));
+    }
+    let kept = kept.join(",");
+    if let Ok(v) = http::HeaderValue::from_str(&kept) {
+        req.headers.insert(http::header::ACCEPT, v);
+    }
+    Ok(())
+}
+
 /// The encoding of a request body, from its Content-Type. A missing Content-Type is JSON, as
 /// upstream treats it.
 pub fn body_encoding(content_type: Option<&str>) -> Result<Encoding, Status> {

@@ -39,6 +39,12 @@ pub async fn handle(
             s.details = Some(Box::default());
             return Err(s);
         }
+        Some(PatchType::Strategic) if store.info.unstructured => {
+            // Upstream's list of the patch types custom resources take, sorted.
+            return Err(Status::unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json",
+            ));
+        }
         Some(t) => t,
     };
     q.validate_write_options("PatchOptions", false)?;

@@ -104,6 +104,9 @@ pub struct ResourceInfo {
     pub not_found_resource: Option<String>,
     /// The replica paths of a custom resource's `scale` subresource.
     pub scale_paths: Option<ScalePaths>,
+    /// Served as unstructured JSON (custom resources): no protobuf in or out, and no strategic
+    /// merge patch, which needs Go struct tags that such kinds do not have.
+    pub unstructured: bool,
 }
 
 impl ResourceInfo {
