@@ -1,20 +1,22 @@
 //! What one CustomResourceDefinition serves: for each served version a `ResourceInfo` row, the
 //! custom resource strategy, a table of printer columns and the pruning schema, over one shared
-//! storage in the storage version (other versions convert by `apiVersion` alone, upstream's
-//! `None` conversion strategy).
+//! storage in the storage version, read through each version's schema (other versions convert
+//! by `apiVersion` alone, upstream's `None` conversion strategy).
 
 use std::sync::Arc;
 
+use apimachinery::schema::Schemas;
 use apiserver::admission::Admission;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{
-    Conversion, ConvertingStore, RegistryStore, ResourceInfo, ScalePaths, SubresourceInfo,
+    Conversion, ConvertingStore, RegistryStore, ResourceInfo, ScalePaths, SelectableField,
+    SubresourceInfo,
 };
 use base64::Engine;
 use serde_json::Value;
 use storage::Store;
 
-use crate::schema::pruning_schemas;
+use crate::schema::{apply_defaults, pruning_schemas};
 use crate::strategy::CustomResourceStrategy;
 use crate::table::CustomResourceTable;
 use crate::version;
@@ -106,15 +108,33 @@ impl CrdFacts {
     }
 }
 
-/// `apiVersion` is all that differs between the versions of a CRD without a conversion webhook.
-struct ApiVersionConversion {
+/// How a served version reads and writes the shared storage. Without a conversion webhook,
+/// `apiVersion` is all that differs between versions (upstream's `None` strategy). On the way
+/// out an object is also pruned and defaulted by the served version's schema, as upstream's
+/// decoder does with every object it reads, so that a schema change (a field removed, a default
+/// added) shows on objects stored before it.
+struct SchemaConversion {
     served: String,
     stored: String,
+    group: String,
+    version: String,
+    kind: String,
+    schema: Option<Value>,
+    schemas: Arc<Schemas>,
 }
 
-impl Conversion for ApiVersionConversion {
+impl Conversion for SchemaConversion {
     fn to_served(&self, mut obj: Value) -> Value {
         obj["apiVersion"] = Value::from(self.served.as_str());
+        if let Some(root) = self
+            .schemas
+            .root_for(&self.group, &self.version, &self.kind)
+        {
+            self.schemas.prune_unknown(root, &mut obj);
+        }
+        if let Some(schema) = &self.schema {
+            apply_defaults(schema, &mut obj);
+        }
         obj
     }
 
@@ -179,6 +199,30 @@ pub fn resource_info(crd: &Value, facts: &CrdFacts, version: &Value) -> Resource
         )),
         scale_paths,
         unstructured: true,
+        // `selectableFields` (`.spec.color` → field label `spec.color`).
+        selectable_fields: version
+            .get("selectableFields")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.get("jsonPath").and_then(Value::as_str))
+            .map(|path| {
+                let name = path.trim_start_matches('.').to_string();
+                SelectableField {
+                    path: name.split('.').map(str::to_string).collect(),
+                    name,
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        // A deprecated version warns on every request, in the CRD's words or upstream's.
+        deprecation_warning: (version.get("deprecated").and_then(Value::as_bool) == Some(true))
+            .then(
+                || match version.get("deprecationWarning").and_then(Value::as_str) {
+                    Some(w) => w.to_string(),
+                    None => format!("{}/{name} {} is deprecated", facts.group, facts.kind),
+                },
+            ),
         ..Default::default()
     }
 }
@@ -207,30 +251,37 @@ pub fn build(
     );
     let mut api = ApiResources::new(Arc::new(table));
     api.shutdown = shutdown.clone();
-    let mut definitions = Vec::new();
+    let definitions: Vec<(String, Value)> = facts
+        .versions
+        .iter()
+        .filter_map(|v| {
+            let schema = v.pointer("/schema/openAPIV3Schema")?;
+            Some((text(v, "/name").to_string(), schema.clone()))
+        })
+        .collect();
+    let schemas = Arc::new(pruning_schemas(&facts.group, &facts.kind, &definitions));
     let mut infos = Vec::new();
     for version in &facts.versions {
         let info = resource_info(crd, facts, version);
         let schema = version.pointer("/schema/openAPIV3Schema").cloned();
-        if let Some(s) = &schema {
-            definitions.push((info.version.clone(), s.clone()));
-        }
         let strategy = Arc::new(CustomResourceStrategy {
-            schema,
+            schema: schema.clone(),
             status_enabled: info.has_status(),
         });
-        let store: Arc<dyn Store> = match &info.storage_version {
-            None => storage.clone(),
-            Some(stored) => {
-                let conversion = Arc::new(ApiVersionConversion {
-                    served: info.api_version(),
-                    stored: format!("{}/{stored}", facts.group),
-                });
-                let attrs_info = info.clone();
-                let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
-                Arc::new(ConvertingStore::new(storage.clone(), conversion, attrs))
-            }
-        };
+        // Every version, the storage version's too, reads through its schema.
+        let conversion = Arc::new(SchemaConversion {
+            served: info.api_version(),
+            stored: format!("{}/{}", facts.group, facts.storage_version),
+            group: facts.group.clone(),
+            version: info.version.clone(),
+            kind: facts.kind.clone(),
+            schema,
+            schemas: schemas.clone(),
+        });
+        let attrs_info = info.clone();
+        let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
+        let store: Arc<dyn Store> =
+            Arc::new(ConvertingStore::new(storage.clone(), conversion, attrs));
         infos.push(info.clone());
         api.add(Arc::new(RegistryStore::new(
             Arc::new(info),

@@ -22,6 +22,8 @@ spec:
   - name: v1
     served: true
     storage: true
+    selectableFields:
+    - {jsonPath: .spec.mode}
     subresources:
       status: {}
       scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
@@ -54,6 +56,7 @@ spec:
   - name: v1beta1
     served: true
     storage: false
+    deprecated: true
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 "#;
@@ -247,6 +250,49 @@ fn custom_resources_are_served_from_their_definition() {
     ]));
     assert_eq!(beta["apiVersion"], "example.com/v1beta1");
     assert_eq!(beta["spec"]["replicas"], 4);
+
+    // A deprecated version says so; selectable fields select.
+    let out = s.kubectl_output(&["get", "widgets.v1beta1.example.com", "-n", "crs"]);
+    let warned = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        warned.contains("Warning: example.com/v1beta1 Widget is deprecated"),
+        "{warned}"
+    );
+    let fast = s.kubectl(&[
+        "get",
+        "widgets",
+        "-n",
+        "crs",
+        "--field-selector=spec.mode=fast",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(fast.trim(), "widget.example.com/w1");
+    let slow = s.kubectl(&[
+        "get",
+        "widgets",
+        "-n",
+        "crs",
+        "--field-selector=spec.mode=slow",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(slow.trim(), "");
+
+    // A schema change shows on objects stored before it: a new default, a field removed.
+    s.kubectl(&[
+        "patch", "crd", "widgets.example.com", "--type=json", "-p",
+        r#"[{"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/color","value":{"type":"string","default":"blue"}},{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/free"}]"#,
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let w = json(&s.kubectl(&["get", "-n", "crs", "widget", "w1", "-o", "json"]));
+        if w["spec"]["color"] == "blue" && w["spec"].get("free").is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "schema change not applied: {w}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // A CRD asking for names another CRD of the group holds is not served.
     s.kubectl_stdin(
