@@ -21,6 +21,13 @@ fn python_client_without_a_watch_cache() {
 }
 
 #[test]
+fn python_custom_objects_api() {
+    let s = Server::start();
+    let out = s.python(&tests_dir().join("python/custom_objects.py"), &[]);
+    assert!(out.contains("custom objects: ok"), "{out}");
+}
+
+#[test]
 fn error_corpus_matches_upstream() {
     // A small watch window, so that a watch from an old resourceVersion is too old here too
     // (upstream answered it at revision 7140).
