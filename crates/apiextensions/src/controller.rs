@@ -41,8 +41,10 @@ fn controller_user() -> UserInfo {
 }
 
 /// Runs until the process ends: reconciles on every CRD change, and again while a deleted CRD
-/// waits for its instances.
-pub async fn run(handler: Arc<CrdHandler>) {
+/// waits for its instances. `synced` is called once the CRDs found at start are served
+/// (upstream's `crd-informer-synced` readiness: a ready server serves every stored CRD).
+pub async fn run(handler: Arc<CrdHandler>, synced: Box<dyn FnOnce() + Send>) {
+    let mut synced = Some(synced);
     loop {
         let watch = handler
             .crds
@@ -65,6 +67,9 @@ pub async fn run(handler: Arc<CrdHandler>) {
             }
         };
         let mut pending = reconcile(&handler).await;
+        if let Some(done) = synced.take() {
+            done();
+        }
         loop {
             let next = if pending {
                 tokio::time::timeout(RETRY, events.recv()).await.ok()

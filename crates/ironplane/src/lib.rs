@@ -216,6 +216,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         .iter()
         .map(|name| Check::new(format!("poststarthook/{name}"), false))
         .collect();
+    // The apiextensions server's hooks: its informers and controllers start with the server;
+    // readiness waits until the CRDs found in storage are served.
+    let crd_hooks = [
+        Check::new("poststarthook/start-apiextensions-informers", true),
+        Check::new("poststarthook/start-apiextensions-controllers", true),
+    ];
+    let crd_synced = Check::new("poststarthook/crd-informer-synced", extensions.is_none());
     let shutdown_check = Check::new("shutdown", true);
     let health = Health {
         common: vec![
@@ -226,6 +233,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         post_start_hooks: [bootstrap_hook.clone(), controllers_hook.clone()]
             .into_iter()
             .chain(system_hooks.iter().cloned())
+            .chain(crd_hooks)
+            .chain([crd_synced.clone()])
             .collect(),
         shutdown: Some(shutdown_check.clone()),
     };
@@ -302,7 +311,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     ));
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {
-        tokio::spawn(apiextensions::run_controller(extensions));
+        tokio::spawn(apiextensions::run_controller(
+            extensions,
+            Box::new(move || crd_synced.set(true)),
+        ));
     }
     controllers_hook.set(true);
 

@@ -343,3 +343,35 @@ fn custom_resources_are_served_from_their_definition() {
     ]);
     assert!(raw.contains("NotFound"), "{raw}");
 }
+
+#[test]
+fn stored_definitions_are_served_once_ready_after_a_restart() {
+    let s = Server::start();
+    s.kubectl_stdin(&["create", "-f", "-"], CRD_YAML);
+    established(&s, "widgets.example.com");
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: kept, namespace: default}\nspec: {replicas: 2}\n",
+    );
+    let dir = s.stop();
+    // `start_in` waits for /readyz; from then on the stored CRD's resources are served, as
+    // upstream's crd-informer-synced readiness check promises.
+    let s = Server::start_in(dir);
+    let kept = json(&s.kubectl(&[
+        "get",
+        "--raw",
+        "/apis/example.com/v1/namespaces/default/widgets/kept",
+    ]));
+    assert_eq!(kept["spec"]["replicas"], 2);
+    let ready = s.kubectl(&["get", "--raw", "/readyz?verbose"]);
+    for hook in [
+        "start-apiextensions-informers",
+        "start-apiextensions-controllers",
+        "crd-informer-synced",
+    ] {
+        assert!(
+            ready.contains(&format!("[+]poststarthook/{hook} ok")),
+            "{ready}"
+        );
+    }
+}
