@@ -265,6 +265,8 @@ pub fn build(
         let info = resource_info(crd, facts, version);
         let schema = version.pointer("/schema/openAPIV3Schema").cloned();
         let strategy = Arc::new(CustomResourceStrategy {
+            api_version: info.api_version(),
+            kind: facts.kind.clone(),
             schema: schema.clone(),
             status_enabled: info.has_status(),
         });

@@ -3,17 +3,44 @@
 //! `status` reset on create when the status subresource is on, validation against the schema,
 //! finalizer names only warned about, names as DNS subdomains.
 
-use apimachinery::validation::FieldError;
+use apimachinery::validation::{FieldError, FieldPath};
 use apiserver::registry::Strategy;
 use serde_json::Value;
 
 use crate::schema::apply_defaults;
 
 pub struct CustomResourceStrategy {
+    /// The served version's `apiVersion` and the CRD's kind.
+    pub api_version: String,
+    pub kind: String,
     /// The version's `openAPIV3Schema`.
     pub schema: Option<Value>,
     /// `subresources.status` is set: status is written only through `/status`.
     pub status_enabled: bool,
+}
+
+impl CustomResourceStrategy {
+    /// Upstream's `ValidateTypeMeta`: the object is of this kind and version; nothing else is
+    /// checked when it is not.
+    fn validate_type_meta(&self, obj: &Value) -> Vec<FieldError> {
+        let text = |f: &str| obj.get(f).and_then(Value::as_str).unwrap_or("").to_string();
+        let mut errs = Vec::new();
+        if text("kind") != self.kind {
+            errs.push(FieldError::invalid(
+                &FieldPath::new("kind"),
+                Value::from(text("kind")),
+                format!("must be {}", self.kind),
+            ));
+        }
+        if text("apiVersion") != self.api_version {
+            errs.push(FieldError::invalid(
+                &FieldPath::new("apiVersion"),
+                Value::from(text("apiVersion")),
+                format!("must be {}", self.api_version),
+            ));
+        }
+        errs
+    }
 }
 
 impl Strategy for CustomResourceStrategy {
@@ -32,6 +59,10 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let type_meta = self.validate_type_meta(obj);
+        if !type_meta.is_empty() {
+            return type_meta;
+        }
         match &self.schema {
             Some(schema) => crate::validation::validate(schema, obj),
             None => Vec::new(),

@@ -65,6 +65,25 @@ fn json(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }
 
+/// kubectl with `input` on stdin, whatever its outcome.
+fn kubectl_with_input(s: &Server, args: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = s
+        .kubectl_cmd(args)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("kubectl finishes")
+}
+
 fn established(s: &Server, name: &str) {
     s.kubectl(&[
         "wait",
@@ -250,6 +269,27 @@ fn custom_resources_are_served_from_their_definition() {
     ]));
     assert_eq!(beta["apiVersion"], "example.com/v1beta1");
     assert_eq!(beta["spec"]["replicas"], 4);
+
+    // Another served version's body converts; another kind is refused by the kind's rules.
+    let raw = "/apis/example.com/v1/namespaces/crs/widgets";
+    let converted = json(&s.kubectl_stdin(
+        &["create", "--raw", raw, "-f", "-"],
+        r#"{"apiVersion":"example.com/v1beta1","kind":"Widget","metadata":{"name":"w9"}}"#,
+    ));
+    assert_eq!(converted["apiVersion"], "example.com/v1");
+    s.kubectl(&["delete", "-n", "crs", "widget", "w9"]);
+    let other = kubectl_with_input(
+        &s,
+        &["create", "--raw", raw, "-f", "-"],
+        r#"{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g"}}"#,
+    );
+    let other = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        other.contains(
+            r#"The Widget "g" is invalid: kind: Invalid value: "Gadget": must be Widget"#
+        ),
+        "{other}"
+    );
 
     // A deprecated version says so; selectable fields select.
     let out = s.kubectl_output(&["get", "widgets.v1beta1.example.com", "-n", "crs"]);

@@ -209,6 +209,9 @@ pub fn decode_object(
     let api_version = obj.api_version().to_string();
     if kind.is_empty() {
         obj["kind"] = Value::from(expected_kind.clone());
+    } else if kind != expected_kind && info.unstructured && kind_override.is_none() {
+        // A custom resource of another kind is decoded as it is; the kind's validation refuses
+        // it (upstream's `ValidateTypeMeta`: `kind: Invalid value`).
     } else if kind != expected_kind {
         let group = expected_api_version
             .split_once('/')
@@ -218,8 +221,16 @@ pub fn decode_object(
             "{kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: converting ({url_version}.{kind}) to ({group}.{expected_kind}): unknown conversion"
         )));
     }
+    let same_group =
+        |a: &str, b: &str| a.split_once('/').map(|p| p.0) == b.split_once('/').map(|p| p.0);
     if api_version.is_empty() {
         obj["apiVersion"] = Value::from(expected_api_version.clone());
+    } else if api_version != expected_api_version && info.unstructured && kind_override.is_none() {
+        // Another version of a custom resource converts to the served one; without a
+        // conversion webhook only apiVersion differs. Another group is left for validation.
+        if same_group(&api_version, &expected_api_version) {
+            obj["apiVersion"] = Value::from(expected_api_version.clone());
+        }
     } else if api_version != expected_api_version {
         return Err(Status::bad_request(format!(
             "{expected_kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: no kind \"{expected_kind}\" is registered for version \"{api_version}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
