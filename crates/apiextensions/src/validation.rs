@@ -405,11 +405,9 @@ impl Validator<'_> {
             }
         }
         if let Some(props) = props {
+            // The root's `metadata` is checked too: a structural schema may only constrain its
+            // `name` and `generateName` there, and upstream validates those by the schema.
             for (key, prop) in props {
-                // The root's metadata is ObjectMeta, validated as metadata, not by the schema.
-                if name.is_empty() && key == "metadata" {
-                    continue;
-                }
                 if let Some(value) = map.get(key) {
                     self.value(prop, value, &child(key));
                 }
@@ -531,6 +529,17 @@ mod tests {
                 r#"spec.ports[1]: Duplicate value: {"port":80}"#,
             ]
         );
+    }
+
+    #[test]
+    fn the_root_metadata_name_follows_the_schema() {
+        let s = json!({"type": "object", "properties": {"metadata": {"type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 5}}}}});
+        assert_eq!(
+            messages(s.clone(), json!({"metadata": {"name": "too-long", "labels": {"a": "b"}}})),
+            ["metadata.name: Too long: may not be more than 5 bytes"]
+        );
+        assert!(messages(s, json!({"metadata": {"name": "ok"}})).is_empty());
     }
 
     #[test]
