@@ -18,7 +18,7 @@ use storage::Store;
 
 use crate::schema::{apply_defaults, pruning_schemas};
 use crate::strategy::CustomResourceStrategy;
-use crate::table::CustomResourceTable;
+use crate::table::CustomResourceTables;
 use crate::version;
 
 /// The verbs upstream lists for every custom resource, in its order.
@@ -236,19 +236,8 @@ pub fn build(
     prefix: &str,
     shutdown: &tokio::sync::watch::Sender<bool>,
 ) -> (Arc<ApiResources>, Vec<ResourceInfo>) {
-    // One `ApiResources` holds every version; its table convertor is one, so the printer
-    // columns are the storage version's when versions differ in them (a simplification until
-    // per-version tables land). Schemas are per version.
-    let storage_entry = facts
-        .versions
-        .iter()
-        .find(|v| text(v, "/name") == facts.storage_version)
-        .or(facts.versions.first());
-    let table = CustomResourceTable::new(
-        storage_entry
-            .and_then(|v| v.get("additionalPrinterColumns"))
-            .and_then(Value::as_array),
-    );
+    // Each version prints its own columns.
+    let table = CustomResourceTables::new(&facts.versions);
     let mut api = ApiResources::new(Arc::new(table));
     api.shutdown = shutdown.clone();
     let definitions: Vec<(String, Value)> = facts

@@ -30,6 +30,45 @@ enum Step {
     Filter(Vec<String>, Value),
 }
 
+/// The tables of a CRD's served versions (each version has its own printer columns).
+pub struct CustomResourceTables {
+    by_version: std::collections::HashMap<String, CustomResourceTable>,
+}
+
+impl CustomResourceTables {
+    /// From the served versions of a CRD (`spec.versions[]` entries).
+    pub fn new(versions: &[Value]) -> Self {
+        Self {
+            by_version: versions
+                .iter()
+                .map(|v| {
+                    let name = v.get("name").and_then(Value::as_str).unwrap_or("");
+                    let columns = v.get("additionalPrinterColumns").and_then(Value::as_array);
+                    (name.to_string(), CustomResourceTable::new(columns))
+                })
+                .collect(),
+        }
+    }
+
+    fn of(&self, info: &ResourceInfo) -> Option<&CustomResourceTable> {
+        self.by_version.get(&info.version)
+    }
+}
+
+impl TableConvertor for CustomResourceTables {
+    fn column_definitions(&self, info: &ResourceInfo) -> Value {
+        self.of(info)
+            .map(|t| t.column_definitions(info))
+            .unwrap_or_else(|| json!([]))
+    }
+
+    fn cells(&self, info: &ResourceInfo, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+        self.of(info)
+            .map(|t| t.cells(info, obj, now))
+            .unwrap_or_default()
+    }
+}
+
 pub struct CustomResourceTable {
     columns: Vec<Column>,
 }

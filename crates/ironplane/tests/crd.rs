@@ -294,6 +294,10 @@ fn custom_resources_are_served_from_their_definition() {
     // A deprecated version says so; selectable fields select.
     let out = s.kubectl_output(&["get", "widgets.v1beta1.example.com", "-n", "crs"]);
     let warned = String::from_utf8_lossy(&out.stderr);
+    // That version has no printer columns: upstream's default Name and Age.
+    let header = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = header.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGE"]);
     assert!(
         warned.contains("Warning: example.com/v1beta1 Widget is deprecated"),
         "{warned}"
