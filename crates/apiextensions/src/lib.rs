@@ -11,6 +11,8 @@
 //! - `strategy`: the custom resource lifecycle rules (status reset, defaults from the schema).
 //! - `schema`: structural schemas: defaults, and the OpenAPI form the pruner reads.
 //! - `validation`: custom resources checked against their structural schema.
+//! - `cel`: the CEL layer — `x-kubernetes-validations` rules (kube-cel), to be shared with the
+//!   admission policies.
 //! - `openapi`: the OpenAPI v3 documents of the served CRDs (`kubectl explain`).
 //! - `table`: `kubectl get` columns from `additionalPrinterColumns`.
 //! - `version`: Kubernetes-aware version ordering, which discovery lists versions in.
@@ -20,6 +22,7 @@
 //!   order), with this crate's strategy handed to it at start-up; this crate reads them back
 //!   through that store.
 
+pub mod cel;
 mod controller;
 pub mod crd;
 mod handler;

@@ -256,6 +256,7 @@ pub fn build(
         let strategy = Arc::new(CustomResourceStrategy {
             api_version: info.api_version(),
             kind: facts.kind.clone(),
+            rules: schema.as_ref().and_then(crate::cel::Rules::compile),
             schema: schema.clone(),
             status_enabled: info.has_status(),
         });

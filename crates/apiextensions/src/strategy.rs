@@ -17,9 +17,31 @@ pub struct CustomResourceStrategy {
     pub schema: Option<Value>,
     /// `subresources.status` is set: status is written only through `/status`.
     pub status_enabled: bool,
+    /// The schema's `x-kubernetes-validations` rules, compiled.
+    pub rules: Option<crate::cel::Rules>,
 }
 
 impl CustomResourceStrategy {
+    /// Upstream's order: type meta, the schema, then the CEL rules unless a schema error makes
+    /// the object unfit for them.
+    fn validate_with_old(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let type_meta = self.validate_type_meta(obj);
+        if !type_meta.is_empty() {
+            return type_meta;
+        }
+        let mut errs = match &self.schema {
+            Some(schema) => crate::validation::validate(schema, obj),
+            None => Vec::new(),
+        };
+        if let Some(rules) = &self.rules {
+            match crate::cel::blocking_error(&errs) {
+                Some(blocked) => errs.push(blocked),
+                None => errs.extend(rules.validate(obj, old)),
+            }
+        }
+        errs
+    }
+
     /// Upstream's `ValidateTypeMeta`: the object is of this kind and version; nothing else is
     /// checked when it is not.
     fn validate_type_meta(&self, obj: &Value) -> Vec<FieldError> {
@@ -59,18 +81,11 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        let type_meta = self.validate_type_meta(obj);
-        if !type_meta.is_empty() {
-            return type_meta;
-        }
-        match &self.schema {
-            Some(schema) => crate::validation::validate(schema, obj),
-            None => Vec::new(),
-        }
+        self.validate_with_old(obj, None)
     }
 
-    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
-        self.validate(new)
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        self.validate_with_old(new, Some(old))
     }
 
     fn checks_kube_finalizer_names(&self) -> bool {

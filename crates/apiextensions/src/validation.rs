@@ -536,7 +536,10 @@ mod tests {
         let s = json!({"type": "object", "properties": {"metadata": {"type": "object",
             "properties": {"name": {"type": "string", "maxLength": 5}}}}});
         assert_eq!(
-            messages(s.clone(), json!({"metadata": {"name": "too-long", "labels": {"a": "b"}}})),
+            messages(
+                s.clone(),
+                json!({"metadata": {"name": "too-long", "labels": {"a": "b"}}})
+            ),
             ["metadata.name: Too long: may not be more than 5 bytes"]
         );
         assert!(messages(s, json!({"metadata": {"name": "ok"}})).is_empty());

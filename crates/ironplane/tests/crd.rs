@@ -37,6 +37,8 @@ spec:
         properties:
           spec:
             type: object
+            x-kubernetes-validations:
+            - {rule: "self.replicas <= 50 || self.mode == 'slow'", message: fast widgets run at most 50}
             properties:
               replicas: {type: integer, default: 1, minimum: 0, maximum: 100, description: How many widgets run.}
               mode: {type: string, default: fast, enum: [fast, slow]}
@@ -194,7 +196,7 @@ fn custom_resources_are_served_from_their_definition() {
     };
     assert_eq!(
         err.trim(),
-        "The Widget \"bad\" is invalid: \n* spec.mode: Unsupported value: \"warp\": supported values: \"fast\", \"slow\"\n* spec.replicas: Invalid value: 101: spec.replicas in body should be less than or equal to 100"
+        "The Widget \"bad\" is invalid: \n* spec.mode: Unsupported value: \"warp\": supported values: \"fast\", \"slow\"\n* spec.replicas: Invalid value: 101: spec.replicas in body should be less than or equal to 100\n* <nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
     );
     let w1 = json(&s.kubectl(&["get", "-n", "crs", "wd", "w1", "-o", "json"]));
     assert_eq!(
@@ -217,6 +219,23 @@ fn custom_resources_are_served_from_their_definition() {
         strategic.contains("accepted media types include: application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json"),
         "{strategic}"
     );
+
+    // A CEL rule (x-kubernetes-validations) refuses with its message; schema errors that make
+    // the object unfit for the rules keep them from running, as upstream does.
+    let cel = kubectl_with_input(
+        &s,
+        &["create", "-n", "crs", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: cel}\nspec: {replicas: 60}\n",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&cel.stderr).trim(),
+        r#"The Widget "cel" is invalid: spec: Invalid value: "object": fast widgets run at most 50"#
+    );
+    s.kubectl_stdin(
+        &["create", "-n", "crs", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: cel}\nspec: {replicas: 60, mode: slow}\n",
+    );
+    s.kubectl(&["delete", "-n", "crs", "widget", "cel"]);
 
     // Status only through /status; the scale subresource reads and writes the CRD's paths.
     s.kubectl(&[
@@ -296,7 +315,12 @@ fn custom_resources_are_served_from_their_definition() {
     let warned = String::from_utf8_lossy(&out.stderr);
     // That version has no printer columns: upstream's default Name and Age.
     let header = String::from_utf8_lossy(&out.stdout);
-    let header: Vec<&str> = header.lines().next().unwrap_or("").split_whitespace().collect();
+    let header: Vec<&str> = header
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     assert_eq!(header, ["NAME", "AGE"]);
     assert!(
         warned.contains("Warning: example.com/v1beta1 Widget is deprecated"),
