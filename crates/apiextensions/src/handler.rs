@@ -138,11 +138,20 @@ impl Delegate for CrdHandler {
         self.served().openapi.clone()
     }
 
+    /// Upstream's aggregator lists CRD groups (all of the same priority) by name, after the
+    /// built-in ones, and a group's versions by version priority across its CRDs.
     fn resources(&self) -> Vec<ResourceInfo> {
-        self.served()
+        let mut infos: Vec<ResourceInfo> = self
+            .served()
             .by_crd
             .values()
             .flat_map(|e| e.infos.iter().cloned())
-            .collect()
+            .collect();
+        infos.sort_by(|a, b| {
+            a.group
+                .cmp(&b.group)
+                .then_with(|| crate::version::compare(&a.version, &b.version))
+        });
+        infos
     }
 }
