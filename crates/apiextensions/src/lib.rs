@@ -36,3 +36,4 @@ mod version;
 
 pub use controller::run as run_controller;
 pub use handler::{CrdHandler, StorageConfig};
+pub use schema::apply_defaults as schema_defaults;
