@@ -18,12 +18,12 @@ use serde_json::Value;
 /// The compiled rules of one version's schema.
 pub struct Rules {
     compiled: Arc<CompiledSchema>,
-    schema: Value,
+    schema: Arc<Value>,
 }
 
 impl Rules {
     /// The rules of `schema`, or `None` when it has none (most schemas: nothing to run).
-    pub fn compile(schema: &Value) -> Option<Rules> {
+    pub fn compile(schema: &Arc<Value>) -> Option<Rules> {
         if !has_rules(schema) {
             return None;
         }
@@ -151,7 +151,7 @@ mod tests {
     }
 
     fn messages(obj: Value, old: Option<Value>) -> Vec<String> {
-        let rules = Rules::compile(&schema()).expect("rules");
+        let rules = Rules::compile(&Arc::new(schema())).expect("rules");
         rules
             .validate(&obj, old.as_ref())
             .iter()
@@ -185,10 +185,8 @@ mod tests {
 
     #[test]
     fn schemas_without_rules_compile_to_nothing() {
-        assert!(
-            Rules::compile(&json!({"type": "object", "properties": {"a": {"type": "string"}}}))
-                .is_none()
-        );
+        let plain = Arc::new(json!({"type": "object", "properties": {"a": {"type": "string"}}}));
+        assert!(Rules::compile(&plain).is_none());
     }
 
     #[test]

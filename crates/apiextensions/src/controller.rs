@@ -11,7 +11,7 @@
 //!
 //! Every change of a CRD runs the whole loop; CRDs are few, and the list comes from the cache.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +45,7 @@ fn controller_user() -> UserInfo {
 /// (upstream's `crd-informer-synced` readiness: a ready server serves every stored CRD).
 pub async fn run(handler: Arc<CrdHandler>, synced: Box<dyn FnOnce() + Send>) {
     let mut synced = Some(synced);
+    let mut known = Known::new();
     loop {
         let watch = handler
             .crds
@@ -66,7 +67,7 @@ pub async fn run(handler: Arc<CrdHandler>, synced: Box<dyn FnOnce() + Send>) {
                 continue;
             }
         };
-        let mut pending = reconcile(&handler).await;
+        let mut pending = reconcile(&handler, &mut known).await;
         if let Some(done) = synced.take() {
             done();
         }
@@ -79,7 +80,7 @@ pub async fn run(handler: Arc<CrdHandler>, synced: Box<dyn FnOnce() + Send>) {
             if let Some(None) = next {
                 break;
             }
-            pending = reconcile(&handler).await;
+            pending = reconcile(&handler, &mut known).await;
         }
     }
 }
@@ -276,8 +277,30 @@ fn names_and_conditions(crd: &Value, others: &[&Value]) -> Value {
     out
 }
 
+/// The CRDs as last read, each parsed once per resourceVersion: a pass re-reads only the CRDs
+/// that changed, however many there are.
+type Known = HashMap<String, (i64, Arc<Value>)>;
+
+/// What naming needs of a CRD, without its schemas: metadata, group, names and status.
+fn light(crd: &Value) -> Value {
+    let meta = |f: &str| {
+        crd.pointer(&format!("/metadata/{f}"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    json!({
+        "metadata": {
+            "name": meta("name"), "uid": meta("uid"), "generation": meta("generation"),
+            "creationTimestamp": meta("creationTimestamp"),
+            "deletionTimestamp": meta("deletionTimestamp"), "finalizers": meta("finalizers"),
+        },
+        "spec": {"group": crd.pointer("/spec/group"), "names": crd.pointer("/spec/names")},
+        "status": crd.get("status").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
 /// One pass over every CRD. True when a deleted CRD still waits for its instances.
-async fn reconcile(handler: &Arc<CrdHandler>) -> bool {
+async fn reconcile(handler: &Arc<CrdHandler>, known: &mut Known) -> bool {
     let list = match handler.crds.list("", &ListOptions::default()).await {
         Ok(l) => l,
         Err(e) => {
@@ -285,33 +308,48 @@ async fn reconcile(handler: &Arc<CrdHandler>) -> bool {
             return true;
         }
     };
-    let mut crds: Vec<Value> = list.items.iter().filter_map(|o| o.value().ok()).collect();
+    let mut next = Known::with_capacity(list.items.len());
+    let mut crds: Vec<Arc<Value>> = Vec::with_capacity(list.items.len());
+    for o in &list.items {
+        let name = o.key.rsplit('/').next().unwrap_or("").to_string();
+        let obj = match known.get(&name) {
+            Some((rv, v)) if *rv == o.resource_version => v.clone(),
+            _ => match o.value() {
+                Ok(v) => Arc::new(v),
+                Err(_) => continue,
+            },
+        };
+        next.insert(name, (o.resource_version, obj.clone()));
+        crds.push(obj);
+    }
+    *known = next;
     // Older CRDs keep their names against newer ones asking for the same.
     crds.sort_by(|a, b| {
         text(a, "/metadata/creationTimestamp")
             .cmp(text(b, "/metadata/creationTimestamp"))
             .then(a.name().cmp(b.name()))
     });
+    let lights: Vec<Value> = crds.iter().map(|c| light(c)).collect();
 
     // Naming and establishing, in memory first.
-    let mut desired: Vec<Value> = Vec::with_capacity(crds.len());
-    for i in 0..crds.len() {
-        let group = text(&crds[i], "/spec/group");
+    let mut desired: Vec<Value> = Vec::with_capacity(lights.len());
+    for i in 0..lights.len() {
+        let group = text(&lights[i], "/spec/group");
         let others: Vec<&Value> = desired
             .iter()
-            .chain(crds[i + 1..].iter())
+            .chain(lights[i + 1..].iter())
             .filter(|o| text(o, "/spec/group") == group)
             .collect();
-        let next = names_and_conditions(&crds[i], &others);
+        let next = names_and_conditions(&lights[i], &others);
         desired.push(next);
     }
 
     // Serve what is established before anyone can read the condition.
-    install(handler, &desired);
+    install(handler, &crds, &desired);
 
     let user = controller_user();
     let requester = Requester { user: &user };
-    for (old, new) in crds.iter().zip(&desired) {
+    for (old, new) in lights.iter().zip(&desired) {
         if old.get("status") != new.get("status") {
             write_status(handler, &requester, old.name(), new.get("status").cloned()).await;
         }
@@ -319,15 +357,17 @@ async fn reconcile(handler: &Arc<CrdHandler>) -> bool {
 
     // Finalizers of deleted CRDs.
     let mut pending = false;
-    for crd in &desired {
-        if crd.deletion_timestamp().is_none()
-            || !strings(crd.pointer("/metadata/finalizers"))
+    for (crd, want) in crds.iter().zip(&desired) {
+        if want.deletion_timestamp().is_none()
+            || !strings(want.pointer("/metadata/finalizers"))
                 .iter()
                 .any(|f| f == CLEANUP_FINALIZER)
         {
             continue;
         }
-        if !finalize(handler, &requester, crd).await {
+        let mut full = (**crd).clone();
+        full["status"] = want["status"].clone();
+        if !finalize(handler, &requester, &full).await {
             pending = true;
         }
     }
@@ -361,44 +401,49 @@ async fn write_status(
 }
 
 /// Rebuilds the served table from the CRDs' desired state, keeping the entries (and storage)
-/// of CRDs that did not change.
-fn install(handler: &CrdHandler, crds: &[Value]) {
+/// of CRDs whose spec (generation), accepted names and deletion did not change.
+fn install(handler: &CrdHandler, crds: &[Arc<Value>], desired: &[Value]) {
     let current = handler.served();
     let mut served = Served::default();
     let mut caches = handler.caches.lock().unwrap_or_else(|e| e.into_inner());
     let mut used_keys = HashSet::new();
-    for crd in crds {
-        if !condition_true(crd, "Established") {
+    for (crd, want) in crds.iter().zip(desired) {
+        if !condition_true(want, "Established") {
             continue;
         }
-        let Some(facts) = CrdFacts::of(crd) else {
-            continue;
-        };
-        if facts.plural.is_empty() || facts.kind.is_empty() {
+        let group = text(want, "/spec/group");
+        let plural = text(want, "/status/acceptedNames/plural");
+        if plural.is_empty() || text(want, "/status/acceptedNames/kind").is_empty() {
             continue;
         }
-        let terminating = crd.deletion_timestamp().is_some();
-        let fingerprint = json!([
-            crd.get("spec"),
-            crd.pointer("/status/acceptedNames"),
-            terminating
-        ])
-        .to_string();
+        let terminating = want.deletion_timestamp().is_some();
+        let fingerprint = format!(
+            "{}/{}/{}/{terminating}",
+            text(want, "/metadata/uid"),
+            want.pointer("/metadata/generation").unwrap_or(&Value::Null),
+            want.pointer("/status/acceptedNames")
+                .unwrap_or(&Value::Null),
+        );
         let key_root = format!(
-            "{}/{}/",
-            handler.storage.prefix.trim_end_matches('/'),
-            facts.storage_key()
+            "{}/{group}/{plural}/",
+            handler.storage.prefix.trim_end_matches('/')
         );
         used_keys.insert(key_root.clone());
-        let entry = match current.by_crd.get(&facts.name) {
+        let entry = match current.by_crd.get(want.name()) {
             Some(e) if e.fingerprint == fingerprint => e.clone(),
             _ => {
+                // Only a changed CRD is copied whole, with the status it is about to have.
+                let mut full = (**crd).clone();
+                full["status"] = want["status"].clone();
+                let Some(facts) = CrdFacts::of(&full) else {
+                    continue;
+                };
                 let storage = caches
                     .entry(key_root.clone())
-                    .or_insert_with(|| new_storage(handler, crd, &facts, &key_root))
+                    .or_insert_with(|| new_storage(handler, &full, &facts, &key_root))
                     .clone();
                 let (api, infos) = registration::build(
-                    crd,
+                    &full,
                     &facts,
                     storage,
                     &handler.admission,
@@ -421,11 +466,6 @@ fn install(handler: &CrdHandler, crds: &[Value]) {
             .insert((entry.group.clone(), entry.plural.clone()), entry.clone());
         served.by_crd.insert(entry.facts.name.clone(), entry);
     }
-    let facts: Vec<&CrdFacts> = served.by_crd.values().map(|e| &e.facts).collect();
-    served.openapi = crate::openapi::documents(&facts, &handler.meta_schemas)
-        .into_iter()
-        .map(|(p, d)| (p, d.into()))
-        .collect();
     caches.retain(|k, _| used_keys.contains(k));
     drop(caches);
     handler.replace(served);

@@ -39,13 +39,11 @@ pub(crate) struct Entry {
     pub plural: String,
 }
 
-/// The served table: by CRD name (in name order, for discovery) and by group and plural, with
-/// the OpenAPI v3 documents of the served group versions.
+/// The served table: by CRD name (in name order, for discovery) and by group and plural.
 #[derive(Default)]
 pub(crate) struct Served {
     pub by_crd: BTreeMap<String, Arc<Entry>>,
     pub by_resource: HashMap<(String, String), Arc<Entry>>,
-    pub openapi: Vec<(String, bytes::Bytes)>,
 }
 
 pub struct CrdHandler {
@@ -134,8 +132,40 @@ impl Delegate for CrdHandler {
         entry.api.serve(req).await
     }
 
-    fn openapi_v3(&self) -> Vec<(String, bytes::Bytes)> {
-        self.served().openapi.clone()
+    /// A document per served group version, its hash from the fingerprints of the CRDs in it
+    /// (a CRD's spec or names changing changes it), so the index costs nothing to list.
+    fn openapi_v3_paths(&self) -> Vec<(String, String)> {
+        let mut by_path: BTreeMap<String, String> = BTreeMap::new();
+        for e in self.served().by_crd.values() {
+            for v in &e.facts.versions {
+                let version = v
+                    .get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("");
+                by_path
+                    .entry(format!("apis/{}/{version}", e.group))
+                    .or_default()
+                    .push_str(&e.fingerprint);
+            }
+        }
+        by_path
+            .into_iter()
+            .map(|(p, f)| (p, apiserver::openapi::content_hash(f.as_bytes())))
+            .collect()
+    }
+
+    fn openapi_v3_doc(&self, path: &str) -> Option<bytes::Bytes> {
+        let served = self.served();
+        let prefix = |e: &Entry| format!("apis/{}/", e.group);
+        let facts: Vec<&CrdFacts> = served
+            .by_crd
+            .values()
+            .filter(|e| path.starts_with(&prefix(e)))
+            .map(|e| &e.facts)
+            .collect();
+        crate::openapi::documents(&facts, &self.meta_schemas)
+            .remove(path)
+            .map(bytes::Bytes::from)
     }
 
     /// Upstream's aggregator lists CRD groups (all of the same priority) by name, after the

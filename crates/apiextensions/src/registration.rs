@@ -119,7 +119,7 @@ struct SchemaConversion {
     group: String,
     version: String,
     kind: String,
-    schema: Option<Value>,
+    schema: Option<Arc<Value>>,
     schemas: Arc<Schemas>,
 }
 
@@ -252,7 +252,10 @@ pub fn build(
     let mut infos = Vec::new();
     for version in &facts.versions {
         let info = resource_info(crd, facts, version);
-        let schema = version.pointer("/schema/openAPIV3Schema").cloned();
+        // One copy of the schema, shared by the strategy, its rules and the conversion.
+        let schema = version
+            .pointer("/schema/openAPIV3Schema")
+            .map(|s| Arc::new(s.clone()));
         let strategy = Arc::new(CustomResourceStrategy {
             api_version: info.api_version(),
             kind: facts.kind.clone(),

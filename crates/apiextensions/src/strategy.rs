@@ -14,7 +14,7 @@ pub struct CustomResourceStrategy {
     pub api_version: String,
     pub kind: String,
     /// The version's `openAPIV3Schema`.
-    pub schema: Option<Value>,
+    pub schema: Option<std::sync::Arc<Value>>,
     /// `subresources.status` is set: status is written only through `/status`.
     pub status_enabled: bool,
     /// The schema's `x-kubernetes-validations` rules, compiled.

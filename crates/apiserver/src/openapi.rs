@@ -66,7 +66,7 @@ impl OpenApi {
 
 /// A stable hash of a document's bytes for its `?hash=` URL. Upstream uses SHA-512; clients
 /// treat the value as opaque (a cache key), so a cheap FNV-1a (64 bits, upper-case hex) does.
-pub(crate) fn content_hash(b: &[u8]) -> String {
+pub fn content_hash(b: &[u8]) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for byte in b {
         h ^= u64::from(*byte);

@@ -31,10 +31,15 @@ pub trait Delegate: Send + Sync {
     async fn serve(&self, req: ApiRequest) -> Result<Result<Response, Status>, ApiRequest>;
     /// The resources it serves, for discovery.
     fn resources(&self) -> Vec<ResourceInfo>;
-    /// OpenAPI v3 documents of what it serves that the server's own documents lack, by path
-    /// below `/openapi/v3/` (custom resources' `apis/<group>/<version>`), as JSON.
-    fn openapi_v3(&self) -> Vec<(String, Bytes)> {
+    /// The OpenAPI v3 documents of what it serves that the server's own documents lack, by path
+    /// below `/openapi/v3/` (custom resources' `apis/<group>/<version>`), each with a hash that
+    /// changes with its content (the index's `?hash=`).
+    fn openapi_v3_paths(&self) -> Vec<(String, String)> {
         Vec::new()
+    }
+    /// One of those documents, as JSON, built when asked for.
+    fn openapi_v3_doc(&self, _path: &str) -> Option<Bytes> {
+        None
     }
 }
 
@@ -294,11 +299,10 @@ impl GenericApiServer {
                 .unwrap_or_else(|| text(StatusCode::NOT_FOUND, "404 page not found\n"))),
             ["openapi", "v3"] => {
                 let mut index = self.config.openapi.v3_index();
-                for (path, doc) in self.chain.iter().flat_map(|d| d.openapi_v3()) {
-                    index["paths"][&path] = serde_json::json!({"serverRelativeURL": format!(
-                        "/openapi/v3/{path}?hash={}",
-                        crate::openapi::content_hash(&doc)
-                    )});
+                for (path, hash) in self.chain.iter().flat_map(|d| d.openapi_v3_paths()) {
+                    index["paths"][&path] = serde_json::json!({
+                        "serverRelativeURL": format!("/openapi/v3/{path}?hash={hash}")
+                    });
                 }
                 json(&index)
             }
@@ -307,13 +311,8 @@ impl GenericApiServer {
                 if let Some(doc) = self.config.openapi.v3.get(&key) {
                     return self.openapi_doc(Some(doc), accept);
                 }
-                match self
-                    .chain
-                    .iter()
-                    .flat_map(|d| d.openapi_v3())
-                    .find(|(p, _)| *p == key)
-                {
-                    Some((_, doc)) => Ok(response::raw(
+                match self.chain.iter().find_map(|d| d.openapi_v3_doc(&key)) {
+                    Some(doc) => Ok(response::raw(
                         StatusCode::OK,
                         "application/json",
                         doc.to_vec(),

@@ -162,7 +162,7 @@ proptest! {
         apiextensions::schema_defaults(&schema, &mut obj);
         prop_assert_eq!(&obj, &once, "defaulting is idempotent");
         let errs = validate(&schema, &obj);
-        let rules = Rules::compile(&schema).expect("the schema has rules");
+        let rules = Rules::compile(&std::sync::Arc::new(schema.clone())).expect("the schema has rules");
         let _ = rules.validate(&obj, Some(&old));
         let _ = rules.validate(&obj, None);
         if errs.is_empty() {
@@ -177,7 +177,7 @@ proptest! {
         let mut v = v;
         apiextensions::schema_defaults(&s, &mut v);
         let _ = validate(&s, &v);
-        if let Some(rules) = Rules::compile(&s) {
+        if let Some(rules) = Rules::compile(&std::sync::Arc::new(s.clone())) {
             let _ = rules.validate(&v, Some(&old));
             let _ = rules.validate(&v, None);
         }
