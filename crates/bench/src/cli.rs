@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use crate::error::BenchError;
 use crate::report::{ScenarioResult, compare_table};
 use crate::scenarios::{
-    ClientConfig, CommonOptions, CreateKind, CreateOptions, ListOptions, MemoryOptions,
+    ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions, MemoryOptions,
     MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
 };
 
@@ -164,6 +164,23 @@ pub enum Command {
         #[arg(long, default_value_t = 32)]
         concurrency: usize,
     },
+    /// CustomResourceDefinitions: time to Established and to the first custom resource, and the
+    /// server's RSS per installed CRD (with --server-pid).
+    Crd {
+        #[arg(long, default_value_t = 200)]
+        crds: u64,
+        /// The approximate size of each CRD's schema, in KB.
+        #[arg(long, default_value_t = 20)]
+        schema_kb: u64,
+        /// The pause between polls of the Established condition.
+        #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+        poll: Duration,
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        max_wait: Duration,
+        /// Pause before each RSS reading.
+        #[arg(long, default_value = "2s", value_parser = parse_duration)]
+        settle: Duration,
+    },
     /// Prints b/a for every figure of two result files written with --json.
     Compare { a: PathBuf, b: PathBuf },
 }
@@ -278,6 +295,20 @@ impl Cli {
                 objects: *objects,
                 settle: *settle,
                 concurrency: *concurrency,
+                common,
+            }),
+            Command::Crd {
+                crds,
+                schema_kb,
+                poll,
+                max_wait,
+                settle,
+            } => Scenario::Crd(CrdOptions {
+                crds: *crds,
+                schema_kb: *schema_kb,
+                poll: *poll,
+                max_wait: *max_wait,
+                settle: *settle,
                 common,
             }),
             Command::Compare { .. } => return None,

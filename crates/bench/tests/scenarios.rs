@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ironplane_bench::{
-    BenchError, ClientConfig, CommonOptions, CreateOptions, ListOptions, MemoryOptions,
+    BenchError, ClientConfig, CommonOptions, CrdOptions, CreateOptions, ListOptions, MemoryOptions,
     MixedOptions, Scenario, WatchOptions, run_scenario,
 };
 
@@ -126,6 +126,28 @@ async fn memory_reads_the_server_process() {
         .unwrap();
     assert_eq!(result.row("create").unwrap().count, 30);
     assert!(result.figures["server_rss_after_mib"] > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_installs_establishes_and_cleans_up() {
+    let server = ironplane::testing::TestServer::start().await;
+    let scenario = Scenario::Crd(CrdOptions {
+        crds: 3,
+        schema_kb: 4,
+        settle: Duration::from_millis(100),
+        common: CommonOptions {
+            server_pid: Some(std::process::id()),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let result = run_scenario(&client_config(&server), &scenario)
+        .await
+        .unwrap();
+    assert_eq!(result.row("established").unwrap().count, 3);
+    assert_eq!(result.row("first custom resource").unwrap().count, 3);
+    assert_eq!(result.total_errors(), 0, "{:?}", result.error_samples);
+    assert!(result.figures.contains_key("server_rss_mib_per_crd"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 //! error. It must not build URLs to anything but the client's server, and it must not leave
 //! objects behind unless asked to (`keep`).
 
+pub mod crd;
 pub mod create;
 pub mod list;
 pub mod memory;
@@ -31,6 +32,7 @@ use crate::progress::{Counters, Progress};
 use crate::report::ScenarioResult;
 use crate::stats::{ProcSample, sample_process};
 
+pub use crd::CrdOptions;
 pub use create::{CreateKind, CreateOptions};
 pub use list::ListOptions;
 pub use memory::MemoryOptions;
@@ -127,6 +129,7 @@ pub enum Scenario {
     List(ListOptions),
     Watch(WatchOptions),
     Memory(MemoryOptions),
+    Crd(CrdOptions),
 }
 
 impl Scenario {
@@ -138,6 +141,7 @@ impl Scenario {
             Scenario::List(_) => "list",
             Scenario::Watch(_) => "watch",
             Scenario::Memory(_) => "memory",
+            Scenario::Crd(_) => "crd",
         }
     }
 
@@ -150,6 +154,7 @@ impl Scenario {
             Scenario::List(o) => o.validate(),
             Scenario::Watch(o) => o.validate(),
             Scenario::Memory(o) => o.validate(),
+            Scenario::Crd(o) => o.validate(),
         }
     }
 }
@@ -178,6 +183,7 @@ pub async fn run_scenario(
         Scenario::List(o) => list::run(cfg, o).await,
         Scenario::Watch(o) => watch::run(cfg, o).await,
         Scenario::Memory(o) => memory::run(cfg, o).await,
+        Scenario::Crd(o) => crd::run(cfg, o).await,
     }
 }
 
