@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use storage::{Cacher, CacherOptions, KvStore, ListOptions, ResourceVersion, Store, WatchOptions};
 
 use crate::handler::{CrdHandler, Entry, Served};
-use crate::registration::{self, CrdFacts};
+use crate::registration::{self, CrdFacts, strings};
 
 /// The finalizer that keeps a deleted CRD until its custom resources are gone.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -143,16 +143,6 @@ fn check_name(requested: &str, accepted: &str, used: &HashSet<String>) -> Result
     } else {
         Err(format!("{requested:?} is already in use"))
     }
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The naming controller's answer for one CRD: its new status (accepted names and the

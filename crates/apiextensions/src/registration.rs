@@ -34,7 +34,8 @@ const VERBS: &[&str] = &[
 ];
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
-fn strings(v: Option<&Value>) -> Vec<String> {
+/// The strings of a JSON list (other items and values skipped).
+pub(crate) fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()

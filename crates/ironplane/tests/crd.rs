@@ -67,25 +67,6 @@ fn json(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }
 
-/// kubectl with `input` on stdin, whatever its outcome.
-fn kubectl_with_input(s: &Server, args: &[&str], input: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = s
-        .kubectl_cmd(args)
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write stdin");
-    child.wait_with_output().expect("kubectl finishes")
-}
-
 fn established(s: &Server, name: &str) {
     s.kubectl(&[
         "wait",
@@ -150,23 +131,11 @@ fn custom_resources_are_served_from_their_definition() {
     );
     // Defaults from the schema; unknown fields pruned (kubectl's default is Strict: refused).
     s.kubectl(&["create", "namespace", "crs"]);
-    let err = {
-        use std::io::Write;
-        let mut child = s
-            .kubectl_cmd(&["create", "-n", "crs", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {junk: 1}\n")
-            .unwrap();
-        String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).into_owned()
-    };
+    let err = s.kubectl_stdin_output(
+        &["create", "-n", "crs", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {junk: 1}\n",
+    );
+    let err = String::from_utf8_lossy(&err.stderr);
     assert!(
         err.contains(r#"strict decoding error: unknown field "spec.junk""#),
         "{err}"
@@ -176,24 +145,12 @@ fn custom_resources_are_served_from_their_definition() {
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {replicas: 3, junk: 1, free: {any: {thing: true}}}\n",
     );
     // Schema violations: every cause of the request, in upstream's words.
-    let err = {
-        let out = s
-            .kubectl_cmd(&["create", "-n", "crs", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                child.stdin.take().unwrap().write_all(
-                    b"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {replicas: 101, mode: warp}\n",
-                )?;
-                child.wait_with_output()
-            })
-            .unwrap();
-        assert!(!out.status.success());
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let out = s.kubectl_stdin_output(
+        &["create", "-n", "crs", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {replicas: 101, mode: warp}\n",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         err.trim(),
         "The Widget \"bad\" is invalid: \n* spec.mode: Unsupported value: \"warp\": supported values: \"fast\", \"slow\"\n* spec.replicas: Invalid value: 101: spec.replicas in body should be less than or equal to 100\n* <nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
@@ -222,8 +179,7 @@ fn custom_resources_are_served_from_their_definition() {
 
     // A CEL rule (x-kubernetes-validations) refuses with its message; schema errors that make
     // the object unfit for the rules keep them from running, as upstream does.
-    let cel = kubectl_with_input(
-        &s,
+    let cel = s.kubectl_stdin_output(
         &["create", "-n", "crs", "-f", "-"],
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: cel}\nspec: {replicas: 60}\n",
     );
@@ -297,8 +253,7 @@ fn custom_resources_are_served_from_their_definition() {
     ));
     assert_eq!(converted["apiVersion"], "example.com/v1");
     s.kubectl(&["delete", "-n", "crs", "widget", "w9"]);
-    let other = kubectl_with_input(
-        &s,
+    let other = s.kubectl_stdin_output(
         &["create", "--raw", raw, "-f", "-"],
         r#"{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g"}}"#,
     );

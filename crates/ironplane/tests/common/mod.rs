@@ -114,7 +114,8 @@ impl Server {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
-    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> String {
+    /// Runs kubectl with `input` on stdin, whatever its outcome.
+    pub fn kubectl_stdin_output(&self, args: &[&str], input: &str) -> Output {
         use std::io::Write;
         let mut child = self
             .kubectl_cmd(args)
@@ -129,7 +130,11 @@ impl Server {
             .expect("stdin")
             .write_all(input.as_bytes())
             .expect("write stdin");
-        let out = child.wait_with_output().expect("kubectl finishes");
+        child.wait_with_output().expect("kubectl finishes")
+    }
+
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> String {
+        let out = self.kubectl_stdin_output(args, input);
         assert!(
             out.status.success(),
             "kubectl {args:?} failed: {}",
