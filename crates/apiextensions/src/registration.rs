@@ -199,6 +199,7 @@ pub fn resource_info(crd: &Value, facts: &CrdFacts, version: &Value) -> Resource
             &facts.kind,
         )),
         scale_paths,
+        field_label_message: None,
         unstructured: true,
         // `selectableFields` (`.spec.color` → field label `spec.color`).
         selectable_fields: version

@@ -292,14 +292,19 @@ impl FieldSelector {
     /// The check of kinds with their own field label conversion (pods, nodes, events,
     /// secrets, services, namespaces, replication controllers, and custom resources, whose
     /// conversion also covers `selectableFields`): `field label not supported: spec.nope`.
-    pub fn check_supported(&self, known: &[&str]) -> Result<(), String> {
+    /// `message` replaces that wording where the kind's conversion has its own (`{field}`
+    /// stands for the label).
+    pub fn check_supported(&self, known: &[&str], message: Option<&str>) -> Result<(), String> {
         match self
             .terms
             .iter()
             .find(|t| !known.contains(&t.field.as_str()))
         {
             None => Ok(()),
-            Some(t) => Err(format!("field label not supported: {}", t.field)),
+            Some(t) => Err(match message {
+                Some(m) => m.replace("{field}", &t.field),
+                None => format!("field label not supported: {}", t.field),
+            }),
         }
     }
 }
@@ -421,7 +426,7 @@ mod tests {
             Err("\"spec.nope\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"".to_string())
         );
         assert_eq!(
-            s.check_supported(&["metadata.name", "spec.nodeName"]),
+            s.check_supported(&["metadata.name", "spec.nodeName"], None),
             Err("field label not supported: spec.nope".to_string())
         );
         assert_eq!(
@@ -430,7 +435,7 @@ mod tests {
         );
         // The first unknown term in upstream's (sorted) order is the one named.
         assert_eq!(
-            parsed("z.b=1,a.b=2").check_supported(&[]),
+            parsed("z.b=1,a.b=2").check_supported(&[], None),
             Err("field label not supported: a.b".to_string())
         );
     }

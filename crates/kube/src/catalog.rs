@@ -330,6 +330,16 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
     ),
 ];
 
+/// Upstream's refusal of a field label when the kind's conversion words it otherwise than
+/// core's `field label not supported: <label>`: (group, resource, message with `{version}` and
+/// `{field}`). ResourceSlice's conversion names its GroupVersionKind
+/// (pkg/apis/resource/v1/conversion.go).
+const FIELD_LABEL_MESSAGES: &[(&str, &str, &str)] = &[(
+    "resource.k8s.io",
+    "resourceslices",
+    "field label not supported for resource.k8s.io/{version}, Kind=ResourceSlice: {field}",
+)];
+
 /// Selectable fields read elsewhere when their path is empty: (group, resource, field, path).
 /// An event's `source` is its reporting controller when it has no source component
 /// (upstream's `EventToSelectableFields`).
@@ -485,6 +495,10 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
             generation_fixed: (group, name) == ("scheduling.k8s.io", "priorityclasses"),
             return_deleted_object: false,
             selectable_fields,
+            field_label_message: FIELD_LABEL_MESSAGES
+                .iter()
+                .find(|(g, r, _)| *g == group && *r == name)
+                .map(|(.., m)| m.replace("{version}", version)),
             immutable_fields: immutable_fields(group, name),
             // Upstream keeps built-in kinds under `/registry/<resource>`, except the two groups
             // that belong to other servers in its chain.

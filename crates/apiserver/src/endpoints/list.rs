@@ -36,7 +36,7 @@ pub fn predicate(info: &ResourceInfo, q: &Query) -> Result<Predicate, Status> {
             let checked = if info.selectable_fields.is_empty() {
                 f.check_known(&known)
             } else {
-                f.check_supported(&known)
+                f.check_supported(&known, info.field_label_message.as_deref())
             };
             checked.map_err(Status::bad_request)?;
             // Selectors read the stored object's attributes, under their indexed names.

@@ -88,6 +88,9 @@ pub struct ResourceInfo {
     pub return_deleted_object: bool,
     /// Field selectors beyond `metadata.name` and `metadata.namespace`.
     pub selectable_fields: Vec<SelectableField>,
+    /// Upstream's message for a field label the kind's own conversion does not support, when
+    /// it is not core's `field label not supported: <label>`; `{field}` stands for the label.
+    pub field_label_message: Option<String>,
     /// Fields an update may not change (checked by the store before the strategy's rules).
     pub immutable_fields: &'static [ImmutableField],
     /// The key below the storage prefix, e.g. `configmaps` in `/registry/configmaps/ns/name`.

@@ -600,7 +600,10 @@ fn static_suffix_warnings(obj: &Value) -> Vec<String> {
 /// metav1 `ValidateConditions`: types once each and label-name shaped, statuses known,
 /// generations not negative, a transition time, a reason of the CamelCase form.
 // candidate for apimachinery::validation
-fn validate_metav1_conditions(conditions: &[Value], path: &FieldPath) -> Vec<FieldError> {
+pub(crate) fn validate_metav1_conditions(
+    conditions: &[Value],
+    path: &FieldPath,
+) -> Vec<FieldError> {
     const MAX_REASON_LEN: usize = 1024;
     const MAX_MESSAGE_LEN: usize = 32 * 1024;
     let mut errs = Vec::new();

@@ -164,6 +164,8 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("resource.k8s.io", "resourceclaimtemplates") => {
             Arc::new(dra::ResourceClaimStrategy { template: true })
         }
+        ("resource.k8s.io", "deviceclasses") => Arc::new(dra::DeviceClassStrategy),
+        ("resource.k8s.io", "resourceslices") => Arc::new(dra::ResourceSliceStrategy),
         ("batch", "jobs") => Arc::new(batch::JobStrategy),
         ("batch", "cronjobs") => Arc::new(batch::CronJobStrategy),
         ("networking.k8s.io", "networkpolicies") => Arc::new(networking::NetworkPolicyStrategy),
