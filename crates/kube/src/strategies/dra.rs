@@ -669,6 +669,22 @@ fn shared_device_id(v: &Value) -> String {
     }
 }
 
+/// The shared device ID as upstream prints it in messages: its struct's JSON.
+fn shared_device_id_value(d: &Value) -> (Value, String) {
+    let field = |k: &str| Value::from(str_at(d, k));
+    let share = Value::from(opt_str(d, "shareID").unwrap_or(""));
+    let rendered = format!(
+        "{{\"Driver\":{},\"Pool\":{},\"Device\":{},\"ShareID\":{}}}",
+        field("driver"),
+        field("pool"),
+        field("device"),
+        share
+    );
+    let id = json!({"Driver": field("driver"), "Pool": field("pool"),
+        "Device": field("device"), "ShareID": share});
+    (id, rendered)
+}
+
 /// `validateResourceClaimStatusUpdate`.
 fn validate_claim_status(new: &Value, old: &Value, path: &FieldPath) -> Errs {
     let status = new.get("status").unwrap_or(&Value::Null);
@@ -699,13 +715,25 @@ fn validate_claim_status(new: &Value, old: &Value, path: &FieldPath) -> Errs {
                 .collect()
         })
         .unwrap_or_default();
-    errs.extend(validate_set(
-        list_at(status, "devices"),
-        None,
-        &path.child("devices"),
-        |d, p| validate_device_status(d, p, &allocated),
-        shared_device_id,
-    ));
+    // A set keyed by the shared device ID, which upstream prints as its struct's JSON.
+    let devices = list_at(status, "devices");
+    for (i, d) in devices.iter().enumerate() {
+        errs.extend(validate_device_status(
+            d,
+            &path.child("devices").index(i),
+            &allocated,
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, d) in devices.iter().enumerate() {
+        if !seen.insert(shared_device_id(d)) {
+            let (id, rendered) = shared_device_id_value(d);
+            errs.push(
+                FieldError::duplicate(&path.child("devices").index(i), id)
+                    .with_rendered_value(rendered),
+            );
+        }
+    }
     if !reserved.is_empty() {
         if allocation.is_none() {
             errs.push(FieldError::forbidden(
@@ -807,13 +835,7 @@ fn validate_device_status(d: &Value, path: &FieldPath, allocated: &BTreeSet<Stri
         errs.extend(validate_uid(share, &path.child("shareID")));
     }
     if !allocated.contains(&shared_device_id(d)) {
-        // Upstream prints its SharedDeviceID struct as JSON.
-        let id = json!({"Driver": str_at(d, "driver"), "Pool": str_at(d, "pool"),
-            "Device": str_at(d, "device"), "ShareID": opt_str(d, "shareID").unwrap_or("")});
-        let rendered = format!(
-            "{{\"Driver\":{},\"Pool\":{},\"Device\":{},\"ShareID\":{}}}",
-            id["Driver"], id["Pool"], id["Device"], id["ShareID"]
-        );
+        let (id, rendered) = shared_device_id_value(d);
         errs.push(
             FieldError::invalid(path, id, "must be an allocated device in the claim")
                 .with_rendered_value(rendered),
