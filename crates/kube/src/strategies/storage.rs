@@ -439,10 +439,10 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
     let spec_path = root("spec");
     let null = Value::Null;
     let spec = obj.get("spec").unwrap_or(&null);
-    let attacher = str_of(spec, "attacher");
-    if attacher.is_empty() {
-        errs.push(FieldError::required(&spec_path.child("attacher"), ""));
-    }
+    errs.extend(validate_csi_driver_name(
+        str_of(spec, "attacher"),
+        &spec_path.child("attacher"),
+    ));
     let source_path = spec_path.child("source");
     let pv_name = spec
         .pointer("/source/persistentVolumeName")
@@ -502,27 +502,6 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
             ));
         }
     }
-    errs
-}
-
-/// The rules for attachments created through v1 (`ValidateVolumeAttachmentV1`): a driver name,
-/// a volume name. An empty attacher is left to the generic rule's one error, as upstream's
-/// answer has it.
-fn volume_attachment_v1_errors(obj: &Value) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let attacher = obj
-        .pointer("/spec/attacher")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let pv_name = obj
-        .pointer("/spec/source/persistentVolumeName")
-        .and_then(Value::as_str);
-    if !attacher.is_empty() {
-        errs.extend(validate_csi_driver_name(
-            attacher,
-            &FieldPath::new("spec.attacher"),
-        ));
-    }
     if let Some(pv) = pv_name {
         for m in NameValidator::Dns1123Subdomain.validate(pv, false) {
             errs.push(FieldError::invalid(
@@ -541,16 +520,15 @@ impl Strategy for VolumeAttachmentStrategy {
         obj["status"] = json!({});
     }
 
+    /// `ValidateVolumeAttachment`: the attacher (a CSI driver name), one source, the node, the
+    /// status, then the persistent volume's name.
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs = volume_attachment_errors(obj);
-        errs.extend(volume_attachment_v1_errors(obj));
-        errs
+        volume_attachment_errors(obj)
     }
 
-    /// The generic rules twice (strategy and update function), then the spec may not change.
+    /// `ValidateVolumeAttachmentUpdate`: the same rules, then the spec may not change.
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = volume_attachment_errors(new);
-        errs.extend(volume_attachment_errors(new));
         let spec = |o: &Value| o.get("spec").cloned().unwrap_or(Value::Null);
         if spec(new) != spec(old) {
             errs.push(rendered_invalid(
