@@ -751,17 +751,13 @@ fn validate_claim_status(new: &Value, old: &Value, path: &FieldPath) -> Errs {
         }
     }
     match (allocation, set_at(old_status, "allocation")) {
-        (Some(a), Some(o)) => {
-            if a != o {
-                let mut err =
-                    FieldError::invalid(&path.child("allocation"), a.clone(), "field is immutable");
-                if let Some(r) =
-                    go_struct_json("resource.v1.AllocationResult", a, GoStyle::Internal)
-                {
-                    err = err.with_rendered_value(r);
-                }
-                errs.push(err);
+        (Some(a), Some(o)) if a != o => {
+            let mut err =
+                FieldError::invalid(&path.child("allocation"), a.clone(), "field is immutable");
+            if let Some(r) = go_struct_json("resource.v1.AllocationResult", a, GoStyle::Internal) {
+                err = err.with_rendered_value(r);
             }
+            errs.push(err);
         }
         (Some(a), None) => errs.extend(validate_allocation_result(
             a,
