@@ -405,10 +405,11 @@ fn validate_ingress_backend(backend: &Value, path: &FieldPath) -> Vec<FieldError
             if name.is_empty() {
                 errs.push(FieldError::required(&name_path, ""));
             } else {
+                // RelaxedServiceNameValidation (beta, on in v1.36): `NameIsDNSLabel`.
                 errs.extend(invalid_each(
                     &name_path,
                     name,
-                    NameValidator::Dns1035Label.validate(name, false),
+                    NameValidator::Dns1123Label.validate(name, false),
                 ));
             }
             let port_name = str_at(s, "/port/name");
