@@ -1412,6 +1412,82 @@ pub fn is_valid_cidr_for_legacy_field(
     parse_cidr_checked(path, value, strict).1
 }
 
+/// `GetWarningsForIP`: an address a legacy field accepted that is not in standard form
+/// (leading zeros, IPv4-mapped IPv6), or an IPv6 address not in RFC 5952 form.
+pub fn get_warnings_for_ip(path: &str, value: &str) -> Vec<String> {
+    let Some(ip) = parse_ip_sloppy(value) else {
+        return Vec::new();
+    };
+    match parse_ip_strict(value) {
+        Some(addr) if !is_4in6(&addr) => match addr {
+            IpAddr::V6(v6) if v6.to_string() != value => vec![format!(
+                "{path}: IPv6 address {} should be in RFC 5952 canonical format ({})",
+                go_quote(value),
+                go_quote(&v6.to_string())
+            )],
+            _ => Vec::new(),
+        },
+        _ => vec![format!(
+            "{path}: non-standard IP address {} is invalid: use {}",
+            go_quote(value),
+            go_quote(&go_ip_string(&ip))
+        )],
+    }
+}
+
+/// `GetWarningsForCIDR`: a CIDR with bits set past its prefix (ambiguous), one not in
+/// standard form, or an IPv6 CIDR not in RFC 5952 form.
+pub fn get_warnings_for_cidr(path: &str, value: &str) -> Vec<String> {
+    let Some(cidr) = parse_cidr_sloppy(value) else {
+        return Vec::new();
+    };
+    let mut warnings = Vec::new();
+    let network = cidr.network_string();
+    if cidr.network() != cidr.ip {
+        let bits = if matches!(cidr.ip, IpAddr::V4(_)) {
+            32
+        } else {
+            128
+        };
+        warnings.push(format!(
+            "{path}: CIDR value {} is ambiguous in this context (should be {} or {}?)",
+            go_quote(value),
+            go_quote(&network),
+            go_quote(&format!("{}/{bits}", go_ip_string(&cidr.ip)))
+        ));
+    }
+    // `netip.ParsePrefix`: a strict address and a prefix length without leading zeros.
+    let strict = value.split_once('/').and_then(|(a, l)| {
+        let addr = parse_ip_strict(a)?;
+        (l == "0" || (!l.starts_with('0') && l.bytes().all(|c| c.is_ascii_digit())))
+            .then_some((addr, l))
+    });
+    match strict {
+        Some((addr, _)) if is_4in6(&addr) => warnings.push(format!(
+            "{path}: non-standard CIDR value {} is invalid: use {}",
+            go_quote(value),
+            go_quote(&network)
+        )),
+        None => warnings.push(format!(
+            "{path}: non-standard CIDR value {} is invalid: use {}",
+            go_quote(value),
+            go_quote(&network)
+        )),
+        Some((IpAddr::V6(v6), len)) if warnings.is_empty() => {
+            let canonical = format!("{v6}/{len}");
+            if canonical != value {
+                warnings.push(format!(
+                    "{path}: IPv6 CIDR value {} should be in RFC 5952 canonical format ({})",
+                    go_quote(value),
+                    go_quote(&canonical)
+                ));
+            }
+        }
+        Some(_) => {}
+    }
+    warnings
+}
+
 // ---------------------------------------------------------------------------------------------
 // Object metadata.
 // ---------------------------------------------------------------------------------------------

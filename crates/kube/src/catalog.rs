@@ -78,11 +78,6 @@ fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
         ("networking.k8s.io", "ingressclasses") => {
             &[field!("/spec/controller", "spec.controller", IMMUTABLE)]
         }
-        ("networking.k8s.io", "ipaddresses") => &[field!(
-            "/spec/parentRef",
-            "spec.parentRef",
-            Refusal::InvalidGo("networking.v1.ParentReference", "field is immutable"),
-        )],
         ("apiextensions.k8s.io", "customresourcedefinitions") => &[
             field!("/spec/group", "spec.group", IMMUTABLE),
             field!("/spec/scope", "spec.scope", IMMUTABLE),
@@ -248,7 +243,8 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
         "spec.signerName",
         "",
     ),
-    // events.k8s.io names core's selectable fields after its own fields.
+    // events.k8s.io names core's selectable fields after its own fields; `source` is not one
+    // of them (pkg/apis/events/v1/conversion.go AddFieldLabelConversionsForEvent).
     ("events.k8s.io", "events", "reason", "reason", ""),
     (
         "events.k8s.io",
@@ -306,13 +302,6 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
         "reportingController",
         "",
     ),
-    (
-        "events.k8s.io",
-        "events",
-        "source",
-        "deprecatedSource.component",
-        "",
-    ),
     ("events.k8s.io", "events", "type", "type", ""),
     (
         "resource.k8s.io",
@@ -343,10 +332,8 @@ const FIELD_LABEL_MESSAGES: &[(&str, &str, &str)] = &[(
 /// Selectable fields read elsewhere when their path is empty: (group, resource, field, path).
 /// An event's `source` is its reporting controller when it has no source component
 /// (upstream's `EventToSelectableFields`).
-const FIELD_FALLBACKS: &[(&str, &str, &str, &str)] = &[
-    ("", "events", "source", "reportingComponent"),
-    ("events.k8s.io", "events", "source", "reportingController"),
-];
+const FIELD_FALLBACKS: &[(&str, &str, &str, &str)] =
+    &[("", "events", "source", "reportingComponent")];
 
 /// Selectable fields of a version served over another's storage, by the name the storage
 /// version indexes them under: (group, resource, field, indexed as). Upstream's field label

@@ -608,6 +608,8 @@ impl RegistryStore {
                 }
                 if sub.is_empty() {
                     crate::warning::add_all(self.strategy.warnings_on_update(&new, &old));
+                } else if sub == "status" {
+                    crate::warning::add_all(self.strategy.warnings_on_status_update(&new, &old));
                 }
                 self.admission.validate(&attrs, &new).await?;
                 if same_object(&new, &old) {

@@ -82,6 +82,12 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
+    /// Warnings for a write through `/status` that passed validation (the status strategy's
+    /// `WarningsOnUpdate`).
+    fn warnings_on_status_update(&self, _new: &Value, _old: &Value) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The group of upstream's internal type when it is not the served one (events.k8s.io's
     /// events are core events inside): 422 answers name the internal kind.
     fn internal_group(&self) -> Option<&'static str> {

@@ -1,24 +1,29 @@
 //! Endpoints (core/v1), as upstream: ports TCP unless they say otherwise
-//! (`SetDefaults_EndpointPort`), `ValidateEndpoints` on create and update, PUT may create, and
-//! the API's deprecation warning (v1 Endpoints is deprecated since v1.33) on every write.
+//! (`SetDefaults_EndpointPort`), `ValidateEndpoints` on create and update (unchanged subsets
+//! pass), warnings for non-standard addresses, PUT may create, and the API's deprecation
+//! warning (v1 Endpoints is deprecated since v1.33) on every write. Subsets are stored as sent.
 
-use apimachinery::validation::{FieldError, FieldPath, is_valid_ip, is_valid_port_num};
+use apimachinery::validation::{
+    FieldError, FieldPath, is_valid_ip_for_legacy_field, is_valid_port_num,
+};
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
 
 use super::service::{
-    PORT_PROTOCOLS, validate_dns1123_label, validate_non_special_ip, validate_qualified_name,
+    PORT_PROTOCOLS, ip_warnings, validate_dns1123_label, validate_non_special_ip,
+    validate_qualified_name,
 };
 use super::set_default;
 use crate::strategies::fields::{list_at as list, str_at as str_of};
 
 pub struct EndpointsStrategy;
 
-/// `validateEndpointAddress`.
+/// `validateEndpointAddress`: `ip` is a legacy field (any form StrictIPCIDRValidation admits),
+/// checked again for special ranges after the hostname and node name.
 fn validate_address(addr: &Value, path: &FieldPath) -> Vec<FieldError> {
     let ip = str_of(addr, "ip");
     let ip_path = path.child("ip");
-    let mut errs = is_valid_ip(&ip_path, ip);
+    let mut errs = is_valid_ip_for_legacy_field(&ip_path, ip, true, &[]);
     let hostname = str_of(addr, "hostname");
     if !hostname.is_empty() {
         errs.extend(validate_dns1123_label(hostname, &path.child("hostname")));
@@ -98,134 +103,33 @@ fn validate_subsets(obj: &Value) -> Vec<FieldError> {
     errs
 }
 
-/// An address's identity when subsets are merged: its IP and its target's UID.
-fn address_key(addr: &Value) -> (String, String) {
-    (
-        str_of(addr, "ip").to_string(),
-        addr.pointer("/targetRef/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-    )
-}
-
-/// The addresses a port is offered on: (index into the de-duplicated addresses, ready).
-type AddressSet = Vec<(usize, bool)>;
-
-/// Upstream's `RepackSubsets` (pkg/api/endpoints), its `Canonicalize`: every (port, address)
-/// pair is expanded, addresses de-duplicated by IP and target UID (not ready wins over ready),
-/// ports offering the same addresses grouped into one subset, addresses sorted by IP then
-/// UID. Upstream orders ports and subsets by an MD5 of Go's debug printing of them, which is
-/// not reproduced: they keep the order they first appear in.
-fn repack_subsets(subsets: &[Value]) -> Vec<Value> {
-    // Addresses in first-seen form, and for each port the (address index, ready) it offers.
-    let mut addresses: Vec<((String, String), Value)> = Vec::new();
-    let mut by_port: Vec<(Value, AddressSet)> = Vec::new();
-    // Addresses of a subset without ports are kept under a sentinel port (`null`).
-    let sentinel = [Value::Null];
-    for ss in subsets {
-        let ports = match list(ss, "ports") {
-            [] => &sentinel[..],
-            ports => ports,
-        };
-        for port in ports {
-            let ready = list(ss, "addresses").iter().map(|a| (a, true));
-            let not_ready = list(ss, "notReadyAddresses").iter().map(|a| (a, false));
-            for (addr, is_ready) in ready.chain(not_ready) {
-                let key = address_key(addr);
-                let idx = match addresses.iter().position(|(k, _)| *k == key) {
-                    Some(i) => i,
-                    None => {
-                        addresses.push((key, addr.clone()));
-                        addresses.len() - 1
-                    }
-                };
-                let slot = match by_port.iter().position(|(p, _)| p == port) {
-                    Some(i) => i,
-                    None => {
-                        by_port.push((port.clone(), Vec::new()));
-                        by_port.len() - 1
-                    }
-                };
-                let set = &mut by_port[slot].1;
-                match set.iter_mut().find(|(i, _)| *i == idx) {
-                    // Not ready trumps ready.
-                    Some(entry) => entry.1 = entry.1 && is_ready,
-                    None => set.push((idx, is_ready)),
-                }
+/// `endpointsWarnings`: addresses in non-standard form, except in Endpoints the endpoints
+/// controller manages.
+fn address_warnings(obj: &Value) -> Vec<String> {
+    if obj
+        .pointer("/metadata/labels/endpoints.kubernetes.io~1managed-by")
+        .and_then(Value::as_str)
+        == Some("endpoint-controller")
+    {
+        return Vec::new();
+    }
+    let mut w = Vec::new();
+    for (i, ss) in list(obj, "subsets").iter().enumerate() {
+        for field in ["addresses", "notReadyAddresses"] {
+            for (j, a) in list(ss, field).iter().enumerate() {
+                w.extend(ip_warnings(
+                    &format!("subsets[{i}].{field}[{j}].ip"),
+                    str_of(a, "ip"),
+                ));
             }
         }
     }
-    // Ports offering the same set of addresses share a subset.
-    let mut groups: Vec<(AddressSet, Vec<Value>)> = Vec::new();
-    for (port, mut set) in by_port {
-        set.sort_unstable();
-        match groups.iter_mut().find(|(s, _)| *s == set) {
-            Some((_, ports)) => ports.push(port),
-            None => groups.push((set, vec![port])),
-        }
-    }
-    let sorted = |idxs: Vec<usize>| {
-        let mut v: Vec<&((String, String), Value)> = idxs.iter().map(|i| &addresses[*i]).collect();
-        v.sort_by(|a, b| {
-            a.0.0
-                .as_bytes()
-                .cmp(b.0.0.as_bytes())
-                .then(a.0.1.cmp(&b.0.1))
-        });
-        v.into_iter()
-            .map(|(_, a)| a.clone())
-            .collect::<Vec<Value>>()
-    };
-    groups
-        .into_iter()
-        .map(|(set, ports)| {
-            let ready = sorted(set.iter().filter(|(_, r)| *r).map(|(i, _)| *i).collect());
-            let not_ready = sorted(set.iter().filter(|(_, r)| !*r).map(|(i, _)| *i).collect());
-            let mut ss = serde_json::Map::new();
-            if !ready.is_empty() {
-                ss.insert("addresses".into(), Value::Array(ready));
-            }
-            if !not_ready.is_empty() {
-                ss.insert("notReadyAddresses".into(), Value::Array(not_ready));
-            }
-            let ports: Vec<Value> = ports.into_iter().filter(|p| !p.is_null()).collect();
-            if !ports.is_empty() {
-                ss.insert("ports".into(), Value::Array(ports));
-            }
-            Value::Object(ss)
-        })
-        .collect()
+    w
 }
 
-/// Canonicalizes a valid object's subsets (upstream does it after validation, so errors name
-/// the subsets as the client sent them).
-fn canonicalize(obj: &mut Value) {
-    if !validate_subsets(obj).is_empty() {
-        return;
-    }
-    let Some(subsets) = obj.get("subsets").and_then(Value::as_array) else {
-        return;
-    };
-    let repacked = repack_subsets(subsets);
-    if let Some(m) = obj.as_object_mut() {
-        if repacked.is_empty() {
-            m.remove("subsets");
-        } else {
-            m.insert("subsets".into(), Value::Array(repacked));
-        }
-    }
-}
-
+/// Upstream v1.36's strategy prepares nothing and its `Canonicalize` is empty: subsets are
+/// stored as sent (the controllers repack their own).
 impl Strategy for EndpointsStrategy {
-    fn prepare_for_create(&self, obj: &mut Value) {
-        canonicalize(obj);
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
-        canonicalize(new);
-    }
-
     fn default(&self, obj: &mut Value) {
         for ss in obj
             .get_mut("subsets")
@@ -249,6 +153,22 @@ impl Strategy for EndpointsStrategy {
         validate_subsets(obj)
     }
 
+    /// `ValidateEndpoints` on update: subsets left as they were are not checked again.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        if list(new, "subsets") == list(old, "subsets") {
+            return Vec::new();
+        }
+        validate_subsets(new)
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        address_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        address_warnings(new)
+    }
+
     fn allow_create_on_update(&self) -> bool {
         true
     }
@@ -257,24 +177,6 @@ impl Strategy for EndpointsStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subsets_are_repacked() {
-        let subsets = vec![
-            json!({"addresses": [{"ip": "10.0.0.2"}, {"ip": "10.0.0.1"}], "ports": [{"name": "a", "port": 80, "protocol": "TCP"}]}),
-            json!({"notReadyAddresses": [{"ip": "10.0.0.2"}], "addresses": [{"ip": "10.0.0.1"}], "ports": [{"name": "a", "port": 80, "protocol": "TCP"}]}),
-            json!({"addresses": [{"ip": "10.0.0.9"}], "ports": [{"name": "b", "port": 81, "protocol": "TCP"}]}),
-            json!({"addresses": [{"ip": "10.0.0.7"}]}),
-        ];
-        assert_eq!(
-            repack_subsets(&subsets),
-            vec![
-                json!({"addresses": [{"ip": "10.0.0.1"}], "notReadyAddresses": [{"ip": "10.0.0.2"}], "ports": [{"name": "a", "port": 80, "protocol": "TCP"}]}),
-                json!({"addresses": [{"ip": "10.0.0.9"}], "ports": [{"name": "b", "port": 81, "protocol": "TCP"}]}),
-                json!({"addresses": [{"ip": "10.0.0.7"}]}),
-            ]
-        );
-    }
 
     #[test]
     fn addresses_and_ports_are_checked() {

@@ -109,8 +109,9 @@ fn len_of(event: &Value, field: &str) -> usize {
     str_of(event, field).len()
 }
 
-/// `legacyValidateEvent`, on core's form.
-fn legacy(event: &Value) -> Vec<FieldError> {
+/// `legacyValidateEvent`, on core's form; a core/v1 request names the controller field
+/// `reportingComponent`, events.k8s.io `reportingController`.
+fn legacy(event: &Value, events_api: bool) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let namespace = event
         .pointer("/metadata/namespace")
@@ -136,7 +137,11 @@ fn legacy(event: &Value) -> Vec<FieldError> {
             errs.push(FieldError::invalid(&ns_path, involved_ns, MISMATCH));
         }
         let controller = str_of(event, "reportingComponent");
-        let controller_path = FieldPath::new("reportingController");
+        let controller_path = FieldPath::new(if events_api {
+            "reportingController"
+        } else {
+            "reportingComponent"
+        });
         if controller.is_empty() {
             errs.push(FieldError::required(&controller_path, ""));
         }
@@ -291,7 +296,7 @@ impl Strategy for EventStrategy {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let event = self.core(obj);
-        let mut errs = legacy(&event);
+        let mut errs = legacy(&event, self.events_api);
         if self.events_api {
             errs.extend(strict_create(&event));
         }
@@ -300,7 +305,7 @@ impl Strategy for EventStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let event = self.core(new);
-        let mut errs = legacy(&event);
+        let mut errs = legacy(&event, self.events_api);
         if !self.events_api {
             return errs;
         }

@@ -150,9 +150,10 @@ fn validate_np_port(port: &Value, path: &FieldPath) -> Vec<FieldError> {
             );
             if let Some(end) = end {
                 if end < n {
+                    // Upstream prints the port here, not the end port.
                     errs.push(FieldError::invalid(
                         &end_path,
-                        json!(end),
+                        json!(n),
                         "must be greater than or equal to `port`",
                     ));
                 }
@@ -281,6 +282,35 @@ fn np_cidrs(np: &Value) -> Vec<String> {
     out
 }
 
+/// `networkPolicyWarnings`: ipBlock CIDRs in non-standard or ambiguous form.
+fn np_warnings(np: &Value) -> Vec<String> {
+    let mut w = Vec::new();
+    for (direction, peers) in [("ingress", "from"), ("egress", "to")] {
+        for (i, rule) in list_at(np, &format!("/spec/{direction}"))
+            .iter()
+            .enumerate()
+        {
+            for (j, peer) in list_at(rule, &format!("/{peers}")).iter().enumerate() {
+                let Some(block) = present(peer, "ipBlock") else {
+                    continue;
+                };
+                let base = format!("spec.{direction}[{i}].{peers}[{j}].ipBlock");
+                w.extend(apimachinery::validation::get_warnings_for_cidr(
+                    &format!("{base}.cidr"),
+                    str_at(block, "/cidr"),
+                ));
+                for (k, except) in list_at(block, "/except").iter().enumerate() {
+                    w.extend(apimachinery::validation::get_warnings_for_cidr(
+                        &format!("{base}.except[{k}]"),
+                        except.as_str().unwrap_or(""),
+                    ));
+                }
+            }
+        }
+    }
+    w
+}
+
 impl Strategy for NetworkPolicyStrategy {
     /// `SetDefaults_NetworkPolicy`: ports are TCP unless they say otherwise, and the policy
     /// types follow from the rules present.
@@ -347,6 +377,14 @@ impl Strategy for NetworkPolicyStrategy {
         let allowed: Vec<&str> = existing.iter().map(String::as_str).collect();
         validate_np_spec(new, opts, &allowed)
     }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        np_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        np_warnings(new)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -405,10 +443,11 @@ fn validate_ingress_backend(backend: &Value, path: &FieldPath) -> Vec<FieldError
             if name.is_empty() {
                 errs.push(FieldError::required(&name_path, ""));
             } else {
+                // RelaxedServiceNameValidation (beta, on in v1.36): `NameIsDNSLabel`.
                 errs.extend(invalid_each(
                     &name_path,
                     name,
-                    NameValidator::Dns1035Label.validate(name, false),
+                    NameValidator::Dns1123Label.validate(name, false),
                 ));
             }
             let port_name = str_at(s, "/port/name");
@@ -712,12 +751,35 @@ impl Strategy for IngressStrategy {
         validate_ingress_status(new, old)
     }
 
+    /// The status strategy's `WarningsOnUpdate`: load balancer addresses in non-standard form.
+    fn warnings_on_status_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        let mut w = Vec::new();
+        for (i, ing) in list_at(new, "/status/loadBalancer/ingress")
+            .iter()
+            .enumerate()
+        {
+            let ip = str_at(ing, "/ip");
+            if !ip.is_empty() {
+                w.extend(apimachinery::validation::get_warnings_for_ip(
+                    &format!("status.loadBalancer.ingress[{i}].ip"),
+                    ip,
+                ));
+            }
+        }
+        w
+    }
+
+    /// The class annotation is deprecated; upstream warns only when `ingressClassName` is not
+    /// set too.
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
         let annotated = obj
             .pointer("/metadata/annotations")
             .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION))
             .is_some();
-        if annotated {
+        let class_set = obj
+            .pointer("/spec/ingressClassName")
+            .is_some_and(|c| !c.is_null());
+        if annotated && !class_set {
             vec![format!(
                 "annotation \"{INGRESS_CLASS_ANNOTATION}\" is deprecated, please use 'spec.ingressClassName' instead"
             )]
@@ -861,11 +923,17 @@ fn validate_service_cidr_spec(obj: &Value) -> Vec<FieldError> {
         return vec![FieldError::required(&path, "at least one CIDR required")];
     }
     if cidrs.len() > 2 {
-        return vec![FieldError::invalid(
-            &path,
-            obj.get("spec").cloned().unwrap_or(Value::Null),
-            "may only hold up to 2 values",
-        )];
+        // The value is the internal `networking.ServiceCIDRSpec`, printed with Go's names.
+        let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+        let mut err = FieldError::invalid(&path, spec.clone(), "may only hold up to 2 values");
+        if let Some(r) = ironplane_protobuf::go_struct_json(
+            "networking.v1.ServiceCIDRSpec",
+            &spec,
+            ironplane_protobuf::GoStyle::Internal,
+        ) {
+            err = err.with_rendered_value(r);
+        }
+        return vec![err];
     }
     let values: Vec<&str> = cidrs.iter().map(|c| c.as_str().unwrap_or("")).collect();
     let mut errs = Vec::new();
@@ -988,9 +1056,30 @@ impl Strategy for IpAddressStrategy {
         errs
     }
 
-    /// The parent reference may not change (a data row of the catalog); nothing else to check.
-    fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
-        Vec::new()
+    /// `ValidateIPAddress` again, then the parent reference may not change (printed as the
+    /// internal `networking.ParentReference`).
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        let parent = |v: &Value| v.pointer("/spec/parentRef").cloned().unwrap_or(Value::Null);
+        let (n, o) = (parent(new), parent(old));
+        if n != o {
+            let mut err = FieldError::invalid(
+                &FieldPath::new("spec").child("parentRef"),
+                n.clone(),
+                apimachinery::validation::FIELD_IMMUTABLE_ERROR_MSG,
+            );
+            if n.is_null() {
+                err = err.with_rendered_value("null");
+            } else if let Some(r) = ironplane_protobuf::go_struct_json(
+                "networking.v1.ParentReference",
+                &n,
+                ironplane_protobuf::GoStyle::Internal,
+            ) {
+                err = err.with_rendered_value(r);
+            }
+            errs.push(err);
+        }
+        errs
     }
 }
 

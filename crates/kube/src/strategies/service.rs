@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 
 use apimachinery::Status;
 use apimachinery::validation::{
-    FieldError, FieldPath, NameValidator, go_quote, is_dns1123_label, is_dns1123_subdomain,
-    is_qualified_name, is_valid_cidr, is_valid_ip, is_valid_ip_for_legacy_field,
+    FieldError, FieldPath, NameValidator, is_dns1123_label, is_dns1123_subdomain,
+    is_qualified_name, is_valid_cidr_for_legacy_field, is_valid_ip_for_legacy_field,
     is_valid_port_name, is_valid_port_num, validate_labels,
 };
 use apiserver::endpoints::ApiResources;
@@ -234,13 +234,9 @@ fn node_port_set(svc: &Value) -> std::collections::BTreeSet<i64> {
         .collect()
 }
 
-fn needs_internal_traffic_policy(svc: &Value) -> bool {
-    matches!(svc_type(svc), "ClusterIP" | "NodePort" | "LoadBalancer")
-}
-
 /// Fields the old type had and the new one does not are cleared, when the client left them as
 /// they were (a changed value fails validation instead); allocated ones are released by the
-/// allocation side.
+/// allocation side. A Service that is not a LoadBalancer loses its load balancer status.
 fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     let mut remove: Vec<&str> = Vec::new();
     if needs_cluster_ip(old) && !needs_cluster_ip(new) {
@@ -278,17 +274,16 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     {
         remove.push("loadBalancerClass");
     }
-    if needs_internal_traffic_policy(old)
-        && !needs_internal_traffic_policy(new)
-        && field_eq(old, new, "internalTrafficPolicy")
-    {
-        remove.push("internalTrafficPolicy");
-    }
     if externally_accessible(old)
         && !externally_accessible(new)
         && spec_str(old, "externalTrafficPolicy") == spec_str(new, "externalTrafficPolicy")
     {
         remove.push("externalTrafficPolicy");
+    }
+    if svc_type(new) != "LoadBalancer"
+        && let Some(status) = new.get_mut("status").and_then(Value::as_object_mut)
+    {
+        status.insert("loadBalancer".into(), json!({}));
     }
     let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
@@ -306,6 +301,19 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
         {
             p.remove("nodePort");
         }
+    }
+}
+
+/// Upstream keeps a valid `internalTrafficPolicy` of an ExternalName Service in storage but
+/// drops it on every read (`defaultOnReadInternalTrafficPolicy` of the service REST storage);
+/// without a read decorator the field is not stored. A value validation refuses stays, to be
+/// refused.
+fn drop_external_name_internal_traffic_policy(svc: &mut Value) {
+    if svc_type(svc) == "ExternalName"
+        && matches!(spec_str(svc, "internalTrafficPolicy"), "Cluster" | "Local")
+        && let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.remove("internalTrafficPolicy");
     }
 }
 
@@ -451,9 +459,10 @@ pub fn validate_non_special_ip(value: &str, path: &FieldPath) -> Vec<FieldError>
 }
 
 /// `ValidateServiceClusterIPsRelatedFields`: `clusterIP` and `clusterIPs` agree, families and
-/// policy are known values, addresses are valid and match their families. Also the
-/// allocator's pre-validation.
-pub fn validate_cluster_ips_related_fields(svc: &Value) -> Vec<FieldError> {
+/// policy are known values, addresses are valid (a legacy field: any form StrictIPCIDRValidation
+/// admits, or one the old object held) and match their families. Also the allocator's
+/// pre-validation.
+pub fn validate_cluster_ips_related_fields(svc: &Value, old: Option<&Value>) -> Vec<FieldError> {
     if svc_type(svc) == "ExternalName" {
         return Vec::new();
     }
@@ -507,6 +516,8 @@ pub fn validate_cluster_ips_related_fields(svc: &Value) -> Vec<FieldError> {
             &["PreferDualStack", "RequireDualStack", "SingleStack"],
         ));
     }
+    let old_ips = old.map(cluster_ips).unwrap_or_default();
+    let existing: Vec<&str> = old_ips.iter().map(String::as_str).collect();
     let mut has_invalid = false;
     for (i, ip) in ips.iter().enumerate() {
         if i == 0 && ip == "None" {
@@ -520,7 +531,7 @@ pub fn validate_cluster_ips_related_fields(svc: &Value) -> Vec<FieldError> {
             }
             continue;
         }
-        let ip_errs = is_valid_ip(&ips_path.index(i), ip);
+        let ip_errs = is_valid_ip_for_legacy_field(&ips_path.index(i), ip, true, &existing);
         has_invalid |= !ip_errs.is_empty();
         errs.extend(ip_errs);
     }
@@ -725,8 +736,9 @@ fn validate_external_traffic_policy(svc: &Value) -> Vec<FieldError> {
     errs
 }
 
-/// `ValidateService` without its metadata part (the store checks metadata).
-fn validate_service(svc: &Value) -> Vec<FieldError> {
+/// `validateService` (the store checks metadata); `old` on update lets values the old object
+/// held pass the legacy address checks.
+fn validate_service(svc: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let spec = FieldPath::new("spec");
     let mut errs = Vec::new();
     let annotations = svc.pointer("/metadata/annotations");
@@ -825,10 +837,12 @@ fn validate_service(svc: &Value) -> Vec<FieldError> {
             "must not be set when session affinity is None",
         ));
     }
-    errs.extend(validate_cluster_ips_related_fields(svc));
+    errs.extend(validate_cluster_ips_related_fields(svc, old));
+    let old_externals = old.map(external_ips).unwrap_or_default();
+    let old_externals: Vec<&str> = old_externals.iter().map(String::as_str).collect();
     for (i, ip) in external_ips(svc).iter().enumerate() {
         let path = spec.child("externalIPs").index(i);
-        let ip_errs = is_valid_ip(&path, ip);
+        let ip_errs = is_valid_ip_for_legacy_field(&path, ip, true, &old_externals);
         if ip_errs.is_empty() {
             errs.extend(validate_non_special_ip(ip, &path));
         } else {
@@ -892,8 +906,21 @@ fn validate_service(svc: &Value) -> Vec<FieldError> {
         if ty != "LoadBalancer" {
             errs.push(FieldError::forbidden(&path, lb_only));
         }
+        // Existing values pass; values may be space-padded.
+        let old_ranges: Vec<String> = old
+            .map(|o| string_list(o.pointer("/spec/loadBalancerSourceRanges")))
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r.trim().to_string())
+            .collect();
+        let old_ranges: Vec<&str> = old_ranges.iter().map(String::as_str).collect();
         for (i, r) in ranges.iter().enumerate() {
-            errs.extend(is_valid_cidr(&path.index(i), r.trim()));
+            errs.extend(is_valid_cidr_for_legacy_field(
+                &path.index(i),
+                r.trim(),
+                true,
+                &old_ranges,
+            ));
         }
     } else if let Some(val) = annotations
         .and_then(|a| a.get("service.beta.kubernetes.io/load-balancer-source-ranges"))
@@ -905,10 +932,18 @@ fn validate_service(svc: &Value) -> Vec<FieldError> {
         if ty != "LoadBalancer" {
             errs.push(FieldError::forbidden(&path, lb_only));
         }
-        let val = val.trim();
-        if !val.is_empty() {
-            for r in val.split(',') {
-                errs.extend(is_valid_cidr(&path, r.trim()));
+        // Checked only when new or changed.
+        let old_val = old
+            .and_then(|o| {
+                o.pointer(
+                    "/metadata/annotations/service.beta.kubernetes.io~1load-balancer-source-ranges",
+                )
+            })
+            .and_then(Value::as_str);
+        let trimmed = val.trim();
+        if old_val.is_none_or(|o| o != val) && !trimmed.is_empty() {
+            for r in trimmed.split(',') {
+                errs.extend(is_valid_cidr_for_legacy_field(&path, r.trim(), true, &[]));
             }
         }
     }
@@ -1141,37 +1176,9 @@ fn validate_load_balancer_status(svc: &Value, old: &Value) -> Vec<FieldError> {
 // Warnings.
 // ---------------------------------------------------------------------------------------------
 
-/// `GetWarningsForIP`: addresses in a legacy field that a future release will refuse, or IPv6
-/// addresses not in RFC 5952 form.
-// candidate for apimachinery::validation
+/// `GetWarningsForIP`.
 pub fn ip_warnings(path: &str, value: &str) -> Vec<String> {
-    let Some(sloppy) = parse_ip_sloppy(value) else {
-        return Vec::new();
-    };
-    let go_string = |ip: &IpAddr| match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
-        IpAddr::V4(v4) => v4.to_string(),
-    };
-    match value.parse::<IpAddr>() {
-        Ok(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_some() => vec![format!(
-            "{path}: non-standard IP address {} will be considered invalid in a future Kubernetes release: use {}",
-            go_quote(value),
-            go_quote(&go_string(&sloppy))
-        )],
-        Err(_) => vec![format!(
-            "{path}: non-standard IP address {} will be considered invalid in a future Kubernetes release: use {}",
-            go_quote(value),
-            go_quote(&go_string(&sloppy))
-        )],
-        Ok(IpAddr::V6(v6)) if v6.to_string() != value => vec![format!(
-            "{path}: IPv6 address {} should be in RFC 5952 canonical format ({})",
-            go_quote(value),
-            go_quote(&v6.to_string())
-        )],
-        Ok(_) => Vec::new(),
-    }
+    apimachinery::validation::get_warnings_for_ip(path, value)
 }
 
 /// `GetWarningsForService`.
@@ -1217,6 +1224,15 @@ fn service_warnings(svc: &Value) -> Vec<String> {
     if !lb_ip.is_empty() {
         w.extend(ip_warnings("spec.loadBalancerIP", lb_ip));
     }
+    for (i, cidr) in string_list(svc.pointer("/spec/loadBalancerSourceRanges"))
+        .iter()
+        .enumerate()
+    {
+        w.extend(apimachinery::validation::get_warnings_for_cidr(
+            &format!("spec.loadBalancerSourceRanges[{i}]"),
+            cidr,
+        ));
+    }
     if ty == "ExternalName" && !externals.is_empty() {
         w.push("spec.externalIPs is ignored when spec.type is \"ExternalName\"".into());
     }
@@ -1255,14 +1271,16 @@ impl Strategy for ServiceStrategy {
         // A new Service has no status yet.
         obj["status"] = json!({"loadBalancer": {}});
         super::service_alloc::normalize_cluster_ips(None, obj);
+        drop_external_name_internal_traffic_policy(obj);
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         drop_type_dependent_fields(new, old);
+        drop_external_name_internal_traffic_policy(new);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_service(obj)
+        validate_service(obj, None)
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -1278,7 +1296,7 @@ impl Strategy for ServiceStrategy {
                 "field is immutable",
             ));
         }
-        errs.extend(validate_service(new));
+        errs.extend(validate_service(new, Some(old)));
         errs
     }
 
@@ -1294,8 +1312,31 @@ impl Strategy for ServiceStrategy {
         service_warnings(new)
     }
 
+    /// The status strategy's `WarningsOnUpdate`: load balancer addresses in non-standard form.
+    fn warnings_on_status_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        let mut w = Vec::new();
+        for (i, ing) in new
+            .pointer("/status/loadBalancer/ingress")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let ip = str_of(ing, "ip");
+            if !ip.is_empty() {
+                w.extend(ip_warnings(
+                    &format!("status.loadBalancer.ingress[{i}].ip"),
+                    ip,
+                ));
+            }
+        }
+        w
+    }
+
+    /// `ValidateServiceCreate`: RelaxedServiceNameValidation (beta, on in v1.36) checks names
+    /// as DNS-1123 labels (`NameIsDNSLabel`), a leading digit allowed.
     fn name_validator(&self) -> NameValidator {
-        NameValidator::Dns1035Label
+        NameValidator::Dns1123Label
     }
 
     fn allow_create_on_update(&self) -> bool {
@@ -1347,7 +1388,7 @@ mod tests {
         let mut svc = json!({"spec": {"selector": {"a": "b"}, "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 80}], "clusterIP": "10.0.0.5", "clusterIPs": ["10.0.0.5"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack"}});
         set_defaults(&mut svc);
         assert_eq!(
-            messages(&validate_service(&svc)),
+            messages(&validate_service(&svc, None)),
             vec![
                 r#"spec.ports[1]: Duplicate value: {"Name":"","Protocol":"TCP","AppProtocol":null,"Port":80,"TargetPort":0,"NodePort":0}"#
             ]
@@ -1358,7 +1399,7 @@ mod tests {
     fn external_name_rules() {
         let svc = json!({"spec": {"type": "ExternalName", "clusterIPs": ["10.0.0.9"], "clusterIP": "10.0.0.9", "sessionAffinity": "None"}});
         assert_eq!(
-            messages(&validate_service(&svc)),
+            messages(&validate_service(&svc, None)),
             vec![
                 "spec.clusterIPs: Forbidden: may not be set for ExternalName services",
                 "spec.externalName: Required value",
@@ -1384,9 +1425,30 @@ mod tests {
         let old = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.3", "clusterIPs": ["10.0.0.3"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "internalTrafficPolicy": "Cluster"}});
         let mut new = json!({"spec": {"type": "ExternalName", "externalName": "x.example.com", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "internalTrafficPolicy": "Cluster"}});
         drop_type_dependent_fields(&mut new, &old);
+        drop_external_name_internal_traffic_policy(&mut new);
         assert_eq!(
             new["spec"],
             json!({"type": "ExternalName", "externalName": "x.example.com"})
+        );
+    }
+
+    #[test]
+    fn cidr_and_ip_warnings_as_get_warnings_for_cidr() {
+        use apimachinery::validation::get_warnings_for_cidr as w;
+        assert_eq!(
+            w("p", "10.0.0.1/24"),
+            vec![
+                "p: CIDR value \"10.0.0.1/24\" is ambiguous in this context (should be \"10.0.0.0/24\" or \"10.0.0.1/32\"?)"
+            ]
+        );
+        assert_eq!(
+            w("p", "010.0.0.0/8"),
+            vec!["p: non-standard CIDR value \"010.0.0.0/8\" is invalid: use \"10.0.0.0/8\""]
+        );
+        assert!(w("p", "10.0.0.0/8").is_empty());
+        assert_eq!(
+            ip_warnings("p", "010.0.0.1"),
+            vec!["p: non-standard IP address \"010.0.0.1\" is invalid: use \"10.0.0.1\""]
         );
     }
 

@@ -608,17 +608,24 @@ pub fn init_ip_family_fields(new: &mut Value, old: Option<&Value>) -> Result<(),
         return Ok(());
     }
     if ip_family_policy(new).is_none() {
-        let dual = ip_families(new).len() >= 2 || cluster_ips(new).len() >= 2;
-        let policy = if dual {
-            "RequireDualStack"
-        } else {
-            "SingleStack"
+        // An update keeps the old policy; a headless Service without a selector asks for
+        // both families; anything else is single-stack.
+        let selectorless = new
+            .pointer("/spec/selector")
+            .and_then(Value::as_object)
+            .is_none_or(serde_json::Map::is_empty);
+        let policy = match old.and_then(ip_family_policy) {
+            Some(p) => p.to_string(),
+            None if spec_str(new, "clusterIP") == "None" && selectorless => {
+                "RequireDualStack".to_string()
+            }
+            None => "SingleStack".to_string(),
         };
         if let Some(spec) = spec_mut(new) {
             spec.insert("ipFamilyPolicy".into(), json!(policy));
         }
     }
-    let errs = validate_cluster_ips_related_fields(new);
+    let errs = validate_cluster_ips_related_fields(new, old);
     if !errs.is_empty() {
         return Err(invalid(new, &errs));
     }
