@@ -42,8 +42,17 @@ fn integral(v: &Value) -> bool {
 /// Validates `value` (the whole object, or a value below it at `path`) against `schema`.
 /// Schema errors come first, then the list-type duplicates, as upstream appends them.
 pub fn validate(schema: &Value, value: &Value) -> Vec<FieldError> {
+    validate_at(schema, value, None)
+}
+
+/// [`validate`] for a value found at `base` (a default in a CRD's schema): error paths start
+/// there, as upstream's `ValidateCustomResource(fldPath, ...)` prefixes them.
+pub fn validate_at(schema: &Value, value: &Value, base: Option<&FieldPath>) -> Vec<FieldError> {
     let mut out = Vec::new();
-    let mut v = Validator { out: &mut out };
+    let mut v = Validator {
+        out: &mut out,
+        base,
+    };
     v.value(schema, value, "");
     v.list_types(schema, value, "");
     out
@@ -51,18 +60,24 @@ pub fn validate(schema: &Value, value: &Value) -> Vec<FieldError> {
 
 struct Validator<'a> {
     out: &'a mut Vec<FieldError>,
+    base: Option<&'a FieldPath>,
 }
 
 impl Validator<'_> {
     /// `apiextensions`' conversion of a kube-openapi error: the field path is the error's name.
-    fn path(name: &str) -> FieldPath {
-        FieldPath::new(name.trim_start_matches('.'))
+    fn path(&self, name: &str) -> FieldPath {
+        let name = name.trim_start_matches('.');
+        match self.base {
+            Some(base) if name.is_empty() => base.clone(),
+            Some(base) => base.child(name),
+            None => FieldPath::new(name),
+        }
     }
 
     fn invalid(&mut self, name: &str, value: Value, rule: String) {
         let message = format!("{name} in body {rule}");
         self.out
-            .push(FieldError::invalid(&Self::path(name), value, message));
+            .push(FieldError::invalid(&self.path(name), value, message));
     }
 
     fn value(&mut self, schema: &Value, v: &Value, name: &str) {
@@ -133,7 +148,7 @@ impl Validator<'_> {
             go_quote(actual)
         );
         self.out.push(FieldError::type_invalid(
-            &Self::path(name),
+            &self.path(name),
             Value::from(actual),
             message,
         ));
@@ -145,7 +160,7 @@ impl Validator<'_> {
             && chars > max
         {
             self.out
-                .push(FieldError::too_long(&Self::path(name), Value::from(s), max));
+                .push(FieldError::too_long(&self.path(name), Value::from(s), max));
         }
         if let Some(min) = schema.get("minLength").and_then(Value::as_i64)
             && chars < min
@@ -186,7 +201,7 @@ impl Validator<'_> {
         if !ok {
             let message = format!("{name} in body must be of type {format}: {}", go_quote(s));
             self.out.push(FieldError::type_invalid(
-                &Self::path(name),
+                &self.path(name),
                 Value::from(s),
                 message,
             ));
@@ -246,7 +261,7 @@ impl Validator<'_> {
             && size > max
         {
             self.out.push(FieldError::too_many(
-                &Self::path(name),
+                &self.path(name),
                 Some(size),
                 Some(max),
             ));
@@ -308,7 +323,8 @@ impl Validator<'_> {
     /// `x-kubernetes-list-type: set` items are unique; `map` items are unique by their
     /// `x-kubernetes-list-map-keys` (upstream's `validateListSetsAndMaps`: `Duplicate value`).
     fn list_type(&mut self, schema: &Value, items: &[Value], name: &str) {
-        let path = |i: usize| Self::path(name).index(i);
+        let base = self.path(name);
+        let path = |i: usize| base.index(i);
         match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
             Some("set") => {
                 let mut seen = HashSet::new();
@@ -360,7 +376,7 @@ impl Validator<'_> {
             .collect();
         let refs: Vec<&str> = values.iter().map(String::as_str).collect();
         self.out.push(FieldError::not_supported(
-            &Self::path(name),
+            &self.path(name),
             v.clone(),
             &refs,
         ));
@@ -382,7 +398,7 @@ impl Validator<'_> {
             && count > max
         {
             self.out.push(FieldError::too_many(
-                &Self::path(name),
+                &self.path(name),
                 Some(count),
                 Some(max),
             ));
@@ -422,7 +438,7 @@ impl Validator<'_> {
         {
             if !map.contains_key(required) {
                 self.out.push(FieldError::required(
-                    &Self::path(&format!("{name}.{required}")),
+                    &self.path(&format!("{name}.{required}")),
                     "",
                 ));
             }

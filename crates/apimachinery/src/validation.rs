@@ -1863,10 +1863,26 @@ pub fn validate_object_meta(
     name_validator: NameValidator,
     path: &FieldPath,
 ) -> Vec<FieldError> {
+    validate_object_meta_with(
+        meta,
+        namespaced,
+        &|n, p| name_validator.validate(n, p),
+        path,
+    )
+}
+
+/// [`validate_object_meta`] with the kind's own name function (upstream's `ValidateNameFunc`),
+/// for kinds whose names depend on the object (a CRD is named `<plural>.<group>`).
+pub fn validate_object_meta_with(
+    meta: &Value,
+    namespaced: bool,
+    name_validator: &dyn Fn(&str, bool) -> Vec<String>,
+    path: &FieldPath,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let generate_name = meta_str(meta, "generateName");
     if !generate_name.is_empty() {
-        for m in name_validator.validate(generate_name, true) {
+        for m in name_validator(generate_name, true) {
             errs.push(FieldError::invalid(
                 &path.child("generateName"),
                 generate_name,
@@ -1881,7 +1897,7 @@ pub fn validate_object_meta(
             "name or generateName is required",
         ));
     } else {
-        for m in name_validator.validate(name, false) {
+        for m in name_validator(name, false) {
             errs.push(FieldError::invalid(&path.child("name"), name, m));
         }
     }

@@ -15,6 +15,7 @@ pub mod registry;
 pub mod request;
 pub mod server;
 pub mod serving;
+pub mod util;
 pub mod warning;
 
 pub use request::RequestInfo;

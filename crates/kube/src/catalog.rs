@@ -78,10 +78,6 @@ fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
         ("networking.k8s.io", "ingressclasses") => {
             &[field!("/spec/controller", "spec.controller", IMMUTABLE)]
         }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => &[
-            field!("/spec/group", "spec.group", IMMUTABLE),
-            field!("/spec/scope", "spec.scope", IMMUTABLE),
-        ],
         _ => &[],
     }
 }

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use apimachinery::validation::FieldError;
 use apiserver::registry::Strategy;
 
 /// Sets `field` of an object unless it holds a value (unset pointers and empty strings alike,
@@ -164,6 +165,22 @@ impl Strategy for CustomResourceDefinitionStrategy {
     /// `AllowUnconditionalUpdate` is false for CustomResourceDefinitions).
     fn allow_unconditional_update(&self) -> bool {
         false
+    }
+
+    fn object_name_errors(&self, crd: &Value, name: &str) -> Vec<String> {
+        super::validation::name_errors(crd, name)
+    }
+
+    fn validate(&self, crd: &Value) -> Vec<FieldError> {
+        super::validation::validate_create(crd)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        super::validation::validate_update(new, old)
+    }
+
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        super::validation::validate_status(new)
     }
 
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {

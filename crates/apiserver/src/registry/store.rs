@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{
-    FieldError, FieldPath, invalid_status, validate_kube_finalizer_names, validate_object_meta,
-    validate_object_meta_update,
+    FieldError, FieldPath, invalid_status, validate_kube_finalizer_names,
+    validate_object_meta_update, validate_object_meta_with,
 };
 use apimachinery::{GroupResource, Status};
 use bytes::Bytes;
@@ -829,12 +829,13 @@ impl RegistryStore {
     fn validate_meta(&self, obj: &Value) -> Vec<FieldError> {
         let meta = obj.get("metadata").unwrap_or(&Value::Null);
         let path = FieldPath::new("metadata");
-        let mut errs = validate_object_meta(
-            meta,
-            self.info.namespaced,
-            self.strategy.name_validator(),
-            &path,
-        );
+        let validator = self.strategy.name_validator();
+        let name_errors = |name: &str, prefix: bool| {
+            let mut msgs = validator.validate(name, prefix);
+            msgs.extend(self.strategy.object_name_errors(obj, name));
+            msgs
+        };
+        let mut errs = validate_object_meta_with(meta, self.info.namespaced, &name_errors, &path);
         if self.strategy.checks_kube_finalizer_names() {
             errs.extend(validate_kube_finalizer_names(meta, &path));
         }

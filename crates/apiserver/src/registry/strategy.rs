@@ -99,6 +99,12 @@ pub trait Strategy: Send + Sync {
         NameValidator::Dns1123Subdomain
     }
 
+    /// Messages about `name` (or a `generateName` prefix) that depend on the object itself,
+    /// added after the [`Self::name_validator`] ones (a CRD's name is `<plural>.<group>`).
+    fn object_name_errors(&self, _obj: &Value, _name: &str) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Finalizer names must be standard (`kubernetes`, `orphan`, `foregroundDeletion`) or
     /// domain-qualified, as the core validation of built-in kinds has it; custom resources only
     /// get warnings for them.

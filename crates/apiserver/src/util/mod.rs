@@ -1,0 +1,3 @@
+//! Helpers shared by several layers of the server (upstream: k8s.io/apiserver pkg/util).
+
+pub mod webhook;
