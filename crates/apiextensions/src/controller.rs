@@ -439,6 +439,7 @@ fn install(handler: &CrdHandler, crds: &[Arc<Value>], desired: &[Value]) {
                     &handler.admission,
                     &handler.storage.prefix,
                     &handler.shutdown,
+                    handler.resolver.clone(),
                 );
                 Arc::new(Entry {
                     fingerprint,

@@ -11,6 +11,7 @@ use apiserver::Delegate;
 use apiserver::admission::Admission;
 use apiserver::endpoints::{ApiRequest, ApiResources, Response};
 use apiserver::registry::{RegistryStore, ResourceInfo};
+use apiserver::util::webhook::ServiceResolver;
 use async_trait::async_trait;
 use storage::{Kv, Store};
 
@@ -57,6 +58,8 @@ pub struct CrdHandler {
     pub(crate) caches: Mutex<HashMap<String, Arc<dyn Store>>>,
     /// The `meta/v1` schemas that custom resources' OpenAPI documents refer to.
     pub(crate) meta_schemas: serde_json::Map<String, serde_json::Value>,
+    /// Finds the endpoint of a conversion webhook named by its Service.
+    pub(crate) resolver: Option<Arc<dyn ServiceResolver>>,
 }
 
 impl CrdHandler {
@@ -66,6 +69,7 @@ impl CrdHandler {
         builtin: &ApiResources,
         storage: StorageConfig,
         meta_schemas: serde_json::Map<String, serde_json::Value>,
+        resolver: Option<Arc<dyn ServiceResolver>>,
     ) -> Option<Arc<Self>> {
         let crds = builtin
             .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")?
@@ -78,6 +82,7 @@ impl CrdHandler {
             served: RwLock::new(Arc::new(Served::default())),
             caches: Mutex::new(HashMap::new()),
             meta_schemas,
+            resolver,
         }))
     }
 

@@ -8,6 +8,8 @@
 //!   rebuilt, and the custom resources of a deleted CRD removed before its finalizer goes.
 //! - `registration`: what one CRD version serves: its `ResourceInfo` row, strategy, storage and
 //!   pruning schema.
+//! - `conversion`: the conversion webhook (ConversionReview out, checked answer back), for
+//!   versions of a CRD whose strategy is `Webhook`.
 //! - `strategy`: the custom resource lifecycle rules (status reset, defaults from the schema).
 //! - `schema`: structural schemas: defaults, and the OpenAPI form the pruner reads.
 //! - `validation`: custom resources checked against their structural schema.
@@ -24,6 +26,7 @@
 
 pub mod cel;
 mod controller;
+mod conversion;
 pub mod crd;
 mod handler;
 mod openapi;

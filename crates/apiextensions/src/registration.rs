@@ -1,7 +1,7 @@
 //! What one CustomResourceDefinition serves: for each served version a `ResourceInfo` row, the
 //! custom resource strategy, a table of printer columns and the pruning schema, over one shared
-//! storage in the storage version, read through each version's schema (other versions convert
-//! by `apiVersion` alone, upstream's `None` conversion strategy).
+//! storage in the storage version, read through each version's schema. Other versions convert
+//! by `apiVersion` alone (upstream's `None` strategy) or through the CRD's conversion webhook.
 
 use std::sync::Arc;
 
@@ -10,12 +10,14 @@ use apiserver::admission::Admission;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{
     Conversion, ConvertingStore, RegistryStore, ResourceInfo, ScalePaths, SelectableField,
-    SubresourceInfo,
+    SubresourceInfo, SyncConversion,
 };
+use apiserver::util::webhook::{ClientConfig, ServiceResolver};
 use base64::Engine;
 use serde_json::Value;
 use storage::Store;
 
+use crate::conversion::{WebhookConversion, review_api_version};
 use crate::schema::{apply_defaults, pruning_schemas};
 use crate::strategy::CustomResourceStrategy;
 use crate::table::CustomResourceTables;
@@ -124,7 +126,7 @@ struct SchemaConversion {
     schemas: Arc<Schemas>,
 }
 
-impl Conversion for SchemaConversion {
+impl SyncConversion for SchemaConversion {
     fn to_served(&self, mut obj: Value) -> Value {
         obj["apiVersion"] = Value::from(self.served.as_str());
         if let Some(root) = self
@@ -237,7 +239,12 @@ pub fn build(
     admission: &Admission,
     prefix: &str,
     shutdown: &tokio::sync::watch::Sender<bool>,
+    resolver: Option<Arc<dyn ServiceResolver>>,
 ) -> (Arc<ApiResources>, Vec<ResourceInfo>) {
+    let webhook = crd
+        .pointer("/spec/conversion")
+        .filter(|c| c.get("strategy").and_then(Value::as_str) == Some("Webhook"))
+        .and_then(|c| c.get("webhook"));
     // Each version prints its own columns.
     let table = CustomResourceTables::new(&facts.versions);
     let mut api = ApiResources::new(Arc::new(table));
@@ -266,7 +273,7 @@ pub fn build(
             status_enabled: info.has_status(),
         });
         // Every version, the storage version's too, reads through its schema.
-        let conversion = Arc::new(SchemaConversion {
+        let local = SchemaConversion {
             served: info.api_version(),
             stored: format!("{}/{}", facts.group, facts.storage_version),
             group: facts.group.clone(),
@@ -274,7 +281,26 @@ pub fn build(
             kind: facts.kind.clone(),
             schema,
             schemas: schemas.clone(),
-        });
+        };
+        let conversion: Arc<dyn Conversion> = match webhook {
+            Some(hook) => Arc::new(WebhookConversion {
+                local,
+                group: facts.group.clone(),
+                served_version: info.version.clone(),
+                storage_version: facts.storage_version.clone(),
+                kind: facts.kind.clone(),
+                list_kind: match text(crd, "/status/acceptedNames/listKind") {
+                    "" => format!("{}List", facts.kind),
+                    k => k.to_string(),
+                },
+                client: ClientConfig::from_api(hook.get("clientConfig").unwrap_or(&Value::Null)),
+                review_api_version: review_api_version(&strings(
+                    hook.get("conversionReviewVersions"),
+                )),
+                resolver: resolver.clone(),
+            }),
+            None => Arc::new(local),
+        };
         let attrs_info = info.clone();
         let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
         let store: Arc<dyn Store> =

@@ -28,6 +28,9 @@ pub enum Reason {
     InternalError,
     ServiceUnavailable,
     Timeout,
+    /// `StatusReasonUnknown` (empty): what upstream answers for an error that carries no status
+    /// of its own (a failed conversion webhook, say).
+    Unknown,
 }
 
 impl Reason {
@@ -50,6 +53,7 @@ impl Reason {
             Reason::InternalError => "InternalError",
             Reason::ServiceUnavailable => "ServiceUnavailable",
             Reason::Timeout => "Timeout",
+            Reason::Unknown => "",
         }
     }
 }
@@ -296,6 +300,12 @@ impl Status {
         Self::new(503, Reason::ServiceUnavailable, message)
     }
 
+    /// Upstream's answer for an error that is not a status (`ErrorToAPIStatus`'s fallback): 500,
+    /// no reason, the error's text as the message.
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, Reason::Unknown, message)
+    }
+
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, Reason::Timeout, message)
     }
@@ -311,6 +321,12 @@ impl Status {
             "reason": self.reason.as_str(),
             "code": self.code,
         });
+        // `reason` is omitted when empty, as Go's encoder does for `omitempty`.
+        if self.reason == Reason::Unknown
+            && let Some(m) = v.as_object_mut()
+        {
+            m.remove("reason");
+        }
         if let Some(d) = &self.details {
             v["details"] = serde_json::to_value(d).unwrap_or_else(|_| json!({}));
         }

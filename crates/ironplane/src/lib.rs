@@ -188,6 +188,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             watch_cache_size: opts.default_watch_cache_size,
         },
         ironplane_kube::openapi::meta_schemas_v3(),
+        ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
+            .map(|r| r as Arc<dyn apiserver::util::webhook::ServiceResolver>),
     );
     let chain = chain::build(resources.clone(), extensions.clone());
 

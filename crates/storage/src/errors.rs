@@ -66,6 +66,10 @@ pub enum StorageError {
     /// 500.
     #[error("{0}")]
     Internal(String),
+    /// 500 without a reason, the message as it is: an error from outside the server (a
+    /// conversion webhook) that upstream passes on without wrapping it in a status.
+    #[error("{0}")]
+    Unknown(String),
 }
 
 impl StorageError {
@@ -104,6 +108,7 @@ impl StorageError {
             StorageError::InvalidObject(message) | StorageError::Internal(message) => {
                 Status::internal(message)
             }
+            StorageError::Unknown(message) => Status::unknown(message.clone()),
         }
     }
 }

@@ -14,12 +14,36 @@ use storage::{
     WatchOptions, WatchStream,
 };
 
-/// Conversion between a served version and the storage version of one kind.
+/// Conversion between a served version and the storage version of one kind. It may call out
+/// (a CRD's conversion webhook) and fail; a list converts in one call, as upstream sends all
+/// the items of a list to a webhook in one request.
+#[async_trait]
 pub trait Conversion: Send + Sync {
-    /// The served version's form of a stored object (apiVersion included).
-    fn to_served(&self, obj: Value) -> Value;
+    /// The served version's form of stored objects (apiVersion included), in their order;
+    /// `list` says they are the items of a list (upstream converts the list object as one).
+    async fn to_served(&self, objs: Vec<Value>, list: bool) -> Result<Vec<Value>, StorageError>;
     /// The stored form of an object written in the served version (apiVersion included).
+    async fn to_storage(&self, obj: Value) -> Result<Value, StorageError>;
+}
+
+/// A conversion done in-process by functions that cannot fail (the built-in kinds' versions).
+pub trait SyncConversion: Send + Sync {
+    fn to_served(&self, obj: Value) -> Value;
     fn to_storage(&self, obj: Value) -> Value;
+}
+
+#[async_trait]
+impl<T: SyncConversion> Conversion for T {
+    async fn to_served(&self, objs: Vec<Value>, _list: bool) -> Result<Vec<Value>, StorageError> {
+        Ok(objs
+            .into_iter()
+            .map(|o| SyncConversion::to_served(self, o))
+            .collect())
+    }
+
+    async fn to_storage(&self, obj: Value) -> Result<Value, StorageError> {
+        Ok(SyncConversion::to_storage(self, obj))
+    }
 }
 
 pub struct ConvertingStore {
@@ -40,50 +64,68 @@ impl ConvertingStore {
         }
     }
 
-    fn out(
+    /// Stored objects in the served version, each re-encoded with its attributes.
+    async fn out(
         conversion: &dyn Conversion,
         attrs: &AttrsFn,
-        o: Object,
-    ) -> Result<Object, StorageError> {
-        let converted = conversion.to_served(o.value()?);
-        let bytes = serde_json::to_vec(&converted).map_err(|e| {
-            StorageError::InvalidObject(format!("cannot encode converted {}: {e}", o.key))
-        })?;
-        Ok(Object {
-            attrs: Arc::new(attrs(&converted)),
-            bytes: bytes.into(),
-            key: o.key,
-            resource_version: o.resource_version,
-        })
+        objs: Vec<Object>,
+        list: bool,
+    ) -> Result<Vec<Object>, StorageError> {
+        let values = objs
+            .iter()
+            .map(Object::value)
+            .collect::<Result<Vec<_>, _>>()?;
+        let converted = conversion.to_served(values, list).await?;
+        if converted.len() != objs.len() {
+            return Err(StorageError::Internal(format!(
+                "conversion returned {} objects for {}",
+                converted.len(),
+                objs.len()
+            )));
+        }
+        objs.into_iter()
+            .zip(converted)
+            .map(|(o, converted)| {
+                let bytes = serde_json::to_vec(&converted).map_err(|e| {
+                    StorageError::InvalidObject(format!("cannot encode converted {}: {e}", o.key))
+                })?;
+                Ok(Object {
+                    attrs: Arc::new(attrs(&converted)),
+                    bytes: bytes.into(),
+                    key: o.key,
+                    resource_version: o.resource_version,
+                })
+            })
+            .collect()
     }
 
-    fn convert(&self, o: Object) -> Result<Object, StorageError> {
-        Self::out(self.conversion.as_ref(), &self.attrs, o)
+    async fn convert(&self, o: Object) -> Result<Object, StorageError> {
+        Self::out(self.conversion.as_ref(), &self.attrs, vec![o], false)
+            .await?
+            .pop()
+            .ok_or_else(|| StorageError::Internal("conversion returned no object".into()))
     }
 }
 
 #[async_trait]
 impl Store for ConvertingStore {
     async fn get(&self, key: &str, opts: &GetOptions) -> Result<Object, StorageError> {
-        self.convert(self.inner.get(key, opts).await?)
+        self.convert(self.inner.get(key, opts).await?).await
     }
 
     async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
         let mut result = self.inner.list(prefix, opts).await?;
-        result.items = result
-            .items
-            .into_iter()
-            .map(|o| self.convert(o))
-            .collect::<Result<_, _>>()?;
+        let items = std::mem::take(&mut result.items);
+        result.items = Self::out(self.conversion.as_ref(), &self.attrs, items, true).await?;
         Ok(result)
     }
 
     async fn create(&self, key: &str, obj: Value) -> Result<Object, StorageError> {
         let stored = self
             .inner
-            .create(key, self.conversion.to_storage(obj))
+            .create(key, self.conversion.to_storage(obj).await?)
             .await?;
-        self.convert(stored)
+        self.convert(stored).await
     }
 
     async fn update(
@@ -96,11 +138,11 @@ impl Store for ConvertingStore {
             .inner
             .update(
                 key,
-                self.conversion.to_storage(obj),
+                self.conversion.to_storage(obj).await?,
                 expected_resource_version,
             )
             .await?;
-        self.convert(stored)
+        self.convert(stored).await
     }
 
     async fn delete(
@@ -109,6 +151,7 @@ impl Store for ConvertingStore {
         expected_resource_version: Option<i64>,
     ) -> Result<Object, StorageError> {
         self.convert(self.inner.delete(key, expected_resource_version).await?)
+            .await
     }
 
     async fn watch(
@@ -122,11 +165,18 @@ impl Store for ConvertingStore {
         let attrs = self.attrs.clone();
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
-                let convert = |o| Self::out(conversion.as_ref(), &attrs, o);
+                let convert = |o| async {
+                    Self::out(conversion.as_ref(), &attrs, vec![o], false)
+                        .await?
+                        .pop()
+                        .ok_or_else(|| {
+                            StorageError::Internal("conversion returned no object".into())
+                        })
+                };
                 let converted = match event {
-                    WatchEvent::Added(o) => convert(o).map(WatchEvent::Added),
-                    WatchEvent::Modified(o) => convert(o).map(WatchEvent::Modified),
-                    WatchEvent::Deleted(o) => convert(o).map(WatchEvent::Deleted),
+                    WatchEvent::Added(o) => convert(o).await.map(WatchEvent::Added),
+                    WatchEvent::Modified(o) => convert(o).await.map(WatchEvent::Modified),
+                    WatchEvent::Deleted(o) => convert(o).await.map(WatchEvent::Deleted),
                     other => Ok(other),
                 };
                 let event = converted.unwrap_or_else(WatchEvent::Error);

@@ -8,7 +8,7 @@ mod resource;
 mod store;
 mod strategy;
 
-pub use conversion::{Conversion, ConvertingStore};
+pub use conversion::{Conversion, ConvertingStore, SyncConversion};
 pub use resource::{
     ImmutableField, Refusal, ResourceInfo, ScalePaths, SelectableField, SubresourceInfo,
 };

@@ -2,7 +2,9 @@
 //! pkg/util/webhook/validation.go): admission webhook configurations and CRD conversion webhooks
 //! check their `url` and `service` with these rules.
 
-use apimachinery::validation::{FieldError, FieldPath, is_dns1123_subdomain, is_valid_port_num};
+use apimachinery::validation::{
+    FieldError, FieldPath, go_quote, is_dns1123_subdomain, is_valid_port_num,
+};
 use serde_json::Value;
 
 fn text<'a>(v: &'a Value, field: &str) -> &'a str {
@@ -224,4 +226,218 @@ pub fn validate_webhook_service(service: &Value, path: &FieldPath) -> Vec<FieldE
         }
     }
     errs
+}
+
+// The client (upstream: pkg/util/webhook ClientManager and its REST client).
+
+/// A Service a webhook runs behind (`clientConfig.service`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceReference {
+    pub namespace: String,
+    pub name: String,
+    pub path: String,
+    pub port: i32,
+}
+
+/// Where a webhook listens and which certificates may sign its serving certificate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientConfig {
+    pub url: Option<String>,
+    pub service: Option<ServiceReference>,
+    /// PEM certificates; empty trusts nothing (there is no system store here).
+    pub ca_bundle: Vec<u8>,
+}
+
+impl ClientConfig {
+    /// A `WebhookClientConfig` as the API holds it (`url` or `service`, base64 `caBundle`).
+    pub fn from_api(client_config: &Value) -> ClientConfig {
+        use base64::Engine;
+        let service = client_config
+            .get("service")
+            .filter(|s| s.is_object())
+            .map(|s| ServiceReference {
+                namespace: text(s, "namespace").to_string(),
+                name: text(s, "name").to_string(),
+                path: text(s, "path").to_string(),
+                port: s.get("port").and_then(Value::as_i64).unwrap_or(443) as i32,
+            });
+        ClientConfig {
+            url: client_config
+                .get("url")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            service,
+            ca_bundle: base64::engine::general_purpose::STANDARD
+                .decode(text(client_config, "caBundle"))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Turns a Service port into an address to dial (upstream's `ServiceResolver`).
+#[async_trait::async_trait]
+pub trait ServiceResolver: Send + Sync {
+    async fn resolve(&self, service: &ServiceReference) -> Result<(String, u16), String>;
+}
+
+/// Where a request goes: the address dialled, the TLS server name, the request target, and the
+/// URL as upstream's client prints it in errors.
+struct Target {
+    dial: (String, u16),
+    server_name: String,
+    path_and_query: String,
+    shown: String,
+}
+
+async fn target(
+    config: &ClientConfig,
+    resolver: Option<&dyn ServiceResolver>,
+    timeout: std::time::Duration,
+) -> Result<Target, String> {
+    let query = format!("timeout={}s", timeout.as_secs());
+    if let Some(url) = &config.url {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("invalid webhook URL {url:?}: {e}"))?;
+        let host = uri.host().unwrap_or("").to_string();
+        let port = uri.port_u16().unwrap_or(443);
+        let path = match uri.path() {
+            "" => "/",
+            p => p,
+        };
+        let path_and_query = format!("{path}?{query}");
+        let shown_host = uri.authority().map(|a| a.as_str()).unwrap_or("");
+        return Ok(Target {
+            server_name: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            dial: (host, port),
+            shown: format!("https://{shown_host}{path_and_query}"),
+            path_and_query,
+        });
+    }
+    let Some(service) = &config.service else {
+        return Err("webhook has neither a url nor a service".into());
+    };
+    let resolver = resolver.ok_or("no resolver for webhook services")?;
+    let server_name = format!("{}.{}.svc", service.name, service.namespace);
+    let path = if service.path.is_empty() {
+        "/"
+    } else {
+        &service.path
+    };
+    let path_and_query = format!("{path}?{query}");
+    let shown = format!("https://{server_name}:{}{path_and_query}", service.port);
+    let dial = resolver
+        .resolve(service)
+        .await
+        .map_err(|e| format!("Post {}: {e}", go_quote(&shown)))?;
+    Ok(Target {
+        dial,
+        server_name,
+        path_and_query,
+        shown,
+    })
+}
+
+fn tls_config(ca_bundle: &[u8]) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let mut reader = ca_bundle;
+    for cert in rustls_pemfile::certs(&mut reader).flatten() {
+        roots.add(cert).map_err(|e| format!("x509: {e}"))?;
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(std::sync::Arc::new(config))
+}
+
+/// Go's wording for a failed dial.
+fn dial_error(addr: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => {
+            format!("dial tcp {addr}: connect: connection refused")
+        }
+        _ => format!("dial tcp {addr}: {e}"),
+    }
+}
+
+/// POSTs `body` as JSON to a webhook over TLS and returns the decoded answer. The error is the
+/// text upstream's REST client gives (`Post "<url>": <why>`, or the server's answer), which
+/// callers wrap in their own message.
+pub async fn post_json(
+    config: &ClientConfig,
+    resolver: Option<&dyn ServiceResolver>,
+    body: &Value,
+    timeout: std::time::Duration,
+) -> Result<Value, String> {
+    use http_body_util::{BodyExt, Full};
+    let target = target(config, resolver, timeout).await?;
+    let shown = go_quote(&target.shown);
+    let fail = |why: String| format!("Post {shown}: {why}");
+    let call = async {
+        let (host, port) = &target.dial;
+        let addr = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let tcp = tokio::net::TcpStream::connect(&addr)
+            .await
+            .map_err(|e| fail(dial_error(&addr, &e)))?;
+        let name = rustls::pki_types::ServerName::try_from(target.server_name.clone())
+            .map_err(|e| fail(e.to_string()))?;
+        let tls = tokio_rustls::TlsConnector::from(tls_config(&config.ca_bundle).map_err(fail)?)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| fail(format!("tls: failed to verify certificate: {e}")))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+        tokio::spawn(conn);
+        let bytes = serde_json::to_vec(body).map_err(|e| fail(e.to_string()))?;
+        let request = http::Request::post(&target.path_and_query)
+            .header(http::header::HOST, &target.server_name)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, */*")
+            .body(Full::new(bytes::Bytes::from(bytes)))
+            .map_err(|e| fail(e.to_string()))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .to_bytes();
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body);
+            return Err(format!(
+                "the server responded with the status code {} but did not return more information{}",
+                status.as_u16(),
+                if text.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", text.trim())
+                }
+            ));
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("invalid webhook response: {e}"))
+    };
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result,
+        Err(_) => Err(fail(
+            "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
+        )),
+    }
 }

@@ -102,7 +102,7 @@ def main():
             name = replay.json.loads(raw)["metadata"]["name"]
             for _ in range(100):
                 gst, _, graw = c.req("GET", path.split("?")[0] + "/" + name)
-                conditions = replay.json.loads(graw).get("status", {}).get("conditions", []) if gst == 200 else []
+                conditions = (replay.json.loads(graw).get("status", {}).get("conditions") or []) if gst == 200 else []
                 if any(x.get("type") == "Established" and x.get("status") == "True" for x in conditions):
                     break
                 replay.time.sleep(0.05)

@@ -10,7 +10,7 @@
 //! an event says.
 
 use apimachinery::validation::{FieldError, FieldPath, NameValidator, is_qualified_name};
-use apiserver::registry::{Conversion, Strategy};
+use apiserver::registry::{Strategy, SyncConversion};
 use serde_json::{Map, Value, json};
 
 use super::nodeselection::str_of;
@@ -86,7 +86,7 @@ fn go_form(obj: &mut Value) {
 /// events.k8s.io/v1 over core/v1 storage.
 pub struct EventsV1Conversion;
 
-impl Conversion for EventsV1Conversion {
+impl SyncConversion for EventsV1Conversion {
     fn to_served(&self, obj: Value) -> Value {
         convert(&obj, true)
     }

@@ -5,7 +5,7 @@
 //! `MetricSpec` / `MetricStatus` (the v2beta1 shapes), the conditions as v1 conditions, the
 //! behavior as the internal Go struct (Go field names, read back case-insensitively).
 
-use apiserver::registry::Conversion;
+use apiserver::registry::SyncConversion;
 use ironplane_protobuf::{GoStyle, go_slice_json, go_struct_json};
 use serde_json::{Map, Value, json};
 
@@ -288,7 +288,7 @@ fn copy(from: &Value, to: &mut Value, fields: &[&str]) {
     }
 }
 
-impl Conversion for HpaV1Conversion {
+impl SyncConversion for HpaV1Conversion {
     fn to_served(&self, v2: Value) -> Value {
         let mut meta = v2.get("metadata").cloned().unwrap_or_else(|| json!({}));
         // Only the annotations this conversion writes may be there.

@@ -11,7 +11,7 @@ pub use conversion::HpaV1Conversion;
 use apimachinery::validation::{
     FieldError, FieldPath, is_dns1123_label, is_path_segment_name, validate_nonnegative_field,
 };
-use apiserver::registry::{Conversion, Strategy};
+use apiserver::registry::{Strategy, SyncConversion};
 use serde_json::{Value, json};
 
 use super::set_default;
@@ -237,7 +237,7 @@ impl HpaStrategy {
         if self.v2 {
             obj.clone()
         } else {
-            HpaV1Conversion.to_storage(obj.clone())
+            SyncConversion::to_storage(&HpaV1Conversion, obj.clone())
         }
     }
 }

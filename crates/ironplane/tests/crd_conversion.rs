@@ -1,0 +1,315 @@
+//! CRD conversion webhooks end to end (issue 8): the test runs a conversion webhook over TLS on
+//! loopback, kubectl writes and reads custom resources in two versions, the server converts
+//! through the webhook reached by `url` and then by a Service resolved through its
+//! EndpointSlices, and a webhook that is down gives upstream's error with nothing written.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use common::Server;
+use serde_json::{Value, json};
+
+/// The webhook: `v1` keeps the count in `spec.size`, `v2` in `spec.replicas`.
+fn convert(obj: &Value, desired: &str) -> Value {
+    let mut out = obj.clone();
+    let spec = out["spec"].as_object_mut().cloned().unwrap_or_default();
+    let mut spec = spec;
+    match desired {
+        "conv.example.com/v2" => {
+            if let Some(size) = spec.remove("size") {
+                spec.insert("replicas".into(), size);
+            }
+        }
+        _ => {
+            if let Some(replicas) = spec.remove("replicas") {
+                spec.insert("size".into(), replicas);
+            }
+        }
+    }
+    out["spec"] = Value::Object(spec);
+    out["apiVersion"] = json!(desired);
+    out
+}
+
+struct Webhook {
+    port: u16,
+    ca_pem: String,
+    calls: Arc<AtomicUsize>,
+    desired: Arc<std::sync::Mutex<Vec<String>>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Webhook {
+    /// A TLS webhook on an ephemeral port of loopback and of the machine's own address, its
+    /// certificate valid for 127.0.0.1 and for the Service name `converter.default.svc`.
+    fn start() -> Webhook {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec![
+            "127.0.0.1".to_string(),
+            "converter.default.svc".to_string(),
+        ])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // The same port on the machine's own address, for the Service's EndpointSlice (which
+        // may not name a loopback address).
+        let own = runtime
+            .block_on(tokio::net::TcpListener::bind((own_address(), port)))
+            .unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let desired = Arc::new(std::sync::Mutex::new(Vec::new()));
+        for listener in [listener, own] {
+            let (c, d) = (calls.clone(), desired.clone());
+            let acceptor = acceptor.clone();
+            runtime.spawn(async move {
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let (acceptor, c, d) = (acceptor.clone(), c.clone(), d.clone());
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        let service = hyper::service::service_fn(
+                            move |req: hyper::Request<hyper::body::Incoming>| {
+                                let (c, d) = (c.clone(), d.clone());
+                                async move {
+                                    use http_body_util::BodyExt;
+                                    let body = req.into_body().collect().await?.to_bytes();
+                                    let review: Value = serde_json::from_slice(&body).unwrap();
+                                    let want = review["request"]["desiredAPIVersion"]
+                                        .as_str()
+                                        .unwrap()
+                                        .to_string();
+                                    c.fetch_add(1, Ordering::SeqCst);
+                                    d.lock().unwrap().push(want.clone());
+                                    let converted: Vec<Value> = review["request"]["objects"]
+                                        .as_array()
+                                        .unwrap()
+                                        .iter()
+                                        .map(|o| convert(o, &want))
+                                        .collect();
+                                    let answer = json!({
+                                        "apiVersion": "apiextensions.k8s.io/v1",
+                                        "kind": "ConversionReview",
+                                        "response": {
+                                            "uid": review["request"]["uid"],
+                                            "convertedObjects": converted,
+                                            "result": {"status": "Success"},
+                                        },
+                                    });
+                                    Ok::<_, hyper::Error>(hyper::Response::new(
+                                        http_body_util::Full::new(bytes_of(&answer)),
+                                    ))
+                                }
+                            },
+                        );
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .await;
+                    });
+                }
+            });
+        }
+        Webhook {
+            port,
+            ca_pem: ca_cert.pem(),
+            calls,
+            desired,
+            runtime: Some(runtime),
+        }
+    }
+
+    fn ca_bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    /// Stops serving: the port refuses connections from now on.
+    fn stop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// A non-loopback IPv4 address of this machine: the source address the kernel picks for a route
+/// out (a UDP "connection" sends nothing). Fails loudly on a machine with no such address.
+fn own_address() -> std::net::Ipv4Addr {
+    for target in ["192.0.2.1:9", "10.255.255.1:9", "172.16.0.1:9"] {
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        if socket.connect(target).is_ok()
+            && let Ok(std::net::SocketAddr::V4(a)) = socket.local_addr()
+            && !a.ip().is_loopback()
+            && !a.ip().is_unspecified()
+        {
+            return *a.ip();
+        }
+    }
+    panic!("this test needs a non-loopback IPv4 address (EndpointSlices may not name loopback)");
+}
+
+fn bytes_of(v: &Value) -> hyper::body::Bytes {
+    hyper::body::Bytes::from(serde_json::to_vec(v).unwrap())
+}
+
+fn crd(client_config: Value) -> Value {
+    let schema = |field: &str| {
+        json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {field: {"type": "integer"}}}}}})
+    };
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.conv.example.com"},
+        "spec": {
+            "group": "conv.example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema("size")},
+                {"name": "v2", "served": true, "storage": false, "schema": schema("replicas")},
+            ],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "clientConfig": client_config, "conversionReviewVersions": ["v1"]}},
+        },
+    })
+}
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[test]
+fn custom_resources_convert_through_a_webhook_by_url_and_by_service() {
+    let mut hook = Webhook::start();
+    let s = Server::start();
+    let url = format!("https://127.0.0.1:{}/convert", hook.port);
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &crd(json!({"url": url, "caBundle": hook.ca_bundle()})).to_string(),
+    );
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/gadgets.conv.example.com",
+        "--timeout=10s",
+    ]);
+
+    // Written in v2, stored in v1 (the storage version) through the webhook.
+    let created = json!({"apiVersion": "conv.example.com/v2", "kind": "Gadget",
+        "metadata": {"name": "g1", "namespace": "default", "labels": {"team": "a"}},
+        "spec": {"replicas": 3}});
+    s.kubectl_stdin(&["create", "-f", "-"], &created.to_string());
+    let v1 = json_of(&s.kubectl(&["get", "gadgets.v1.conv.example.com", "g1", "-o", "json"]));
+    assert_eq!(v1["apiVersion"], "conv.example.com/v1");
+    assert_eq!(v1["spec"], json!({"size": 3}), "stored in v1: {v1}");
+    assert_eq!(v1["metadata"]["labels"], json!({"team": "a"}));
+    // Read back in v2, one object and a list alike.
+    let v2 = json_of(&s.kubectl(&["get", "gadgets.v2.conv.example.com", "g1", "-o", "json"]));
+    assert_eq!(v2["apiVersion"], "conv.example.com/v2");
+    assert_eq!(v2["spec"], json!({"replicas": 3}));
+    assert_eq!(v2["metadata"]["uid"], v1["metadata"]["uid"]);
+    let list = json_of(&s.kubectl(&["get", "gadgets.v2.conv.example.com", "-o", "json"]));
+    assert_eq!(list["items"][0]["spec"], json!({"replicas": 3}));
+    {
+        let desired = hook.desired.lock().unwrap();
+        assert!(
+            desired.iter().any(|d| d == "conv.example.com/v1"),
+            "{desired:?}"
+        );
+        assert!(
+            desired.iter().any(|d| d == "conv.example.com/v2"),
+            "{desired:?}"
+        );
+    }
+
+    // The same webhook behind a Service, found through its EndpointSlice.
+    let service = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "converter", "namespace": "default"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": hook.port}]}});
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "converter-1", "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "converter"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "https", "port": hook.port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [own_address().to_string()], "conditions": {"ready": true}}]});
+    s.kubectl_stdin(&["apply", "-f", "-"], &service.to_string());
+    s.kubectl_stdin(&["apply", "-f", "-"], &slice.to_string());
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &crd(
+            json!({"service": {"namespace": "default", "name": "converter", "path": "/convert"},
+            "caBundle": hook.ca_bundle()}),
+        )
+        .to_string(),
+    );
+    let before = hook.calls.load(Ordering::SeqCst);
+    // The CRD's new conversion settings are served once its controller has seen them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = s.kubectl_output(&["get", "gadgets.v2.conv.example.com", "g1", "-o", "json"]);
+        let served = out.status.success()
+            && json_of(&String::from_utf8_lossy(&out.stdout))["spec"] == json!({"replicas": 3});
+        let crd = json_of(&s.kubectl(&["get", "crd", "gadgets.conv.example.com", "-o", "json"]));
+        let via_service =
+            crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"].is_object();
+        if served && via_service && hook.calls.load(Ordering::SeqCst) > before + 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no conversion through the Service"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A webhook that is down: upstream's error, and nothing is written.
+    hook.stop();
+    let down = json!({"apiVersion": "conv.example.com/v2", "kind": "Gadget",
+        "metadata": {"name": "g2", "namespace": "default"}, "spec": {"replicas": 1}});
+    let out = s.kubectl_stdin_output(&["create", "-f", "-"], &down.to_string());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("conversion webhook for conv.example.com/v2, Kind=Gadget failed: Post \"https://converter.default.svc:443/convert?timeout=30s\": dial tcp"),
+        "{err}"
+    );
+    let names = s.kubectl(&["get", "gadgets.v1.conv.example.com", "-o", "name"]);
+    assert_eq!(names.trim(), "gadget.conv.example.com/g1");
+    // Reads in the other version fail the same way; the storage version needs no webhook.
+    let err = s.kubectl_fails(&["get", "gadgets.v2.conv.example.com", "g1"]);
+    assert!(
+        err.contains("conversion webhook for conv.example.com/v1, Kind=Gadget failed"),
+        "{err}"
+    );
+}
