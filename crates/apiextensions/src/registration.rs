@@ -271,6 +271,7 @@ pub fn build(
             rules: schema.as_ref().and_then(crate::cel::Rules::compile),
             schema: schema.clone(),
             status_enabled: info.has_status(),
+            scale: info.scale_paths.clone(),
         });
         // Every version, the storage version's too, reads through its schema.
         let local = SchemaConversion {

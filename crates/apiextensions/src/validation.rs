@@ -7,9 +7,10 @@
 //! (`maxLength`, `minLength`, `pattern`), format, number (`maximum`, `minimum`, `multipleOf`),
 //! array (`maxItems`, `minItems`, `uniqueItems`, then the items), enum, object
 //! (`maxProperties`/`minProperties`, which end the object's checks as upstream's do, then the
-//! properties in name order, `additionalProperties`, and `required`). Messages are upstream's:
-//! `<path> in body <rule>`, inside the field error upstream builds for each kind of failure.
-//! `allOf`, `anyOf`, `oneOf` and `not` are not checked yet.
+//! properties in name order, `additionalProperties`, and `required`), with `anyOf`, `oneOf`,
+//! `allOf` and `not` right after the type as kube-openapi's `schemaPropsValidator` runs them.
+//! Messages are upstream's: `<path> in body <rule>`, inside the field error upstream builds for
+//! each kind of failure.
 
 use std::collections::HashSet;
 
@@ -88,6 +89,7 @@ impl Validator<'_> {
             // A value of the wrong type is not checked further by the validators that do not
             // apply to its kind; the ones that do still run, as upstream's chain does.
         }
+        self.junctors(schema, v, name);
         if v.is_null() {
             self.enumeration(schema, v, name);
             return;
@@ -104,6 +106,88 @@ impl Validator<'_> {
         self.enumeration(schema, v, name);
         if let Value::Object(map) = v {
             self.object(schema, map, name);
+        }
+    }
+
+    /// The errors `schema` finds in `v`, without recording them.
+    fn trial(&self, schema: &Value, v: &Value, name: &str) -> Vec<FieldError> {
+        let mut out = Vec::new();
+        Validator {
+            out: &mut out,
+            base: self.base,
+        }
+        .value(schema, v, name);
+        out
+    }
+
+    /// kube-openapi's `schemaPropsValidator`: `anyOf`, `oneOf`, `allOf` and `not`, each
+    /// alternative validating the same value. The failures are not field errors upstream (they
+    /// come back as plain errors), so they stand at the validation's root path with an empty
+    /// value; the first alternative that failed stands for `anyOf` and `oneOf`.
+    fn junctors(&mut self, schema: &Value, v: &Value, name: &str) {
+        let list = |field: &str| {
+            schema
+                .get(field)
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+        };
+        let quoted = go_quote(name);
+        let at = self.base.cloned().unwrap_or_else(FieldPath::nil);
+        let failure = |message: String| FieldError::invalid(&at, "", message);
+        let any_of = list("anyOf");
+        if !any_of.is_empty() {
+            let results: Vec<Vec<FieldError>> =
+                any_of.iter().map(|s| self.trial(s, v, name)).collect();
+            if !results.iter().any(Vec::is_empty) {
+                self.out.push(failure(format!(
+                    "{quoted} must validate at least one schema (anyOf)"
+                )));
+                self.out
+                    .extend(results.into_iter().next().unwrap_or_default());
+            }
+        }
+        let one_of = list("oneOf");
+        if !one_of.is_empty() {
+            let results: Vec<Vec<FieldError>> =
+                one_of.iter().map(|s| self.trial(s, v, name)).collect();
+            let valid = results.iter().filter(|r| r.is_empty()).count();
+            if valid != 1 {
+                let why = if valid == 0 {
+                    "Found none valid".to_string()
+                } else {
+                    format!("Found {valid} valid alternatives")
+                };
+                self.out.push(failure(format!(
+                    "{quoted} must validate one and only one schema (oneOf). {why}"
+                )));
+                if valid == 0 {
+                    self.out
+                        .extend(results.into_iter().next().unwrap_or_default());
+                }
+            }
+        }
+        let all_of = list("allOf");
+        if !all_of.is_empty() {
+            let mut valid = 0;
+            for s in all_of {
+                let found = self.trial(s, v, name);
+                valid += usize::from(found.is_empty());
+                self.out.extend(found);
+            }
+            if valid != all_of.len() {
+                let none = if valid == 0 { ". None validated" } else { "" };
+                self.out.push(failure(format!(
+                    "{quoted} must validate all the schemas (allOf){none}"
+                )));
+            }
+        }
+        if let Some(not) = schema.get("not").filter(|n| n.is_object())
+            && self.trial(not, v, name).is_empty()
+        {
+            self.out.push(failure(format!(
+                "{quoted} must not validate the schema (not)"
+            )));
         }
     }
 
@@ -581,6 +665,43 @@ mod tests {
             messages(s, json!({"spec": {"at": "yesterday"}})),
             [
                 r#"spec.at: Invalid value: "yesterday": spec.at in body must be of type date-time: "yesterday""#
+            ]
+        );
+    }
+
+    #[test]
+    fn junctors_check_alternatives_as_kube_openapi_does() {
+        let schema = json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+            "oneOf": [{"required": ["a"]}, {"required": ["c"]}],
+            "allOf": [{"properties": {"a": {"maxLength": 1}}}],
+            "not": {"required": ["d"]},
+            "properties": {"a": {"type": "string"}, "b": {"type": "string"},
+                "c": {"type": "string"}, "d": {"type": "string"}}}}});
+        let shown = |v: Value| -> Vec<String> {
+            validate(&schema, &v)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert!(shown(json!({"spec": {"a": "x"}})).is_empty());
+        assert_eq!(
+            shown(json!({"spec": {"a": "xy", "c": "z", "d": "w"}})),
+            [
+                "<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found 2 valid alternatives",
+                "spec.a: Too long: may not be more than 1 byte",
+                "<nil>: Invalid value: \"\": \"spec\" must validate all the schemas (allOf). None validated",
+                "<nil>: Invalid value: \"\": \"spec\" must not validate the schema (not)",
+            ]
+        );
+        assert_eq!(
+            shown(json!({"spec": {}})),
+            [
+                "<nil>: Invalid value: \"\": \"spec\" must validate at least one schema (anyOf)",
+                "spec.a: Required value",
+                "<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found none valid",
+                "spec.a: Required value",
             ]
         );
     }
