@@ -9,6 +9,7 @@ mod containers;
 mod defaults;
 mod eviction;
 mod gates;
+mod resize;
 mod resources;
 mod scheduling;
 mod security;
@@ -282,7 +283,7 @@ impl Strategy for PodStrategy {
     fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
         match subresource {
             "ephemeralcontainers" => update::prepare_ephemeral_update(new, old),
-            "resize" => update::prepare_resize(new, old),
+            "resize" => resize::prepare_resize(new, old),
             _ => {}
         }
         if let Some(spec) = new.get_mut("spec") {
@@ -306,7 +307,7 @@ impl Strategy for PodStrategy {
     ) -> Vec<FieldError> {
         match subresource {
             "ephemeralcontainers" => update::validate_ephemeral_update(new, old),
-            "resize" => update::validate_resize(new, old),
+            "resize" => resize::validate_resize(new, old),
             // Binding writes the node name through the store without the pod update rules
             // (upstream's BindingREST updates storage directly).
             "binding" => Vec::new(),
