@@ -14,6 +14,7 @@ mod resources;
 mod scheduling;
 mod security;
 mod spec;
+mod status;
 mod update;
 mod util;
 mod volumes;
@@ -316,17 +317,22 @@ impl Strategy for PodStrategy {
     }
 
     fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        update::validate_status_update(new, old)
+        status::validate_status_update(new, old)
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        // The store keeps the spec of a status write; the QoS class may not be dropped.
-        if new.get("spec") == old.get("spec") {
-            update::prepare_status_update(new, old);
-        }
+        // The store keeps the spec and metadata of a status write, and the status of an
+        // update of the pod.
+        status::prepare_status_update(new, old);
         if let Some(spec) = new.get_mut("spec") {
             drop_disabled_fields(spec, old.get("spec"));
         }
+    }
+
+    /// The status strategy's `WarningsOnUpdate`: IPs in non-standard form. (Updates of the
+    /// pod itself and of its other subresources warn about nothing, as upstream skips them.)
+    fn warnings_on_status_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        status::status_warnings(new)
     }
 
     /// The pod's name becomes its hostname, so a name that is no DNS label earns a warning;

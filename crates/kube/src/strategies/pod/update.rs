@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use apimachinery::validation::{FieldError, FieldPath, inclusive_range_error, is_qualified_name};
+use apimachinery::validation::{FieldError, FieldPath, inclusive_range_error};
 use serde_json::Value;
 
 use super::scheduling::validate_tolerations;
@@ -29,7 +29,7 @@ pub(super) fn spec_of(pod: &Value) -> &Value {
 
 /// `ValidatePodSpecificAnnotationUpdates` without the annotation rules themselves (which
 /// `validate_pod_metadata_and_spec` already ran): AppArmor and mirror-pod annotations stay.
-fn annotation_updates(new: &Value, old: &Value, path: &FieldPath) -> Vec<FieldError> {
+pub(super) fn annotation_updates(new: &Value, old: &Value, path: &FieldPath) -> Vec<FieldError> {
     let empty_meta = Value::Null;
     let new_a = map(new.get("metadata").unwrap_or(&empty_meta), "annotations");
     let old_a = map(old.get("metadata").unwrap_or(&empty_meta), "annotations");
@@ -452,183 +452,6 @@ pub fn validate_ephemeral_update(new: &Value, old: &Value) -> Vec<FieldError> {
         }
     }
     errs
-}
-
-/// `ValidatePodStatusUpdate`, the parts a client can get wrong: condition types, node name,
-/// QoS class, IPs.
-pub fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
-    let mut errs = annotation_updates(new, old, &FieldPath::new("metadata").child("annotations"));
-    let status = new.get("status").unwrap_or(empty());
-    // `validatePodConditions`: upstream names the internal field (`Type`).
-    let cp = FieldPath::new("status").child("conditions");
-    for (i, c) in items(status, "conditions") {
-        if let Some(g) = opt_int(c, "observedGeneration")
-            && g < 0
-        {
-            errs.push(FieldError::invalid(
-                &cp.index(i).child("observedGeneration"),
-                g,
-                "must be a non-negative integer",
-            ));
-        }
-        let t = text(c, "type");
-        if !matches!(t, "PodScheduled" | "Ready" | "Initialized") {
-            errs.extend(
-                is_qualified_name(t)
-                    .into_iter()
-                    .map(|m| FieldError::invalid(&cp.index(i).child("Type"), t, m)),
-            );
-        }
-    }
-    let sp = FieldPath::new("status");
-    if text(spec_of(new), "nodeName") != text(spec_of(old), "nodeName") {
-        errs.push(FieldError::forbidden(
-            &sp.child("nodeName"),
-            "may not be changed directly",
-        ));
-    }
-    let nominated = text(status, "nominatedNodeName");
-    let old_status = old.get("status").unwrap_or(empty());
-    if nominated != text(old_status, "nominatedNodeName") && !nominated.is_empty() {
-        errs.extend(
-            apimachinery::validation::is_dns1123_subdomain(nominated)
-                .into_iter()
-                .map(|m| FieldError::invalid(&sp.child("nominatedNodeName"), nominated, m)),
-        );
-    }
-    // ClearingNominatedNodeNameAfterBinding (beta, on in v1.36): a bound pod gets no new
-    // nominated node.
-    if !text(spec_of(old), "nodeName").is_empty()
-        && !nominated.is_empty()
-        && nominated != text(old_status, "nominatedNodeName")
-    {
-        errs.push(FieldError::forbidden(
-            &sp.child("nominatedNodeName"),
-            "may not be set on pods that are already bound to a node",
-        ));
-    }
-    if let Some(g) = opt_int(status, "observedGeneration")
-        && g < 0
-    {
-        errs.push(FieldError::invalid(
-            &sp.child("observedGeneration"),
-            g,
-            "must be a non-negative integer",
-        ));
-    }
-    let (nq, oq) = (text(status, "qosClass"), text(old_status, "qosClass"));
-    if nq != oq {
-        errs.push(FieldError::invalid(
-            &sp.child("qosClass"),
-            nq,
-            "field is immutable",
-        ));
-    }
-    // `validatePodIPs`: legacy IP fields (strict parsing, StrictIPCIDRValidation is on), whose
-    // old values may stay.
-    errs.extend(status_ips(status, old_status, "podIPs", &sp, false));
-    // `validateHostIPs`: the first host IP is `hostIP`, then the same IP rules.
-    errs.extend(status_ips(status, old_status, "hostIPs", &sp, true));
-    errs
-}
-
-/// An address as Go's `netutils.ParseIPSloppy` reads it: IPv4 octets may have leading zeros
-/// (read as decimal).
-fn parse_ip_sloppy(s: &str) -> Option<std::net::IpAddr> {
-    if !s.contains(':') {
-        let octets: Vec<u8> = s
-            .split('.')
-            .map(|o| {
-                (!o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit()))
-                    .then(|| o.parse::<u8>().ok())
-                    .flatten()
-            })
-            .collect::<Option<_>>()?;
-        let [a, b, c, d] = octets[..] else {
-            return None;
-        };
-        return Some(std::net::Ipv4Addr::new(a, b, c, d).into());
-    }
-    s.parse().ok()
-}
-
-/// `validatePodIPs` / `validateHostIPs` over `status.<list>`.
-fn status_ips(
-    status: &Value,
-    old_status: &Value,
-    list_name: &str,
-    sp: &FieldPath,
-    host: bool,
-) -> Vec<FieldError> {
-    let ips: Vec<&Value> = items(status, list_name).map(|(_, v)| v).collect();
-    let lp = sp.child(list_name);
-    let mut errs = Vec::new();
-    if host
-        && let Some(first) = ips.first()
-        && text(first, "ip") != text(status, "hostIP")
-    {
-        errs.push(FieldError::invalid(
-            &lp.index(0).child("ip"),
-            text(first, "ip"),
-            "must be equal to `hostIP`",
-        ));
-    }
-    let old_ips: Vec<&str> = items(old_status, list_name)
-        .map(|(_, v)| text(v, "ip"))
-        .collect();
-    for (i, ip) in ips.iter().enumerate() {
-        errs.extend(apimachinery::validation::is_valid_ip_for_legacy_field(
-            &lp.index(i),
-            text(ip, "ip"),
-            true,
-            &old_ips,
-        ));
-    }
-    if ips.len() > 1 {
-        // `IsDualStackIPStrings`: one address of each family at most, both families present.
-        let parsed: Vec<Option<std::net::IpAddr>> = ips
-            .iter()
-            .map(|ip| parse_ip_sloppy(text(ip, "ip")))
-            .collect();
-        let v4 = parsed.iter().flatten().filter(|ip| ip.is_ipv4()).count();
-        let v6 = parsed.iter().flatten().filter(|ip| ip.is_ipv6()).count();
-        if parsed.iter().all(Option::is_some) && (v4 == 0 || v6 == 0 || ips.len() > 2) {
-            let values: Vec<Value> = ips.iter().map(|v| (*v).clone()).collect();
-            let rendered = ironplane_protobuf::go_slice_json(
-                if host {
-                    "core.v1.HostIP"
-                } else {
-                    "core.v1.PodIP"
-                },
-                &values,
-                ironplane_protobuf::GoStyle::Internal,
-            )
-            .unwrap_or_default();
-            errs.push(
-                FieldError::invalid(
-                    &lp,
-                    Value::Array(values),
-                    "may specify no more than one IP for each IP family",
-                )
-                .with_rendered_value(rendered),
-            );
-        }
-    }
-    errs
-}
-
-/// The QoS class a status write may not drop (`podStatusStrategy.PrepareForUpdate`).
-pub fn prepare_status_update(new: &mut Value, old: &Value) {
-    let empty_qos = new
-        .pointer("/status/qosClass")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty);
-    if empty_qos
-        && let Some(q) = old.pointer("/status/qosClass").cloned()
-        && let Some(s) = new.get_mut("status").filter(|s| s.is_object())
-    {
-        s["qosClass"] = q;
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
