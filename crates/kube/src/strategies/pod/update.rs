@@ -301,22 +301,45 @@ fn gated_pod_mutations(munged: &mut Value, os: &Value, sp: &FieldPath) -> Vec<Fi
                 .child("requiredDuringSchedulingIgnoredDuringExecution")
                 .child("nodeSelectorTerms");
             if !old_terms.is_empty() && old_terms.len() != new_terms.len() {
-                errs.push(FieldError::invalid(
-                    &tp,
-                    Value::Array(new_terms),
-                    "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
-                ));
+                // Upstream prints the internal terms (a nil list is `null`).
+                let rendered = if new_terms.is_empty() {
+                    "null".to_string()
+                } else {
+                    ironplane_protobuf::go_slice_json(
+                        "core.v1.NodeSelectorTerm",
+                        &new_terms,
+                        ironplane_protobuf::GoStyle::Internal,
+                    )
+                    .unwrap_or_default()
+                };
+                errs.push(
+                    FieldError::invalid(
+                        &tp,
+                        Value::Array(new_terms),
+                        "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+                    )
+                    .with_rendered_value(rendered),
+                );
             } else {
                 for (i, old_term) in old_terms.iter().enumerate() {
                     let Some(new_term) = new_terms.get(i) else {
                         continue;
                     };
                     if !term_only_adds(new_term, old_term) {
-                        errs.push(FieldError::invalid(
-                            &tp.index(i),
-                            new_term.clone(),
-                            "only additions are allowed (no mutations or deletions)",
-                        ));
+                        let rendered = ironplane_protobuf::go_struct_json(
+                            "core.v1.NodeSelectorTerm",
+                            new_term,
+                            ironplane_protobuf::GoStyle::Internal,
+                        )
+                        .unwrap_or_default();
+                        errs.push(
+                            FieldError::invalid(
+                                &tp.index(i),
+                                new_term.clone(),
+                                "only additions are allowed (no mutations or deletions)",
+                            )
+                            .with_rendered_value(rendered),
+                        );
                     }
                 }
             }
