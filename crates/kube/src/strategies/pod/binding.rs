@@ -126,28 +126,12 @@ pub fn bind(pod: &Value, binding: &Value, now: &str) -> Result<Value, Status> {
             out["metadata"][field][k] = v.clone();
         }
     }
-    // `UpdatePodCondition`: the first PodScheduled condition is replaced where it is (its
-    // transition time kept when it was True already), else one is added.
-    let mut condition = json!({"type": "PodScheduled", "status": "True",
-        "lastProbeTime": null, "lastTransitionTime": now});
-    let conditions = out["status"]
-        .get_mut("conditions")
-        .and_then(Value::as_array_mut);
-    match conditions {
-        Some(list) => match list.iter_mut().find(|c| c["type"] == "PodScheduled") {
-            Some(old) => {
-                if old["status"] == "True" {
-                    condition["lastTransitionTime"] = old
-                        .get("lastTransitionTime")
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                }
-                *old = condition;
-            }
-            None => list.push(condition),
-        },
-        None => out["status"]["conditions"] = json!([condition]),
-    }
+    // `UpdatePodCondition`: the first PodScheduled condition is replaced where it is.
+    super::util::update_pod_condition(
+        &mut out["status"],
+        json!({"type": "PodScheduled", "status": "True",
+            "lastProbeTime": null, "lastTransitionTime": now}),
+    );
     Ok(out)
 }
 
