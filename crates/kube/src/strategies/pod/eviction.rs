@@ -1,13 +1,17 @@
 //! `pods/eviction` (pkg/registry/core/pod/storage/eviction.go): a create of a policy/v1
-//! Eviction that deletes the pod when its disruption budget allows it. A pod that is pending,
-//! finished or already being deleted goes at once; otherwise the one PodDisruptionBudget that
-//! selects it must allow a disruption, which the eviction takes (`disruptionsAllowed` goes
-//! down, the pod is listed in `disruptedPods`) before the delete.
+//! Eviction that deletes the pod when its disruption budget allows it. An eviction may not ask
+//! to ignore store read errors. A pod that is pending, finished or already being deleted goes
+//! at once; otherwise the one PodDisruptionBudget that selects it must allow a disruption,
+//! which the eviction takes (`disruptionsAllowed` goes down, the pod is listed in
+//! `disruptedPods`) before the delete, unless the pod is unready and the budget lets unhealthy
+//! pods go (AlwaysAllow, or a met budget). Before its delete the pod gets the DisruptionTarget
+//! condition through a status write.
 
 use std::sync::Arc;
 
 use apimachinery::labels::Selector;
 use apimachinery::object::ObjectExt;
+use apimachinery::validation::{FieldError, FieldPath, invalid_status};
 use apimachinery::{GroupResource, Status, StatusCause};
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
@@ -66,6 +70,80 @@ fn is_ready(pod: &Value) -> bool {
         .any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
+/// The condition an eviction adds before it deletes the pod.
+fn disruption_target(now: &str) -> Value {
+    json!({"type": "DisruptionTarget", "status": "True", "lastProbeTime": null,
+        "lastTransitionTime": now, "reason": "EvictionByEvictionAPI",
+        "message": "Eviction API: evicting"})
+}
+
+/// `addConditionAndDeletePod`: unless this is a dry run, the latest pod gets the
+/// DisruptionTarget condition through a status write (its delete preconditions checked first,
+/// a version precondition then moved to the written version), and is deleted.
+async fn add_condition_and_delete(
+    pods: &Arc<apiserver::registry::RegistryStore>,
+    requester: &Requester<'_>,
+    namespace: &str,
+    name: &str,
+    mut opts: DeleteOptions,
+) -> Result<(), Status> {
+    if !opts.dry_run {
+        let (uid, rv) = (
+            opts.precondition_uid.clone().filter(|u| !u.is_empty()),
+            opts.precondition_resource_version
+                .clone()
+                .filter(|r| !r.is_empty()),
+        );
+        let pod_kind = GroupResource::new("", "Pod");
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let mut updater = |current: Option<&Value>| {
+            let Some(current) = current else {
+                return Err(Status::not_found(&GroupResource::new("", "pods"), name));
+            };
+            if let Some(uid) = &uid
+                && uid != current.uid()
+            {
+                return Err(Status::conflict(
+                    &pod_kind,
+                    current.name(),
+                    format!(
+                        "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                        current.uid()
+                    ),
+                ));
+            }
+            if let Some(rv) = &rv
+                && rv != current.resource_version()
+            {
+                return Err(Status::conflict(
+                    &pod_kind,
+                    current.name(),
+                    format!(
+                        "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                        current.resource_version()
+                    ),
+                ));
+            }
+            let mut next = current.clone();
+            super::util::update_pod_condition(&mut next["status"], disruption_target(&now));
+            Ok(next)
+        };
+        let update = UpdateOptions {
+            write: WriteOptions { dry_run: false },
+            subresource: "status".into(),
+            is_put: false,
+        };
+        let (written, _) = pods
+            .update(requester, namespace, name, &mut updater, &update)
+            .await?;
+        if opts.precondition_resource_version.is_some() {
+            opts.precondition_resource_version = Some(written.resource_version.to_string());
+        }
+    }
+    pods.delete(requester, namespace, name, &opts).await?;
+    Ok(())
+}
+
 /// Evicts the pod `name` in `namespace`; the answer to the create.
 pub async fn evict(
     api: &Arc<ApiResources>,
@@ -80,36 +158,65 @@ pub async fn evict(
             "name in URL does not match name in Eviction object",
         ));
     }
+    if eviction
+        .pointer("/deleteOptions/ignoreStoreReadErrorWithClusterBreakingPotential")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        let errs = [FieldError::invalid(
+            &FieldPath::new("deleteOptions")
+                .child("ignoreStoreReadErrorWithClusterBreakingPotential"),
+            true,
+            "can not be set for pod eviction, try after removing the option",
+        )];
+        return Err(invalid_status("policy", "Eviction", name, &errs));
+    }
     let pods = api
         .get("", "v1", "pods")
         .ok_or_else(|| Status::internal("pods are not served"))?
         .clone();
     let requester = Requester { user };
-    let mut opts = delete_options(eviction, dry_run);
-    let pod = pods
-        .get(namespace, name, ResourceVersion::default())
-        .await?
-        .value()
-        .map_err(Status::internal)?;
-    let phase = pod
-        .pointer("/status/phase")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let terminal = matches!(phase, "Succeeded" | "Failed");
-    let deleting = pod.deletion_timestamp().is_some();
-    if terminal || phase == "Pending" || deleting {
-        // Pending pods have not started, finished ones already left: no budget to check. A
-        // running pod's delete is pinned to the version read, not to race a readiness change.
-        if !terminal && !deleting && opts.precondition_resource_version.is_none() {
+    let original = delete_options(eviction, dry_run);
+    let rv_unset = original.precondition_resource_version.is_none();
+    // Conflicts are tried again unless the client pinned a version (`EvictionsRetry`).
+    let mut attempts = 0;
+    let pod = loop {
+        attempts += 1;
+        let pod = pods
+            .get(namespace, name, ResourceVersion::default())
+            .await?
+            .value()
+            .map_err(Status::internal)?;
+        let phase = pod
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let terminal = matches!(phase, "Succeeded" | "Failed");
+        let deleting = pod.deletion_timestamp().is_some();
+        // `canIgnorePDB`: pending pods have not started, finished ones already left.
+        if !(terminal || phase == "Pending" || deleting) {
+            break pod;
+        }
+        let mut opts = original.clone();
+        // `shouldEnforceResourceVersion`: a pending pod's delete is pinned to the version
+        // read, not to race a readiness change.
+        if !terminal && !deleting && rv_unset {
             opts.precondition_resource_version = Some(pod.resource_version().to_string());
         }
-        pods.delete(&requester, namespace, name, &opts).await?;
-        return Ok(apimachinery::status::created_status());
-    }
+        match add_condition_and_delete(&pods, &requester, namespace, name, opts).await {
+            Err(e) if e.code == 409 && rv_unset && attempts < 5 => continue,
+            Err(e) => return Err(e),
+            Ok(()) => return Ok(apimachinery::status::created_status()),
+        }
+    };
     let budgets = matching_budgets(api, namespace, &pod).await?;
+    let mut opts = original.clone();
+    let mut unhealthy_deletion = false;
+    let mut pdb_name = String::new();
     match budgets.as_slice() {
         [] => {}
         [pdb] => {
+            pdb_name = pdb.name().to_string();
             let current = pdb
                 .pointer("/status/currentHealthy")
                 .and_then(Value::as_i64)
@@ -118,9 +225,14 @@ pub async fn evict(
                 .pointer("/status/desiredHealthy")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
-            if !is_ready(&pod) && current >= desired && desired > 0 {
-                // An unready pod does not count as healthy: it may go without spending the budget.
-                opts.precondition_resource_version = Some(pod.resource_version().to_string());
+            let always_allow = pdb
+                .pointer("/spec/unhealthyPodEvictionPolicy")
+                .and_then(Value::as_str)
+                == Some("AlwaysAllow");
+            // An unready pod does not count as healthy: it may go without spending the
+            // budget when the policy says so or the budget is met.
+            if !is_ready(&pod) && (always_allow || (current >= desired && desired > 0)) {
+                unhealthy_deletion = true;
             } else {
                 take_disruption(api, namespace, name, pdb, user, opts.dry_run).await?;
             }
@@ -135,8 +247,17 @@ pub async fn evict(
             return Ok(s);
         }
     }
-    pods.delete(&requester, namespace, name, &opts).await?;
-    Ok(apimachinery::status::created_status())
+    if unhealthy_deletion {
+        opts.precondition_resource_version = Some(pod.resource_version().to_string());
+    }
+    match add_condition_and_delete(&pods, &requester, namespace, name, opts).await {
+        Err(e) if e.code == 409 && unhealthy_deletion && rv_unset => Err(too_many_requests(
+            10,
+            format!("The disruption budget {pdb_name} is still being processed by the server."),
+        )),
+        Err(e) => Err(e),
+        Ok(()) => Ok(apimachinery::status::created_status()),
+    }
 }
 
 /// The budgets of the namespace whose selector selects the pod (an empty or invalid selector
@@ -219,12 +340,37 @@ async fn take_disruption(
             .pointer("/status/currentHealthy")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        return Err(too_many_requests(
-            0,
-            format!(
+        // The DisruptionAllowed condition explains the refusal when it is False with a
+        // message; a failed sync first, as the counts are not to be trusted then.
+        let condition = pdb
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|l| l.iter().find(|c| c["type"] == "DisruptionAllowed"))
+            .filter(|c| {
+                c["status"] == "False"
+                    && c.get("message")
+                        .and_then(Value::as_str)
+                        .is_some_and(|m| !m.is_empty())
+            });
+        let text = |c: &Value, f: &str| c.get(f).and_then(Value::as_str).unwrap_or("").to_string();
+        let msg = match condition {
+            Some(c) if text(c, "reason") == "SyncFailed" => format!(
+                "The disruption budget {pdb_name} does not allow evicting pods currently because it failed sync: {}",
+                text(c, "message")
+            ),
+            _ if current <= desired => format!(
                 "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
             ),
-        ));
+            Some(c) => format!(
+                "The disruption budget {pdb_name} does not allow evicting pods currently ({}): {}",
+                text(c, "reason"),
+                text(c, "message")
+            ),
+            None => {
+                format!("The disruption budget {pdb_name} does not allow evicting pods currently")
+            }
+        };
+        return Err(too_many_requests(0, msg));
     }
     if dry_run {
         return Ok(());

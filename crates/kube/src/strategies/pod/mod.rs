@@ -5,14 +5,17 @@
 //! templates: `default_pod_spec`, `validate_pod_spec`, `validate_pod_template_spec`,
 //! `template_warnings`.
 
+mod binding;
 mod containers;
 mod defaults;
 mod eviction;
 mod gates;
+mod resize;
 mod resources;
 mod scheduling;
 mod security;
 mod spec;
+mod status;
 mod update;
 mod util;
 mod volumes;
@@ -20,14 +23,14 @@ mod warnings;
 
 use super::set_default;
 
+use apimachinery::Status;
 use apimachinery::object::ObjectExt;
-use apimachinery::validation::{FieldError, FieldPath, invalid_status, is_dns1123_label};
-use apimachinery::{GroupResource, Status};
+use apimachinery::validation::{FieldError, FieldPath, is_dns1123_label};
 use std::sync::Arc;
 
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::{Requester, Strategy, UpdateOptions};
+use apiserver::registry::Strategy;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -81,95 +84,6 @@ impl Strategy for PodTemplateStrategy {
     }
 }
 
-/// Binds a pod to a node, as a scheduler does through `pods/binding` or `bindings`
-/// (upstream: pkg/registry/core/pod/storage BindingREST): the pod must be unbound, not being
-/// deleted and without scheduling gates; it gets the node, the binding's annotations and a
-/// PodScheduled condition.
-pub fn bind(pod: &Value, binding: &Value) -> Result<Value, Status> {
-    if binding.name() != pod.name() {
-        return Err(Status::bad_request(
-            "name in URL does not match name in Binding object",
-        ));
-    }
-    let target = FieldPath::new("target");
-    let kind = binding
-        .pointer("/target/kind")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let node = binding
-        .pointer("/target/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let mut errs = Vec::new();
-    if !kind.is_empty() && kind != "Node" {
-        errs.push(FieldError::not_supported(
-            &target.child("kind"),
-            json!(kind),
-            &["Node", "<empty>"],
-        ));
-    }
-    if node.is_empty() {
-        errs.push(FieldError::required(&target.child("name"), ""));
-    }
-    if !errs.is_empty() {
-        return Err(invalid_status("", "Binding", binding.name(), &errs));
-    }
-    let pods = GroupResource::new("", "pods");
-    if pod.deletion_timestamp().is_some() {
-        return Err(Status::internal(format!(
-            "pod {} is being deleted, cannot be assigned to a host",
-            pod.name()
-        )));
-    }
-    if let Some(bound) = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-    {
-        return Err(Status::conflict(
-            &pods,
-            pod.name(),
-            format!("pod {} is already assigned to node \"{bound}\"", pod.name()),
-        ));
-    }
-    if pod
-        .pointer("/spec/schedulingGates")
-        .and_then(Value::as_array)
-        .is_some_and(|g| !g.is_empty())
-    {
-        return Err(Status::conflict(
-            &pods,
-            pod.name(),
-            format!("pod {} has non-empty .spec.schedulingGates", pod.name()),
-        ));
-    }
-    let mut out = pod.clone();
-    out["spec"]["nodeName"] = json!(node);
-    if let Some(annotations) = binding.annotations() {
-        for (k, v) in annotations {
-            if !out["metadata"]["annotations"].is_object() {
-                out["metadata"]["annotations"] = json!({});
-            }
-            out["metadata"]["annotations"][k] = v.clone();
-        }
-    }
-    if !out["status"].is_object() {
-        out["status"] = json!({});
-    }
-    let conditions = out["status"]["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let mut conditions: Vec<Value> = conditions
-        .into_iter()
-        .filter(|c| c["type"] != "PodScheduled")
-        .collect();
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
-    out["status"]["conditions"] = json!(conditions);
-    Ok(out)
-}
-
 /// `bindings`: the older way to bind a pod, a create in the pod's namespace that is never
 /// stored; it updates the pod as `pods/binding` does.
 pub struct BindingStrategy {
@@ -181,51 +95,15 @@ impl Strategy for BindingStrategy {
     async fn create_without_storage(
         &self,
         obj: &Value,
-        user: &UserInfo,
+        _user: &UserInfo,
     ) -> Option<Result<Value, Status>> {
-        let pods = self
-            .api
-            .get()
-            .and_then(|a| a.get("", "v1", "pods"))?
-            .clone();
-        let mut updater = |current: Option<&Value>| match current {
-            Some(pod) => bind(pod, obj),
-            None => Err(Status::not_found(
-                &GroupResource::new("", "pods"),
-                obj.name(),
-            )),
-        };
-        let opts = UpdateOptions {
-            subresource: "binding".into(),
-            ..Default::default()
-        };
-        let bound = pods
-            .update(
-                &Requester { user },
-                obj.namespace(),
-                obj.name(),
-                &mut updater,
-                &opts,
-            )
-            .await;
-        Some(bound.map(|_| apimachinery::status::created_status()))
+        let api = self.api.get()?.clone();
+        Some(binding::create_binding(&api, obj.namespace(), obj.name(), obj, false).await)
     }
 }
 
 #[async_trait]
 impl Strategy for PodStrategy {
-    fn create_on_subresource(
-        &self,
-        subresource: &str,
-        body: &Value,
-        current: &Value,
-    ) -> Result<Value, Status> {
-        match subresource {
-            "binding" => bind(current, body),
-            _ => Err(Status::method_not_allowed()),
-        }
-    }
-
     async fn serve_subresource_create(
         &self,
         subresource: &str,
@@ -235,11 +113,12 @@ impl Strategy for PodStrategy {
         user: &UserInfo,
         dry_run: bool,
     ) -> Option<Result<Value, Status>> {
-        if subresource != "eviction" {
-            return None;
-        }
         let api = self.api.get()?.clone();
-        Some(eviction::evict(&api, namespace, name, body, user, dry_run).await)
+        match subresource {
+            "eviction" => Some(eviction::evict(&api, namespace, name, body, user, dry_run).await),
+            "binding" => Some(binding::create_binding(&api, namespace, name, body, dry_run).await),
+            _ => None,
+        }
     }
 
     fn default(&self, obj: &mut Value) {
@@ -282,7 +161,7 @@ impl Strategy for PodStrategy {
     fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
         match subresource {
             "ephemeralcontainers" => update::prepare_ephemeral_update(new, old),
-            "resize" => update::prepare_resize(new, old),
+            "resize" => resize::prepare_resize(new, old),
             _ => {}
         }
         if let Some(spec) = new.get_mut("spec") {
@@ -306,26 +185,28 @@ impl Strategy for PodStrategy {
     ) -> Vec<FieldError> {
         match subresource {
             "ephemeralcontainers" => update::validate_ephemeral_update(new, old),
-            "resize" => update::validate_resize(new, old),
-            // Binding writes the node name through the store without the pod update rules
-            // (upstream's BindingREST updates storage directly).
-            "binding" => Vec::new(),
+            "resize" => resize::validate_resize(new, old),
             _ => self.validate_update(new, old),
         }
     }
 
     fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        update::validate_status_update(new, old)
+        status::validate_status_update(new, old)
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        // The store keeps the spec of a status write; the QoS class may not be dropped.
-        if new.get("spec") == old.get("spec") {
-            update::prepare_status_update(new, old);
-        }
+        // The store keeps the spec and metadata of a status write, and the status of an
+        // update of the pod.
+        status::prepare_status_update(new, old);
         if let Some(spec) = new.get_mut("spec") {
             drop_disabled_fields(spec, old.get("spec"));
         }
+    }
+
+    /// The status strategy's `WarningsOnUpdate`: IPs in non-standard form. (Updates of the
+    /// pod itself and of its other subresources warn about nothing, as upstream skips them.)
+    fn warnings_on_status_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        status::status_warnings(new)
     }
 
     /// The pod's name becomes its hostname, so a name that is no DNS label earns a warning;
@@ -367,46 +248,5 @@ impl Strategy for PodStrategy {
             period = 1;
         }
         Some(period)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pod() -> Value {
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
-               "spec": {"containers": [{"name": "c", "image": "nginx"}]}, "status": {"phase": "Pending"}})
-    }
-
-    fn binding(node: &str) -> Value {
-        json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "annotations": {"a": "b"}}, "target": {"kind": "Node", "name": node}})
-    }
-
-    #[test]
-    fn binding_assigns_the_node_once() {
-        let bound = bind(&pod(), &binding("n1")).unwrap();
-        assert_eq!(bound["spec"]["nodeName"], "n1");
-        assert_eq!(bound["metadata"]["annotations"]["a"], "b");
-        assert_eq!(bound["status"]["conditions"][0]["type"], "PodScheduled");
-        let again = bind(&bound, &binding("n2")).unwrap_err();
-        assert_eq!(
-            (again.code, again.message.as_str()),
-            (
-                409,
-                r#"Operation cannot be fulfilled on pods "p": pod p is already assigned to node "n1""#
-            )
-        );
-        let no_target = bind(&pod(), &binding("")).unwrap_err();
-        assert_eq!(
-            (no_target.code, no_target.message.as_str()),
-            (
-                422,
-                r#"Binding "p" is invalid: target.name: Required value"#
-            )
-        );
-        let mut other = binding("n1");
-        other["metadata"]["name"] = json!("q");
-        assert_eq!(bind(&pod(), &other).unwrap_err().code, 400);
     }
 }

@@ -6,31 +6,30 @@
 
 use std::collections::BTreeSet;
 
-use apimachinery::validation::{FieldError, FieldPath, inclusive_range_error, is_qualified_name};
+use apimachinery::validation::{FieldError, FieldPath, inclusive_range_error};
 use serde_json::Value;
 
-use super::resources::compute_qos;
 use super::scheduling::validate_tolerations;
 use super::spec::validate_pod_metadata_and_spec;
-use super::util::{items, list, map, opt_int, quantity, text};
+use super::util::{items, list, map, opt_int, text};
 
 const UPDATABLE_FIELDS: &str = "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
-const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+pub(super) const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 const APPARMOR_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
 
-fn empty() -> &'static Value {
+pub(super) fn empty() -> &'static Value {
     static NULL: Value = Value::Null;
     &NULL
 }
 
-fn spec_of(pod: &Value) -> &Value {
+pub(super) fn spec_of(pod: &Value) -> &Value {
     pod.get("spec").unwrap_or(empty())
 }
 
 /// `ValidatePodSpecificAnnotationUpdates` without the annotation rules themselves (which
 /// `validate_pod_metadata_and_spec` already ran): AppArmor and mirror-pod annotations stay.
-fn annotation_updates(new: &Value, old: &Value, path: &FieldPath) -> Vec<FieldError> {
+pub(super) fn annotation_updates(new: &Value, old: &Value, path: &FieldPath) -> Vec<FieldError> {
     let empty_meta = Value::Null;
     let new_a = map(new.get("metadata").unwrap_or(&empty_meta), "annotations");
     let old_a = map(old.get("metadata").unwrap_or(&empty_meta), "annotations");
@@ -188,7 +187,7 @@ pub fn validate_pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
     errs
 }
 
-fn copy_field(to: &mut Value, from: &Value, field: &str) {
+pub(super) fn copy_field(to: &mut Value, from: &Value, field: &str) {
     let Some(obj) = to.as_object_mut() else {
         return;
     };
@@ -203,7 +202,7 @@ fn copy_field(to: &mut Value, from: &Value, field: &str) {
 }
 
 /// Go compares structs, where a null and an absent field are the same.
-fn without_nulls(v: &Value) -> Value {
+pub(super) fn without_nulls(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()
@@ -302,22 +301,45 @@ fn gated_pod_mutations(munged: &mut Value, os: &Value, sp: &FieldPath) -> Vec<Fi
                 .child("requiredDuringSchedulingIgnoredDuringExecution")
                 .child("nodeSelectorTerms");
             if !old_terms.is_empty() && old_terms.len() != new_terms.len() {
-                errs.push(FieldError::invalid(
-                    &tp,
-                    Value::Array(new_terms),
-                    "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
-                ));
+                // Upstream prints the internal terms (a nil list is `null`).
+                let rendered = if new_terms.is_empty() {
+                    "null".to_string()
+                } else {
+                    ironplane_protobuf::go_slice_json(
+                        "core.v1.NodeSelectorTerm",
+                        &new_terms,
+                        ironplane_protobuf::GoStyle::Internal,
+                    )
+                    .unwrap_or_default()
+                };
+                errs.push(
+                    FieldError::invalid(
+                        &tp,
+                        Value::Array(new_terms),
+                        "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+                    )
+                    .with_rendered_value(rendered),
+                );
             } else {
                 for (i, old_term) in old_terms.iter().enumerate() {
                     let Some(new_term) = new_terms.get(i) else {
                         continue;
                     };
                     if !term_only_adds(new_term, old_term) {
-                        errs.push(FieldError::invalid(
-                            &tp.index(i),
-                            new_term.clone(),
-                            "only additions are allowed (no mutations or deletions)",
-                        ));
+                        let rendered = ironplane_protobuf::go_struct_json(
+                            "core.v1.NodeSelectorTerm",
+                            new_term,
+                            ironplane_protobuf::GoStyle::Internal,
+                        )
+                        .unwrap_or_default();
+                        errs.push(
+                            FieldError::invalid(
+                                &tp.index(i),
+                                new_term.clone(),
+                                "only additions are allowed (no mutations or deletions)",
+                            )
+                            .with_rendered_value(rendered),
+                        );
                     }
                 }
             }
@@ -366,7 +388,7 @@ fn term_only_adds(new: &Value, old: &Value) -> bool {
 
 /// Metadata a subresource write may not change (`ResetObjectMetaForStatus`): the stored values
 /// come back.
-fn reset_meta(new: &mut Value, old: &Value) {
+pub(super) fn reset_meta(new: &mut Value, old: &Value) {
     for field in [
         "deletionTimestamp",
         "generation",
@@ -405,45 +427,6 @@ pub fn prepare_ephemeral_update(new: &mut Value, old: &Value) {
             }
         }
     }
-    copy_field(new, old, "status");
-    reset_meta(new, old);
-}
-
-/// `dropNonResizeUpdates`: only containers' resources and resize policies change (unless the
-/// containers themselves changed, which validation then refuses).
-pub fn prepare_resize(new: &mut Value, old: &Value) {
-    let (ns, os) = (spec_of(new), spec_of(old));
-    let mut spec = os.clone();
-    for kind in ["containers", "initContainers"] {
-        let (nc, oc) = (list(ns, kind), list(os, kind));
-        if nc.len() != oc.len() {
-            return;
-        }
-        if nc.is_empty() {
-            continue;
-        }
-        if nc
-            .iter()
-            .zip(oc)
-            .any(|(n, o)| text(n, "name") != text(o, "name"))
-        {
-            spec[kind] = Value::Array(nc.to_vec());
-            continue;
-        }
-        let merged: Vec<Value> = nc
-            .iter()
-            .zip(oc)
-            .map(|(n, o)| {
-                let mut c = o.clone();
-                for field in ["resources", "resizePolicy"] {
-                    copy_field(&mut c, n, field);
-                }
-                c
-            })
-            .collect();
-        spec[kind] = Value::Array(merged);
-    }
-    new["spec"] = spec;
     copy_field(new, old, "status");
     reset_meta(new, old);
 }
@@ -492,371 +475,6 @@ pub fn validate_ephemeral_update(new: &Value, old: &Value) -> Vec<FieldError> {
         }
     }
     errs
-}
-
-fn has_pod_level_resources(pod: &Value) -> bool {
-    spec_of(pod)
-        .get("resources")
-        .is_some_and(|r| !map(r, "requests").is_empty() || !map(r, "limits").is_empty())
-}
-
-/// `ValidatePodResize`.
-pub fn validate_resize(new: &Value, old: &Value) -> Vec<FieldError> {
-    let mut errs = validate_pod_metadata_and_spec(new);
-    let root = FieldPath::new("");
-    if has_pod_level_resources(old) || has_pod_level_resources(new) {
-        return vec![FieldError::forbidden(
-            &root,
-            "pods with pod-level resources cannot be resized",
-        )];
-    }
-    if old
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(MIRROR_POD))
-        .is_some()
-    {
-        return vec![FieldError::forbidden(
-            &root,
-            "static pods cannot be resized",
-        )];
-    }
-    if old.pointer("/spec/os/name").and_then(Value::as_str) == Some("windows") {
-        return vec![FieldError::forbidden(
-            &root,
-            "windows pods cannot be resized",
-        )];
-    }
-    let sp = FieldPath::new("spec");
-    let (ns, os) = (spec_of(new), spec_of(old));
-    let old_qos = old
-        .pointer("/status/qosClass")
-        .and_then(Value::as_str)
-        .filter(|q| !q.is_empty())
-        .unwrap_or_else(|| compute_qos(os));
-    if old_qos != compute_qos(ns) {
-        let q = new
-            .pointer("/status/qosClass")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        errs.push(FieldError::invalid(
-            &sp,
-            q,
-            "Pod QOS Class may not change as a result of resizing",
-        ));
-    }
-    let running_without_resources =
-        items(old.get("status").unwrap_or(empty()), "containerStatuses")
-            .find(|(_, s)| s.pointer("/state/running").is_some_and(|r| !r.is_null()))
-            .is_some_and(|(_, s)| s.get("resources").is_none_or(Value::is_null));
-    if running_without_resources {
-        errs.push(FieldError::forbidden(
-            &sp,
-            "Pod running on node without support for resize",
-        ));
-    }
-    let sidecar = |c: &Value| text(c, "restartPolicy") == "Always";
-    for (i, oc) in items(os, "initContainers") {
-        if !sidecar(oc) {
-            continue;
-        }
-        if let Some(nc) = list(ns, "initContainers").get(i) {
-            errs.extend(container_resize(
-                nc,
-                oc,
-                &sp.child("initContainers").index(i).child("resources"),
-            ));
-        }
-    }
-    for (i, oc) in items(os, "containers") {
-        if let Some(nc) = list(ns, "containers").get(i) {
-            errs.extend(container_resize(
-                nc,
-                oc,
-                &sp.child("containers").index(i).child("resources"),
-            ));
-        }
-    }
-    let mut munged = ns.clone();
-    for (i, oc) in items(os, "containers") {
-        let Some(c) = munged.get_mut("containers").and_then(|l| l.get_mut(i)) else {
-            continue;
-        };
-        drop_cpu_memory(c, oc);
-        if without_nulls(c) != without_nulls(oc) {
-            errs.push(FieldError::forbidden(
-                &sp,
-                "only cpu and memory resources are mutable",
-            ));
-        }
-    }
-    for (i, oc) in items(os, "initContainers") {
-        let Some(c) = munged.get_mut("initContainers").and_then(|l| l.get_mut(i)) else {
-            continue;
-        };
-        if sidecar(c) {
-            drop_cpu_memory(c, oc);
-            if without_nulls(c) != without_nulls(oc) {
-                errs.push(FieldError::forbidden(
-                    &sp,
-                    "only cpu and memory resources for sidecar containers are mutable",
-                ));
-            }
-        } else if without_nulls(c) != without_nulls(oc) {
-            errs.push(FieldError::forbidden(
-                &sp,
-                "resources for non-sidecar init containers are immutable",
-            ));
-        }
-    }
-    if !errs.is_empty() {
-        return errs;
-    }
-    if without_nulls(&munged) != without_nulls(os) {
-        errs.push(FieldError::forbidden(
-            &sp,
-            "only cpu and memory resources are mutable",
-        ));
-    }
-    errs
-}
-
-/// `dropCPUMemoryResourcesFromContainer`: cpu and memory as the old container had them.
-fn drop_cpu_memory(c: &mut Value, old: &Value) {
-    let old_res = old.get("resources").unwrap_or(empty());
-    let new_res = c.get("resources").cloned().unwrap_or(Value::Null);
-    let mut res = serde_json::Map::new();
-    for list in ["limits", "requests"] {
-        let Some(old_list) = old_res.get(list).and_then(Value::as_object) else {
-            continue;
-        };
-        let mut l = map(&new_res, list).clone();
-        l.remove("cpu");
-        l.remove("memory");
-        for k in ["cpu", "memory"] {
-            if let Some(v) = old_list.get(k) {
-                l.insert(k.to_string(), v.clone());
-            }
-        }
-        res.insert(list.to_string(), Value::Object(l));
-    }
-    c["resources"] = Value::Object(res);
-}
-
-/// `validateContainerResize`.
-fn container_resize(new: &Value, old: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let (nr, or) = (
-        new.get("resources").unwrap_or(empty()),
-        old.get("resources").unwrap_or(empty()),
-    );
-    for (list, what) in [
-        ("requests", "resource requests cannot be removed"),
-        ("limits", "resource limits cannot be removed"),
-    ] {
-        let (n, o) = (map(nr, list), map(or, list));
-        if o.len() > n.len() || o.keys().any(|k| !n.contains_key(k)) {
-            errs.push(FieldError::forbidden(&path.child(list), what));
-        }
-    }
-    let mem_policy = items(new, "resizePolicy")
-        .find(|(_, p)| text(p, "resourceName") == "memory")
-        .map(|(_, p)| text(p, "restartPolicy"))
-        .unwrap_or("");
-    if matches!(mem_policy, "NotRequired" | "") {
-        let lp = path.child("limits").key("memory");
-        match (
-            map(nr, "limits").get("memory").and_then(quantity),
-            map(or, "limits").get("memory").and_then(quantity),
-        ) {
-            (Some(n), Some(o)) if n < o => errs.push(FieldError::forbidden(
-                &lp,
-                "memory limits cannot be decreased unless resizePolicy is RestartContainer",
-            )),
-            (Some(_), None) => errs.push(FieldError::forbidden(
-                &lp,
-                "memory limits cannot be added unless resizePolicy is RestartContainer",
-            )),
-            _ => {}
-        }
-    }
-    errs
-}
-
-/// `ValidatePodStatusUpdate`, the parts a client can get wrong: condition types, node name,
-/// QoS class, IPs.
-pub fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
-    let mut errs = annotation_updates(new, old, &FieldPath::new("metadata").child("annotations"));
-    let status = new.get("status").unwrap_or(empty());
-    // `validatePodConditions`: upstream names the internal field (`Type`).
-    let cp = FieldPath::new("status").child("conditions");
-    for (i, c) in items(status, "conditions") {
-        if let Some(g) = opt_int(c, "observedGeneration")
-            && g < 0
-        {
-            errs.push(FieldError::invalid(
-                &cp.index(i).child("observedGeneration"),
-                g,
-                "must be a non-negative integer",
-            ));
-        }
-        let t = text(c, "type");
-        if !matches!(t, "PodScheduled" | "Ready" | "Initialized") {
-            errs.extend(
-                is_qualified_name(t)
-                    .into_iter()
-                    .map(|m| FieldError::invalid(&cp.index(i).child("Type"), t, m)),
-            );
-        }
-    }
-    let sp = FieldPath::new("status");
-    if text(spec_of(new), "nodeName") != text(spec_of(old), "nodeName") {
-        errs.push(FieldError::forbidden(
-            &sp.child("nodeName"),
-            "may not be changed directly",
-        ));
-    }
-    let nominated = text(status, "nominatedNodeName");
-    let old_status = old.get("status").unwrap_or(empty());
-    if nominated != text(old_status, "nominatedNodeName") && !nominated.is_empty() {
-        errs.extend(
-            apimachinery::validation::is_dns1123_subdomain(nominated)
-                .into_iter()
-                .map(|m| FieldError::invalid(&sp.child("nominatedNodeName"), nominated, m)),
-        );
-    }
-    // ClearingNominatedNodeNameAfterBinding (beta, on in v1.36): a bound pod gets no new
-    // nominated node.
-    if !text(spec_of(old), "nodeName").is_empty()
-        && !nominated.is_empty()
-        && nominated != text(old_status, "nominatedNodeName")
-    {
-        errs.push(FieldError::forbidden(
-            &sp.child("nominatedNodeName"),
-            "may not be set on pods that are already bound to a node",
-        ));
-    }
-    if let Some(g) = opt_int(status, "observedGeneration")
-        && g < 0
-    {
-        errs.push(FieldError::invalid(
-            &sp.child("observedGeneration"),
-            g,
-            "must be a non-negative integer",
-        ));
-    }
-    let (nq, oq) = (text(status, "qosClass"), text(old_status, "qosClass"));
-    if nq != oq {
-        errs.push(FieldError::invalid(
-            &sp.child("qosClass"),
-            nq,
-            "field is immutable",
-        ));
-    }
-    // `validatePodIPs`: legacy IP fields (strict parsing, StrictIPCIDRValidation is on), whose
-    // old values may stay.
-    errs.extend(status_ips(status, old_status, "podIPs", &sp, false));
-    // `validateHostIPs`: the first host IP is `hostIP`, then the same IP rules.
-    errs.extend(status_ips(status, old_status, "hostIPs", &sp, true));
-    errs
-}
-
-/// An address as Go's `netutils.ParseIPSloppy` reads it: IPv4 octets may have leading zeros
-/// (read as decimal).
-fn parse_ip_sloppy(s: &str) -> Option<std::net::IpAddr> {
-    if !s.contains(':') {
-        let octets: Vec<u8> = s
-            .split('.')
-            .map(|o| {
-                (!o.is_empty() && o.len() <= 3 && o.bytes().all(|b| b.is_ascii_digit()))
-                    .then(|| o.parse::<u8>().ok())
-                    .flatten()
-            })
-            .collect::<Option<_>>()?;
-        let [a, b, c, d] = octets[..] else {
-            return None;
-        };
-        return Some(std::net::Ipv4Addr::new(a, b, c, d).into());
-    }
-    s.parse().ok()
-}
-
-/// `validatePodIPs` / `validateHostIPs` over `status.<list>`.
-fn status_ips(
-    status: &Value,
-    old_status: &Value,
-    list_name: &str,
-    sp: &FieldPath,
-    host: bool,
-) -> Vec<FieldError> {
-    let ips: Vec<&Value> = items(status, list_name).map(|(_, v)| v).collect();
-    let lp = sp.child(list_name);
-    let mut errs = Vec::new();
-    if host
-        && let Some(first) = ips.first()
-        && text(first, "ip") != text(status, "hostIP")
-    {
-        errs.push(FieldError::invalid(
-            &lp.index(0).child("ip"),
-            text(first, "ip"),
-            "must be equal to `hostIP`",
-        ));
-    }
-    let old_ips: Vec<&str> = items(old_status, list_name)
-        .map(|(_, v)| text(v, "ip"))
-        .collect();
-    for (i, ip) in ips.iter().enumerate() {
-        errs.extend(apimachinery::validation::is_valid_ip_for_legacy_field(
-            &lp.index(i),
-            text(ip, "ip"),
-            true,
-            &old_ips,
-        ));
-    }
-    if ips.len() > 1 {
-        // `IsDualStackIPStrings`: one address of each family at most, both families present.
-        let parsed: Vec<Option<std::net::IpAddr>> = ips
-            .iter()
-            .map(|ip| parse_ip_sloppy(text(ip, "ip")))
-            .collect();
-        let v4 = parsed.iter().flatten().filter(|ip| ip.is_ipv4()).count();
-        let v6 = parsed.iter().flatten().filter(|ip| ip.is_ipv6()).count();
-        if parsed.iter().all(Option::is_some) && (v4 == 0 || v6 == 0 || ips.len() > 2) {
-            let values: Vec<Value> = ips.iter().map(|v| (*v).clone()).collect();
-            let rendered = ironplane_protobuf::go_slice_json(
-                if host {
-                    "core.v1.HostIP"
-                } else {
-                    "core.v1.PodIP"
-                },
-                &values,
-                ironplane_protobuf::GoStyle::Internal,
-            )
-            .unwrap_or_default();
-            errs.push(
-                FieldError::invalid(
-                    &lp,
-                    Value::Array(values),
-                    "may specify no more than one IP for each IP family",
-                )
-                .with_rendered_value(rendered),
-            );
-        }
-    }
-    errs
-}
-
-/// The QoS class a status write may not drop (`podStatusStrategy.PrepareForUpdate`).
-pub fn prepare_status_update(new: &mut Value, old: &Value) {
-    let empty_qos = new
-        .pointer("/status/qosClass")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty);
-    if empty_qos
-        && let Some(q) = old.pointer("/status/qosClass").cloned()
-        && let Some(s) = new.get_mut("status").filter(|s| s.is_object())
-    {
-        s["qosClass"] = q;
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

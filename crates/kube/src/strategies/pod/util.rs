@@ -59,3 +59,37 @@ pub(super) fn visit_containers<'a>(
     }
     out
 }
+
+/// `UpdatePodCondition` on a pod's status object: the first condition of the same type is
+/// replaced where it is (keeping its transition time when its status does not change), else
+/// the condition is added. `condition` carries `now` as its transition time.
+pub(super) fn update_pod_condition(status: &mut Value, mut condition: Value) {
+    if !status.is_object() {
+        *status = Value::Object(Map::new());
+    }
+    let kind = condition["type"].clone();
+    let conditions = status
+        .as_object_mut()
+        .map(|s| s.entry("conditions").or_insert(Value::Array(Vec::new())));
+    let Some(list) = conditions else {
+        return;
+    };
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    let Some(list) = list.as_array_mut() else {
+        return;
+    };
+    match list.iter_mut().find(|c| c["type"] == kind) {
+        Some(old) => {
+            if old["status"] == condition["status"] {
+                condition["lastTransitionTime"] = old
+                    .get("lastTransitionTime")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+            }
+            *old = condition;
+        }
+        None => list.push(condition),
+    }
+}
