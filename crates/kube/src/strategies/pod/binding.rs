@@ -8,7 +8,7 @@
 
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{FieldError, FieldPath};
-use apimachinery::{GroupResource, Reason, Status};
+use apimachinery::{GroupResource, Status};
 use apiserver::endpoints::ApiResources;
 use serde_json::{Value, json};
 use storage::{GetOptions, ResourceVersion, StorageError};
@@ -39,12 +39,8 @@ fn validate_binding(binding: &Value) -> Result<(), Status> {
     let msgs: Vec<String> = errs.iter().map(ToString::to_string).collect();
     match msgs.len() {
         0 => Ok(()),
-        1 => Err(Status::new(500, Reason::InternalError, msgs[0].clone())),
-        _ => Err(Status::new(
-            500,
-            Reason::InternalError,
-            format!("[{}]", msgs.join(", ")),
-        )),
+        1 => Err(Status::unknown(msgs[0].clone())),
+        _ => Err(Status::unknown(format!("[{}]", msgs.join(", ")))),
     }
 }
 
@@ -212,6 +208,7 @@ pub async fn create_binding(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apimachinery::Reason;
 
     fn pod() -> Value {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
@@ -250,8 +247,8 @@ mod tests {
         );
         let no_target = validate_binding(&binding("")).unwrap_err();
         assert_eq!(
-            (no_target.code, no_target.message.as_str()),
-            (500, "target.name: Required value")
+            (no_target.code, no_target.reason, no_target.message.as_str()),
+            (500, Reason::Unknown, "target.name: Required value")
         );
     }
 }
