@@ -17,6 +17,31 @@ use std::collections::HashSet;
 use apimachinery::validation::{FieldError, FieldPath, go_float_v, go_quote};
 use serde_json::Value;
 
+/// The compiled form of a schema's `pattern`, kept across requests: compiling a regex costs far
+/// more than matching it, and every write of a custom resource checks the same few patterns.
+/// The cache is bounded (patterns come from CRDs, which users write); past the bound it starts
+/// over.
+fn compiled(pattern: &str) -> Option<std::sync::Arc<regex::Regex>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, LazyLock, RwLock};
+    const MAX_PATTERNS: usize = 4096;
+    static CACHE: LazyLock<RwLock<HashMap<String, Option<Arc<regex::Regex>>>>> =
+        LazyLock::new(Default::default);
+    if let Ok(cache) = CACHE.read()
+        && let Some(found) = cache.get(pattern)
+    {
+        return found.clone();
+    }
+    let re = regex::Regex::new(pattern).ok().map(Arc::new);
+    if let Ok(mut cache) = CACHE.write() {
+        if cache.len() >= MAX_PATTERNS {
+            cache.clear();
+        }
+        cache.insert(pattern.to_string(), re.clone());
+    }
+    re
+}
+
 /// The JSON type name kube-openapi infers for a decoded value.
 fn json_type(v: &Value) -> &'static str {
     match v {
@@ -256,7 +281,7 @@ impl Validator<'_> {
             );
         }
         if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
-            && let Ok(re) = regex::Regex::new(pattern)
+            && let Some(re) = compiled(pattern)
             && !re.is_match(s)
         {
             self.invalid(name, Value::from(s), format!("should match '{pattern}'"));

@@ -106,7 +106,8 @@ pub enum Command {
         /// Send this many creates.
         #[arg(long)]
         count: Option<u64>,
-        /// What to create: small ConfigMaps, realistic three-container Pods, or Deployments.
+        /// What to create: small ConfigMaps, realistic three-container Pods, Deployments, or custom
+        /// resources of a CRD installed first (an 8 KB operator-like schema).
         #[arg(long, value_enum, default_value = "configmap")]
         kind: CreateKind,
     },

@@ -21,7 +21,7 @@ use crate::report::{Row, ScenarioResult};
 use crate::stats::{Histogram, sample_process};
 
 const MIB: f64 = 1024.0 * 1024.0;
-const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+pub(crate) const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 #[derive(Clone, Debug)]
 pub struct CrdOptions {
@@ -59,7 +59,7 @@ impl CrdOptions {
 }
 
 /// A schema of about `kb` KB, shaped like an operator's spec.
-fn schema(kb: u64) -> Value {
+pub(crate) fn schema(kb: u64) -> Value {
     let field = |i: u64| {
         json!({
             "type": "object",
@@ -91,7 +91,7 @@ fn schema(kb: u64) -> Value {
     }})
 }
 
-fn crd_body(group: &str, schema: &Value) -> Value {
+pub(crate) fn crd_body(group: &str, schema: &Value) -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("things.{group}"), "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
@@ -102,7 +102,7 @@ fn crd_body(group: &str, schema: &Value) -> Value {
     })
 }
 
-fn established(body: &[u8]) -> bool {
+pub(crate) fn established(body: &[u8]) -> bool {
     serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| {

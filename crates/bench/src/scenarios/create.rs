@@ -1,7 +1,9 @@
 //! The `create` scenario: concurrent clients creating objects with `generateName`: small
 //! ConfigMaps by default, or realistic Pods (three containers with probes, resources,
 //! environment and volumes) or Deployments of that pod, whose creates pay for the full
-//! defaulting and validation of a pod spec.
+//! defaulting and validation of a pod spec, or custom resources of a CRD the scenario installs
+//! first (an 8 KB operator-like schema with defaults, bounds, patterns and list maps), to set
+//! next to ConfigMaps.
 //!
 //! It owns the create loop and its stop rule (a duration or a count, and always the hard time
 //! cap). It reports creates per second and create latency. It must not reuse names: every object
@@ -44,6 +46,40 @@ pub enum CreateKind {
     Configmap,
     Pod,
     Deployment,
+    CustomResource,
+}
+
+/// The group of the CRD the custom-resource kind installs in `workspace`.
+fn custom_group(workspace: &Workspace) -> String {
+    format!("cr.{}.bench.ironplane.io", workspace.namespace)
+}
+
+/// Installs the CRD of the custom-resource kind and waits until it is Established.
+async fn install_crd(workspace: &Workspace) -> Result<(), BenchError> {
+    use super::crd::{CRDS, crd_body, established, schema};
+    let group = custom_group(workspace);
+    let body = serde_json::to_vec(&crd_body(&group, &schema(8))).unwrap_or_default();
+    let client = &workspace.client;
+    client
+        .expect_success(Method::POST, CRDS, Some(body.into()))
+        .await?;
+    let path = format!("{CRDS}/things.{group}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = client
+            .send(Method::GET, &path, None)
+            .await
+            .map_err(|e| client.unreachable(e))?;
+        if r.is_success() && established(&r.body) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(BenchError::InvalidArgument(format!(
+                "things.{group} was not Established within 60s"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// The pod spec of the pod and deployment bodies: an application container, a sidecar and an
@@ -88,11 +124,17 @@ impl CreateKind {
             CreateKind::Configmap => workspace.configmaps_path(),
             CreateKind::Pod => format!("/api/v1/namespaces/{ns}/pods"),
             CreateKind::Deployment => format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+            CreateKind::CustomResource => {
+                format!(
+                    "/apis/{}/v1/namespaces/{ns}/things",
+                    custom_group(workspace)
+                )
+            }
         }
     }
 
     /// One body, sent by every worker: `generateName` makes each create a new object.
-    fn body(self, value_bytes: usize) -> bytes::Bytes {
+    fn body(self, value_bytes: usize, workspace: &Workspace) -> bytes::Bytes {
         let labels =
             json!({MANAGED_BY_LABEL: MANAGED_BY_VALUE, SET_LABEL: "create", "app": "bench"});
         let body = match self {
@@ -105,6 +147,14 @@ impl CreateKind {
                 "metadata": {"generateName": "bench-", "labels": labels},
                 "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "bench"}},
                          "template": {"metadata": {"labels": labels}, "spec": pod_spec()}}}),
+            // About the size of the ConfigMap body, in fields the schema checks and defaults.
+            CreateKind::CustomResource => {
+                json!({"apiVersion": format!("{}/v1", custom_group(workspace)),
+                "kind": "Thing", "metadata": {"generateName": "bench-", "labels": labels},
+                "spec": {"component0": {"enabled": true, "name": "web", "replicas": 2,
+                             "ports": [{"port": 80}, {"port": 443}]},
+                         "component1": {"name": "worker", "mode": "Standby"}}})
+            }
         };
         bytes::Bytes::from(body.to_string())
     }
@@ -154,12 +204,19 @@ async fn measure(
     let counters = Arc::new(Counters::default());
     let issued = Arc::new(AtomicU64::new(0));
     // generateName makes every create a new object, so all workers can send the same bytes.
-    let body = options.kind.body(options.common.value_bytes());
+    let body = options.kind.body(options.common.value_bytes(), workspace);
     let path = options.kind.collection(workspace);
+    if options.kind == CreateKind::CustomResource {
+        install_crd(workspace).await?;
+    }
     if options.kind != CreateKind::Configmap
         && let Ok(mut extra) = workspace.extra_collections.lock()
     {
         extra.push(path.clone());
+        // The CRD goes after its custom resources.
+        if options.kind == CreateKind::CustomResource {
+            extra.push(super::crd::CRDS.to_string());
+        }
     }
     let planned = options.duration;
     let bar = Progress::start(
