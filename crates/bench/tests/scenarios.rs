@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use ironplane_bench::{
-    BenchError, ClientConfig, CommonOptions, CrdOptions, CreateOptions, ListOptions, MemoryOptions,
-    MixedOptions, Scenario, WatchOptions, run_scenario,
+    BenchError, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions,
+    MemoryOptions, MixedOptions, Scenario, WatchOptions, run_scenario,
 };
 
 fn client_config(server: &ironplane::testing::TestServer) -> ClientConfig {
@@ -36,6 +36,48 @@ async fn create_counts_add_up() {
         result.error_samples
     );
     assert!(result.server.starts_with(server.url.trim_end_matches('/')));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_creates_install_their_crd_and_clean_up() {
+    let server = ironplane::testing::TestServer::start().await;
+    let scenario = Scenario::Create(CreateOptions {
+        concurrency: 2,
+        count: Some(20),
+        duration: None,
+        kind: CreateKind::CustomResource,
+        ..Default::default()
+    });
+    let cfg = client_config(&server);
+    let result = run_scenario(&cfg, &scenario).await.unwrap();
+    let row = result.row("create").unwrap();
+    assert_eq!(
+        (row.count, row.errors),
+        (20, 0),
+        "{:?}",
+        result.error_samples
+    );
+    // The CRD goes with its custom resources (its finalizer runs after the delete answers).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = std::process::Command::new(common_kubectl())
+            .env("KUBECONFIG", &cfg.kubeconfig)
+            .args(["get", "crd", "-o", "name"])
+            .output()
+            .expect("kubectl runs");
+        assert!(out.status.success());
+        let left = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if left.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "left behind: {left}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The real kubectl (the end-to-end tests' `/usr/bin/kubectl`); a missing one fails the test.
+fn common_kubectl() -> &'static str {
+    "kubectl"
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
