@@ -20,7 +20,9 @@ use apiserver::authentication::UserInfo;
 use apiserver::registry::{DeleteOptions, Requester, UpdateOptions};
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
-use storage::{Cacher, CacherOptions, KvStore, ListOptions, ResourceVersion, Store, WatchOptions};
+use storage::{
+    Cacher, CacherOptions, KvStore, ListOptions, Object, ResourceVersion, Store, WatchOptions,
+};
 
 use crate::handler::{CrdHandler, Entry, Served};
 use crate::registration::{self, CrdFacts, strings};
@@ -267,9 +269,17 @@ fn names_and_conditions(crd: &Value, others: &[&Value]) -> Value {
     out
 }
 
-/// The CRDs as last read, each parsed once per resourceVersion: a pass re-reads only the CRDs
-/// that changed, however many there are.
-type Known = HashMap<String, (i64, Arc<Value>)>;
+/// The CRDs as last read: for each, its resourceVersion, its light view (parsed once per
+/// resourceVersion, so a pass re-reads only the CRDs that changed, however many there are) and
+/// its stored object, whose bytes (shared with the watch cache) are parsed again only when the
+/// CRD's served entry is rebuilt or its finalizer runs. Keeping no parsed copy of the schemas
+/// here is what keeps the memory of many CRDs down.
+type Known = HashMap<String, (i64, Arc<Value>, Object)>;
+
+/// The whole CRD, parsed from its stored bytes.
+fn full_crd(o: &Object) -> Option<Value> {
+    o.value().ok()
+}
 
 /// What naming needs of a CRD, without its schemas: metadata, group, names and status.
 fn light(crd: &Value) -> Value {
@@ -299,27 +309,27 @@ async fn reconcile(handler: &Arc<CrdHandler>, known: &mut Known) -> bool {
         }
     };
     let mut next = Known::with_capacity(list.items.len());
-    let mut crds: Vec<Arc<Value>> = Vec::with_capacity(list.items.len());
-    for o in &list.items {
+    let mut crds: Vec<(Arc<Value>, Object)> = Vec::with_capacity(list.items.len());
+    for o in list.items {
         let name = o.key.rsplit('/').next().unwrap_or("").to_string();
-        let obj = match known.get(&name) {
-            Some((rv, v)) if *rv == o.resource_version => v.clone(),
+        let view = match known.get(&name) {
+            Some((rv, v, _)) if *rv == o.resource_version => v.clone(),
             _ => match o.value() {
-                Ok(v) => Arc::new(v),
+                Ok(v) => Arc::new(light(&v)),
                 Err(_) => continue,
             },
         };
-        next.insert(name, (o.resource_version, obj.clone()));
-        crds.push(obj);
+        next.insert(name, (o.resource_version, view.clone(), o.clone()));
+        crds.push((view, o));
     }
     *known = next;
     // Older CRDs keep their names against newer ones asking for the same.
-    crds.sort_by(|a, b| {
+    crds.sort_by(|(a, _), (b, _)| {
         text(a, "/metadata/creationTimestamp")
             .cmp(text(b, "/metadata/creationTimestamp"))
             .then(a.name().cmp(b.name()))
     });
-    let lights: Vec<Value> = crds.iter().map(|c| light(c)).collect();
+    let lights: Vec<Value> = crds.iter().map(|(v, _)| (**v).clone()).collect();
 
     // Naming and establishing, in memory first.
     let mut desired: Vec<Value> = Vec::with_capacity(lights.len());
@@ -347,7 +357,7 @@ async fn reconcile(handler: &Arc<CrdHandler>, known: &mut Known) -> bool {
 
     // Finalizers of deleted CRDs.
     let mut pending = false;
-    for (crd, want) in crds.iter().zip(&desired) {
+    for ((_, stored), want) in crds.iter().zip(&desired) {
         if want.deletion_timestamp().is_none()
             || !strings(want.pointer("/metadata/finalizers"))
                 .iter()
@@ -355,7 +365,9 @@ async fn reconcile(handler: &Arc<CrdHandler>, known: &mut Known) -> bool {
         {
             continue;
         }
-        let mut full = (**crd).clone();
+        let Some(mut full) = full_crd(stored) else {
+            continue;
+        };
         full["status"] = want["status"].clone();
         if !finalize(handler, &requester, &full).await {
             pending = true;
@@ -392,12 +404,12 @@ async fn write_status(
 
 /// Rebuilds the served table from the CRDs' desired state, keeping the entries (and storage)
 /// of CRDs whose spec (generation), accepted names and deletion did not change.
-fn install(handler: &CrdHandler, crds: &[Arc<Value>], desired: &[Value]) {
+fn install(handler: &CrdHandler, crds: &[(Arc<Value>, Object)], desired: &[Value]) {
     let current = handler.served();
     let mut served = Served::default();
     let mut caches = handler.caches.lock().unwrap_or_else(|e| e.into_inner());
     let mut used_keys = HashSet::new();
-    for (crd, want) in crds.iter().zip(desired) {
+    for ((_, stored), want) in crds.iter().zip(desired) {
         if !condition_true(want, "Established") {
             continue;
         }
@@ -422,8 +434,10 @@ fn install(handler: &CrdHandler, crds: &[Arc<Value>], desired: &[Value]) {
         let entry = match current.by_crd.get(want.name()) {
             Some(e) if e.fingerprint == fingerprint => e.clone(),
             _ => {
-                // Only a changed CRD is copied whole, with the status it is about to have.
-                let mut full = (**crd).clone();
+                // Only a changed CRD is read whole, with the status it is about to have.
+                let Some(mut full) = full_crd(stored) else {
+                    continue;
+                };
                 full["status"] = want["status"].clone();
                 let Some(facts) = CrdFacts::of(&full) else {
                     continue;

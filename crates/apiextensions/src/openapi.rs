@@ -22,12 +22,14 @@ fn gvk(group: &str, version: &str, kind: &str) -> Value {
 }
 
 /// The kind's schema and its list's, for one served version.
-fn kind_schemas(facts: &CrdFacts, version: &Value, out: &mut Map<String, Value>) {
+fn kind_schemas(
+    facts: &CrdFacts,
+    version: &Value,
+    schema: Option<&Value>,
+    out: &mut Map<String, Value>,
+) {
     let v = version.get("name").and_then(Value::as_str).unwrap_or("");
-    let mut schema = version
-        .pointer("/schema/openAPIV3Schema")
-        .cloned()
-        .unwrap_or_else(|| json!({"type": "object"}));
+    let mut schema = schema.cloned().unwrap_or_else(|| json!({"type": "object"}));
     if let Some(m) = schema.as_object_mut() {
         let props = m
             .entry("properties")
@@ -127,13 +129,13 @@ pub fn documents(
     type Parts = (Map<String, Value>, Map<String, Value>);
     let mut by_path: BTreeMap<String, Parts> = BTreeMap::new();
     for facts in crds {
-        for version in &facts.versions {
+        for (version, schema) in facts.versions.iter().zip(&facts.schemas) {
             let v = version.get("name").and_then(Value::as_str).unwrap_or("");
             let (paths_of, schemas) = by_path
                 .entry(format!("apis/{}/{v}", facts.group))
                 .or_insert_with(|| (Map::new(), meta_schemas.clone()));
             paths(facts, v, paths_of);
-            kind_schemas(facts, version, schemas);
+            kind_schemas(facts, version, schema.as_deref(), schemas);
         }
     }
     by_path

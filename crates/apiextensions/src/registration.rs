@@ -69,8 +69,12 @@ pub struct CrdFacts {
     pub kind: String,
     pub namespaced: bool,
     pub storage_version: String,
-    /// Served versions, highest priority first.
+    /// Served versions, highest priority first, without their `schema` (held once in
+    /// `schemas`: a CRD's schemas are most of its memory).
     pub versions: Vec<Value>,
+    /// Each served version's `openAPIV3Schema`, shared by everything that reads it (strategy,
+    /// rules, conversion, OpenAPI documents).
+    pub schemas: Vec<Option<Arc<Value>>>,
 }
 
 impl CrdFacts {
@@ -93,6 +97,17 @@ impl CrdFacts {
             .cloned()
             .collect();
         versions.sort_by(|a, b| version::compare(text(a, "/name"), text(b, "/name")));
+        let schemas = versions
+            .iter_mut()
+            .map(|v| {
+                let schema = v
+                    .as_object_mut()
+                    .and_then(|m| m.remove("schema"))
+                    .and_then(|mut s| s.get_mut("openAPIV3Schema").map(Value::take))
+                    .filter(Value::is_object);
+                schema.map(Arc::new)
+            })
+            .collect();
         Some(CrdFacts {
             name: text(crd, "/metadata/name").to_string(),
             group: text(crd, "/spec/group").to_string(),
@@ -101,6 +116,7 @@ impl CrdFacts {
             namespaced: text(crd, "/spec/scope") == "Namespaced",
             storage_version,
             versions,
+            schemas,
         })
     }
 
@@ -252,19 +268,15 @@ pub fn build(
     let definitions: Vec<(String, Value)> = facts
         .versions
         .iter()
-        .filter_map(|v| {
-            let schema = v.pointer("/schema/openAPIV3Schema")?;
-            Some((text(v, "/name").to_string(), schema.clone()))
-        })
+        .zip(&facts.schemas)
+        .filter_map(|(v, schema)| Some((text(v, "/name").to_string(), schema.as_deref()?.clone())))
         .collect();
     let schemas = Arc::new(pruning_schemas(&facts.group, &facts.kind, &definitions));
     let mut infos = Vec::new();
-    for version in &facts.versions {
+    for (version, schema) in facts.versions.iter().zip(&facts.schemas) {
         let info = resource_info(crd, facts, version);
         // One copy of the schema, shared by the strategy, its rules and the conversion.
-        let schema = version
-            .pointer("/schema/openAPIV3Schema")
-            .map(|s| Arc::new(s.clone()));
+        let schema = schema.clone();
         let strategy = Arc::new(CustomResourceStrategy {
             api_version: info.api_version(),
             kind: facts.kind.clone(),
@@ -315,7 +327,8 @@ pub fn build(
             prefix,
         )));
     }
-    api.set_schemas(pruning_schemas(&facts.group, &facts.kind, &definitions));
+    // One pruning arena for the decoder and every version's read path.
+    api.set_schemas(schemas);
     (Arc::new(api), infos)
 }
 

@@ -49,7 +49,7 @@ pub struct ApiResources {
     /// OpenAPI schemas of the served kinds, for dropping unknown fields and strategic merge
     /// patches: parsed once, on first use (start-up warms them off the request path, but a
     /// request never proceeds without them).
-    schemas: std::sync::OnceLock<Option<Schemas>>,
+    schemas: std::sync::OnceLock<Option<Arc<Schemas>>>,
     schema_loader: Option<fn() -> Result<Schemas, String>>,
     /// Flipped at shutdown: open watches end cleanly instead of being cut.
     pub shutdown: tokio::sync::watch::Sender<bool>,
@@ -74,7 +74,7 @@ impl ApiResources {
 
     /// Gives the schemas at once instead of through a loader (a custom resource's come from its
     /// CustomResourceDefinition). Schemas already given or loaded are kept.
-    pub fn set_schemas(&self, schemas: Schemas) {
+    pub fn set_schemas(&self, schemas: Arc<Schemas>) {
         let _ = self.schemas.set(Some(schemas));
     }
 
@@ -85,10 +85,11 @@ impl ApiResources {
             .get_or_init(|| {
                 let loader = self.schema_loader?;
                 loader()
+                    .map(Arc::new)
                     .map_err(|e| tracing::error!(error = %e, "cannot load OpenAPI schemas"))
                     .ok()
             })
-            .as_ref()
+            .as_deref()
     }
 
     pub fn add(&mut self, store: Arc<RegistryStore>) {
