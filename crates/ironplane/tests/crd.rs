@@ -398,3 +398,56 @@ fn stored_definitions_are_served_once_ready_after_a_restart() {
         );
     }
 }
+
+#[test]
+fn unserved_versions_and_oversized_bodies_are_refused() {
+    let s = Server::start();
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.bad.example.com}
+spec:
+  group: bad.example.com
+  scope: Namespaced
+  names: {plural: things, kind: Thing}
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - {name: v0, served: false, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+"#,
+    );
+    established(&s, "things.bad.example.com");
+    // A version that is not served is not there at all.
+    let out = s.kubectl_output(&[
+        "get",
+        "--raw",
+        "/apis/bad.example.com/v0/namespaces/default/things",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NotFound") || err.contains("404"), "{err}");
+    // A body over the 3 MiB limit: 413 and nothing written.
+    let big = format!(
+        r#"{{"apiVersion":"bad.example.com/v1","kind":"Thing","metadata":{{"name":"big"}},"data":"{}"}}"#,
+        "x".repeat(3 * 1024 * 1024 + 10)
+    );
+    let out = s.kubectl_stdin_output(
+        &[
+            "create",
+            "--raw",
+            "/apis/bad.example.com/v1/namespaces/default/things",
+            "-f",
+            "-",
+        ],
+        &big,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Request entity too large: limit is 3145728"),
+        "{}",
+        &err[..err.len().min(500)]
+    );
+    let names = s.kubectl(&["get", "things.bad.example.com", "-A", "-o", "name"]);
+    assert_eq!(names.trim(), "");
+}
