@@ -60,6 +60,8 @@ pub struct CrdHandler {
     pub(crate) meta_schemas: serde_json::Map<String, serde_json::Value>,
     /// Finds the endpoint of a conversion webhook named by its Service.
     pub(crate) resolver: Option<Arc<dyn ServiceResolver>>,
+    /// The last `/openapi/v2` fragment and the fingerprint of the table it was built from.
+    v2_fragment: Mutex<Option<(String, Arc<serde_json::Value>)>>,
 }
 
 impl CrdHandler {
@@ -83,6 +85,7 @@ impl CrdHandler {
             caches: Mutex::new(HashMap::new()),
             meta_schemas,
             resolver,
+            v2_fragment: Mutex::new(None),
         }))
     }
 
@@ -171,6 +174,30 @@ impl Delegate for CrdHandler {
         crate::openapi::documents(&facts, &self.meta_schemas)
             .remove(path)
             .map(bytes::Bytes::from)
+    }
+
+    /// The CRDs' part of `/openapi/v2`, built once per served table.
+    fn openapi_v2_fragment(&self) -> Option<(String, Arc<serde_json::Value>)> {
+        let served = self.served();
+        if served.by_crd.is_empty() {
+            return None;
+        }
+        let fingerprint: String = served
+            .by_crd
+            .values()
+            .map(|e| e.fingerprint.as_str())
+            .collect();
+        let fingerprint = apiserver::openapi::content_hash(fingerprint.as_bytes());
+        let mut cached = self.v2_fragment.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((f, doc)) = cached.as_ref()
+            && *f == fingerprint
+        {
+            return Some((f.clone(), doc.clone()));
+        }
+        let facts: Vec<&CrdFacts> = served.by_crd.values().map(|e| &e.facts).collect();
+        let doc = Arc::new(crate::openapi::v2_fragment(&facts));
+        *cached = Some((fingerprint.clone(), doc.clone()));
+        Some((fingerprint, doc))
     }
 
     /// Upstream's aggregator lists CRD groups (all of the same priority) by name, after the

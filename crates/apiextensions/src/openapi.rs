@@ -2,7 +2,9 @@
 //! pkg/controller/openapi/builder): one document per group and version, served at
 //! `/openapi/v3/apis/<group>/<version>`, with each kind's schema (the CRD's `openAPIV3Schema`
 //! with `apiVersion`, `kind` and `metadata` described as upstream's builder describes them), its
-//! list, and the `meta/v1` schemas they refer to, so that `kubectl explain` works on them.
+//! list, and the `meta/v1` schemas they refer to, so that `kubectl explain` works on them; and
+//! their part of the one `/openapi/v2` document, with each schema reduced to what OpenAPI v2
+//! can say (upstream's `ToStructuralOpenAPIV2`).
 
 use std::collections::BTreeMap;
 
@@ -150,4 +152,153 @@ pub fn documents(
             (path, serde_json::to_vec(&doc).unwrap_or_default())
         })
         .collect()
+}
+
+/// `ToStructuralOpenAPIV2`: no logical junctors; a nullable or unknown-field-preserving node
+/// loses what v2 clients would enforce wrongly (its type, properties and items), an array
+/// without items its type, and a nullable property its place in `required`.
+fn to_v2(s: &mut Value) {
+    let Some(m) = s.as_object_mut() else {
+        return;
+    };
+    for junctor in ["allOf", "oneOf", "anyOf", "not"] {
+        m.remove(junctor);
+    }
+    let flag = |m: &Map<String, Value>, f: &str| m.get(f).and_then(Value::as_bool) == Some(true);
+    if flag(m, "nullable") {
+        m.remove("type");
+        m.remove("nullable");
+        m.remove("items");
+        m.remove("properties");
+    }
+    if flag(m, "x-kubernetes-preserve-unknown-fields") {
+        m.remove("items");
+        m.remove("properties");
+        if m.get("type").and_then(Value::as_str) == Some("object") {
+            m.remove("type");
+        }
+    }
+    if !m.contains_key("items") && m.get("type").and_then(Value::as_str) == Some("array") {
+        m.remove("type");
+    }
+    let nullable: Vec<String> = m
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .filter(|(_, v)| v.get("nullable").and_then(Value::as_bool) == Some(true))
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let additional_nullable = m
+        .get("additionalProperties")
+        .and_then(|a| a.get("nullable"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    if let Some(Value::Array(required)) = m.get_mut("required") {
+        required.retain(|r| !r.as_str().is_some_and(|r| nullable.iter().any(|n| n == r)));
+        if required.is_empty() || additional_nullable {
+            m.remove("required");
+        }
+    }
+    if let Some(Value::Object(props)) = m.get_mut("properties") {
+        props.values_mut().for_each(to_v2);
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = m.get_mut(key).filter(|v| v.is_object()) {
+            to_v2(sub);
+        }
+    }
+}
+
+/// The `paths` and `definitions` the served CRDs add to `/openapi/v2`: each version's kind and
+/// list (metadata referring to `meta/v1`'s definitions by `$ref`, as v2 writes it) and its
+/// read paths.
+pub fn v2_fragment(crds: &[&CrdFacts]) -> Value {
+    const META_V2: &str = "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.";
+    let mut paths_out = Map::new();
+    let mut definitions = Map::new();
+    for facts in crds {
+        for (version, schema) in facts.versions.iter().zip(&facts.schemas) {
+            let v = version.get("name").and_then(Value::as_str).unwrap_or("");
+            let mut kinds = Map::new();
+            kind_schemas(facts, version, schema.as_deref(), &mut kinds);
+            for (name, mut def) in kinds {
+                to_v2(&mut def);
+                // v3's `allOf: [$ref]` for metadata is a plain `$ref` in v2, and references
+                // point at `definitions`.
+                let text = def
+                    .to_string()
+                    .replace("#/components/schemas/", "#/definitions/");
+                let mut def: Value = serde_json::from_str(&text).unwrap_or(def);
+                if let Some(props) = def.get_mut("properties").and_then(Value::as_object_mut)
+                    && let Some(meta) = props.get_mut("metadata")
+                {
+                    let list = name.ends_with("List");
+                    *meta = json!({
+                        "$ref": format!("{META_V2}{}", if list { "ListMeta" } else { "ObjectMeta" }),
+                        "description": if list { LIST_METADATA } else { METADATA },
+                    });
+                }
+                definitions.insert(name, def);
+            }
+            let mut v3_paths = Map::new();
+            paths(facts, v, &mut v3_paths);
+            for (path, item) in v3_paths {
+                let mut item = item;
+                if let Some(get) = item.get_mut("get").and_then(Value::as_object_mut) {
+                    let schema = get
+                        .get("responses")
+                        .and_then(|r| r.pointer("/200/content/application~1json/schema"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    let schema: Value = serde_json::from_str(
+                        &schema
+                            .to_string()
+                            .replace("#/components/schemas/", "#/definitions/"),
+                    )
+                    .unwrap_or(Value::Null);
+                    get.insert(
+                        "responses".into(),
+                        json!({"200": {"description": "OK", "schema": schema}, "401": {"description": "Unauthorized"}}),
+                    );
+                    get.insert(
+                        "produces".into(),
+                        json!(["application/json", "application/yaml"]),
+                    );
+                    get.insert("schemes".into(), json!(["https"]));
+                }
+                paths_out.insert(path, item);
+            }
+        }
+    }
+    json!({"paths": paths_out, "definitions": definitions})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v2_schemas_say_only_what_v2_can() {
+        let mut s = json!({"type": "object", "required": ["a", "n"], "anyOf": [{"required": ["a"]}],
+        "properties": {
+            "a": {"type": "string"},
+            "n": {"type": "string", "nullable": true},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {"x": {"type": "string"}}},
+            "list": {"type": "array", "nullable": true, "items": {"type": "string"}},
+        }});
+        to_v2(&mut s);
+        assert_eq!(
+            s,
+            json!({"type": "object", "required": ["a"], "properties": {
+                "a": {"type": "string"},
+                "n": {},
+                "free": {"x-kubernetes-preserve-unknown-fields": true},
+                "list": {},
+            }})
+        );
+    }
 }

@@ -41,6 +41,11 @@ pub trait Delegate: Send + Sync {
     fn openapi_v3_doc(&self, _path: &str) -> Option<Bytes> {
         None
     }
+    /// What it adds to the one `/openapi/v2` document (`paths` and `definitions` of custom
+    /// resources), with a fingerprint that changes with its content; None when nothing.
+    fn openapi_v2_fragment(&self) -> Option<(String, Arc<serde_json::Value>)> {
+        None
+    }
 }
 
 #[async_trait]
@@ -292,11 +297,18 @@ impl GenericApiServer {
                 }
                 json(&discovery::resource_list(group, version, infos.iter()))
             }
-            ["openapi", "v2"] => Ok(self
-                .config
-                .openapi
-                .serve_v2(headers)
-                .unwrap_or_else(|| text(StatusCode::NOT_FOUND, "404 page not found\n"))),
+            ["openapi", "v2"] => {
+                let fragments: Vec<(String, Arc<serde_json::Value>)> = self
+                    .chain
+                    .iter()
+                    .filter_map(|d| d.openapi_v2_fragment())
+                    .collect();
+                Ok(self
+                    .config
+                    .openapi
+                    .serve_v2_with(&fragments, headers)
+                    .unwrap_or_else(|| text(StatusCode::NOT_FOUND, "404 page not found\n")))
+            }
             ["openapi", "v3"] => {
                 let mut index = self.config.openapi.v3_index();
                 for (path, hash) in self.chain.iter().flat_map(|d| d.openapi_v3_paths()) {

@@ -129,6 +129,14 @@ fn custom_resources_are_served_from_their_definition() {
         explained.contains("KIND:       Widget") && explained.contains("How many widgets run."),
         "{explained}"
     );
+    // ...and the OpenAPI v2 document (in protobuf), where the CRD is merged in.
+    let explained = s.kubectl(&["explain", "widgets.spec", "--output", "plaintext-openapiv2"]);
+    assert!(
+        explained.contains("KIND:     Widget")
+            && explained.contains("replicas\t<integer>")
+            && explained.contains("How many widgets run."),
+        "{explained}"
+    );
     // Defaults from the schema; unknown fields pruned (kubectl's default is Strict: refused).
     s.kubectl(&["create", "namespace", "crs"]);
     let err = s.kubectl_stdin_output(
