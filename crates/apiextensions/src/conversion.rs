@@ -302,6 +302,12 @@ impl<L: SyncConversion> Conversion for WebhookConversion<L> {
         Ok(objs.into_iter().map(|o| self.local.to_served(o)).collect())
     }
 
+    /// The webhook is asked on every read, as upstream asks it; the storage version never
+    /// calls it.
+    fn cacheable(&self) -> bool {
+        self.served_version == self.storage_version
+    }
+
     async fn to_storage(&self, obj: Value) -> Result<Value, StorageError> {
         if self.served_version == self.storage_version {
             return Ok(self.local.to_storage(obj));

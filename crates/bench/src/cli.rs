@@ -132,6 +132,10 @@ pub enum Command {
         /// At most this long per variant.
         #[arg(long, default_value = "60s", value_parser = parse_duration)]
         duration: Duration,
+        /// What is listed: ConfigMaps, or custom resources of a CRD installed first
+        /// (configmap or custom-resource).
+        #[arg(long, value_enum, default_value_t = CreateKind::Configmap)]
+        kind: CreateKind,
     },
     /// Many watchers while a writer updates ConfigMaps: delivery latency and events lost.
     Watch {
@@ -264,10 +268,12 @@ impl Cli {
                 objects,
                 iterations,
                 duration,
+                kind,
             } => Scenario::List(ListOptions {
                 objects: *objects,
                 iterations: *iterations,
                 duration: *duration,
+                kind: *kind,
                 common,
             }),
             Command::Watch {

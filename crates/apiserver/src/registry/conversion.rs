@@ -24,6 +24,11 @@ pub trait Conversion: Send + Sync {
     async fn to_served(&self, objs: Vec<Value>, list: bool) -> Result<Vec<Value>, StorageError>;
     /// The stored form of an object written in the served version (apiVersion included).
     async fn to_storage(&self, obj: Value) -> Result<Value, StorageError>;
+    /// Whether a converted object may be kept and given again for the same stored revision
+    /// (in-process conversions: yes; a webhook is asked every time, as upstream asks it).
+    fn cacheable(&self) -> bool {
+        true
+    }
 }
 
 /// A conversion done in-process by functions that cannot fail (the built-in kinds' versions).
@@ -48,62 +53,135 @@ impl<T: SyncConversion> Conversion for T {
 
 pub struct ConvertingStore {
     inner: Arc<dyn Store>,
-    conversion: Arc<dyn Conversion>,
-    attrs: AttrsFn,
+    converter: Arc<Converter>,
 }
 
 /// Watch events buffered between the shared stream and a converted one.
 const WATCH_BUFFER: usize = 256;
 
-impl ConvertingStore {
-    pub fn new(inner: Arc<dyn Store>, conversion: Arc<dyn Conversion>, attrs: AttrsFn) -> Self {
-        Self {
-            inner,
-            conversion,
-            attrs,
+/// Converted objects kept, at most this many and this many bytes: past either bound the cache
+/// starts over.
+const CACHE_OBJECTS: usize = 100_000;
+const CACHE_BYTES: usize = 256 << 20;
+
+/// The conversion of one served version, with the objects it converted: a stored object does
+/// not change for a given revision, so a list or a watch converts each object once rather than
+/// on every read (upstream's watch cache likewise holds objects decoded, defaulted and pruned
+/// once).
+struct Converter {
+    conversion: Arc<dyn Conversion>,
+    attrs: AttrsFn,
+    cache: std::sync::Mutex<Cache>,
+}
+
+#[derive(Default)]
+struct Cache {
+    by_key: std::collections::HashMap<Arc<str>, Object>,
+    bytes: usize,
+}
+
+impl Converter {
+    fn cached(&self, o: &Object) -> Option<Object> {
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .by_key
+            .get(&o.key)
+            .filter(|c| c.resource_version == o.resource_version)
+            .cloned()
+    }
+
+    fn keep(&self, converted: &[Object]) {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        for o in converted {
+            if cache.by_key.len() >= CACHE_OBJECTS || cache.bytes >= CACHE_BYTES {
+                cache.by_key.clear();
+                cache.bytes = 0;
+            }
+            cache.bytes += o.bytes.len();
+            if let Some(old) = cache.by_key.insert(o.key.clone(), o.clone()) {
+                cache.bytes = cache.bytes.saturating_sub(old.bytes.len());
+            }
         }
     }
 
     /// Stored objects in the served version, each re-encoded with its attributes.
-    async fn out(
-        conversion: &dyn Conversion,
-        attrs: &AttrsFn,
-        objs: Vec<Object>,
-        list: bool,
-    ) -> Result<Vec<Object>, StorageError> {
-        let values = objs
+    async fn out(&self, objs: Vec<Object>, list: bool) -> Result<Vec<Object>, StorageError> {
+        let cacheable = self.conversion.cacheable();
+        let mut done: Vec<Option<Object>> = if cacheable {
+            objs.iter().map(|o| self.cached(o)).collect()
+        } else {
+            vec![None; objs.len()]
+        };
+        let pending: Vec<&Object> = objs
             .iter()
-            .map(Object::value)
-            .collect::<Result<Vec<_>, _>>()?;
-        let converted = conversion.to_served(values, list).await?;
-        if converted.len() != objs.len() {
-            return Err(StorageError::Internal(format!(
-                "conversion returned {} objects for {}",
-                converted.len(),
-                objs.len()
-            )));
-        }
-        objs.into_iter()
-            .zip(converted)
-            .map(|(o, converted)| {
-                let bytes = serde_json::to_vec(&converted).map_err(|e| {
-                    StorageError::InvalidObject(format!("cannot encode converted {}: {e}", o.key))
-                })?;
-                Ok(Object {
-                    attrs: Arc::new(attrs(&converted)),
-                    bytes: bytes.into(),
-                    key: o.key,
-                    resource_version: o.resource_version,
+            .zip(&done)
+            .filter(|(_, d)| d.is_none())
+            .map(|(o, _)| o)
+            .collect();
+        if !pending.is_empty() {
+            let values = pending
+                .iter()
+                .map(|o| o.value())
+                .collect::<Result<Vec<_>, _>>()?;
+            let converted = self.conversion.to_served(values, list).await?;
+            if converted.len() != pending.len() {
+                return Err(StorageError::Internal(format!(
+                    "conversion returned {} objects for {}",
+                    converted.len(),
+                    pending.len()
+                )));
+            }
+            let fresh = pending
+                .into_iter()
+                .zip(converted)
+                .map(|(o, converted)| {
+                    let bytes = serde_json::to_vec(&converted).map_err(|e| {
+                        StorageError::InvalidObject(format!(
+                            "cannot encode converted {}: {e}",
+                            o.key
+                        ))
+                    })?;
+                    Ok(Object {
+                        attrs: Arc::new((self.attrs)(&converted)),
+                        bytes: bytes.into(),
+                        key: o.key.clone(),
+                        resource_version: o.resource_version,
+                    })
                 })
-            })
-            .collect()
+                .collect::<Result<Vec<Object>, StorageError>>()?;
+            if cacheable {
+                self.keep(&fresh);
+            }
+            let mut fresh = fresh.into_iter();
+            for slot in done.iter_mut().filter(|d| d.is_none()) {
+                *slot = fresh.next();
+            }
+        }
+        Ok(done.into_iter().flatten().collect())
     }
 
-    async fn convert(&self, o: Object) -> Result<Object, StorageError> {
-        Self::out(self.conversion.as_ref(), &self.attrs, vec![o], false)
+    async fn one(&self, o: Object) -> Result<Object, StorageError> {
+        self.out(vec![o], false)
             .await?
             .pop()
             .ok_or_else(|| StorageError::Internal("conversion returned no object".into()))
+    }
+}
+
+impl ConvertingStore {
+    pub fn new(inner: Arc<dyn Store>, conversion: Arc<dyn Conversion>, attrs: AttrsFn) -> Self {
+        Self {
+            inner,
+            converter: Arc::new(Converter {
+                conversion,
+                attrs,
+                cache: Default::default(),
+            }),
+        }
+    }
+
+    async fn convert(&self, o: Object) -> Result<Object, StorageError> {
+        self.converter.one(o).await
     }
 }
 
@@ -116,14 +194,14 @@ impl Store for ConvertingStore {
     async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
         let mut result = self.inner.list(prefix, opts).await?;
         let items = std::mem::take(&mut result.items);
-        result.items = Self::out(self.conversion.as_ref(), &self.attrs, items, true).await?;
+        result.items = self.converter.out(items, true).await?;
         Ok(result)
     }
 
     async fn create(&self, key: &str, obj: Value) -> Result<Object, StorageError> {
         let stored = self
             .inner
-            .create(key, self.conversion.to_storage(obj).await?)
+            .create(key, self.converter.conversion.to_storage(obj).await?)
             .await?;
         self.convert(stored).await
     }
@@ -138,7 +216,7 @@ impl Store for ConvertingStore {
             .inner
             .update(
                 key,
-                self.conversion.to_storage(obj).await?,
+                self.converter.conversion.to_storage(obj).await?,
                 expected_resource_version,
             )
             .await?;
@@ -161,18 +239,10 @@ impl Store for ConvertingStore {
     ) -> Result<WatchStream, StorageError> {
         let mut events = self.inner.watch(prefix_or_key, opts).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(WATCH_BUFFER);
-        let conversion = self.conversion.clone();
-        let attrs = self.attrs.clone();
+        let converter = self.converter.clone();
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
-                let convert = |o| async {
-                    Self::out(conversion.as_ref(), &attrs, vec![o], false)
-                        .await?
-                        .pop()
-                        .ok_or_else(|| {
-                            StorageError::Internal("conversion returned no object".into())
-                        })
-                };
+                let convert = |o| converter.one(o);
                 let converted = match event {
                     WatchEvent::Added(o) => convert(o).await.map(WatchEvent::Added),
                     WatchEvent::Modified(o) => convert(o).await.map(WatchEvent::Modified),

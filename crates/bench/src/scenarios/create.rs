@@ -55,7 +55,7 @@ fn custom_group(workspace: &Workspace) -> String {
 }
 
 /// Installs the CRD of the custom-resource kind and waits until it is Established.
-async fn install_crd(workspace: &Workspace) -> Result<(), BenchError> {
+pub(crate) async fn install_crd(workspace: &Workspace) -> Result<(), BenchError> {
     use super::crd::{CRDS, crd_body, established, schema};
     let group = custom_group(workspace);
     let body = serde_json::to_vec(&crd_body(&group, &schema(8))).unwrap_or_default();
@@ -134,7 +134,7 @@ impl CreateKind {
     }
 
     /// One body, sent by every worker: `generateName` makes each create a new object.
-    fn body(self, value_bytes: usize, workspace: &Workspace) -> bytes::Bytes {
+    pub(crate) fn body(self, value_bytes: usize, workspace: &Workspace) -> bytes::Bytes {
         let labels =
             json!({MANAGED_BY_LABEL: MANAGED_BY_VALUE, SET_LABEL: "create", "app": "bench"});
         let body = match self {

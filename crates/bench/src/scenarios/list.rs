@@ -39,6 +39,8 @@ pub struct ListOptions {
     pub iterations: u32,
     /// ...or at most this long per variant, whichever comes first.
     pub duration: Duration,
+    /// What is listed: ConfigMaps, or custom resources of a CRD installed first.
+    pub kind: super::create::CreateKind,
     pub common: CommonOptions,
 }
 
@@ -48,6 +50,7 @@ impl Default for ListOptions {
             objects: 1000,
             iterations: 10,
             duration: Duration::from_secs(60),
+            kind: super::create::CreateKind::Configmap,
             common: CommonOptions::default(),
         }
     }
@@ -58,6 +61,14 @@ impl ListOptions {
         check_common(&self.common)?;
         check_range("objects", self.objects, 1, MAX_OBJECTS)?;
         check_range("iterations", self.iterations, 1, MAX_ITERATIONS)?;
+        if !matches!(
+            self.kind,
+            super::create::CreateKind::Configmap | super::create::CreateKind::CustomResource
+        ) {
+            return Err(BenchError::InvalidArgument(
+                "list works on configmap or custom-resource".to_string(),
+            ));
+        }
         check_duration("duration", self.duration, MAX_DURATION)
     }
 }
@@ -170,6 +181,57 @@ async fn traverse(
 
 /// How many ConfigMaps the namespace holds, by a consistent `limit=1` list and its
 /// `remainingItemCount`, or by a paginated count when the server does not give that.
+/// Creates `n` custom resources (`generateName`) with a few concurrent clients.
+async fn create_custom(
+    workspace: &Workspace,
+    options: &ListOptions,
+    path: &str,
+    n: u64,
+) -> Result<u64, BenchError> {
+    let body = options.kind.body(options.common.value_bytes(), workspace);
+    let left = Arc::new(std::sync::atomic::AtomicU64::new(n));
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..SETUP_CONCURRENCY {
+        let (client, body, path, left) = (
+            workspace.client.clone(),
+            body.clone(),
+            path.to_string(),
+            left.clone(),
+        );
+        workers.spawn(async move {
+            let mut made = 0u64;
+            while left
+                .fetch_update(
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                    |l| l.checked_sub(1),
+                )
+                .is_ok()
+            {
+                match client
+                    .send_on(worker, http::Method::POST, &path, Some(body.clone()))
+                    .await
+                {
+                    Ok(r) if r.is_success() => made += 1,
+                    Ok(r) => {
+                        return Err(BenchError::Protocol(format!(
+                            "creating a custom resource: {}",
+                            r.status
+                        )));
+                    }
+                    Err(e) => return Err(client.unreachable(e)),
+                }
+            }
+            Ok(made)
+        });
+    }
+    let mut made = 0;
+    while let Some(joined) = workers.join_next().await {
+        made += joined.map_err(|e| BenchError::Protocol(format!("worker failed: {e}")))??;
+    }
+    Ok(made)
+}
+
 async fn count_objects(client: &ApiClient, path: &str) -> Result<u64, BenchError> {
     let body = client
         .expect_success(Method::GET, &format!("{path}?limit=1"), None)
@@ -211,12 +273,23 @@ async fn measure(
     workspace: &Workspace,
     options: &ListOptions,
 ) -> Result<ScenarioResult, BenchError> {
+    use super::create::CreateKind;
     let client = workspace.client.clone();
-    let path = workspace.configmaps_path();
+    let custom = options.kind == CreateKind::CustomResource;
+    let path = options.kind.collection(workspace);
+    if custom {
+        super::create::install_crd(workspace).await?;
+        if let Ok(mut extra) = workspace.extra_collections.lock() {
+            extra.push(path.clone());
+            extra.push(super::crd::CRDS.to_string());
+        }
+    }
     let tally = Arc::new(Tally::new(client.server()));
     let existing = count_objects(&client, &path).await?;
     let mut created = 0;
-    if existing < options.objects {
+    if custom && existing < options.objects {
+        created = create_custom(workspace, options, &path, options.objects - existing).await?;
+    } else if existing < options.objects {
         let spec = ObjectSpec {
             name_prefix: None,
             generate_name: "list-".to_string(),
@@ -253,6 +326,7 @@ async fn measure(
     result.param("objects", options.objects);
     result.param("iterations", options.iterations);
     result.param("value_bytes", options.common.value_bytes());
+    result.param("kind", format!("{:?}", options.kind).to_lowercase());
     result.figure("objects_in_namespace", expected as f64);
     result.figure("objects_created", created as f64);
     let meter = Meter::start(options.common.server_pid);

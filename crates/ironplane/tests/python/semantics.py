@@ -221,7 +221,7 @@ def binding(raw):
           and any(c["type"] == "PodScheduled" and c["status"] == "True" for c in p1["status"].get("conditions", [])), b)
     s, _, b = raw.request("POST", "/api/v1/namespaces/sem/pods/p1/binding", bind("p1", "n2"))
     check("a bound pod cannot be bound again", s == 409 and json.loads(b)["message"] ==
-          'Operation cannot be fulfilled on pods "p1": pod p1 is already assigned to node "n1"', b)
+          'Operation cannot be fulfilled on pods/binding "p1": pod p1 is already assigned to node "n1"', b)
     s, _, b = raw.request("POST", "/api/v1/namespaces/sem/bindings", bind("p2", "n2"))
     check("bindings resource", s == 201, b)
     s, _, b = raw.request("GET", "/api/v1/namespaces/sem/pods?fieldSelector=spec.nodeName%3Dn2")
