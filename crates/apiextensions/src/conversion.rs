@@ -19,6 +19,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use storage::StorageError;
 
+use crate::strategy::go_type;
+
 /// Upstream's conversion webhooks wait 30 seconds.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -275,19 +277,6 @@ fn restore_object_meta(original: &Value, converted: &mut Value) -> Result<(), St
     }
     converted["metadata"] = Value::Object(meta);
     Ok(())
-}
-
-/// The Go type a decoded JSON value has, for upstream's `%T`.
-fn go_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float64",
-        Value::Number(_) => "int64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
 }
 
 #[async_trait]

@@ -180,7 +180,7 @@ fn accessor_error(dotted: &str, v: &Value, want: &str) -> String {
 }
 
 /// Go's `%T` of a decoded JSON value.
-fn go_type(v: &Value) -> &'static str {
+pub(crate) fn go_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "<nil>",
         Value::Bool(_) => "bool",

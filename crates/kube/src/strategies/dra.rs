@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use super::fields::{bool_at, int_at, list_at, opt_str, set_at, str_at, strs_at};
 use super::nodeselection::validate_node_selector;
+use super::pod::validate_template_object_meta;
 use super::resources::{is_extended, is_native};
 use super::set_default;
 use super::volumes::validate_csi_driver_name;
@@ -1026,48 +1027,6 @@ fn immutable_spec(new: &Value, old: &Value, go_type: &str) -> Errs {
         err = err.with_rendered_value(r);
     }
     vec![err]
-}
-
-/// Metadata fields a template may not set (`ValidateTemplateObjectMeta`), in `ObjectMeta`'s
-/// order, named as upstream derives them from the Go field names.
-const TEMPLATE_META_FORBIDDEN: &[(&str, &str)] = &[
-    ("name", "name"),
-    ("generateName", "generateName"),
-    ("namespace", "namespace"),
-    ("selfLink", "selfLink"),
-    ("uid", "uID"),
-    ("resourceVersion", "resourceVersion"),
-    ("generation", "generation"),
-    ("creationTimestamp", "creationTimestamp"),
-    ("deletionTimestamp", "deletionTimestamp"),
-    ("deletionGracePeriodSeconds", "deletionGracePeriodSeconds"),
-    ("ownerReferences", "ownerReferences"),
-    ("finalizers", "finalizers"),
-    ("managedFields", "managedFields"),
-];
-
-fn validate_template_object_meta(meta: &Value, path: &FieldPath) -> Errs {
-    let mut errs = apimachinery::validation::validate_annotations(
-        meta.get("annotations"),
-        &path.child("annotations"),
-    );
-    errs.extend(apimachinery::validation::validate_labels(
-        meta.get("labels"),
-        &path.child("labels"),
-    ));
-    for (field, name) in TEMPLATE_META_FORBIDDEN {
-        let set = match meta.get(*field) {
-            None | Some(Value::Null) => false,
-            Some(Value::String(s)) => !s.is_empty(),
-            Some(Value::Number(n)) => n.as_i64() != Some(0),
-            Some(Value::Array(a)) => !a.is_empty(),
-            Some(_) => true,
-        };
-        if set {
-            errs.push(FieldError::forbidden(&path.child(name), "cannot be set"));
-        }
-    }
-    errs
 }
 
 pub struct ResourceClaimStrategy {

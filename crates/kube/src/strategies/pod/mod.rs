@@ -38,6 +38,7 @@ pub use defaults::default_pod_spec;
 pub use gates::{drop_disabled_fields, drop_disabled_template_fields};
 pub use resources::compute_qos;
 pub use spec::validate_template_metadata;
+pub(crate) use volumes::validate_template_object_meta;
 pub use warnings::{pod_warnings, template_warnings};
 
 /// `ValidatePodTemplateSpec` of the template (metadata and spec) at `path`: labels,

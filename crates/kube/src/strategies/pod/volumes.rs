@@ -735,11 +735,11 @@ const TEMPLATE_META_FORBIDDEN: &[(&str, &str)] = &[
 ];
 
 /// `ValidatePersistentVolumeClaimTemplate`: labels and annotations only, and a valid claim spec.
-fn pvc_template(t: &Value, path: &FieldPath) -> Vec<FieldError> {
-    let meta = t.get("metadata").unwrap_or(&Value::Null);
-    let mp = path.child("metadata");
-    let mut errs = validate_annotations(meta.get("annotations"), &mp.child("annotations"));
-    errs.extend(validate_labels(meta.get("labels"), &mp.child("labels")));
+/// `ValidateTemplateObjectMeta`: a template's metadata carries labels and annotations only
+/// (ephemeral volume claim templates here, ResourceClaimTemplates in DRA).
+pub(crate) fn validate_template_object_meta(meta: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = validate_annotations(meta.get("annotations"), &path.child("annotations"));
+    errs.extend(validate_labels(meta.get("labels"), &path.child("labels")));
     for (field, name) in TEMPLATE_META_FORBIDDEN {
         let set = match meta.get(*field) {
             None | Some(Value::Null) => false,
@@ -749,9 +749,15 @@ fn pvc_template(t: &Value, path: &FieldPath) -> Vec<FieldError> {
             Some(_) => true,
         };
         if set {
-            errs.push(FieldError::forbidden(&mp.child(name), "cannot be set"));
+            errs.push(FieldError::forbidden(&path.child(name), "cannot be set"));
         }
     }
+    errs
+}
+
+fn pvc_template(t: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let meta = t.get("metadata").unwrap_or(&Value::Null);
+    let mut errs = validate_template_object_meta(meta, &path.child("metadata"));
     errs.extend(pvc_spec(
         t.get("spec").unwrap_or(&Value::Null),
         &path.child("spec"),
