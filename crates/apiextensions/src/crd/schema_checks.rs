@@ -945,8 +945,10 @@ fn rule_shape_errors(s: &Value, path: &FieldPath) -> Vec<FieldError> {
                 "must not contain line breaks",
             ));
         }
+        // Upstream checks the path whenever the schema converts to its structural form
+        // (`pathValid`), whether or not that form passes ValidateStructural.
         if !field_path.is_empty()
-            && structural_errors(s, &FieldPath::nil()).is_empty()
+            && converts_to_structural(s)
             && valid_field_path(field_path, s, true).is_err()
         {
             errs.push(FieldError::invalid(
@@ -957,6 +959,25 @@ fn rule_shape_errors(s: &Value, path: &FieldPath) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// Whether upstream's `NewStructural` accepts the schema: none of the keywords it refuses
+/// anywhere, and no array form of `items`.
+fn converts_to_structural(s: &Value) -> bool {
+    !schema_has(s, &|n| {
+        [
+            "id",
+            "$schema",
+            "$ref",
+            "patternProperties",
+            "dependencies",
+            "additionalItems",
+            "definitions",
+        ]
+        .iter()
+        .any(|k| set(n.get(*k)).is_some())
+            || n.get("items").is_some_and(Value::is_array)
+    })
 }
 
 /// Compiles the rules of one node: syntax errors, `oldSelf` where old and new values cannot be
@@ -1701,6 +1722,18 @@ mod tests {
                 "s.openAPIV3Schema.properties[l].x-kubernetes-list-map-keys: Invalid value: [\"k\",\"o\",\"zz\"]: entries must all be names of item properties",
                 "s.openAPIV3Schema.properties[l].items.properties[o].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
             ]
+        );
+    }
+
+    #[test]
+    fn a_rule_field_path_is_checked_even_in_a_schema_that_is_not_structural() {
+        let found = check(json!({"type": "object", "properties": {
+            "a": {},
+            "spec": {"type": "object", "x-kubernetes-validations": [
+                {"rule": "true", "fieldPath": ".nope"}]}}}));
+        assert!(
+            found.contains(&"s.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].fieldPath: Invalid value: \".nope\": must be a valid path".to_string()),
+            "{found:?}"
         );
     }
 
