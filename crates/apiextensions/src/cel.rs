@@ -7,7 +7,9 @@
 //! message, its `messageExpression`, or `failed rule: <rule>`; `reason` picks Forbidden,
 //! Required or Duplicate instead.
 //!
-//! Not yet: upstream's cost estimation when the CRD is written and the runtime cost budget.
+//! Rules are type-checked and their cost estimated when the CRD is written
+//! (`crd::schema_checks`, with `apiserver::cel`). Not yet: the runtime cost budget, which needs
+//! an interpreter that counts what it evaluates.
 
 use std::sync::Arc;
 

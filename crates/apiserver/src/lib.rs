@@ -7,6 +7,7 @@ pub mod admission;
 pub mod audit;
 pub mod authentication;
 pub mod authorization;
+pub mod cel;
 pub mod endpoints;
 pub mod filters;
 pub mod health;

@@ -8,9 +8,11 @@
 //!
 //! Upstream walks Go maps in random order; properties here go in the object's key order.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use apimachinery::validation::{FieldError, FieldPath};
+use apiserver::cel::{self as celcheck, DeclSizes, DeclType, Type as CelType};
 use serde_json::{Value, json};
 
 use super::validation::Internal;
@@ -59,6 +61,10 @@ pub struct Options {
     /// The versions ("" for the shared top level) whose stored selectable fields were already
     /// more than the limit and did not change.
     too_many_selectable_allowed: Vec<String>,
+    /// The versions whose schema did not change in an update: their rules' costs are not
+    /// checked again (`suppressPerExpressionCost`), so a CRD accepted before is not refused
+    /// for them now.
+    unchanged_schemas: Vec<String>,
 }
 
 impl Options {
@@ -74,6 +80,7 @@ impl Options {
             // The CRD is not established yet.
             allow_invalid_ca_bundle: true,
             too_many_selectable_allowed: Vec::new(),
+            unchanged_schemas: Vec::new(),
         }
     }
 
@@ -104,6 +111,21 @@ impl Options {
             }
         }
         let old_schemas: Vec<&Value> = old.schemas().collect();
+        fn schema_of<'a>(i: &Internal<'a>, name: &str) -> Option<&'a Value> {
+            i.validation.or_else(|| {
+                i.versions
+                    .iter()
+                    .find(|v| v.name == name)
+                    .and_then(|v| v.schema)
+            })
+        }
+        let unchanged_schemas = new
+            .versions
+            .iter()
+            .filter(|v| old.versions.iter().any(|o| o.name == v.name))
+            .filter(|v| schema_of(new, v.name) == schema_of(old, v.name))
+            .map(|v| v.name.to_string())
+            .collect();
         Options {
             require_recognized_review_version: review.is_none_or(|r| {
                 r.is_empty()
@@ -136,6 +158,7 @@ impl Options {
             allow_invalid_ca_bundle: !established
                 || (!old_bundle.is_empty() && !super::validation::ca_bundle_is_valid(old_bundle)),
             too_many_selectable_allowed: allowed,
+            unchanged_schemas,
         }
     }
 
@@ -277,6 +300,7 @@ pub fn validate_validation(
     status_enabled: bool,
     opts: &Options,
     path: &FieldPath,
+    version: &str,
 ) -> Vec<FieldError> {
     let Some(schema) = validation.and_then(|v| set(v.get("openAPIV3Schema"))) else {
         return Vec::new();
@@ -320,6 +344,7 @@ pub fn validate_validation(
         ));
     }
     let mut cel = false;
+    let total = RefCell::new(TotalCost::default());
     if opts.require_structural {
         let structural = structural_errors(schema, &root);
         if !structural.is_empty() {
@@ -340,10 +365,98 @@ pub fn validate_validation(
         require_valid_type: opts.require_valid_property_type,
         forbid_old_self: None,
     };
-    let found = openapi_schema(schema, &root, &ssv, true, opts, cel);
+    let ctx = CelCtx {
+        cardinality: Some(1),
+        total: &total,
+        suppress_cost: opts.unchanged_schemas.iter().any(|v| v == version),
+    };
+    let found = openapi_schema(schema, &root, &ssv, true, opts, cel.then_some(ctx));
     errs.extend(found.schema);
     errs.extend(found.cel);
+    if cel {
+        errs.extend(total.into_inner().errors(&root));
+    }
     errs
+}
+
+/// The most the rules of one CRD version may cost together (`StaticEstimatedCRDCostLimit`).
+const CRD_COST_LIMIT: u64 = 100_000_000;
+/// The most one rule may cost, times how often it can run (`StaticEstimatedCostLimit`).
+const EXPRESSION_COST_LIMIT: u64 = 10_000_000;
+
+/// `TotalCost`: the estimated cost of every rule of a schema, and the costliest four that each
+/// take at least a hundredth of the limit.
+#[derive(Default)]
+struct TotalCost {
+    total: u64,
+    most_expensive: Vec<(FieldPath, u64)>,
+}
+
+impl TotalCost {
+    fn observe(&mut self, path: FieldPath, cost: u64) {
+        self.total = self.total.saturating_add(cost);
+        if cost < CRD_COST_LIMIT / 100 {
+            return;
+        }
+        self.most_expensive.push((path, cost));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
+        self.most_expensive.truncate(4);
+    }
+
+    fn errors(self, root: &FieldPath) -> Vec<FieldError> {
+        if self.total <= CRD_COST_LIMIT {
+            return Vec::new();
+        }
+        let mut errs: Vec<FieldError> = self
+            .most_expensive
+            .iter()
+            .map(|(p, _)| {
+                FieldError::forbidden(
+                    p,
+                    "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+                )
+            })
+            .collect();
+        errs.push(FieldError::forbidden(
+            root,
+            celcheck::cost_error_message(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                self.total,
+                CRD_COST_LIMIT,
+            ),
+        ));
+        errs
+    }
+}
+
+/// `CELSchemaContext`: where rules are compiled, how many times a node's rules can run at most
+/// in one object (`None`: unbounded), and the schema's running cost total.
+#[derive(Clone, Copy)]
+struct CelCtx<'a> {
+    cardinality: Option<u64>,
+    total: &'a RefCell<TotalCost>,
+    suppress_cost: bool,
+}
+
+impl<'a> CelCtx<'a> {
+    /// The context of a child of `parent`: its cardinality times how many children the parent
+    /// can have (`extractMaxElements`).
+    fn child(self, parent: &Value) -> CelCtx<'a> {
+        let factor = match text(parent, "type") {
+            "object" if parent.get("additionalProperties").is_some() => {
+                parent.get("maxProperties").and_then(Value::as_i64)
+            }
+            "array" => parent.get("maxItems").and_then(Value::as_i64),
+            _ => Some(1),
+        };
+        CelCtx {
+            cardinality: self
+                .cardinality
+                .zip(factor)
+                .map(|(c, f)| c.saturating_mul(f.max(0) as u64)),
+            ..self
+        }
+    }
 }
 
 /// `specStandardValidatorV3`: what is refused at one node, and what its children inherit.
@@ -476,7 +589,7 @@ impl Found {
 
 const META_FIELDS: &[&str] = &["metadata", "kind", "apiVersion"];
 
-/// `ValidateCustomResourceDefinitionOpenAPISchema`. `cel` is true where the rules are compiled
+/// `ValidateCustomResourceDefinitionOpenAPISchema`. `cel` is set where the rules are compiled
 /// (the schema is structural with valid defaults, and the node is not inside a logical
 /// junctor).
 fn openapi_schema(
@@ -485,7 +598,7 @@ fn openapi_schema(
     ssv: &Ssv,
     is_root: bool,
     opts: &Options,
-    cel: bool,
+    cel: Option<CelCtx<'_>>,
 ) -> Found {
     let mut found = Found::default();
     if !s.is_object() {
@@ -521,7 +634,7 @@ fn openapi_schema(
                 &sub,
                 false,
                 opts,
-                cel,
+                cel.map(|c| c.child(s)),
             ));
         }
     }
@@ -544,7 +657,7 @@ fn openapi_schema(
             &sub,
             false,
             opts,
-            cel,
+            cel.map(|c| c.child(s)),
         ));
     }
     if let Some(not) = set(s.get("not")) {
@@ -554,7 +667,7 @@ fn openapi_schema(
             ssv,
             false,
             opts,
-            false,
+            None,
         ));
     }
     for junctor in ["allOf", "oneOf", "anyOf"] {
@@ -571,7 +684,7 @@ fn openapi_schema(
                 ssv,
                 false,
                 opts,
-                false,
+                None,
             ));
         }
     }
@@ -587,7 +700,7 @@ fn openapi_schema(
             ssv,
             false,
             opts,
-            false,
+            None,
         ));
     }
     if let Some(items) = set(s.get("items")) {
@@ -605,7 +718,7 @@ fn openapi_schema(
                         &sub,
                         false,
                         opts,
-                        cel,
+                        cel.map(|c| c.child(s)),
                     ));
                 }
             }
@@ -615,7 +728,7 @@ fn openapi_schema(
                 &sub,
                 false,
                 opts,
-                cel,
+                cel.map(|c| c.child(s)),
             )),
         }
     }
@@ -632,7 +745,7 @@ fn openapi_schema(
                 ssv,
                 false,
                 opts,
-                false,
+                None,
             ));
         }
     }
@@ -640,8 +753,10 @@ fn openapi_schema(
     found.schema.extend(rule_shape_errors(s, path));
     // Rules are compiled only when nothing is wrong with the schema at this node or below:
     // invalid schemas give CEL messages that would not help anyone.
-    if found.schema.is_empty() && cel {
-        found.cel.extend(compile_rules(s, path, ssv));
+    if found.schema.is_empty()
+        && let Some(ctx) = cel
+    {
+        found.cel.extend(compile_rules(s, path, ssv, is_root, ctx));
     }
     found
 }
@@ -980,9 +1095,19 @@ fn converts_to_structural(s: &Value) -> bool {
     })
 }
 
-/// Compiles the rules of one node: syntax errors, `oldSelf` where old and new values cannot be
-/// paired, `optionalOldSelf` on a rule that does not use `oldSelf`.
-fn compile_rules(s: &Value, path: &FieldPath, ssv: &Ssv) -> Vec<FieldError> {
+/// Compiles the rules of one node as upstream's `cel.Compile` does, in its order for each rule:
+/// the rule's estimated cost (times how often the node can occur) against the per-expression
+/// limit, its compile errors (syntax, types — cel-go's text), the same for its
+/// `messageExpression`, then `oldSelf` where old and new values cannot be paired and
+/// `optionalOldSelf` on a rule that does not use `oldSelf`. Every cost goes to the schema's
+/// total.
+fn compile_rules(
+    s: &Value,
+    path: &FieldPath,
+    ssv: &Ssv,
+    is_root: bool,
+    ctx: CelCtx<'_>,
+) -> Vec<FieldError> {
     let Some(rules) = s
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
@@ -990,55 +1115,169 @@ fn compile_rules(s: &Value, path: &FieldPath, ssv: &Ssv) -> Vec<FieldError> {
     else {
         return Vec::new();
     };
-    let compiled = kube_cel::compile_schema(&json!({ "x-kubernetes-validations": rules }));
+    let Some(decl) = DeclType::from_schema(s, is_root || flag(s, "x-kubernetes-embedded-resource"))
+    else {
+        return Vec::new();
+    };
+    let self_type = CelType::of_decl(&decl, "selfType");
+    // Unbounded: as many as fit in a request of the smallest serialized values.
+    let cardinality = ctx
+        .cardinality
+        .unwrap_or((celcheck::MAX_REQUEST_SIZE_BYTES / (decl.min_serialized_size + 1)) as u64);
+    let sizes = DeclSizes(decl);
     let mut errs = Vec::new();
-    for (i, (result, rule)) in compiled.validations.iter().zip(rules).enumerate() {
+    for (i, rule) in rules.iter().enumerate() {
         let p = path.child("x-kubernetes-validations").index(i);
-        match result {
-            Err(kube_cel::CompilationError::MessageExpressionParse { source, .. }) => {
-                errs.push(
+        let source = text(rule, "rule");
+        let optional_old_self = rule.get("optionalOldSelf") == Some(&Value::Bool(true));
+        let old_self_type = if optional_old_self {
+            CelType::Optional(Box::new(self_type.clone()))
+        } else {
+            self_type.clone()
+        };
+        let vars = [("self", self_type.clone()), ("oldSelf", old_self_type)];
+        let mut uses_old_self = false;
+        if !source.trim().is_empty() {
+            match celcheck::compile(source, &vars) {
+                Err(issues) => errs.push(
                     FieldError::invalid(
-                        &p.child("messageExpression"),
+                        &p.child("rule"),
                         Value::Null,
-                        format!("messageExpression compilation failed: {source}"),
+                        format!("compilation failed: {issues}"),
                     )
                     .with_rendered_value(super::internal_json::rule(rule)),
-                );
-            }
-            Err(e) => {
-                let detail = match e {
-                    kube_cel::CompilationError::Parse { source, .. } => {
-                        format!("compilation failed: {source}")
-                    }
-                    other => format!("compilation failed: {other}"),
-                };
-                errs.push(
-                    FieldError::invalid(&p.child("rule"), Value::Null, detail)
-                        .with_rendered_value(super::internal_json::rule(rule)),
-                );
-            }
-            Ok(c) => {
-                if c.is_transition_rule {
-                    if let Some(uncorrelatable) = &ssv.forbid_old_self {
-                        errs.push(FieldError::invalid(
+                ),
+                Ok(checked) if is_concrete_but_not(checked.output(), &CelType::Bool) => errs.push(
+                    FieldError::invalid(
+                        &p.child("rule"),
+                        Value::Null,
+                        "cel expression must evaluate to a bool",
+                    )
+                    .with_rendered_value(super::internal_json::rule(rule)),
+                ),
+                Ok(checked) => {
+                    let max = celcheck::estimate(&checked, &sizes).max;
+                    let cost = if max == 0 {
+                        0
+                    } else {
+                        max.saturating_mul(cardinality)
+                    };
+                    if !ctx.suppress_cost && cost > EXPRESSION_COST_LIMIT {
+                        errs.push(FieldError::forbidden(
                             &p.child("rule"),
-                            text(rule, "rule"),
-                            format!(
-                                "oldSelf cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}"
+                            celcheck::cost_error_message(
+                                "estimated rule cost",
+                                cost,
+                                EXPRESSION_COST_LIMIT,
                             ),
                         ));
                     }
-                } else if let Some(optional) = set(rule.get("optionalOldSelf")) {
-                    errs.push(FieldError::invalid(
-                        &p.child("optionalOldSelf"),
-                        optional.clone(),
-                        "may not be set if oldSelf is not used in rule",
-                    ));
+                    ctx.total.borrow_mut().observe(p.child("rule"), cost);
+                    uses_old_self = references(&checked.expr, "oldSelf");
+                    errs.extend(message_expression_errors(rule, &p, &vars, &sizes, ctx));
                 }
             }
         }
+        if uses_old_self {
+            if let Some(uncorrelatable) = &ssv.forbid_old_self {
+                errs.push(FieldError::invalid(
+                    &p.child("rule"),
+                    source,
+                    format!(
+                        "oldSelf cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}"
+                    ),
+                ));
+            }
+        } else if let Some(optional) = set(rule.get("optionalOldSelf")) {
+            errs.push(FieldError::invalid(
+                &p.child("optionalOldSelf"),
+                optional.clone(),
+                "may not be set if oldSelf is not used in rule",
+            ));
+        }
     }
     errs
+}
+
+/// The compile errors and cost of a rule's `messageExpression` (its cost is not multiplied:
+/// a message is built once per failure).
+fn message_expression_errors(
+    rule: &Value,
+    p: &FieldPath,
+    vars: &[(&str, CelType)],
+    sizes: &DeclSizes,
+    ctx: CelCtx<'_>,
+) -> Vec<FieldError> {
+    let source = text(rule, "messageExpression");
+    if source.is_empty() {
+        return Vec::new();
+    }
+    let path = p.child("messageExpression");
+    let invalid = |detail: String| {
+        vec![
+            FieldError::invalid(&path, Value::Null, detail)
+                .with_rendered_value(super::internal_json::rule(rule)),
+        ]
+    };
+    match celcheck::compile(source, vars) {
+        Err(issues) => invalid(format!("messageExpression compilation failed: {issues}")),
+        Ok(checked) if is_concrete_but_not(checked.output(), &CelType::String) => {
+            invalid("messageExpression must evaluate to a string".to_string())
+        }
+        Ok(checked) => {
+            let cost = celcheck::estimate(&checked, sizes).max;
+            let mut errs = Vec::new();
+            if !ctx.suppress_cost && cost > EXPRESSION_COST_LIMIT {
+                errs.push(FieldError::forbidden(
+                    &path,
+                    celcheck::cost_error_message(
+                        "estimated messageExpression cost",
+                        cost,
+                        EXPRESSION_COST_LIMIT,
+                    ),
+                ));
+            }
+            ctx.total.borrow_mut().observe(path.clone(), cost);
+            errs
+        }
+    }
+}
+
+/// Whether the checker knows `t` and it is not `want` (a `dyn` result is left to run time:
+/// this checker gives `dyn` in places cel-go would know better).
+fn is_concrete_but_not(t: &CelType, want: &CelType) -> bool {
+    !t.is_dyn() && t != want
+}
+
+/// Whether the expression names the variable `name`.
+fn references(e: &kube_cel::cel::IdedExpr, name: &str) -> bool {
+    use kube_cel::cel::common::ast::{EntryExpr, Expr, MapExpr, StructExpr};
+    match &e.expr {
+        Expr::Ident(n) => n == name,
+        Expr::Select(s) => references(&s.operand, name),
+        Expr::Call(c) => {
+            c.target.as_deref().is_some_and(|t| references(t, name))
+                || c.args.iter().any(|a| references(a, name))
+        }
+        Expr::List(l) => l.elements.iter().any(|x| references(x, name)),
+        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => {
+            entries.iter().any(|en| match &en.expr {
+                EntryExpr::MapEntry(me) => references(&me.key, name) || references(&me.value, name),
+                EntryExpr::StructField(sf) => references(&sf.value, name),
+            })
+        }
+
+        Expr::Comprehension(c) => [
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ]
+        .iter()
+        .any(|x| references(x, name)),
+        _ => false,
+    }
 }
 
 /// `cel.ValidFieldPath`: the steps of a JSON path (`.a.b`, `['x']`) into the schema, and the
@@ -1663,7 +1902,75 @@ mod tests {
             false,
             &Options::for_create(),
             &FieldPath::new("s"),
+            "v1",
         ))
+    }
+
+    fn string_list_rule(rule: Value) -> Value {
+        json!({"type": "object", "properties": {"f": {
+            "type": "array", "items": {"type": "string"},
+            "x-kubernetes-validations": [rule],
+        }}})
+    }
+
+    #[test]
+    fn rules_are_type_checked() {
+        let errs = check(json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "properties": {"replicas": {"type": "integer"}},
+            "x-kubernetes-validations": [
+                {"rule": "self.replicsa > 0"},
+                {"rule": "self.replicas"},
+                {"rule": "self.replicas > 0", "messageExpression": "self.replicas"},
+            ],
+        }}}));
+        assert_eq!(errs.len(), 3, "{errs:#?}");
+        assert!(errs[0].starts_with(
+            "s.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: "
+        ));
+        assert!(errs[0].ends_with("compilation failed: ERROR: <input>:1:5: undefined field 'replicsa'\n | self.replicsa > 0\n | ....^"), "{}", errs[0]);
+        assert!(errs[1].ends_with(": cel expression must evaluate to a bool"));
+        assert!(errs[2].contains("x-kubernetes-validations[2].messageExpression: Invalid value: "));
+        assert!(errs[2].ends_with(": messageExpression must evaluate to a string"));
+        // The root's metadata is name and generateName only, as upstream declares it to rules.
+        let errs = check(json!({"type": "object", "x-kubernetes-validations": [
+            {"rule": "self.metadata.name.startsWith('a') && has(self.metadata.labels)"},
+        ]}));
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].contains("undefined field 'labels'"), "{errs:?}");
+    }
+
+    #[test]
+    fn expensive_rules_are_refused_as_upstream_refuses_them() {
+        // Upstream's "messageExpression exceeding per-expression estimated cost limit".
+        let errs = check(string_list_rule(json!({"rule": "true",
+            "messageExpression": "self[0] + self[1] + self[2] + self[3] + self[4] + self[5] + self[6] + self[7]"})));
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        assert!(errs[0].starts_with("s.openAPIV3Schema.properties[f].x-kubernetes-validations[0].messageExpression: Forbidden: estimated messageExpression cost exceeds budget by factor of "), "{}", errs[0]);
+        // "... exceeding per-CRD estimated cost limit": the expression, its share, the total.
+        let errs = check(string_list_rule(json!({"rule": "true",
+            "messageExpression": "string(self[0]) + string(self[1]) + string(self[2])"})));
+        assert_eq!(errs.len(), 3, "{errs:#?}");
+        assert!(errs[1].ends_with("messageExpression: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"));
+        assert!(errs[2].starts_with("s.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of "));
+        // Bounded lists and strings bring the same rule under the limit.
+        let bounded = json!({"type": "object", "properties": {"f": {
+            "type": "array", "maxItems": 5, "items": {"type": "string", "maxLength": 5},
+            "x-kubernetes-validations": [{"rule": "self.all(x, self.exists_one(y, x.lowerAscii() == y.lowerAscii()))"}],
+        }}});
+        assert_eq!(check(bounded.clone()), Vec::<String>::new());
+        let mut unbounded = bounded;
+        unbounded["properties"]["f"]
+            .as_object_mut()
+            .unwrap()
+            .remove("maxItems");
+        // Unbounded, it is over both limits.
+        let errs = check(unbounded);
+        assert_eq!(errs.len(), 3, "{errs:#?}");
+        assert_eq!(
+            errs[0],
+            "s.openAPIV3Schema.properties[f].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+        );
     }
 
     #[test]

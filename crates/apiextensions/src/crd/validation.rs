@@ -420,6 +420,7 @@ fn validate_spec(internal: &Internal<'_>, opts: &Options, path: &FieldPath) -> V
         internal.any_status(),
         &opts,
         &path.child("validation"),
+        internal.version,
     ));
     errs.extend(validate_subresources(
         internal.subresources,
@@ -509,6 +510,7 @@ fn validate_version(
         status,
         opts,
         &path.child("schema"),
+        version.name,
     ));
     errs.extend(validate_subresources(
         version.subresources,

@@ -500,30 +500,7 @@ fn validate_param_ref(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
 
 /// A CEL identifier that is not a reserved word (`isCELIdentifier`).
 fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
-    is_c_identifier(name).is_empty() && !RESERVED.contains(&name)
+    is_c_identifier(name).is_empty() && !apiserver::cel::types::RESERVED_WORDS.contains(&name)
 }
 
 /// `validateVariable`, without compiling the expression.
