@@ -244,7 +244,7 @@ pub struct ServiceReference {
 pub struct ClientConfig {
     pub url: Option<String>,
     pub service: Option<ServiceReference>,
-    /// PEM certificates; empty trusts nothing (there is no system store here).
+    /// PEM certificates; empty trusts the system's roots, as upstream's client does.
     pub ca_bundle: Vec<u8>,
 }
 
@@ -341,8 +341,13 @@ async fn target(
     })
 }
 
+/// The TLS configuration for a webhook: its `caBundle`, or without one the system's trusted
+/// roots, as Go's TLS client uses them when a REST config has no CA data.
 fn tls_config(ca_bundle: &[u8]) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
     let mut roots = rustls::RootCertStore::empty();
+    if ca_bundle.is_empty() {
+        roots = system_roots().clone();
+    }
     let mut reader = ca_bundle;
     for cert in rustls_pemfile::certs(&mut reader).flatten() {
         roots.add(cert).map_err(|e| format!("x509: {e}"))?;
@@ -356,6 +361,17 @@ fn tls_config(ca_bundle: &[u8]) -> Result<std::sync::Arc<rustls::ClientConfig>, 
     .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(std::sync::Arc::new(config))
+}
+
+/// The system's trusted certificates, read once (certificates it cannot parse are skipped, as
+/// Go's `SystemCertPool` skips them).
+fn system_roots() -> &'static rustls::RootCertStore {
+    static ROOTS: std::sync::OnceLock<rustls::RootCertStore> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        roots
+    })
 }
 
 /// Go's wording for a failed dial.
