@@ -12,19 +12,27 @@ pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
     format!("{}.{version}.{kind}", reversed.join("."))
 }
 
-/// The pruning schemas of a CRD's versions (`(version, openAPIV3Schema)` pairs). The root's `metadata`, `apiVersion` and `kind` are
-/// left to the generic rules (metadata is ObjectMeta whatever the schema says about it), so a
-/// schema that constrains `metadata.name` does not prune the rest of the metadata away.
+/// The pruning schemas of a CRD's versions (`(version, openAPIV3Schema)` pairs). Metadata is
+/// `ObjectMeta` whatever the schema says about it, at the top and in every embedded resource
+/// (upstream decodes it into the Go type, `schemaobjectmeta`): its unknown fields are dropped and
+/// reported like any other, and the decoder checks and normalizes it (`apiserver`'s
+/// `decode`). `apiVersion` and `kind` are always kept at the top level, and in an embedded
+/// resource are strings.
 pub fn pruning_schemas(group: &str, kind: &str, versions: &[(String, Value)]) -> Schemas {
-    let mut definitions = Map::new();
+    let mut definitions = object_meta_definitions();
     for (version, schema) in versions {
         let mut root = schema.clone();
-        if let Some(props) = root.get_mut("properties").and_then(Value::as_object_mut) {
-            for field in ["metadata", "apiVersion", "kind"] {
-                props.remove(field);
-            }
-        }
+        mark_embedded_metadata(&mut root);
         if let Some(m) = root.as_object_mut() {
+            let props = m
+                .entry("properties")
+                .or_insert_with(|| json!({}))
+                .as_object_mut();
+            if let Some(props) = props {
+                props.remove("apiVersion");
+                props.remove("kind");
+                props.insert("metadata".into(), json!({ "$ref": OBJECT_META_REF }));
+            }
             m.insert(
                 "x-kubernetes-group-version-kind".into(),
                 json!([{"group": group, "version": version, "kind": kind}]),
@@ -33,6 +41,104 @@ pub fn pruning_schemas(group: &str, kind: &str, versions: &[(String, Value)]) ->
         definitions.insert(definition_name(group, version, kind), root);
     }
     Schemas::from_openapi_v2(&json!({ "definitions": definitions }))
+}
+
+const OBJECT_META_REF: &str = "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// Gives every embedded resource of `schema` its type fields and `ObjectMeta` metadata.
+fn mark_embedded_metadata(schema: &mut Value) {
+    let Some(m) = schema.as_object_mut() else {
+        return;
+    };
+    if m.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true))
+        && let Some(props) = m
+            .entry("properties")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+    {
+        props.insert("apiVersion".into(), json!({"type": "string"}));
+        props.insert("kind".into(), json!({"type": "string"}));
+        props.insert("metadata".into(), json!({ "$ref": OBJECT_META_REF }));
+    }
+    for key in ["properties", "additionalProperties", "items"] {
+        match m.get_mut(key) {
+            Some(Value::Object(children)) if key == "properties" => {
+                for child in children.values_mut() {
+                    mark_embedded_metadata(child);
+                }
+            }
+            Some(child @ Value::Object(_)) => mark_embedded_metadata(child),
+            _ => {}
+        }
+    }
+}
+
+/// `metav1.ObjectMeta` and the types it holds, as the pruner reads OpenAPI definitions (the
+/// Go type's JSON fields; `FieldsV1` is opaque by its name).
+fn object_meta_definitions() -> Map<String, Value> {
+    let string = json!({"type": "string"});
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let string_map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let integer = json!({"type": "integer"});
+    let boolean = json!({"type": "boolean"});
+    let def = |fields: &[(&str, &Value)]| {
+        let props: Map<String, Value> = fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), (*v).clone()))
+            .collect();
+        json!({"type": "object", "properties": props})
+    };
+    let meta = "io.k8s.apimachinery.pkg.apis.meta.v1";
+    let owner_ref =
+        json!({"type": "array", "items": {"$ref": format!("#/definitions/{meta}.OwnerReference")}});
+    let managed = json!({"type": "array", "items": {"$ref": format!("#/definitions/{meta}.ManagedFieldsEntry")}});
+    let fields_v1 = json!({"$ref": format!("#/definitions/{meta}.FieldsV1")});
+    let mut defs = Map::new();
+    defs.insert(
+        format!("{meta}.ObjectMeta"),
+        def(&[
+            ("annotations", &string_map),
+            ("creationTimestamp", &string),
+            ("deletionGracePeriodSeconds", &integer),
+            ("deletionTimestamp", &string),
+            ("finalizers", &strings),
+            ("generateName", &string),
+            ("generation", &integer),
+            ("labels", &string_map),
+            ("managedFields", &managed),
+            ("name", &string),
+            ("namespace", &string),
+            ("ownerReferences", &owner_ref),
+            ("resourceVersion", &string),
+            ("selfLink", &string),
+            ("uid", &string),
+        ]),
+    );
+    defs.insert(
+        format!("{meta}.OwnerReference"),
+        def(&[
+            ("apiVersion", &string),
+            ("blockOwnerDeletion", &boolean),
+            ("controller", &boolean),
+            ("kind", &string),
+            ("name", &string),
+            ("uid", &string),
+        ]),
+    );
+    defs.insert(
+        format!("{meta}.ManagedFieldsEntry"),
+        def(&[
+            ("apiVersion", &string),
+            ("fieldsType", &string),
+            ("fieldsV1", &fields_v1),
+            ("manager", &string),
+            ("operation", &string),
+            ("subresource", &string),
+            ("time", &string),
+        ]),
+    );
+    defs.insert(format!("{meta}.FieldsV1"), json!({"type": "object"}));
+    defs
 }
 
 fn nullable(schema: &Value) -> bool {

@@ -15,6 +15,9 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
+/// What [`Schemas::visit_embedded_resources`] calls: the path and the embedded object.
+pub type EmbeddedVisitor<'a> = dyn FnMut(&str, &mut Map<String, Value>) -> Result<(), String> + 'a;
+
 /// A node of a parsed schema. Cheap to copy; only meaningful with the [`Schemas`] that made it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SchemaRef(u32);
@@ -108,6 +111,9 @@ struct Extensions {
     list_type: Option<ListType>,
     list_map_keys: Box<[Box<str>]>,
     map_type: Option<MapType>,
+    /// `x-kubernetes-embedded-resource`: an object with its own `apiVersion`, `kind` and
+    /// `metadata` (custom resources only).
+    embedded: bool,
 }
 
 #[derive(Debug)]
@@ -303,6 +309,67 @@ impl Schemas {
     /// `x-kubernetes-map-type` of the object or map `r`.
     pub fn map_type(&self, r: SchemaRef) -> Option<MapType> {
         self.extension(r, |e| e.map_type)
+    }
+
+    /// Whether any node is an embedded resource (most schemas have none: nothing to visit).
+    pub fn has_embedded_resources(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.ext.as_ref().is_some_and(|e| e.embedded))
+    }
+
+    /// Calls `f` on every object of `value` that the schema marks as an embedded resource
+    /// (`x-kubernetes-embedded-resource`), with its path in field-error form (`spec.template`,
+    /// `spec.items[0]`, `spec.byName[a]`), outermost first; stops at the first error.
+    pub fn visit_embedded_resources(
+        &self,
+        r: SchemaRef,
+        value: &mut Value,
+        path: &mut String,
+        f: &mut EmbeddedVisitor<'_>,
+    ) -> Result<(), String> {
+        if self.extension(r, |e| e.embedded.then_some(())).is_some()
+            && let Value::Object(map) = value
+        {
+            f(path, map)?;
+        }
+        let mark = path.len();
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    let (schema, step) = match self.field(r, key) {
+                        Some(s) => (
+                            s,
+                            if mark == 0 {
+                                key.clone()
+                            } else {
+                                format!(".{key}")
+                            },
+                        ),
+                        None => match self.map_values(r) {
+                            Some(s) => (s, format!("[{key}]")),
+                            None => continue,
+                        },
+                    };
+                    path.push_str(&step);
+                    let found = self.visit_embedded_resources(schema, child, path, f);
+                    path.truncate(mark);
+                    found?;
+                }
+            }
+            Value::Array(items) => {
+                if let Some(schema) = self.items(r) {
+                    for (i, item) in items.iter_mut().enumerate() {
+                        path.push_str(&format!("[{i}]"));
+                        let found = self.visit_embedded_resources(schema, item, path, f);
+                        path.truncate(mark);
+                        found?;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Removes every field of `obj` that the schema `root` does not know, as Go's decoder drops
@@ -528,6 +595,10 @@ fn extensions(schema: &Value) -> Option<Box<Extensions>> {
             "granular" => Some(MapType::Granular),
             _ => None,
         };
+        any = true;
+    }
+    if obj.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)) {
+        ext.embedded = true;
         any = true;
     }
     any.then(|| Box::new(ext))

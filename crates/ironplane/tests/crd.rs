@@ -459,3 +459,118 @@ spec:
     let names = s.kubectl(&["get", "things.bad.example.com", "-A", "-o", "name"]);
     assert_eq!(names.trim(), "");
 }
+
+#[test]
+fn metadata_is_object_meta_at_the_top_and_in_embedded_resources() {
+    // Upstream decodes a custom resource's metadata, and that of every
+    // x-kubernetes-embedded-resource, into ObjectMeta (schemaobjectmeta): unknown fields go
+    // (reported under Strict/Warn), empty ones are omitted, and what Go cannot hold is a 400.
+    let s = Server::start();
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: embeds.e.example.com}
+spec:
+  group: e.example.com
+  scope: Namespaced
+  names: {plural: embeds, kind: Embed}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              template: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
+              items:
+                type: array
+                items: {type: object, x-kubernetes-embedded-resource: true, properties: {data: {type: string}}}
+"#,
+    );
+    established(&s, "embeds.e.example.com");
+    let path = "/apis/e.example.com/v1/namespaces/default/embeds";
+    let body = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"e.example.com/v1","kind":"Embed","metadata":{{"name":"{name}","labels":{{}},"foo":1}},
+            "spec":{{"template":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"x","foo":"bar","labels":{{"a":"b"}},"annotations":{{}},"creationTimestamp":null}},"spec":{{"z":1}}}},
+            "items":[{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"bar":1,"name":"c"}},"data":"d","x":1}}]}}}}"#
+        )
+    };
+    let created = json(&s.kubectl_stdin(
+        &[
+            "create",
+            "--raw",
+            &format!("{path}?fieldValidation=Ignore"),
+            "-f",
+            "-",
+        ],
+        &body("plain"),
+    ));
+    assert!(
+        created["metadata"].get("foo").is_none() && created["metadata"].get("labels").is_none()
+    );
+    assert_eq!(
+        created["spec"]["template"]["metadata"],
+        json(r#"{"labels":{"a":"b"},"name":"x"}"#)
+    );
+    assert_eq!(
+        created["spec"]["items"],
+        json(r#"[{"apiVersion":"v1","data":"d","kind":"ConfigMap","metadata":{"name":"c"}}]"#)
+    );
+    // Strict names every unknown field in the decoder's order: the top-level metadata, the
+    // schema's pruning, then the embedded resources' metadata.
+    let out = s.kubectl_stdin_output(
+        &[
+            "create",
+            "--raw",
+            &format!("{path}?fieldValidation=Strict"),
+            "-f",
+            "-",
+        ],
+        &body("strict"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"Embed in version "v1" cannot be handled as a Embed: strict decoding error: [unknown field "metadata.foo", unknown field "spec.items[0].x", unknown field "spec.items[0].metadata.bar", unknown field "spec.template.metadata.foo"]"#),
+        "{err}"
+    );
+    let refused = |body: &str| {
+        let out = s.kubectl_stdin_output(&["create", "--raw", path, "-f", "-"], body);
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = refused(
+        r#"{"apiVersion":"e.example.com/v1","kind":"Embed","metadata":{"name":"bad","labels":"oops"}}"#,
+    );
+    assert!(err.contains(r#"Error from server (BadRequest): Embed in version "v1" cannot be handled as a Embed: json: cannot unmarshal string into Go struct field ObjectMeta.labels of type map[string]string"#), "{err}");
+    let err = refused(
+        r#"{"apiVersion":"e.example.com/v1","kind":"Embed","metadata":{"name":"bad"},"spec":{"template":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","labels":"oops"}}}}"#,
+    );
+    assert!(err.contains(r#"cannot be handled as a Embed: spec.template.metadata: Invalid value: {"labels":"oops","name":"x"}: json: cannot unmarshal string into Go struct field ObjectMeta.labels of type map[string]string"#), "{err}");
+    let err = refused(
+        r#"{"apiVersion":"e.example.com/v1","kind":"Embed","metadata":{"name":"bad"},"spec":{"template":{"apiVersion":1,"kind":"Pod"}}}"#,
+    );
+    assert!(err.contains("cannot be handled as a Embed: spec.template.apiVersion: Invalid value: 1: must be a string"), "{err}");
+    // A patch that breaks metadata is refused the same way, and nothing is written.
+    let err = s.kubectl_fails(&[
+        "patch",
+        "embed",
+        "plain",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"generation":"x"}}"#,
+    ]);
+    assert!(
+        err.contains(
+            "json: cannot unmarshal string into Go struct field ObjectMeta.generation of type int64"
+        ),
+        "{err}"
+    );
+    let names = s.kubectl(&["get", "embeds", "-o", "name"]);
+    assert_eq!(names.trim(), "embed.e.example.com/plain");
+}

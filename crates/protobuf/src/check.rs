@@ -35,6 +35,28 @@ pub fn check_go_types(api_version: &str, kind: &str, value: &Value) -> Result<()
     .fields(id, object, short_name(&schema.messages[id].name))
 }
 
+/// [`crate::check_go_message`]: `value` against the message `full_name`; `Ok` when there is no
+/// such message or the value is not an object (Go reports those itself elsewhere).
+pub(crate) fn check_message(full_name: &str, value: &Value) -> Result<(), String> {
+    let schema = schema();
+    let Some(id) = schema.message_named(full_name) else {
+        return Ok(());
+    };
+    match value {
+        Value::Object(object) => Checker {
+            schema,
+            path: Vec::new(),
+        }
+        .fields(id, object, short_name(&schema.messages[id].name)),
+        Value::Null => Ok(()),
+        other => Err(format!(
+            "json: cannot unmarshal {} into Go value of type v1.{}",
+            json_kind(other),
+            short_name(full_name)
+        )),
+    }
+}
+
 /// The Go struct name (`ContainerPort`) of a message (`k8s.io.api.core.v1.ContainerPort`).
 fn short_name(full: &str) -> &str {
     full.rsplit('.').next().unwrap_or(full)

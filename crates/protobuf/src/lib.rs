@@ -169,6 +169,34 @@ pub fn decode_watch_event(message: &[u8]) -> Result<Value, ProtobufError> {
     decode::message_to_json(schema, id, message)
 }
 
+/// The Go type `metav1.ObjectMeta`, which custom resources' metadata decodes into.
+pub const OBJECT_META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// Go's JSON decoding of `value` into one API type, named by its protobuf message (e.g.
+/// [`OBJECT_META`]), as a check: the first error in Go's words, with the type's own name as the
+/// struct Go reports (`json: cannot unmarshal string into Go struct field ObjectMeta.labels of
+/// type map[string]string`).
+pub fn check_go_message(full_name: &str, value: &Value) -> Result<(), String> {
+    check::check_message(full_name, value)
+}
+
+/// `value` as the Go type named by its protobuf message holds it and prints it again: fields the
+/// type does not have dropped, empty ones omitted as Go's encoder omits them, times in Go's form.
+/// The value must pass [`check_go_message`] first.
+pub fn normalize_go_message(full_name: &str, value: &Value) -> Result<Value, ProtobufError> {
+    let schema = schema();
+    let id = schema
+        .message_named(full_name)
+        .ok_or_else(|| malformed(format!("the schema has no {full_name}")))?;
+    let mut raw = Vec::with_capacity(128);
+    encode::Encoder {
+        schema,
+        depth: Default::default(),
+    }
+    .message(id, value, &mut raw)?;
+    decode::message_to_json(schema, id, &raw)
+}
+
 /// Whether objects of this apiVersion and kind have a protobuf form (every built-in kind and
 /// list does; custom resources and `Table` do not).
 pub fn supports(api_version: &str, kind: &str) -> bool {

@@ -236,8 +236,13 @@ pub fn decode_object(
             "{expected_kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: no kind \"{expected_kind}\" is registered for version \"{api_version}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
         )));
     }
-    if let Err(e) = ironplane_protobuf::check_go_types(&expected_api_version, &expected_kind, &obj)
-    {
+    let object_meta = info.unstructured && kind_override.is_none();
+    let go_types = ironplane_protobuf::check_go_types(&expected_api_version, &expected_kind, &obj)
+        .and_then(|()| match object_meta {
+            true => check_object_meta(api, &mut obj, &expected_api_version, &expected_kind),
+            false => Ok(()),
+        });
+    if let Err(e) = go_types {
         return Err(Status::bad_request(format!(
             "{expected_kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: {e}"
         )));
@@ -265,7 +270,110 @@ pub fn decode_object(
         fv,
         duplicates,
     )?;
+    if object_meta {
+        normalize_object_meta(api, &mut obj, &expected_api_version, &expected_kind);
+    }
     Ok((obj, warnings))
+}
+
+/// Unknown fields in the order upstream's custom resource decoder finds them: the top-level
+/// metadata's, then the schema's pruning, then each embedded resource's metadata (sorted).
+fn in_decoding_order(
+    schemas: &apimachinery::schema::Schemas,
+    root: apimachinery::schema::SchemaRef,
+    obj: &mut Value,
+    found: Vec<String>,
+) -> Vec<String> {
+    if !schemas.has_embedded_resources() {
+        return found;
+    }
+    let mut prefixes = Vec::new();
+    let _ = schemas.visit_embedded_resources(root, obj, &mut String::new(), &mut |path, _| {
+        prefixes.push(format!("\"{path}.metadata."));
+        Ok(())
+    });
+    let (mut embedded, rest): (Vec<String>, Vec<String>) = found.into_iter().partition(|m| {
+        m.strip_prefix("unknown field ")
+            .is_some_and(|p| prefixes.iter().any(|pre| p.starts_with(pre.as_str())))
+    });
+    let (top, mut rest): (Vec<String>, Vec<String>) = rest
+        .into_iter()
+        .partition(|m| m.starts_with("unknown field \"metadata."));
+    embedded.sort();
+    let mut ordered = top;
+    ordered.append(&mut rest);
+    ordered.append(&mut embedded);
+    ordered
+}
+
+/// Custom resources decode their metadata into `ObjectMeta`, at the top and in every embedded
+/// resource, whose `apiVersion` and `kind` are strings (upstream: `schemaobjectmeta`'s
+/// `GetObjectMeta` and `Coerce`, run by the decoder): the first value Go could not hold there,
+/// in Go's words, so that no client's decoder ever meets it.
+fn check_object_meta(
+    api: &ApiResources,
+    obj: &mut Value,
+    api_version: &str,
+    kind: &str,
+) -> Result<(), String> {
+    let meta = ironplane_protobuf::OBJECT_META;
+    if let Some(m) = obj.get("metadata") {
+        ironplane_protobuf::check_go_message(meta, m)?;
+    }
+    with_embedded_resources(api, obj, api_version, kind, &mut |path, map| {
+        for field in ["apiVersion", "kind"] {
+            if let Some(v) = map.get(field).filter(|v| !v.is_string()) {
+                let at = FieldPath::new(&format!("{path}.{field}"));
+                return Err(FieldError::invalid(&at, v.clone(), "must be a string").to_string());
+            }
+        }
+        if let Some(m) = map.get("metadata")
+            && let Err(e) = ironplane_protobuf::check_go_message(meta, m)
+        {
+            let at = FieldPath::new(&format!("{path}.metadata"));
+            return Err(FieldError::invalid(&at, m.clone(), e).to_string());
+        }
+        Ok(())
+    })
+}
+
+/// Checked metadata as Go holds and prints it (empty fields omitted, times in Go's form); an
+/// embedded resource's zero `creationTimestamp` is dropped, as `Coerce` drops it.
+fn normalize_object_meta(api: &ApiResources, obj: &mut Value, api_version: &str, kind: &str) {
+    let normalize = |m: &mut Value| {
+        if m.is_object()
+            && let Ok(n) =
+                ironplane_protobuf::normalize_go_message(ironplane_protobuf::OBJECT_META, m)
+        {
+            *m = n;
+        }
+    };
+    if let Some(m) = obj.get_mut("metadata") {
+        normalize(m);
+    }
+    let _ = with_embedded_resources(api, obj, api_version, kind, &mut |_, map| {
+        if let Some(m) = map.get_mut("metadata") {
+            normalize(m);
+        }
+        Ok(())
+    });
+}
+
+fn with_embedded_resources(
+    api: &ApiResources,
+    obj: &mut Value,
+    api_version: &str,
+    kind: &str,
+    f: &mut apimachinery::schema::EmbeddedVisitor<'_>,
+) -> Result<(), String> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let Some(schemas) = api.schemas() else {
+        return Ok(());
+    };
+    let Some(root) = schemas.root_for(group, version, kind) else {
+        return Ok(());
+    };
+    schemas.visit_embedded_resources(root, obj, &mut String::new(), f)
 }
 
 /// The keys a JSON text gives twice in one object, as Go's strict decoder names them:
@@ -432,13 +540,23 @@ pub fn decode_patched(
         );
         return Err(refuse(shown(&patched), e));
     }
-    if let Err(e) = ironplane_protobuf::check_go_types(&api_version, kind, &patched) {
+    let go_types =
+        ironplane_protobuf::check_go_types(&api_version, kind, &patched).and_then(|()| match info
+            .unstructured
+        {
+            true => check_object_meta(api, &mut patched, &api_version, kind),
+            false => Ok(()),
+        });
+    if let Err(e) = go_types {
         return Err(refuse(shown(&patched), e));
     }
     // The decoded object carries its type again, whatever the patch did to those two fields.
     patched["apiVersion"] = Value::from(api_version.clone());
     patched["kind"] = Value::from(kind);
     let warnings = prune_unknown_fields(api, &mut patched, &api_version, kind, fv)?;
+    if info.unstructured {
+        normalize_object_meta(api, &mut patched, &api_version, kind);
+    }
     Ok((patched, warnings))
 }
 
@@ -471,7 +589,8 @@ fn checked_fields(
     if let Some(schemas) = api.schemas()
         && let Some(root) = schemas.root_for(group, version, kind)
     {
-        unknown.extend(schemas.prune_unknown(root, obj));
+        let found = schemas.prune_unknown(root, obj);
+        unknown.extend(in_decoding_order(schemas, root, obj, found));
     }
     match fv {
         FieldValidation::Ignore => Ok(Vec::new()),
