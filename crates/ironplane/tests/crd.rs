@@ -574,3 +574,65 @@ spec:
     let names = s.kubectl(&["get", "embeds", "-o", "name"]);
     assert_eq!(names.trim(), "embed.e.example.com/plain");
 }
+
+#[test]
+fn rules_are_costed_when_written_and_when_they_run() {
+    let s = Server::start();
+    // Unbounded, the rule could cost more than a CRD may; bounded, it is accepted.
+    let crd = |max_items: &str| {
+        format!(
+            r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: lists.c.example.com}}
+spec:
+  group: c.example.com
+  scope: Namespaced
+  names: {{plural: lists, kind: List2}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              names: {{type: array, {max_items} items: {{type: string, maxLength: 10}}}}
+            x-kubernetes-validations:
+            - {{rule: "self.names.all(x, self.names.exists(y, x == y))", message: names are their own}}
+"#
+        )
+    };
+    let out = s.kubectl_stdin_output(&["apply", "-f", "-"], &crd(""));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x"),
+        "{err}"
+    );
+    s.kubectl_stdin(&["apply", "-f", "-"], &crd("maxItems: 900,"));
+    established(&s, "lists.c.example.com");
+    let cr = |n: usize| {
+        let names: Vec<String> = (0..n).map(|i| format!("\"n{i}\"")).collect();
+        format!(
+            r#"{{"apiVersion":"c.example.com/v1","kind":"List2","metadata":{{"name":"l{n}"}},"spec":{{"names":[{}]}}}}"#,
+            names.join(",")
+        )
+    };
+    let path = "/apis/c.example.com/v1/namespaces/default/lists";
+    s.kubectl_stdin(&["create", "--raw", path, "-f", "-"], &cr(10));
+    // At full size one evaluation would cost more than upstream lets a call cost: refused, and
+    // the rule never runs.
+    let out = s.kubectl_stdin_output(&["create", "--raw", path, "-f", "-"], &cr(900));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"spec: Invalid value: "object": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: names are their own"#),
+        "{err}"
+    );
+    assert_eq!(
+        s.kubectl(&["get", "lists.c.example.com", "-o", "name"])
+            .trim(),
+        "list2.c.example.com/l10"
+    );
+}

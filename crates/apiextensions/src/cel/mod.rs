@@ -8,8 +8,10 @@
 //! Required or Duplicate instead.
 //!
 //! Rules are type-checked and their cost estimated when the CRD is written
-//! (`crd::schema_checks`, with `apiserver::cel`). Not yet: the runtime cost budget, which needs
-//! an interpreter that counts what it evaluates.
+//! (`crd::schema_checks`, with `apiserver::cel`); at run time `budget` charges each evaluation
+//! against upstream's per-call limit and per-object budget before any rule runs.
+
+pub mod budget;
 
 use std::sync::Arc;
 
@@ -21,6 +23,7 @@ use serde_json::Value;
 pub struct Rules {
     compiled: Arc<CompiledSchema>,
     schema: Arc<Value>,
+    budget: Option<Arc<budget::CostTree>>,
 }
 
 impl Rules {
@@ -32,11 +35,16 @@ impl Rules {
         Some(Rules {
             compiled: Arc::new(compile_schema(schema)),
             schema: schema.clone(),
+            budget: budget::for_schema(schema),
         })
     }
 
     /// The failed rules of `obj` (and of the change from `old`, for transition rules).
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        // An object whose rules would cost more than upstream allows is refused before any runs.
+        if let Some(stop) = self.budget.as_ref().and_then(|b| b.charge(obj)) {
+            return vec![stop];
+        }
         let Err(errors) = kube_cel::validate_compiled(&self.compiled, obj, old) else {
             return Vec::new();
         };
