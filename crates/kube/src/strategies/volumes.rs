@@ -34,6 +34,23 @@ pub struct PersistentVolumeClaimStrategy;
 const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 const DEPRECATED_STORAGE_CLASS_MSG: &str =
     "deprecated since v1.8; use \"storageClassName\" attribute instead";
+const MOUNT_OPTIONS: &str = "volume.beta.kubernetes.io/mount-options";
+/// The sources that take mount options (pkg/volume/validation `checkMountOption`).
+const MOUNTABLE_SOURCES: &[&str] = &[
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "glusterfs",
+    "nfs",
+    "rbd",
+    "quobyte",
+    "iscsi",
+    "cinder",
+    "cephfs",
+    "azureFile",
+    "vsphereVolume",
+    "azureDisk",
+    "photonPersistentDisk",
+];
 const ACCESS_MODES: &[&str] = &[
     "ReadOnlyMany",
     "ReadWriteMany",
@@ -216,6 +233,16 @@ const DEPRECATED_PLUGINS: &[(&str, &str, &str)] = &[
         "deprecated in v1.28, non-functional in v1.31+",
     ),
 ];
+
+/// Sets `field` of an object when it is missing or null: upstream's defaults of pointer fields,
+/// which leave an empty string alone (validation refuses it where it must).
+pub(super) fn default_unset(obj: &mut Value, field: &str, value: Value) {
+    if let Some(m) = obj.as_object_mut()
+        && m.get(field).is_none_or(Value::is_null)
+    {
+        m.insert(field.into(), value);
+    }
+}
 
 fn present(obj: &Value, field: &str) -> Option<Value> {
     obj.get(field).filter(|v| !v.is_null()).cloned()
@@ -819,7 +846,7 @@ impl Strategy for PersistentVolumeStrategy {
         }
         let spec = object_at(obj, "spec");
         set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
-        set_default(spec, "volumeMode", json!("Filesystem"));
+        default_unset(spec, "volumeMode", json!("Filesystem"));
         default_sources(spec);
         set_default(object_at(obj, "status"), "phase", json!("Pending"));
     }
@@ -858,7 +885,9 @@ impl Strategy for PersistentVolumeStrategy {
             .and_then(Value::as_str)
             .unwrap_or("");
         let spec = obj.get("spec").unwrap_or(&Value::Null);
-        validate_pv_spec(spec, name, false, &FieldPath::new("spec"))
+        let mut errs = validate_pv_spec(spec, name, false, &FieldPath::new("spec"));
+        errs.extend(mount_option_errors(obj));
+        errs
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -872,7 +901,12 @@ impl Strategy for PersistentVolumeStrategy {
         let allow_invalid = has_invalid_label_value_in_terms(items(
             old_spec.pointer("/nodeAffinity/required/nodeSelectorTerms"),
         ));
-        let mut errs = validate_pv_spec(new_spec, name, allow_invalid, &FieldPath::new("spec"));
+        // The strategy validates the volume, then its mount options, then
+        // `ValidatePersistentVolumeUpdate` validates the volume again before the update rules.
+        let spec_errs = validate_pv_spec(new_spec, name, allow_invalid, &FieldPath::new("spec"));
+        let mut errs = spec_errs.clone();
+        errs.extend(mount_option_errors(new));
+        errs.extend(spec_errs);
         // A controllerExpandSecretRef may be added to a CSI volume that had none.
         let mut new_source = Value::Object(source_of(new_spec));
         let old_source = Value::Object(source_of(old_spec));
@@ -949,13 +983,42 @@ impl Strategy for PersistentVolumeStrategy {
     }
 }
 
+/// `checkMountOption` (pkg/volume/validation): mount options by annotation only for the
+/// sources that take them.
+fn mount_option_errors(pv: &Value) -> Vec<FieldError> {
+    let spec = pv.get("spec").unwrap_or(&Value::Null);
+    if MOUNTABLE_SOURCES.iter().any(|f| present(spec, f).is_some())
+        || annotation_present(pv, MOUNT_OPTIONS).is_none()
+    {
+        return Vec::new();
+    }
+    vec![FieldError::forbidden(
+        &FieldPath::new("metadata")
+            .child("annotations")
+            .child(MOUNT_OPTIONS),
+        "may not specify mount options for this volume type",
+    )]
+}
+
+fn annotation_present<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .filter(|v| !v.is_null())
+}
+
 /// `GetWarningsForPersistentVolume`.
 fn pv_warnings(pv: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    if annotation(pv, BETA_STORAGE_CLASS).is_some() {
-        out.push(format!(
-            "metadata.annotations[{BETA_STORAGE_CLASS}]: {DEPRECATED_STORAGE_CLASS_MSG}"
-        ));
+    for (key, msg) in [
+        (BETA_STORAGE_CLASS, DEPRECATED_STORAGE_CLASS_MSG),
+        (
+            MOUNT_OPTIONS,
+            "deprecated since v1.31; use \"mountOptions\" attribute instead",
+        ),
+    ] {
+        if annotation_present(pv, key).is_some() {
+            out.push(format!("metadata.annotations[{key}]: {msg}"));
+        }
     }
     let spec = pv.get("spec").unwrap_or(&Value::Null);
     if str_of(spec, "persistentVolumeReclaimPolicy") == "Recycle" {
@@ -980,7 +1043,12 @@ fn pv_warnings(pv: &Value) -> Vec<String> {
 }
 
 /// `validateDataSource` / `validateDataSourceRef`.
-fn data_source(src: &Value, is_ref: bool, path: &FieldPath) -> Vec<FieldError> {
+fn data_source(
+    src: &Value,
+    is_ref: bool,
+    allow_invalid_api_group: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if str_of(src, "name").is_empty() {
         errs.push(FieldError::required(&path.child("name"), ""));
@@ -997,7 +1065,7 @@ fn data_source(src: &Value, is_ref: bool, path: &FieldPath) -> Vec<FieldError> {
             "must be 'PersistentVolumeClaim' when referencing the default apiGroup",
         ));
     }
-    if !group.is_empty() {
+    if !group.is_empty() && !allow_invalid_api_group {
         for m in is_dns1123_subdomain(group) {
             errs.push(FieldError::invalid(&path.child("apiGroup"), group, m));
         }
@@ -1017,6 +1085,17 @@ fn data_source(src: &Value, is_ref: bool, path: &FieldPath) -> Vec<FieldError> {
 pub fn validate_pvc_spec(
     spec: &Value,
     allow_invalid_selector: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    validate_pvc_spec_with(spec, allow_invalid_selector, false, path)
+}
+
+/// `ValidatePersistentVolumeClaimSpec` with the options a claim's update may relax: label
+/// values of the selector, and the API groups of data sources (`AllowInvalidAPIGroupInDataSourceOrRef`).
+fn validate_pvc_spec_with(
+    spec: &Value,
+    allow_invalid_selector: bool,
+    allow_invalid_api_group: bool,
     path: &FieldPath,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -1067,10 +1146,20 @@ pub fn validate_pvc_spec(
     let ds = spec.get("dataSource").filter(|d| !d.is_null());
     let dsr = spec.get("dataSourceRef").filter(|d| !d.is_null());
     if let Some(ds) = ds {
-        errs.extend(data_source(ds, false, &path.child("dataSource")));
+        errs.extend(data_source(
+            ds,
+            false,
+            allow_invalid_api_group,
+            &path.child("dataSource"),
+        ));
     }
     if let Some(dsr) = dsr {
-        errs.extend(data_source(dsr, true, &path.child("dataSourceRef")));
+        errs.extend(data_source(
+            dsr,
+            true,
+            allow_invalid_api_group,
+            &path.child("dataSourceRef"),
+        ));
     }
     // The bad value is a *field.Path, which Go's encoder prints as `{}`.
     let ref_namespace = dsr.map(|r| str_of(r, "namespace")).unwrap_or("");
@@ -1112,6 +1201,15 @@ fn normalize_data_sources(spec: &mut Value, old_spec: Option<&Value>) {
     let Some(spec) = spec.as_object_mut() else {
         return;
     };
+    // `DropDisabledFields`: CrossNamespaceVolumeDataSource is off in v1.36, so a reference into
+    // another namespace goes unless the old claim already had a reference.
+    let old_ref = old_spec.is_some_and(|o| o.get("dataSourceRef").is_some_and(|v| !v.is_null()));
+    let cross_namespace = spec
+        .get("dataSourceRef")
+        .is_some_and(|r| !str_of(r, "namespace").is_empty());
+    if cross_namespace && !old_ref {
+        spec.remove("dataSourceRef");
+    }
     let set = |m: &Map<String, Value>, f: &str| m.get(f).is_some_and(|v| !v.is_null());
     let old_in_use = old_spec.is_some_and(|o| {
         o.get("dataSource").is_some_and(|v| !v.is_null())
@@ -1160,7 +1258,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
         if !obj.is_object() {
             return;
         }
-        set_default(object_at(obj, "spec"), "volumeMode", json!("Filesystem"));
+        default_unset(object_at(obj, "spec"), "volumeMode", json!("Filesystem"));
         set_default(object_at(obj, "status"), "phase", json!("Pending"));
     }
 
@@ -1185,8 +1283,8 @@ impl Strategy for PersistentVolumeClaimStrategy {
         validate_pvc_spec(spec, false, &FieldPath::new("spec"))
     }
 
-    /// Upstream validates the new claim twice (strategy and update function), so its spec
-    /// errors appear twice among the causes; then the update rules.
+    /// `ValidatePersistentVolumeClaimUpdate`: the claim's rules (relaxed where the old claim
+    /// already broke them), then the update rules.
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let null = Value::Null;
         let new_spec = new.get("spec").unwrap_or(&null);
@@ -1199,10 +1297,18 @@ impl Strategy for PersistentVolumeClaimStrategy {
             )
             .is_empty()
         });
-        let spec_errs =
-            validate_pvc_spec(new_spec, allow_invalid_selector, &FieldPath::new("spec"));
-        let mut errs = spec_errs.clone();
-        errs.extend(spec_errs);
+        let allow_invalid_api_group = ["dataSource", "dataSourceRef"].iter().any(|f| {
+            old_spec
+                .get(*f)
+                .and_then(|d| d.get("apiGroup"))
+                .is_some_and(|g| !g.is_null())
+        });
+        let mut errs = validate_pvc_spec_with(
+            new_spec,
+            allow_invalid_selector,
+            allow_invalid_api_group,
+            &FieldPath::new("spec"),
+        );
         errs.extend(pvc_update_rules(new, old));
         errs
     }
@@ -1227,7 +1333,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
             "NodeResizeInfeasible",
             "NodeResizePending",
         ];
-        let resize_path = FieldPath::new("status").child("allocatedResourceStatus");
+        let resize_path = FieldPath::new("status").child("allocatedResourceStatuses");
         if let Some(statuses) = status
             .get("allocatedResourceStatuses")
             .and_then(Value::as_object)
@@ -1303,8 +1409,13 @@ fn pvc_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
         new_clone = json!({});
     }
     // The volume may be bound once.
-    if str_of(old_spec, "volumeName").is_empty() {
-        old_clone["volumeName"] = new_spec.get("volumeName").cloned().unwrap_or(json!(""));
+    if str_of(old_spec, "volumeName").is_empty()
+        && let Some(m) = old_clone.as_object_mut()
+    {
+        match new_spec.get("volumeName") {
+            Some(v) => m.insert("volumeName".into(), v.clone()),
+            None => m.remove("volumeName"),
+        };
     }
     let class = |s: &Value| s.get("storageClassName").filter(|c| !c.is_null()).cloned();
     let old_ann = annotation(old, BETA_STORAGE_CLASS);
@@ -1345,14 +1456,11 @@ fn pvc_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
                 None => requests.remove("storage"),
             };
         }
-        if new_clone
-            .get("volumeAttributesClassName")
-            .is_some_and(|v| !v.is_null())
-        {
-            new_clone["volumeAttributesClassName"] = old_clone
-                .get("volumeAttributesClassName")
-                .cloned()
-                .unwrap_or(Value::Null);
+        if let Some(m) = new_clone.as_object_mut() {
+            match old_clone.get("volumeAttributesClassName") {
+                Some(v) => m.insert("volumeAttributesClassName".into(), v.clone()),
+                None => m.remove("volumeAttributesClassName"),
+            };
         }
     }
     if new_clone != old_clone {
@@ -1384,21 +1492,25 @@ fn pvc_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
             "field is immutable",
         ));
     }
+    // A class once applied (status.currentVolumeAttributesClassName) may change but not go.
     let vac = |s: &Value| {
         s.get("volumeAttributesClassName")
             .filter(|v| !v.is_null())
             .cloned()
     };
-    if vac(old_spec).is_some() && vac(new_spec) != vac(old_spec) {
+    let applied = old
+        .pointer("/status/currentVolumeAttributesClassName")
+        .is_some_and(|c| !c.is_null());
+    if applied && vac(new_spec) != vac(old_spec) {
         let at = FieldPath::new("spec").child("volumeAttributesClassName");
         match vac(new_spec) {
             None => errs.push(FieldError::forbidden(
                 &at,
-                "update from non-nil value to nil is forbidden",
+                "update to nil is forbidden when status.currentVolumeAttributesClassName is not nil",
             )),
             Some(v) if v.as_str() == Some("") => errs.push(FieldError::forbidden(
                 &at,
-                "update from non-nil value to an empty string is forbidden",
+                "update to empty string is forbidden when status.currentVolumeAttributesClassName is not nil",
             )),
             Some(_) => {}
         }
@@ -1504,6 +1616,51 @@ mod tests {
         let w = pv_warnings(&pv(json!({"persistentVolumeReclaimPolicy": "Recycle"})));
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("spec.persistentVolumeReclaimPolicy: The Recycle"));
+    }
+
+    #[test]
+    fn mount_options_need_a_source_that_takes_them() {
+        let mut obj = pv(json!({"hostPath": {"path": "/srv"}}));
+        obj["metadata"]["annotations"] = json!({MOUNT_OPTIONS: "ro"});
+        assert_eq!(
+            mount_option_errors(&obj)[0].to_string(),
+            "metadata.annotations.volume.beta.kubernetes.io/mount-options: Forbidden: may not specify mount options for this volume type"
+        );
+        obj["spec"] = json!({"nfs": {"server": "a", "path": "/b"}});
+        assert!(mount_option_errors(&obj).is_empty());
+        assert_eq!(pv_warnings(&obj).len(), 1);
+    }
+
+    #[test]
+    fn an_applied_attributes_class_may_not_go() {
+        let old = json!({"spec": {"accessModes": ["ReadWriteOnce"], "volumeAttributesClassName": "gold",
+            "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound", "currentVolumeAttributesClassName": "gold"}});
+        let mut new = old.clone();
+        new["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("volumeAttributesClassName");
+        let msgs: Vec<String> = pvc_update_rules(&new, &old)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "spec.volumeAttributesClassName: Forbidden: update to nil is forbidden when status.currentVolumeAttributesClassName is not nil"
+            ]
+        );
+        new["spec"]["volumeAttributesClassName"] = json!("silver");
+        assert!(pvc_update_rules(&new, &old).is_empty());
+    }
+
+    #[test]
+    fn cross_namespace_references_are_dropped() {
+        let mut pvc = json!({"spec": {"dataSourceRef": {"kind": "PersistentVolumeClaim",
+            "name": "src", "namespace": "other"}}});
+        PersistentVolumeClaimStrategy.prepare_for_create(&mut pvc);
+        assert!(pvc["spec"].get("dataSourceRef").is_none());
     }
 
     #[test]
