@@ -22,7 +22,7 @@ use super::nodeselection::{
     validate_node_selector,
 };
 use super::resources::{
-    entries, quantity, validate_basic_resource, validate_positive_quantity,
+    entries, quantity, round_up_resource_list, validate_basic_resource, validate_positive_quantity,
     validate_resource_quantity,
 };
 use super::volume_sources::{azure_disk, fc, flocker, host_path, nfs, no_backsteps, quobyte};
@@ -589,7 +589,18 @@ fn validate_pv_spec(
         errs.push(FieldError::required(&cap_path, ""));
     }
     if cap_map.is_none_or(|m| !m.contains_key("storage") || m.len() > 1) {
-        let rendered = capacity.map_or_else(|| "null".to_string(), go_json);
+        // Go's JSON of the resource list: each quantity in its canonical form.
+        let rendered = capacity.map_or_else(
+            || "null".to_string(),
+            |c| match c.as_object() {
+                Some(m) => go_json(&Value::Object(
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), json!(quantity(v).canonical())))
+                        .collect(),
+                )),
+                None => go_json(c),
+            },
+        );
         errs.push(
             FieldError::not_supported(&cap_path, Value::Null, &["storage"])
                 .with_rendered_value(rendered),
@@ -847,6 +858,7 @@ impl Strategy for PersistentVolumeStrategy {
         let spec = object_at(obj, "spec");
         set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
         default_unset(spec, "volumeMode", json!("Filesystem"));
+        round_up_resource_list(spec.get_mut("capacity"));
         default_sources(spec);
         set_default(object_at(obj, "status"), "phase", json!("Pending"));
     }
@@ -1258,8 +1270,14 @@ impl Strategy for PersistentVolumeClaimStrategy {
         if !obj.is_object() {
             return;
         }
-        default_unset(object_at(obj, "spec"), "volumeMode", json!("Filesystem"));
-        set_default(object_at(obj, "status"), "phase", json!("Pending"));
+        let spec = object_at(obj, "spec");
+        default_unset(spec, "volumeMode", json!("Filesystem"));
+        round_up_resource_list(spec.pointer_mut("/resources/limits"));
+        round_up_resource_list(spec.pointer_mut("/resources/requests"));
+        let status = object_at(obj, "status");
+        set_default(status, "phase", json!("Pending"));
+        round_up_resource_list(status.get_mut("capacity"));
+        round_up_resource_list(status.get_mut("allocatedResources"));
     }
 
     /// A new claim is `Pending`, whatever status the client sent; its data sources mirror
