@@ -710,11 +710,18 @@ impl Strategy for CsiStorageCapacityStrategy {
         let mut errs = capacity_errors(new, allow);
         let topology = |o: &Value| o.get("nodeTopology").filter(|t| !t.is_null()).cloned();
         if topology(new) != topology(old) {
-            errs.push(FieldError::invalid(
-                &root("nodeTopology"),
-                topology(new).unwrap_or(Value::Null),
-                "field is immutable",
-            ));
+            // A *metav1.LabelSelector: its JSON tags, in declaration order.
+            errs.push(match topology(new) {
+                Some(t) => rendered_invalid(
+                    &root("nodeTopology"),
+                    "meta.v1.LabelSelector",
+                    &t,
+                    "field is immutable",
+                ),
+                None => {
+                    FieldError::invalid(&root("nodeTopology"), Value::Null, "field is immutable")
+                }
+            });
         }
         if str_of(new, "storageClassName") != str_of(old, "storageClassName") {
             errs.push(FieldError::invalid(
@@ -829,6 +836,17 @@ mod tests {
             CsiNodeStrategy.validate(&node(257))[0]
                 .to_string()
                 .ends_with("must be 256 characters or less")
+        );
+    }
+
+    #[test]
+    fn capacity_topology_prints_as_a_label_selector() {
+        let old = json!({"storageClassName": "sc", "nodeTopology": {"matchLabels": {"a": "b"}}});
+        let new = json!({"storageClassName": "sc", "nodeTopology": {
+            "matchExpressions": [{"key": "k", "operator": "Exists"}], "matchLabels": {"a": "c"}}});
+        assert_eq!(
+            CsiStorageCapacityStrategy.validate_update(&new, &old)[0].to_string(),
+            "nodeTopology: Invalid value: {\"matchLabels\":{\"a\":\"c\"},\"matchExpressions\":[{\"key\":\"k\",\"operator\":\"Exists\"}]}: field is immutable"
         );
     }
 
