@@ -300,41 +300,58 @@ fn glusterfs(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
-/// An iSCSI qualified name (`iqn.`, `eui.` or `naa.` forms).
+/// `iqn\.\d{4}-\d{2}\.([[:alnum:]-.]+)(:[^,;*&$|\s]+)$` matched at the start of `s`.
+fn iqn_at(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("iqn.") else {
+        return false;
+    };
+    let b = rest.as_bytes();
+    if b.len() < 9
+        || !b[..4].iter().all(u8::is_ascii_digit)
+        || b[4] != b'-'
+        || !b[5..7].iter().all(u8::is_ascii_digit)
+        || b[7] != b'.'
+    {
+        return false;
+    }
+    let tail = &rest[8..];
+    // The domain part cannot hold ':', so the first colon ends it.
+    let Some(colon) = tail.find(':') else {
+        return false;
+    };
+    colon > 0
+        && tail[..colon]
+            .bytes()
+            .all(|d| d.is_ascii_alphanumeric() || d == b'-' || d == b'.')
+        && tail.len() > colon + 1
+        && tail[colon + 1..]
+            .chars()
+            .all(|d| !matches!(d, ',' | ';' | '*' | '&' | '$' | '|') && !d.is_ascii_whitespace())
+}
+
+/// `^<prefix>.[[:alnum:]]{n}$`: the prefix, any one character but a newline, `n` ASCII
+/// letters or digits.
+fn prefixed_alnum(name: &str, prefix: &str, n: usize) -> bool {
+    let Some(rest) = name.strip_prefix(prefix) else {
+        return false;
+    };
+    let mut chars = rest.chars();
+    let any = chars.next().is_some_and(|c| c != '\n');
+    let tail = chars.as_str();
+    any && tail.len() == n && tail.bytes().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// An iSCSI qualified name (`iqn.`, `eui.` or `naa.` forms). The iqn pattern is not anchored
+/// at its start, so it may match anywhere in the name.
 fn iscsi_name_ok(name: &str) -> bool {
-    if let Some(rest) = name.strip_prefix("iqn.") {
-        // iqn\.\d{4}-\d{2}\.([[:alnum:]-.]+)(:[^,;*&$|\s]+)$
-        let b = rest.as_bytes();
-        if b.len() < 9
-            || !b[..4].iter().all(u8::is_ascii_digit)
-            || b[4] != b'-'
-            || !b[5..7].iter().all(u8::is_ascii_digit)
-            || b[7] != b'.'
-        {
-            return false;
-        }
-        let tail = &rest[8..];
-        // The greedy domain part may hold ':' only through the last colon's left side.
-        return tail.char_indices().any(|(i, c)| {
-            c == ':'
-                && i > 0
-                && tail[..i]
-                    .chars()
-                    .all(|d| d.is_ascii_alphanumeric() || d == '-' || d == '.')
-                && tail[i + 1..].chars().count() > 0
-                && tail[i + 1..]
-                    .chars()
-                    .all(|d| !matches!(d, ',' | ';' | '*' | '&' | '$' | '|') && !d.is_whitespace())
-        });
+    if name.starts_with("iqn") {
+        return name.match_indices("iqn.").any(|(i, _)| iqn_at(&name[i..]));
     }
     if name.starts_with("eui") {
-        // ^eui.[[:alnum:]]{16}$
-        let b = name.as_bytes();
-        return b.len() == 20 && b[4..].iter().all(u8::is_ascii_alphanumeric);
+        return prefixed_alnum(name, "eui", 16);
     }
     if name.starts_with("naa") {
-        let b = name.as_bytes();
-        return b.len() == 36 && b[4..].iter().all(u8::is_ascii_alphanumeric);
+        return prefixed_alnum(name, "naa", 32);
     }
     false
 }
@@ -1679,6 +1696,18 @@ mod tests {
             "name": "src", "namespace": "other"}}});
         PersistentVolumeClaimStrategy.prepare_for_create(&mut pvc);
         assert!(pvc["spec"].get("dataSourceRef").is_none());
+    }
+
+    #[test]
+    fn iscsi_names_follow_upstreams_patterns() {
+        assert!(iscsi_name_ok("iqn.2015-02.example.com:test"));
+        assert!(iscsi_name_ok("iqnX-iqn.2015-02.example.com:test"));
+        assert!(!iscsi_name_ok("iqn.2015-02.example.com"));
+        assert!(!iscsi_name_ok("iqn.2015-02.example.com:a b"));
+        assert!(iscsi_name_ok("eui.02004567A425678D"));
+        assert!(iscsi_name_ok("euiX02004567A425678D"));
+        assert!(!iscsi_name_ok("eui.02004567A425678"));
+        assert!(iscsi_name_ok(&format!("naa.{}", "6".repeat(32))));
     }
 
     #[test]
