@@ -326,6 +326,11 @@ fn list_or_none(spec: &Value, field: &str) -> Option<Value> {
 }
 
 impl Strategy for CsiDriverStrategy {
+    /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn default(&self, obj: &mut Value) {
         if !obj.is_object() {
             return;
@@ -482,6 +487,11 @@ fn csi_node_errors(obj: &Value) -> Vec<FieldError> {
 }
 
 impl Strategy for CsiNodeStrategy {
+    /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         csi_node_errors(obj)
     }
@@ -601,6 +611,11 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
 }
 
 impl Strategy for VolumeAttachmentStrategy {
+    /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     /// Status is the attacher's: a new attachment starts with none.
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({});
@@ -694,6 +709,11 @@ fn capacity_errors(obj: &Value, allow_invalid_labels: bool) -> Vec<FieldError> {
 }
 
 impl Strategy for CsiStorageCapacityStrategy {
+    /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         capacity_errors(obj, false)
     }
