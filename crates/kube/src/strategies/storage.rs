@@ -21,7 +21,9 @@ use super::nodeselection::{
 };
 use super::object_at;
 use super::resources::{quantity, validate_nonnegative_quantity};
-use super::volumes::{default_unset, validate_csi_driver_name};
+use super::volumes::{
+    default_inline_pv_spec, default_unset, validate_csi_driver_name, validate_inline_pv_spec,
+};
 
 pub struct StorageClassStrategy;
 pub struct CsiDriverStrategy;
@@ -554,6 +556,10 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
             &source_path.child("persistentVolumeName"),
             "must specify non empty persistentVolumeName",
         )),
+        (Some(spec), None) => errs.extend(validate_inline_pv_spec(
+            spec,
+            &source_path.child("inlineVolumeSpec"),
+        )),
         _ => {}
     }
     let node = str_of(spec, "nodeName");
@@ -611,6 +617,13 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
 }
 
 impl Strategy for VolumeAttachmentStrategy {
+    /// An inline volume spec gets the defaults of its sources and capacity.
+    fn default(&self, obj: &mut Value) {
+        if let Some(spec) = obj.pointer_mut("/spec/source/inlineVolumeSpec") {
+            default_inline_pv_spec(spec);
+        }
+    }
+
     /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
     fn allow_unconditional_update(&self) -> bool {
         false
@@ -867,6 +880,28 @@ mod tests {
         assert_eq!(
             CsiStorageCapacityStrategy.validate_update(&new, &old)[0].to_string(),
             "nodeTopology: Invalid value: {\"matchLabels\":{\"a\":\"c\"},\"matchExpressions\":[{\"key\":\"k\",\"operator\":\"Exists\"}]}: field is immutable"
+        );
+    }
+
+    #[test]
+    fn an_inline_volume_spec_is_a_csi_volume_only() {
+        let va = json!({"spec": {"attacher": "csi.example.com", "nodeName": "n",
+            "source": {"inlineVolumeSpec": {"accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "1Gi"}, "hostPath": {"path": "/srv"},
+                "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "fast"}}}});
+        let msgs: Vec<String> = VolumeAttachmentStrategy
+            .validate(&va)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "spec.source.inlineVolumeSpec.capacity: Forbidden: may not be specified in the context of inline volumes",
+                "spec.source.inlineVolumeSpec.csi: Required value: has to be specified in the context of inline volumes",
+                "spec.source.inlineVolumeSpec.persistentVolumeReclaimPolicy: Forbidden: may only be Retain in the context of inline volumes",
+                "spec.source.inlineVolumeSpec.storageClassName: Forbidden: may not be specified in the context of inline volumes",
+            ]
         );
     }
 

@@ -587,18 +587,118 @@ fn class_name(value: &str, path: &FieldPath) -> Vec<FieldError> {
         .collect()
 }
 
-/// `ValidatePersistentVolumeSpec` for a PersistentVolume (not an inline volume spec).
+/// `ValidatePersistentVolumeSpec` for a PersistentVolume, or (`inline`) for a VolumeAttachment's
+/// inline volume spec, which must be a CSI volume without capacity, claim, node affinity or
+/// class, retained, and a filesystem.
 fn validate_pv_spec(
     spec: &Value,
     pv_name: &str,
     allow_invalid_affinity_values: bool,
+    inline: bool,
     path: &FieldPath,
 ) -> Vec<FieldError> {
+    const INLINE: &str = "may not be specified in the context of inline volumes";
     let mut errs = Vec::new();
+    if inline {
+        if present(spec, "claimRef").is_some() {
+            errs.push(FieldError::forbidden(&path.child("claimRef"), INLINE));
+        }
+        if non_empty(spec, "capacity") {
+            errs.push(FieldError::forbidden(&path.child("capacity"), INLINE));
+        }
+        if present(spec, "csi").is_none() {
+            errs.push(FieldError::required(
+                &path.child("csi"),
+                "has to be specified in the context of inline volumes",
+            ));
+        }
+    }
     if !non_empty(spec, "accessModes") {
         errs.push(FieldError::required(&path.child("accessModes"), ""));
     }
     errs.extend(access_modes(spec, path));
+    if !inline {
+        errs.extend(pv_capacity(spec, path));
+    }
+    let policy = str_of(spec, "persistentVolumeReclaimPolicy");
+    if inline && !policy.is_empty() && policy != "Retain" {
+        errs.push(FieldError::forbidden(
+            &path.child("persistentVolumeReclaimPolicy"),
+            "may only be Retain in the context of inline volumes",
+        ));
+    } else if !inline && !policy.is_empty() && !RECLAIM_POLICIES.contains(&policy) {
+        errs.push(FieldError::not_supported(
+            &path.child("persistentVolumeReclaimPolicy"),
+            policy,
+            RECLAIM_POLICIES,
+        ));
+    }
+    let mut affinity_set = false;
+    if let Some(affinity) = spec.get("nodeAffinity").filter(|a| !a.is_null()) {
+        if inline {
+            errs.push(FieldError::forbidden(&path.child("nodeAffinity"), INLINE));
+        } else {
+            affinity_set = true;
+            let at = path.child("nodeAffinity");
+            match affinity.get("required").filter(|r| !r.is_null()) {
+                Some(required) => errs.extend(validate_node_selector(
+                    required,
+                    allow_invalid_affinity_values,
+                    &at.child("required"),
+                )),
+                None => errs.push(FieldError::required(
+                    &at.child("required"),
+                    "must specify required node constraints",
+                )),
+            }
+        }
+    }
+    errs.extend(pv_sources(spec, pv_name, affinity_set, policy, path));
+    let class = str_of(spec, "storageClassName");
+    if !class.is_empty() {
+        if inline {
+            errs.push(FieldError::forbidden(
+                &path.child("storageClassName"),
+                INLINE,
+            ));
+        } else {
+            errs.extend(class_name(class, &path.child("storageClassName")));
+        }
+    }
+    if let Some(Value::String(mode)) = spec.get("volumeMode") {
+        if inline && mode != "Filesystem" {
+            errs.push(FieldError::forbidden(
+                &path.child("volumeMode"),
+                "may not specify volumeMode other than Filesystem in the context of inline volumes",
+            ));
+        } else if !inline && !VOLUME_MODES.contains(&mode.as_str()) {
+            errs.push(FieldError::not_supported(
+                &path.child("volumeMode"),
+                mode.as_str(),
+                VOLUME_MODES,
+            ));
+        }
+    }
+    if let Some(Value::String(vac)) = spec.get("volumeAttributesClassName") {
+        let at = path.child("volumeAttributesClassName");
+        if vac.is_empty() {
+            errs.push(FieldError::required(&at, "an empty string is disallowed"));
+        } else {
+            errs.extend(class_name(vac, &at));
+        }
+        if spec.get("csi").is_none_or(Value::is_null) {
+            errs.push(FieldError::required(
+                &path.child("csi"),
+                "has to be specified when using volumeAttributesClassName",
+            ));
+        }
+    }
+    errs
+}
+
+/// A volume's capacity: storage, and nothing else.
+fn pv_capacity(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let capacity = spec.get("capacity").filter(|c| !c.is_null());
     let cap_map = capacity.and_then(Value::as_object);
     let cap_path = path.child("capacity");
@@ -627,30 +727,18 @@ fn validate_pv_spec(
         errs.extend(validate_basic_resource(&q, &cap_path.key(name)));
         errs.extend(validate_positive_quantity(&q, &cap_path.key(name)));
     }
-    let policy = str_of(spec, "persistentVolumeReclaimPolicy");
-    if !policy.is_empty() && !RECLAIM_POLICIES.contains(&policy) {
-        errs.push(FieldError::not_supported(
-            &path.child("persistentVolumeReclaimPolicy"),
-            policy,
-            RECLAIM_POLICIES,
-        ));
-    }
-    let mut affinity_set = false;
-    if let Some(affinity) = spec.get("nodeAffinity").filter(|a| !a.is_null()) {
-        affinity_set = true;
-        let at = path.child("nodeAffinity");
-        match affinity.get("required").filter(|r| !r.is_null()) {
-            Some(required) => errs.extend(validate_node_selector(
-                required,
-                allow_invalid_affinity_values,
-                &at.child("required"),
-            )),
-            None => errs.push(FieldError::required(
-                &at.child("required"),
-                "must specify required node constraints",
-            )),
-        }
-    }
+    errs
+}
+
+/// Exactly one volume source, each checked by its own rules; a hostPath of `/` is not recycled.
+fn pv_sources(
+    spec: &Value,
+    pv_name: &str,
+    affinity_set: bool,
+    policy: &str,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let mut sources = 0;
     for source in SOURCES {
         let Some(src) = spec.get(source.field).filter(|s| !s.is_null()) else {
@@ -688,34 +776,23 @@ fn validate_pv_spec(
             "may not be 'recycle' for a hostPath mount of '/'",
         ));
     }
-    let class = str_of(spec, "storageClassName");
-    if !class.is_empty() {
-        errs.extend(class_name(class, &path.child("storageClassName")));
-    }
-    if let Some(Value::String(mode)) = spec.get("volumeMode")
-        && !VOLUME_MODES.contains(&mode.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("volumeMode"),
-            mode.as_str(),
-            VOLUME_MODES,
-        ));
-    }
-    if let Some(Value::String(vac)) = spec.get("volumeAttributesClassName") {
-        let at = path.child("volumeAttributesClassName");
-        if vac.is_empty() {
-            errs.push(FieldError::required(&at, "an empty string is disallowed"));
-        } else {
-            errs.extend(class_name(vac, &at));
-        }
-        if spec.get("csi").is_none_or(Value::is_null) {
-            errs.push(FieldError::required(
-                &path.child("csi"),
-                "has to be specified when using volumeAttributesClassName",
-            ));
-        }
-    }
     errs
+}
+
+/// A VolumeAttachment's inline volume spec: upstream's `ValidatePersistentVolumeSpec` in the
+/// context of inline volumes (no volume name).
+pub(super) fn validate_inline_pv_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    validate_pv_spec(spec, "", false, true, path)
+}
+
+/// The defaults of a VolumeAttachment's inline volume spec (its generated defaulters): the
+/// capacity rounded and the sources' defaults, but none of a PersistentVolume's own.
+pub(super) fn default_inline_pv_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    round_up_resource_list(spec.get_mut("capacity"));
+    default_sources(spec);
 }
 
 /// Go's `path.Clean` for the one question asked of it: is this the root?
@@ -914,7 +991,7 @@ impl Strategy for PersistentVolumeStrategy {
             .and_then(Value::as_str)
             .unwrap_or("");
         let spec = obj.get("spec").unwrap_or(&Value::Null);
-        let mut errs = validate_pv_spec(spec, name, false, &FieldPath::new("spec"));
+        let mut errs = validate_pv_spec(spec, name, false, false, &FieldPath::new("spec"));
         errs.extend(mount_option_errors(obj));
         errs
     }
@@ -932,7 +1009,13 @@ impl Strategy for PersistentVolumeStrategy {
         ));
         // The strategy validates the volume, then its mount options, then
         // `ValidatePersistentVolumeUpdate` validates the volume again before the update rules.
-        let spec_errs = validate_pv_spec(new_spec, name, allow_invalid, &FieldPath::new("spec"));
+        let spec_errs = validate_pv_spec(
+            new_spec,
+            name,
+            allow_invalid,
+            false,
+            &FieldPath::new("spec"),
+        );
         let mut errs = spec_errs.clone();
         errs.extend(mount_option_errors(new));
         errs.extend(spec_errs);
