@@ -873,26 +873,26 @@ fn affinity_with_ga_keys(new: &Value, old: &Value) -> Value {
         .pointer_mut("/required/nodeSelectorTerms")
         .and_then(Value::as_array_mut)
     {
+        // Every NodeSelectorRequirement, of matchExpressions and matchFields alike.
         for (t, term) in terms.iter_mut().enumerate() {
-            let Some(exprs) = term
-                .get_mut("matchExpressions")
-                .and_then(Value::as_array_mut)
-            else {
-                continue;
-            };
-            for (e, expr) in exprs.iter_mut().enumerate() {
-                let new_key = new_terms
-                    .get(t)
-                    .map(|nt| items(nt.get("matchExpressions")))
-                    .and_then(|ne| ne.get(e))
-                    .map(|ne| str_of(ne, "key"))
-                    .unwrap_or("");
-                let old_key = str_of(expr, "key");
-                if BETA_TO_GA
-                    .iter()
-                    .any(|(beta, ga)| *beta == old_key && *ga == new_key)
-                {
-                    expr["key"] = Value::from(new_key);
+            for list in ["matchExpressions", "matchFields"] {
+                let Some(exprs) = term.get_mut(list).and_then(Value::as_array_mut) else {
+                    continue;
+                };
+                for (e, expr) in exprs.iter_mut().enumerate() {
+                    let new_key = new_terms
+                        .get(t)
+                        .map(|nt| items(nt.get(list)))
+                        .and_then(|ne| ne.get(e))
+                        .map(|ne| str_of(ne, "key"))
+                        .unwrap_or("");
+                    let old_key = str_of(expr, "key");
+                    if BETA_TO_GA
+                        .iter()
+                        .any(|(beta, ga)| *beta == old_key && *ga == new_key)
+                    {
+                        expr["key"] = Value::from(new_key);
+                    }
                 }
             }
         }
