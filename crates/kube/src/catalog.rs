@@ -127,7 +127,6 @@ const TRACKS_GENERATION: &[(&str, &str)] = &[
     ),
     ("resource.k8s.io", "deviceclasses"),
     ("resource.k8s.io", "resourceslices"),
-    ("storage.k8s.io", "volumeattributesclasses"),
 ];
 
 /// Field selectors beyond name and namespace, in upstream's order: (group, resource, field,

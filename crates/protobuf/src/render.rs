@@ -194,6 +194,39 @@ const INTERNAL_LAYOUTS: &[InternalLayout] = &[
         borrowed_from: Some("core.v1.PodSpec"),
         values: &[],
     },
+    // core.PersistentVolumeSource (embedded in a PersistentVolumeSpec, e.g. a VolumeAttachment's
+    // inline volume spec): the internal declaration order of the sources.
+    InternalLayout {
+        message: "core.v1.PersistentVolumeSource",
+        order: &[
+            "gcePersistentDisk",
+            "awsElasticBlockStore",
+            "hostPath",
+            "glusterfs",
+            "nfs",
+            "rbd",
+            "quobyte",
+            "iscsi",
+            "flexVolume",
+            "cinder",
+            "cephfs",
+            "fc",
+            "flocker",
+            "azureFile",
+            "vsphereVolume",
+            "azureDisk",
+            "photonPersistentDisk",
+            "portworxVolume",
+            "scaleIO",
+            "local",
+            "storageos",
+            "csi",
+        ],
+        embedded: &[],
+        moves: &[],
+        borrowed_from: None,
+        values: &[],
+    },
     // apps.RollingUpdateStatefulSetStrategy: `Partition int32`.
     InternalLayout {
         message: "apps.v1.RollingUpdateStatefulSetStrategy",
@@ -568,6 +601,20 @@ mod tests {
             )
             .unwrap(),
             r#"{"partition":1}"#
+        );
+    }
+
+    #[test]
+    fn internal_persistent_volume_specs_list_sources_in_internal_order() {
+        let out = internal(
+            "core.v1.PersistentVolumeSpec",
+            json!({"csi": {"driver": "d", "volumeHandle": "h"}}),
+        );
+        assert!(out.starts_with(
+            "{\"Capacity\":null,\"GCEPersistentDisk\":null,\"AWSElasticBlockStore\":null,\"HostPath\":null,\"Glusterfs\":null,\"NFS\":null,\"RBD\":null,\"Quobyte\":null,\"ISCSI\":null,\"FlexVolume\":null,"
+        ));
+        assert!(
+            out.contains("\"StorageOS\":null,\"CSI\":{\"Driver\":\"d\",\"VolumeHandle\":\"h\",")
         );
     }
 

@@ -188,6 +188,29 @@ pub fn quantity(v: &Value) -> Quantity {
     parsed.unwrap_or_else(|_| Quantity::new(0, 0, apimachinery::quantity::Format::DecimalSI))
 }
 
+/// `SetDefaults_ResourceList`: every quantity of a resource list rounded up to a thousandth
+/// (Go's `RoundUp(-3)`); a value that needs rounding is written again in its canonical form.
+/// Values too large to need it are left alone.
+pub(crate) fn round_up_resource_list(list: Option<&mut Value>) {
+    let Some(map) = list.and_then(Value::as_object_mut) else {
+        return;
+    };
+    const LIMIT: i64 = i64::MAX / 1000;
+    for v in map.values_mut() {
+        if !(v.is_string() || v.is_number()) {
+            continue;
+        }
+        let q = quantity(v);
+        if q.cmp_int64(LIMIT).is_ge() || q.cmp_int64(-LIMIT).is_le() {
+            continue;
+        }
+        let rounded = Quantity::new(q.milli_value(), -3, q.format);
+        if rounded != q {
+            *v = Value::String(rounded.canonical());
+        }
+    }
+}
+
 /// `ValidateNonnegativeQuantity`.
 pub fn validate_nonnegative_quantity(q: &Quantity, path: &FieldPath) -> Vec<FieldError> {
     if q.sign() < 0 {

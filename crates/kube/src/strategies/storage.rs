@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use apimachinery::validation::{
-    FieldError, FieldPath, LabelSelectorValidationOptions, NameValidator, is_qualified_name,
-    validate_label_selector,
+    FieldError, FieldPath, LabelSelectorValidationOptions, NameValidator, go_json,
+    is_qualified_name, validate_label_selector,
 };
 use apiserver::registry::Strategy;
 use ironplane_protobuf::{GoStyle, go_struct_json};
@@ -19,9 +19,11 @@ use super::nodeselection::{
     deprecated_node_label, items, label_selector_node_warnings, str_of, strings,
     validate_topology_selector_term,
 };
+use super::object_at;
 use super::resources::{quantity, validate_nonnegative_quantity};
-use super::set_default;
-use super::volumes::validate_csi_driver_name;
+use super::volumes::{
+    default_inline_pv_spec, default_unset, validate_csi_driver_name, validate_inline_pv_spec,
+};
 
 pub struct StorageClassStrategy;
 pub struct CsiDriverStrategy;
@@ -34,7 +36,7 @@ const MAX_PARAMETERS: usize = 512;
 const MAX_PARAMETERS_SIZE: i64 = 256 * 1024;
 const MAX_ATTACH_METADATA_SIZE: i64 = 256 * 1024;
 const MAX_VOLUME_ERROR_MESSAGE: usize = 1024;
-const CSI_NODE_ID_MAX: usize = 192;
+const CSI_NODE_ID_MAX: usize = 256;
 
 fn root(name: &str) -> FieldPath {
     FieldPath::new(name)
@@ -122,22 +124,25 @@ fn storage_class_errors(obj: &Value) -> Vec<FieldError> {
         true,
         &root("parameters"),
     ));
+    // Both are pointers, printed as Go's JSON of their string.
     let policy = str_of(obj, "reclaimPolicy");
     if !policy.is_empty() && !["Delete", "Retain"].contains(&policy) {
-        errs.push(FieldError::not_supported(
-            &root("reclaimPolicy"),
-            policy,
-            &["Delete", "Retain"],
-        ));
+        errs.push(
+            FieldError::not_supported(&root("reclaimPolicy"), policy, &["Delete", "Retain"])
+                .with_rendered_value(go_json(&json!(policy))),
+        );
     }
     match obj.get("volumeBindingMode").and_then(Value::as_str) {
         None => errs.push(FieldError::required(&root("volumeBindingMode"), "")),
         Some(mode) if !["Immediate", "WaitForFirstConsumer"].contains(&mode) => {
-            errs.push(FieldError::not_supported(
-                &root("volumeBindingMode"),
-                mode,
-                &["Immediate", "WaitForFirstConsumer"],
-            ));
+            errs.push(
+                FieldError::not_supported(
+                    &root("volumeBindingMode"),
+                    mode,
+                    &["Immediate", "WaitForFirstConsumer"],
+                )
+                .with_rendered_value(go_json(&json!(mode))),
+            );
         }
         Some(_) => {}
     }
@@ -168,45 +173,49 @@ fn storage_class_warnings(obj: &Value) -> Vec<String> {
 
 impl Strategy for StorageClassStrategy {
     fn default(&self, obj: &mut Value) {
-        if obj.is_object() {
-            set_default(obj, "reclaimPolicy", json!("Delete"));
-            set_default(obj, "volumeBindingMode", json!("Immediate"));
-        }
+        // Pointers: only a missing value is defaulted (an empty one is refused by validation).
+        default_unset(obj, "reclaimPolicy", json!("Delete"));
+        default_unset(obj, "volumeBindingMode", json!("Immediate"));
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         storage_class_errors(obj)
     }
 
-    /// The class's own rules, then what a class may never change (`ValidateStorageClassUpdate`).
+    /// The class's own rules, then what a class may never change (`ValidateStorageClassUpdate`):
+    /// parameters, provisioner, reclaim policy and binding mode, each refused as an immutable
+    /// field with its new value (an empty parameter map is the same as none).
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = storage_class_errors(new);
-        let params = |o: &Value| o.get("parameters").filter(|p| !p.is_null()).cloned();
+        let params = |o: &Value| {
+            o.get("parameters")
+                .filter(|p| p.as_object().is_some_and(|m| !m.is_empty()))
+                .cloned()
+        };
         if params(new) != params(old) {
-            errs.push(FieldError::forbidden(
+            errs.push(FieldError::invalid(
                 &root("parameters"),
-                "updates to parameters are forbidden.",
+                params(new).unwrap_or(Value::Null),
+                "field is immutable",
             ));
         }
         if str_of(new, "provisioner") != str_of(old, "provisioner") {
-            errs.push(FieldError::forbidden(
-                &root("provisioner"),
-                "updates to provisioner are forbidden.",
-            ));
-        }
-        if str_of(new, "reclaimPolicy") != str_of(old, "reclaimPolicy") {
-            errs.push(FieldError::forbidden(
-                &root("reclaimPolicy"),
-                "updates to reclaimPolicy are forbidden.",
-            ));
-        }
-        let mode = |o: &Value| o.get("volumeBindingMode").cloned().unwrap_or(Value::Null);
-        if mode(new) != mode(old) {
             errs.push(FieldError::invalid(
-                &root("volumeBindingMode"),
-                mode(new),
+                &root("provisioner"),
+                str_of(new, "provisioner"),
                 "field is immutable",
             ));
+        }
+        for field in ["reclaimPolicy", "volumeBindingMode"] {
+            let v = |o: &Value| o.get(field).cloned().unwrap_or(Value::Null);
+            if v(new) != v(old) {
+                // A pointer: Go's JSON of the string it points to, or null.
+                let rendered = go_json(&v(new));
+                errs.push(
+                    FieldError::invalid(&root(field), v(new), "field is immutable")
+                        .with_rendered_value(rendered),
+                );
+            }
         }
         errs
     }
@@ -289,20 +298,52 @@ fn csi_driver_spec_errors(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
             "must be greater than or equal to 10 seconds",
         ));
     }
+    // `validateServiceAccountTokenInSecrets`: only meaningful with token requests.
+    if let Some(in_secrets) = spec
+        .get("serviceAccountTokenInSecrets")
+        .filter(|v| !v.is_null())
+        && items(spec.get("tokenRequests")).is_empty()
+    {
+        errs.push(FieldError::invalid(
+            &path.child("serviceAccountTokenInSecrets"),
+            in_secrets.clone(),
+            "serviceAccountTokenInSecrets is set but no tokenRequests are specified",
+        ));
+    }
+    // `preventPodSchedulingIfMissing` is required only with VolumeLimitScaling (off in v1.36).
     errs
 }
 
+const TOKEN_IN_SECRETS_RECOMMENDED: &str = "spec.serviceAccountTokenInSecrets is unset; if supported by this CSI driver, set to true to prevent possible logging of tokens in volume attributes";
+
+fn unset(spec: &Value, field: &str) -> bool {
+    spec.get(field).is_none_or(Value::is_null)
+}
+
+/// A list as Go's semantic equality sees it: nil and empty alike.
+fn list_or_none(spec: &Value, field: &str) -> Option<Value> {
+    spec.get(field)
+        .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+        .cloned()
+}
+
 impl Strategy for CsiDriverStrategy {
+    /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn default(&self, obj: &mut Value) {
-        let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        if !obj.is_object() {
             return;
-        };
-        set_default(spec, "attachRequired", json!(true));
-        set_default(spec, "podInfoOnMount", json!(false));
-        set_default(spec, "storageCapacity", json!(false));
-        set_default(spec, "fsGroupPolicy", json!("ReadWriteOnceWithFSType"));
-        set_default(spec, "requiresRepublish", json!(false));
-        set_default(spec, "seLinuxMount", json!(false));
+        }
+        let spec = object_at(obj, "spec");
+        default_unset(spec, "attachRequired", json!(true));
+        default_unset(spec, "podInfoOnMount", json!(false));
+        default_unset(spec, "storageCapacity", json!(false));
+        default_unset(spec, "fsGroupPolicy", json!("ReadWriteOnceWithFSType"));
+        default_unset(spec, "requiresRepublish", json!(false));
+        default_unset(spec, "seLinuxMount", json!(false));
         if spec
             .get("volumeLifecycleModes")
             .and_then(Value::as_array)
@@ -312,17 +353,51 @@ impl Strategy for CsiDriverStrategy {
         }
     }
 
+    /// `preventPodSchedulingIfMissing` belongs to VolumeLimitScaling, off in v1.36.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("preventPodSchedulingIfMissing");
+        }
+    }
+
+    /// The gated field is kept only where it was already set; any change of the spec moves the
+    /// generation.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        let null = Value::Null;
+        let old_spec = old.get("spec").unwrap_or(&null);
+        if unset(old_spec, "preventPodSchedulingIfMissing")
+            && let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
+        {
+            spec.remove("preventPodSchedulingIfMissing");
+        }
+        let spec_of = |o: &Value| {
+            let mut s = o.get("spec").cloned().unwrap_or(Value::Null);
+            if let Some(m) = s.as_object_mut() {
+                m.retain(|_, v| !v.is_null() && !v.as_array().is_some_and(Vec::is_empty));
+            }
+            s
+        };
+        if spec_of(new) != spec_of(old) {
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("generation".into(), json!(generation + 1));
+            }
+        }
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         csi_driver_spec_errors(obj.get("spec").unwrap_or(&Value::Null), &root("spec"))
     }
 
-    /// Upstream checks the spec twice (strategy and update function), then what may not change.
+    /// `ValidateCSIDriverUpdate`: the spec's rules, then what may not change.
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let null = Value::Null;
         let spec = new.get("spec").unwrap_or(&null);
         let old_spec = old.get("spec").unwrap_or(&null);
         let mut errs = csi_driver_spec_errors(spec, &root("spec"));
-        errs.extend(csi_driver_spec_errors(spec, &root("spec")));
         for (field, at) in [
             ("attachRequired", "attachedRequired"),
             ("volumeLifecycleModes", "volumeLifecycleModes"),
@@ -338,17 +413,38 @@ impl Strategy for CsiDriverStrategy {
         }
         errs
     }
+
+    /// CSIServiceAccountTokenSecrets (on in v1.36): token requests without saying where the
+    /// tokens go.
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        let null = Value::Null;
+        let spec = obj.get("spec").unwrap_or(&null);
+        if list_or_none(spec, "tokenRequests").is_some()
+            && unset(spec, "serviceAccountTokenInSecrets")
+        {
+            vec![TOKEN_IN_SECRETS_RECOMMENDED.into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
+        let null = Value::Null;
+        let spec = new.get("spec").unwrap_or(&null);
+        let old_spec = old.get("spec").unwrap_or(&null);
+        if list_or_none(spec, "tokenRequests") != list_or_none(old_spec, "tokenRequests") {
+            self.warnings_on_create(new)
+        } else {
+            Vec::new()
+        }
+    }
 }
 
-fn csi_node_errors(obj: &Value, allow_long_node_id: bool) -> Vec<FieldError> {
+fn csi_node_errors(obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let path = root("spec").child("drivers");
     let mut names = BTreeSet::new();
-    let max = if allow_long_node_id {
-        256
-    } else {
-        CSI_NODE_ID_MAX
-    };
+    let max = CSI_NODE_ID_MAX;
     for (i, driver) in items(obj.pointer("/spec/drivers")).iter().enumerate() {
         let at = path.index(i);
         let name = str_of(driver, "name");
@@ -393,17 +489,19 @@ fn csi_node_errors(obj: &Value, allow_long_node_id: bool) -> Vec<FieldError> {
 }
 
 impl Strategy for CsiNodeStrategy {
+    /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        csi_node_errors(obj, false)
+        csi_node_errors(obj)
     }
 
     /// A driver of the same name keeps its registration, except its allocatable count
     /// (MutableCSINodeAllocatableCount).
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let long_ids = items(old.pointer("/spec/drivers"))
-            .iter()
-            .any(|d| str_of(d, "nodeID").len() > CSI_NODE_ID_MAX);
-        let mut errs = csi_node_errors(new, long_ids);
+        let mut errs = csi_node_errors(new);
         let without_allocatable = |d: &Value| {
             let mut d = d.clone();
             if let Some(m) = d.as_object_mut() {
@@ -457,6 +555,10 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
         (None, Some("")) => errs.push(FieldError::required(
             &source_path.child("persistentVolumeName"),
             "must specify non empty persistentVolumeName",
+        )),
+        (Some(spec), None) => errs.extend(validate_inline_pv_spec(
+            spec,
+            &source_path.child("inlineVolumeSpec"),
         )),
         _ => {}
     }
@@ -515,6 +617,18 @@ fn volume_attachment_errors(obj: &Value) -> Vec<FieldError> {
 }
 
 impl Strategy for VolumeAttachmentStrategy {
+    /// An inline volume spec gets the defaults of its sources and capacity.
+    fn default(&self, obj: &mut Value) {
+        if let Some(spec) = obj.pointer_mut("/spec/source/inlineVolumeSpec") {
+            default_inline_pv_spec(spec);
+        }
+    }
+
+    /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     /// Status is the attacher's: a new attachment starts with none.
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({});
@@ -564,8 +678,9 @@ impl Strategy for VolumeAttributesClassStrategy {
         vac_errors(obj)
     }
 
+    /// `ValidateVolumeAttributesClassUpdate`: what may not change, then the class's own rules.
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = vac_errors(new);
+        let mut errs = Vec::new();
         if str_of(new, "driverName") != str_of(old, "driverName") {
             errs.push(FieldError::forbidden(
                 &root("driverName"),
@@ -607,6 +722,11 @@ fn capacity_errors(obj: &Value, allow_invalid_labels: bool) -> Vec<FieldError> {
 }
 
 impl Strategy for CsiStorageCapacityStrategy {
+    /// A PUT must name the resourceVersion it replaces (upstream's `AllowUnconditionalUpdate`).
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         capacity_errors(obj, false)
     }
@@ -623,11 +743,18 @@ impl Strategy for CsiStorageCapacityStrategy {
         let mut errs = capacity_errors(new, allow);
         let topology = |o: &Value| o.get("nodeTopology").filter(|t| !t.is_null()).cloned();
         if topology(new) != topology(old) {
-            errs.push(FieldError::invalid(
-                &root("nodeTopology"),
-                topology(new).unwrap_or(Value::Null),
-                "field is immutable",
-            ));
+            // A *metav1.LabelSelector: its JSON tags, in declaration order.
+            errs.push(match topology(new) {
+                Some(t) => rendered_invalid(
+                    &root("nodeTopology"),
+                    "meta.v1.LabelSelector",
+                    &t,
+                    "field is immutable",
+                ),
+                None => {
+                    FieldError::invalid(&root("nodeTopology"), Value::Null, "field is immutable")
+                }
+            });
         }
         if str_of(new, "storageClassName") != str_of(old, "storageClassName") {
             errs.push(FieldError::invalid(
@@ -688,6 +815,93 @@ mod tests {
         assert_eq!(
             errs[0].to_string(),
             "spec.drivers[1].name: Duplicate value: \"csi.example.com\""
+        );
+    }
+
+    #[test]
+    fn storage_class_fields_are_immutable_fields() {
+        let old = json!({"provisioner": "a.b/c", "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate", "parameters": {}});
+        let new = json!({"provisioner": "a.b/c", "reclaimPolicy": "Retain",
+            "volumeBindingMode": "Immediate", "parameters": {"type": "ssd"}});
+        let msgs: Vec<String> = StorageClassStrategy
+            .validate_update(&new, &old)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "parameters: Invalid value: {\"type\":\"ssd\"}: field is immutable",
+                "reclaimPolicy: Invalid value: \"Retain\": field is immutable",
+            ]
+        );
+    }
+
+    #[test]
+    fn only_missing_class_pointers_are_defaulted() {
+        let mut sc = json!({"reclaimPolicy": "", "volumeBindingMode": null});
+        StorageClassStrategy.default(&mut sc);
+        assert_eq!(
+            sc,
+            json!({"reclaimPolicy": "", "volumeBindingMode": "Immediate"})
+        );
+    }
+
+    #[test]
+    fn csi_driver_spec_changes_move_the_generation() {
+        let old = json!({"metadata": {"name": "d"}, "spec": {"podInfoOnMount": false}});
+        let mut new = json!({"metadata": {"name": "d"}, "spec": {"podInfoOnMount": true,
+            "preventPodSchedulingIfMissing": true}});
+        CsiDriverStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(new["metadata"]["generation"], json!(1));
+        assert!(new["spec"].get("preventPodSchedulingIfMissing").is_none());
+        let mut same = old.clone();
+        CsiDriverStrategy.prepare_for_update(&mut same, &old);
+        assert!(same["metadata"].get("generation").is_none());
+    }
+
+    #[test]
+    fn csi_node_ids_reach_256_characters() {
+        let node = |n: usize| json!({"spec": {"drivers": [{"name": "csi.example.com", "nodeID": "n".repeat(n)}]}});
+        assert!(CsiNodeStrategy.validate(&node(256)).is_empty());
+        assert!(
+            CsiNodeStrategy.validate(&node(257))[0]
+                .to_string()
+                .ends_with("must be 256 characters or less")
+        );
+    }
+
+    #[test]
+    fn capacity_topology_prints_as_a_label_selector() {
+        let old = json!({"storageClassName": "sc", "nodeTopology": {"matchLabels": {"a": "b"}}});
+        let new = json!({"storageClassName": "sc", "nodeTopology": {
+            "matchExpressions": [{"key": "k", "operator": "Exists"}], "matchLabels": {"a": "c"}}});
+        assert_eq!(
+            CsiStorageCapacityStrategy.validate_update(&new, &old)[0].to_string(),
+            "nodeTopology: Invalid value: {\"matchLabels\":{\"a\":\"c\"},\"matchExpressions\":[{\"key\":\"k\",\"operator\":\"Exists\"}]}: field is immutable"
+        );
+    }
+
+    #[test]
+    fn an_inline_volume_spec_is_a_csi_volume_only() {
+        let va = json!({"spec": {"attacher": "csi.example.com", "nodeName": "n",
+            "source": {"inlineVolumeSpec": {"accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "1Gi"}, "hostPath": {"path": "/srv"},
+                "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "fast"}}}});
+        let msgs: Vec<String> = VolumeAttachmentStrategy
+            .validate(&va)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "spec.source.inlineVolumeSpec.capacity: Forbidden: may not be specified in the context of inline volumes",
+                "spec.source.inlineVolumeSpec.csi: Required value: has to be specified in the context of inline volumes",
+                "spec.source.inlineVolumeSpec.persistentVolumeReclaimPolicy: Forbidden: may only be Retain in the context of inline volumes",
+                "spec.source.inlineVolumeSpec.storageClassName: Forbidden: may not be specified in the context of inline volumes",
+            ]
         );
     }
 

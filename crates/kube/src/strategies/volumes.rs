@@ -22,7 +22,7 @@ use super::nodeselection::{
     validate_node_selector,
 };
 use super::resources::{
-    entries, quantity, validate_basic_resource, validate_positive_quantity,
+    entries, quantity, round_up_resource_list, validate_basic_resource, validate_positive_quantity,
     validate_resource_quantity,
 };
 use super::volume_sources::{azure_disk, fc, flocker, host_path, nfs, no_backsteps, quobyte};
@@ -34,6 +34,23 @@ pub struct PersistentVolumeClaimStrategy;
 const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 const DEPRECATED_STORAGE_CLASS_MSG: &str =
     "deprecated since v1.8; use \"storageClassName\" attribute instead";
+const MOUNT_OPTIONS: &str = "volume.beta.kubernetes.io/mount-options";
+/// The sources that take mount options (pkg/volume/validation `checkMountOption`).
+const MOUNTABLE_SOURCES: &[&str] = &[
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "glusterfs",
+    "nfs",
+    "rbd",
+    "quobyte",
+    "iscsi",
+    "cinder",
+    "cephfs",
+    "azureFile",
+    "vsphereVolume",
+    "azureDisk",
+    "photonPersistentDisk",
+];
 const ACCESS_MODES: &[&str] = &[
     "ReadOnlyMany",
     "ReadWriteMany",
@@ -217,6 +234,16 @@ const DEPRECATED_PLUGINS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Sets `field` of an object when it is missing or null: upstream's defaults of pointer fields,
+/// which leave an empty string alone (validation refuses it where it must).
+pub(super) fn default_unset(obj: &mut Value, field: &str, value: Value) {
+    if let Some(m) = obj.as_object_mut()
+        && m.get(field).is_none_or(Value::is_null)
+    {
+        m.insert(field.into(), value);
+    }
+}
+
 fn present(obj: &Value, field: &str) -> Option<Value> {
     obj.get(field).filter(|v| !v.is_null()).cloned()
 }
@@ -273,41 +300,58 @@ fn glusterfs(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
-/// An iSCSI qualified name (`iqn.`, `eui.` or `naa.` forms).
+/// `iqn\.\d{4}-\d{2}\.([[:alnum:]-.]+)(:[^,;*&$|\s]+)$` matched at the start of `s`.
+fn iqn_at(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("iqn.") else {
+        return false;
+    };
+    let b = rest.as_bytes();
+    if b.len() < 9
+        || !b[..4].iter().all(u8::is_ascii_digit)
+        || b[4] != b'-'
+        || !b[5..7].iter().all(u8::is_ascii_digit)
+        || b[7] != b'.'
+    {
+        return false;
+    }
+    let tail = &rest[8..];
+    // The domain part cannot hold ':', so the first colon ends it.
+    let Some(colon) = tail.find(':') else {
+        return false;
+    };
+    colon > 0
+        && tail[..colon]
+            .bytes()
+            .all(|d| d.is_ascii_alphanumeric() || d == b'-' || d == b'.')
+        && tail.len() > colon + 1
+        && tail[colon + 1..]
+            .chars()
+            .all(|d| !matches!(d, ',' | ';' | '*' | '&' | '$' | '|') && !d.is_ascii_whitespace())
+}
+
+/// `^<prefix>.[[:alnum:]]{n}$`: the prefix, any one character but a newline, `n` ASCII
+/// letters or digits.
+fn prefixed_alnum(name: &str, prefix: &str, n: usize) -> bool {
+    let Some(rest) = name.strip_prefix(prefix) else {
+        return false;
+    };
+    let mut chars = rest.chars();
+    let any = chars.next().is_some_and(|c| c != '\n');
+    let tail = chars.as_str();
+    any && tail.len() == n && tail.bytes().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// An iSCSI qualified name (`iqn.`, `eui.` or `naa.` forms). The iqn pattern is not anchored
+/// at its start, so it may match anywhere in the name.
 fn iscsi_name_ok(name: &str) -> bool {
-    if let Some(rest) = name.strip_prefix("iqn.") {
-        // iqn\.\d{4}-\d{2}\.([[:alnum:]-.]+)(:[^,;*&$|\s]+)$
-        let b = rest.as_bytes();
-        if b.len() < 9
-            || !b[..4].iter().all(u8::is_ascii_digit)
-            || b[4] != b'-'
-            || !b[5..7].iter().all(u8::is_ascii_digit)
-            || b[7] != b'.'
-        {
-            return false;
-        }
-        let tail = &rest[8..];
-        // The greedy domain part may hold ':' only through the last colon's left side.
-        return tail.char_indices().any(|(i, c)| {
-            c == ':'
-                && i > 0
-                && tail[..i]
-                    .chars()
-                    .all(|d| d.is_ascii_alphanumeric() || d == '-' || d == '.')
-                && tail[i + 1..].chars().count() > 0
-                && tail[i + 1..]
-                    .chars()
-                    .all(|d| !matches!(d, ',' | ';' | '*' | '&' | '$' | '|') && !d.is_whitespace())
-        });
+    if name.starts_with("iqn") {
+        return name.match_indices("iqn.").any(|(i, _)| iqn_at(&name[i..]));
     }
     if name.starts_with("eui") {
-        // ^eui.[[:alnum:]]{16}$
-        let b = name.as_bytes();
-        return b.len() == 20 && b[4..].iter().all(u8::is_ascii_alphanumeric);
+        return prefixed_alnum(name, "eui", 16);
     }
     if name.starts_with("naa") {
-        let b = name.as_bytes();
-        return b.len() == 36 && b[4..].iter().all(u8::is_ascii_alphanumeric);
+        return prefixed_alnum(name, "naa", 32);
     }
     false
 }
@@ -543,18 +587,118 @@ fn class_name(value: &str, path: &FieldPath) -> Vec<FieldError> {
         .collect()
 }
 
-/// `ValidatePersistentVolumeSpec` for a PersistentVolume (not an inline volume spec).
+/// `ValidatePersistentVolumeSpec` for a PersistentVolume, or (`inline`) for a VolumeAttachment's
+/// inline volume spec, which must be a CSI volume without capacity, claim, node affinity or
+/// class, retained, and a filesystem.
 fn validate_pv_spec(
     spec: &Value,
     pv_name: &str,
     allow_invalid_affinity_values: bool,
+    inline: bool,
     path: &FieldPath,
 ) -> Vec<FieldError> {
+    const INLINE: &str = "may not be specified in the context of inline volumes";
     let mut errs = Vec::new();
+    if inline {
+        if present(spec, "claimRef").is_some() {
+            errs.push(FieldError::forbidden(&path.child("claimRef"), INLINE));
+        }
+        if non_empty(spec, "capacity") {
+            errs.push(FieldError::forbidden(&path.child("capacity"), INLINE));
+        }
+        if present(spec, "csi").is_none() {
+            errs.push(FieldError::required(
+                &path.child("csi"),
+                "has to be specified in the context of inline volumes",
+            ));
+        }
+    }
     if !non_empty(spec, "accessModes") {
         errs.push(FieldError::required(&path.child("accessModes"), ""));
     }
     errs.extend(access_modes(spec, path));
+    if !inline {
+        errs.extend(pv_capacity(spec, path));
+    }
+    let policy = str_of(spec, "persistentVolumeReclaimPolicy");
+    if inline && !policy.is_empty() && policy != "Retain" {
+        errs.push(FieldError::forbidden(
+            &path.child("persistentVolumeReclaimPolicy"),
+            "may only be Retain in the context of inline volumes",
+        ));
+    } else if !inline && !policy.is_empty() && !RECLAIM_POLICIES.contains(&policy) {
+        errs.push(FieldError::not_supported(
+            &path.child("persistentVolumeReclaimPolicy"),
+            policy,
+            RECLAIM_POLICIES,
+        ));
+    }
+    let mut affinity_set = false;
+    if let Some(affinity) = spec.get("nodeAffinity").filter(|a| !a.is_null()) {
+        if inline {
+            errs.push(FieldError::forbidden(&path.child("nodeAffinity"), INLINE));
+        } else {
+            affinity_set = true;
+            let at = path.child("nodeAffinity");
+            match affinity.get("required").filter(|r| !r.is_null()) {
+                Some(required) => errs.extend(validate_node_selector(
+                    required,
+                    allow_invalid_affinity_values,
+                    &at.child("required"),
+                )),
+                None => errs.push(FieldError::required(
+                    &at.child("required"),
+                    "must specify required node constraints",
+                )),
+            }
+        }
+    }
+    errs.extend(pv_sources(spec, pv_name, affinity_set, policy, path));
+    let class = str_of(spec, "storageClassName");
+    if !class.is_empty() {
+        if inline {
+            errs.push(FieldError::forbidden(
+                &path.child("storageClassName"),
+                INLINE,
+            ));
+        } else {
+            errs.extend(class_name(class, &path.child("storageClassName")));
+        }
+    }
+    if let Some(Value::String(mode)) = spec.get("volumeMode") {
+        if inline && mode != "Filesystem" {
+            errs.push(FieldError::forbidden(
+                &path.child("volumeMode"),
+                "may not specify volumeMode other than Filesystem in the context of inline volumes",
+            ));
+        } else if !inline && !VOLUME_MODES.contains(&mode.as_str()) {
+            errs.push(FieldError::not_supported(
+                &path.child("volumeMode"),
+                mode.as_str(),
+                VOLUME_MODES,
+            ));
+        }
+    }
+    if let Some(Value::String(vac)) = spec.get("volumeAttributesClassName") {
+        let at = path.child("volumeAttributesClassName");
+        if vac.is_empty() {
+            errs.push(FieldError::required(&at, "an empty string is disallowed"));
+        } else {
+            errs.extend(class_name(vac, &at));
+        }
+        if spec.get("csi").is_none_or(Value::is_null) {
+            errs.push(FieldError::required(
+                &path.child("csi"),
+                "has to be specified when using volumeAttributesClassName",
+            ));
+        }
+    }
+    errs
+}
+
+/// A volume's capacity: storage, and nothing else.
+fn pv_capacity(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let capacity = spec.get("capacity").filter(|c| !c.is_null());
     let cap_map = capacity.and_then(Value::as_object);
     let cap_path = path.child("capacity");
@@ -562,7 +706,18 @@ fn validate_pv_spec(
         errs.push(FieldError::required(&cap_path, ""));
     }
     if cap_map.is_none_or(|m| !m.contains_key("storage") || m.len() > 1) {
-        let rendered = capacity.map_or_else(|| "null".to_string(), go_json);
+        // Go's JSON of the resource list: each quantity in its canonical form.
+        let rendered = capacity.map_or_else(
+            || "null".to_string(),
+            |c| match c.as_object() {
+                Some(m) => go_json(&Value::Object(
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), json!(quantity(v).canonical())))
+                        .collect(),
+                )),
+                None => go_json(c),
+            },
+        );
         errs.push(
             FieldError::not_supported(&cap_path, Value::Null, &["storage"])
                 .with_rendered_value(rendered),
@@ -572,30 +727,18 @@ fn validate_pv_spec(
         errs.extend(validate_basic_resource(&q, &cap_path.key(name)));
         errs.extend(validate_positive_quantity(&q, &cap_path.key(name)));
     }
-    let policy = str_of(spec, "persistentVolumeReclaimPolicy");
-    if !policy.is_empty() && !RECLAIM_POLICIES.contains(&policy) {
-        errs.push(FieldError::not_supported(
-            &path.child("persistentVolumeReclaimPolicy"),
-            policy,
-            RECLAIM_POLICIES,
-        ));
-    }
-    let mut affinity_set = false;
-    if let Some(affinity) = spec.get("nodeAffinity").filter(|a| !a.is_null()) {
-        affinity_set = true;
-        let at = path.child("nodeAffinity");
-        match affinity.get("required").filter(|r| !r.is_null()) {
-            Some(required) => errs.extend(validate_node_selector(
-                required,
-                allow_invalid_affinity_values,
-                &at.child("required"),
-            )),
-            None => errs.push(FieldError::required(
-                &at.child("required"),
-                "must specify required node constraints",
-            )),
-        }
-    }
+    errs
+}
+
+/// Exactly one volume source, each checked by its own rules; a hostPath of `/` is not recycled.
+fn pv_sources(
+    spec: &Value,
+    pv_name: &str,
+    affinity_set: bool,
+    policy: &str,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let mut sources = 0;
     for source in SOURCES {
         let Some(src) = spec.get(source.field).filter(|s| !s.is_null()) else {
@@ -633,34 +776,23 @@ fn validate_pv_spec(
             "may not be 'recycle' for a hostPath mount of '/'",
         ));
     }
-    let class = str_of(spec, "storageClassName");
-    if !class.is_empty() {
-        errs.extend(class_name(class, &path.child("storageClassName")));
-    }
-    if let Some(Value::String(mode)) = spec.get("volumeMode")
-        && !VOLUME_MODES.contains(&mode.as_str())
-    {
-        errs.push(FieldError::not_supported(
-            &path.child("volumeMode"),
-            mode.as_str(),
-            VOLUME_MODES,
-        ));
-    }
-    if let Some(Value::String(vac)) = spec.get("volumeAttributesClassName") {
-        let at = path.child("volumeAttributesClassName");
-        if vac.is_empty() {
-            errs.push(FieldError::required(&at, "an empty string is disallowed"));
-        } else {
-            errs.extend(class_name(vac, &at));
-        }
-        if spec.get("csi").is_none_or(Value::is_null) {
-            errs.push(FieldError::required(
-                &path.child("csi"),
-                "has to be specified when using volumeAttributesClassName",
-            ));
-        }
-    }
     errs
+}
+
+/// A VolumeAttachment's inline volume spec: upstream's `ValidatePersistentVolumeSpec` in the
+/// context of inline volumes (no volume name).
+pub(super) fn validate_inline_pv_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+    validate_pv_spec(spec, "", false, true, path)
+}
+
+/// The defaults of a VolumeAttachment's inline volume spec (its generated defaulters): the
+/// capacity rounded and the sources' defaults, but none of a PersistentVolume's own.
+pub(super) fn default_inline_pv_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    round_up_resource_list(spec.get_mut("capacity"));
+    default_sources(spec);
 }
 
 /// Go's `path.Clean` for the one question asked of it: is this the root?
@@ -741,26 +873,26 @@ fn affinity_with_ga_keys(new: &Value, old: &Value) -> Value {
         .pointer_mut("/required/nodeSelectorTerms")
         .and_then(Value::as_array_mut)
     {
+        // Every NodeSelectorRequirement, of matchExpressions and matchFields alike.
         for (t, term) in terms.iter_mut().enumerate() {
-            let Some(exprs) = term
-                .get_mut("matchExpressions")
-                .and_then(Value::as_array_mut)
-            else {
-                continue;
-            };
-            for (e, expr) in exprs.iter_mut().enumerate() {
-                let new_key = new_terms
-                    .get(t)
-                    .map(|nt| items(nt.get("matchExpressions")))
-                    .and_then(|ne| ne.get(e))
-                    .map(|ne| str_of(ne, "key"))
-                    .unwrap_or("");
-                let old_key = str_of(expr, "key");
-                if BETA_TO_GA
-                    .iter()
-                    .any(|(beta, ga)| *beta == old_key && *ga == new_key)
-                {
-                    expr["key"] = Value::from(new_key);
+            for list in ["matchExpressions", "matchFields"] {
+                let Some(exprs) = term.get_mut(list).and_then(Value::as_array_mut) else {
+                    continue;
+                };
+                for (e, expr) in exprs.iter_mut().enumerate() {
+                    let new_key = new_terms
+                        .get(t)
+                        .map(|nt| items(nt.get(list)))
+                        .and_then(|ne| ne.get(e))
+                        .map(|ne| str_of(ne, "key"))
+                        .unwrap_or("");
+                    let old_key = str_of(expr, "key");
+                    if BETA_TO_GA
+                        .iter()
+                        .any(|(beta, ga)| *beta == old_key && *ga == new_key)
+                    {
+                        expr["key"] = Value::from(new_key);
+                    }
                 }
             }
         }
@@ -819,7 +951,8 @@ impl Strategy for PersistentVolumeStrategy {
         }
         let spec = object_at(obj, "spec");
         set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
-        set_default(spec, "volumeMode", json!("Filesystem"));
+        default_unset(spec, "volumeMode", json!("Filesystem"));
+        round_up_resource_list(spec.get_mut("capacity"));
         default_sources(spec);
         set_default(object_at(obj, "status"), "phase", json!("Pending"));
     }
@@ -858,7 +991,9 @@ impl Strategy for PersistentVolumeStrategy {
             .and_then(Value::as_str)
             .unwrap_or("");
         let spec = obj.get("spec").unwrap_or(&Value::Null);
-        validate_pv_spec(spec, name, false, &FieldPath::new("spec"))
+        let mut errs = validate_pv_spec(spec, name, false, false, &FieldPath::new("spec"));
+        errs.extend(mount_option_errors(obj));
+        errs
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -872,7 +1007,18 @@ impl Strategy for PersistentVolumeStrategy {
         let allow_invalid = has_invalid_label_value_in_terms(items(
             old_spec.pointer("/nodeAffinity/required/nodeSelectorTerms"),
         ));
-        let mut errs = validate_pv_spec(new_spec, name, allow_invalid, &FieldPath::new("spec"));
+        // The strategy validates the volume, then its mount options, then
+        // `ValidatePersistentVolumeUpdate` validates the volume again before the update rules.
+        let spec_errs = validate_pv_spec(
+            new_spec,
+            name,
+            allow_invalid,
+            false,
+            &FieldPath::new("spec"),
+        );
+        let mut errs = spec_errs.clone();
+        errs.extend(mount_option_errors(new));
+        errs.extend(spec_errs);
         // A controllerExpandSecretRef may be added to a CSI volume that had none.
         let mut new_source = Value::Object(source_of(new_spec));
         let old_source = Value::Object(source_of(old_spec));
@@ -949,13 +1095,42 @@ impl Strategy for PersistentVolumeStrategy {
     }
 }
 
+/// `checkMountOption` (pkg/volume/validation): mount options by annotation only for the
+/// sources that take them.
+fn mount_option_errors(pv: &Value) -> Vec<FieldError> {
+    let spec = pv.get("spec").unwrap_or(&Value::Null);
+    if MOUNTABLE_SOURCES.iter().any(|f| present(spec, f).is_some())
+        || annotation_present(pv, MOUNT_OPTIONS).is_none()
+    {
+        return Vec::new();
+    }
+    vec![FieldError::forbidden(
+        &FieldPath::new("metadata")
+            .child("annotations")
+            .child(MOUNT_OPTIONS),
+        "may not specify mount options for this volume type",
+    )]
+}
+
+fn annotation_present<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .filter(|v| !v.is_null())
+}
+
 /// `GetWarningsForPersistentVolume`.
 fn pv_warnings(pv: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    if annotation(pv, BETA_STORAGE_CLASS).is_some() {
-        out.push(format!(
-            "metadata.annotations[{BETA_STORAGE_CLASS}]: {DEPRECATED_STORAGE_CLASS_MSG}"
-        ));
+    for (key, msg) in [
+        (BETA_STORAGE_CLASS, DEPRECATED_STORAGE_CLASS_MSG),
+        (
+            MOUNT_OPTIONS,
+            "deprecated since v1.31; use \"mountOptions\" attribute instead",
+        ),
+    ] {
+        if annotation_present(pv, key).is_some() {
+            out.push(format!("metadata.annotations[{key}]: {msg}"));
+        }
     }
     let spec = pv.get("spec").unwrap_or(&Value::Null);
     if str_of(spec, "persistentVolumeReclaimPolicy") == "Recycle" {
@@ -980,7 +1155,12 @@ fn pv_warnings(pv: &Value) -> Vec<String> {
 }
 
 /// `validateDataSource` / `validateDataSourceRef`.
-fn data_source(src: &Value, is_ref: bool, path: &FieldPath) -> Vec<FieldError> {
+fn data_source(
+    src: &Value,
+    is_ref: bool,
+    allow_invalid_api_group: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if str_of(src, "name").is_empty() {
         errs.push(FieldError::required(&path.child("name"), ""));
@@ -997,7 +1177,7 @@ fn data_source(src: &Value, is_ref: bool, path: &FieldPath) -> Vec<FieldError> {
             "must be 'PersistentVolumeClaim' when referencing the default apiGroup",
         ));
     }
-    if !group.is_empty() {
+    if !group.is_empty() && !allow_invalid_api_group {
         for m in is_dns1123_subdomain(group) {
             errs.push(FieldError::invalid(&path.child("apiGroup"), group, m));
         }
@@ -1017,6 +1197,17 @@ fn data_source(src: &Value, is_ref: bool, path: &FieldPath) -> Vec<FieldError> {
 pub fn validate_pvc_spec(
     spec: &Value,
     allow_invalid_selector: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    validate_pvc_spec_with(spec, allow_invalid_selector, false, path)
+}
+
+/// `ValidatePersistentVolumeClaimSpec` with the options a claim's update may relax: label
+/// values of the selector, and the API groups of data sources (`AllowInvalidAPIGroupInDataSourceOrRef`).
+fn validate_pvc_spec_with(
+    spec: &Value,
+    allow_invalid_selector: bool,
+    allow_invalid_api_group: bool,
     path: &FieldPath,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -1067,10 +1258,20 @@ pub fn validate_pvc_spec(
     let ds = spec.get("dataSource").filter(|d| !d.is_null());
     let dsr = spec.get("dataSourceRef").filter(|d| !d.is_null());
     if let Some(ds) = ds {
-        errs.extend(data_source(ds, false, &path.child("dataSource")));
+        errs.extend(data_source(
+            ds,
+            false,
+            allow_invalid_api_group,
+            &path.child("dataSource"),
+        ));
     }
     if let Some(dsr) = dsr {
-        errs.extend(data_source(dsr, true, &path.child("dataSourceRef")));
+        errs.extend(data_source(
+            dsr,
+            true,
+            allow_invalid_api_group,
+            &path.child("dataSourceRef"),
+        ));
     }
     // The bad value is a *field.Path, which Go's encoder prints as `{}`.
     let ref_namespace = dsr.map(|r| str_of(r, "namespace")).unwrap_or("");
@@ -1112,6 +1313,15 @@ fn normalize_data_sources(spec: &mut Value, old_spec: Option<&Value>) {
     let Some(spec) = spec.as_object_mut() else {
         return;
     };
+    // `DropDisabledFields`: CrossNamespaceVolumeDataSource is off in v1.36, so a reference into
+    // another namespace goes unless the old claim already had a reference.
+    let old_ref = old_spec.is_some_and(|o| o.get("dataSourceRef").is_some_and(|v| !v.is_null()));
+    let cross_namespace = spec
+        .get("dataSourceRef")
+        .is_some_and(|r| !str_of(r, "namespace").is_empty());
+    if cross_namespace && !old_ref {
+        spec.remove("dataSourceRef");
+    }
     let set = |m: &Map<String, Value>, f: &str| m.get(f).is_some_and(|v| !v.is_null());
     let old_in_use = old_spec.is_some_and(|o| {
         o.get("dataSource").is_some_and(|v| !v.is_null())
@@ -1160,8 +1370,14 @@ impl Strategy for PersistentVolumeClaimStrategy {
         if !obj.is_object() {
             return;
         }
-        set_default(object_at(obj, "spec"), "volumeMode", json!("Filesystem"));
-        set_default(object_at(obj, "status"), "phase", json!("Pending"));
+        let spec = object_at(obj, "spec");
+        default_unset(spec, "volumeMode", json!("Filesystem"));
+        round_up_resource_list(spec.pointer_mut("/resources/limits"));
+        round_up_resource_list(spec.pointer_mut("/resources/requests"));
+        let status = object_at(obj, "status");
+        set_default(status, "phase", json!("Pending"));
+        round_up_resource_list(status.get_mut("capacity"));
+        round_up_resource_list(status.get_mut("allocatedResources"));
     }
 
     /// A new claim is `Pending`, whatever status the client sent; its data sources mirror
@@ -1185,8 +1401,8 @@ impl Strategy for PersistentVolumeClaimStrategy {
         validate_pvc_spec(spec, false, &FieldPath::new("spec"))
     }
 
-    /// Upstream validates the new claim twice (strategy and update function), so its spec
-    /// errors appear twice among the causes; then the update rules.
+    /// `ValidatePersistentVolumeClaimUpdate`: the claim's rules (relaxed where the old claim
+    /// already broke them), then the update rules.
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let null = Value::Null;
         let new_spec = new.get("spec").unwrap_or(&null);
@@ -1199,10 +1415,18 @@ impl Strategy for PersistentVolumeClaimStrategy {
             )
             .is_empty()
         });
-        let spec_errs =
-            validate_pvc_spec(new_spec, allow_invalid_selector, &FieldPath::new("spec"));
-        let mut errs = spec_errs.clone();
-        errs.extend(spec_errs);
+        let allow_invalid_api_group = ["dataSource", "dataSourceRef"].iter().any(|f| {
+            old_spec
+                .get(*f)
+                .and_then(|d| d.get("apiGroup"))
+                .is_some_and(|g| !g.is_null())
+        });
+        let mut errs = validate_pvc_spec_with(
+            new_spec,
+            allow_invalid_selector,
+            allow_invalid_api_group,
+            &FieldPath::new("spec"),
+        );
         errs.extend(pvc_update_rules(new, old));
         errs
     }
@@ -1227,7 +1451,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
             "NodeResizeInfeasible",
             "NodeResizePending",
         ];
-        let resize_path = FieldPath::new("status").child("allocatedResourceStatus");
+        let resize_path = FieldPath::new("status").child("allocatedResourceStatuses");
         if let Some(statuses) = status
             .get("allocatedResourceStatuses")
             .and_then(Value::as_object)
@@ -1303,8 +1527,13 @@ fn pvc_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
         new_clone = json!({});
     }
     // The volume may be bound once.
-    if str_of(old_spec, "volumeName").is_empty() {
-        old_clone["volumeName"] = new_spec.get("volumeName").cloned().unwrap_or(json!(""));
+    if str_of(old_spec, "volumeName").is_empty()
+        && let Some(m) = old_clone.as_object_mut()
+    {
+        match new_spec.get("volumeName") {
+            Some(v) => m.insert("volumeName".into(), v.clone()),
+            None => m.remove("volumeName"),
+        };
     }
     let class = |s: &Value| s.get("storageClassName").filter(|c| !c.is_null()).cloned();
     let old_ann = annotation(old, BETA_STORAGE_CLASS);
@@ -1345,14 +1574,11 @@ fn pvc_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
                 None => requests.remove("storage"),
             };
         }
-        if new_clone
-            .get("volumeAttributesClassName")
-            .is_some_and(|v| !v.is_null())
-        {
-            new_clone["volumeAttributesClassName"] = old_clone
-                .get("volumeAttributesClassName")
-                .cloned()
-                .unwrap_or(Value::Null);
+        if let Some(m) = new_clone.as_object_mut() {
+            match old_clone.get("volumeAttributesClassName") {
+                Some(v) => m.insert("volumeAttributesClassName".into(), v.clone()),
+                None => m.remove("volumeAttributesClassName"),
+            };
         }
     }
     if new_clone != old_clone {
@@ -1384,21 +1610,25 @@ fn pvc_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
             "field is immutable",
         ));
     }
+    // A class once applied (status.currentVolumeAttributesClassName) may change but not go.
     let vac = |s: &Value| {
         s.get("volumeAttributesClassName")
             .filter(|v| !v.is_null())
             .cloned()
     };
-    if vac(old_spec).is_some() && vac(new_spec) != vac(old_spec) {
+    let applied = old
+        .pointer("/status/currentVolumeAttributesClassName")
+        .is_some_and(|c| !c.is_null());
+    if applied && vac(new_spec) != vac(old_spec) {
         let at = FieldPath::new("spec").child("volumeAttributesClassName");
         match vac(new_spec) {
             None => errs.push(FieldError::forbidden(
                 &at,
-                "update from non-nil value to nil is forbidden",
+                "update to nil is forbidden when status.currentVolumeAttributesClassName is not nil",
             )),
             Some(v) if v.as_str() == Some("") => errs.push(FieldError::forbidden(
                 &at,
-                "update from non-nil value to an empty string is forbidden",
+                "update to empty string is forbidden when status.currentVolumeAttributesClassName is not nil",
             )),
             Some(_) => {}
         }
@@ -1504,6 +1734,63 @@ mod tests {
         let w = pv_warnings(&pv(json!({"persistentVolumeReclaimPolicy": "Recycle"})));
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("spec.persistentVolumeReclaimPolicy: The Recycle"));
+    }
+
+    #[test]
+    fn mount_options_need_a_source_that_takes_them() {
+        let mut obj = pv(json!({"hostPath": {"path": "/srv"}}));
+        obj["metadata"]["annotations"] = json!({MOUNT_OPTIONS: "ro"});
+        assert_eq!(
+            mount_option_errors(&obj)[0].to_string(),
+            "metadata.annotations.volume.beta.kubernetes.io/mount-options: Forbidden: may not specify mount options for this volume type"
+        );
+        obj["spec"] = json!({"nfs": {"server": "a", "path": "/b"}});
+        assert!(mount_option_errors(&obj).is_empty());
+        assert_eq!(pv_warnings(&obj).len(), 1);
+    }
+
+    #[test]
+    fn an_applied_attributes_class_may_not_go() {
+        let old = json!({"spec": {"accessModes": ["ReadWriteOnce"], "volumeAttributesClassName": "gold",
+            "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound", "currentVolumeAttributesClassName": "gold"}});
+        let mut new = old.clone();
+        new["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("volumeAttributesClassName");
+        let msgs: Vec<String> = pvc_update_rules(&new, &old)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "spec.volumeAttributesClassName: Forbidden: update to nil is forbidden when status.currentVolumeAttributesClassName is not nil"
+            ]
+        );
+        new["spec"]["volumeAttributesClassName"] = json!("silver");
+        assert!(pvc_update_rules(&new, &old).is_empty());
+    }
+
+    #[test]
+    fn cross_namespace_references_are_dropped() {
+        let mut pvc = json!({"spec": {"dataSourceRef": {"kind": "PersistentVolumeClaim",
+            "name": "src", "namespace": "other"}}});
+        PersistentVolumeClaimStrategy.prepare_for_create(&mut pvc);
+        assert!(pvc["spec"].get("dataSourceRef").is_none());
+    }
+
+    #[test]
+    fn iscsi_names_follow_upstreams_patterns() {
+        assert!(iscsi_name_ok("iqn.2015-02.example.com:test"));
+        assert!(iscsi_name_ok("iqnX-iqn.2015-02.example.com:test"));
+        assert!(!iscsi_name_ok("iqn.2015-02.example.com"));
+        assert!(!iscsi_name_ok("iqn.2015-02.example.com:a b"));
+        assert!(iscsi_name_ok("eui.02004567A425678D"));
+        assert!(iscsi_name_ok("euiX02004567A425678D"));
+        assert!(!iscsi_name_ok("eui.02004567A425678"));
+        assert!(iscsi_name_ok(&format!("naa.{}", "6".repeat(32))));
     }
 
     #[test]
