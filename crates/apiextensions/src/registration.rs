@@ -209,6 +209,9 @@ pub fn resource_info(crd: &Value, facts: &CrdFacts, version: &Value) -> Resource
         verbs: VERBS.iter().map(|v| v.to_string()).collect(),
         subresources,
         tracks_generation: true,
+        // A custom resource's status write changes status only (its status strategy copies
+        // the stored object and sets the status).
+        status_keeps_metadata: apiserver::registry::STATUS_RESETS_METADATA,
         storage_key: facts.storage_key(),
         storage_version: (name != facts.storage_version).then(|| facts.storage_version.clone()),
         storage_version_hash: Some(storage_version_hash(

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use apiserver::registry::{
-    ImmutableField, Refusal, ResourceInfo, SelectableField, SubresourceInfo,
+    ImmutableField, Refusal, ResourceInfo, STATUS_RESETS_METADATA, SelectableField, SubresourceInfo,
 };
 use serde_json::Value;
 
@@ -81,6 +81,68 @@ fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
         _ => &[],
     }
 }
+
+/// What a write through `/status` keeps as stored, by resource (upstream's status strategies:
+/// `ResetObjectMetaForStatus` or `ObjectMeta = old` keeps everything a client writes; Deployment
+/// keeps its labels, Pod its owner references, APIService all four); every other kind takes the
+/// client's labels, annotations, finalizers and owner references.
+const STATUS_KEEPS_METADATA: &[(&str, &str, &[&str])] = &[
+    ("", "pods", &["ownerReferences"]),
+    ("apps", "deployments", &["labels"]),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        STATUS_RESETS_METADATA,
+    ),
+    (
+        "internal.apiserver.k8s.io",
+        "storageversions",
+        STATUS_RESETS_METADATA,
+    ),
+    (
+        "certificates.k8s.io",
+        "podcertificaterequests",
+        STATUS_RESETS_METADATA,
+    ),
+    ("networking.k8s.io", "servicecidrs", STATUS_RESETS_METADATA),
+    (
+        "resource.k8s.io",
+        "devicetaintrules",
+        STATUS_RESETS_METADATA,
+    ),
+    ("resource.k8s.io", "resourceclaims", STATUS_RESETS_METADATA),
+    (
+        "resource.k8s.io",
+        "resourcepoolstatusrequests",
+        STATUS_RESETS_METADATA,
+    ),
+    ("scheduling.k8s.io", "podgroups", STATUS_RESETS_METADATA),
+    (
+        "storage.k8s.io",
+        "volumeattachments",
+        STATUS_RESETS_METADATA,
+    ),
+    (
+        "storagemigration.k8s.io",
+        "storageversionmigrations",
+        STATUS_RESETS_METADATA,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "flowschemas",
+        STATUS_RESETS_METADATA,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+        STATUS_RESETS_METADATA,
+    ),
+    (
+        "apiregistration.k8s.io",
+        "apiservices",
+        STATUS_RESETS_METADATA,
+    ),
+];
 
 const TRACKS_GENERATION: &[(&str, &str)] = &[
     ("", "pods"),
@@ -475,6 +537,10 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
             subresources: Vec::new(),
             tracks_generation: TRACKS_GENERATION.contains(&(group, name)),
             generation_fixed: (group, name) == ("scheduling.k8s.io", "priorityclasses"),
+            status_keeps_metadata: STATUS_KEEPS_METADATA
+                .iter()
+                .find(|(g, r, _)| *g == group && *r == name)
+                .map_or(&[], |(.., fields)| *fields),
             return_deleted_object: false,
             selectable_fields,
             field_label_message: FIELD_LABEL_MESSAGES

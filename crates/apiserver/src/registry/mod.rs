@@ -10,7 +10,8 @@ mod strategy;
 
 pub use conversion::{Conversion, ConvertingStore, SyncConversion};
 pub use resource::{
-    ImmutableField, Refusal, ResourceInfo, ScalePaths, SelectableField, SubresourceInfo,
+    ImmutableField, Refusal, ResourceInfo, STATUS_RESETS_METADATA, ScalePaths, SelectableField,
+    SubresourceInfo,
 };
 pub use store::{
     DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,

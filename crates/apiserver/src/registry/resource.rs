@@ -84,6 +84,12 @@ pub struct ResourceInfo {
     /// `metadata.generation` is 1 from the create on and never moves (upstream's PriorityClass
     /// strategy sets it on create and has no update rule for it).
     pub generation_fixed: bool,
+    /// The metadata a write through `/status` cannot change (upstream: each kind's status
+    /// strategy `PrepareForUpdate`). Most kinds take the client's labels, annotations, finalizers
+    /// and owner references there; some keep a few as stored (Deployment its labels, Pod its
+    /// owner references), and those that reset metadata for status writes keep all four
+    /// ([`STATUS_RESETS_METADATA`]).
+    pub status_keeps_metadata: &'static [&'static str],
     /// Delete answers with the deleted object rather than a `Status` of success.
     pub return_deleted_object: bool,
     /// Field selectors beyond `metadata.name` and `metadata.namespace`.
@@ -111,6 +117,11 @@ pub struct ResourceInfo {
     /// merge patch, which needs Go struct tags that such kinds do not have.
     pub unstructured: bool,
 }
+
+/// What `ResetObjectMetaForStatus` keeps as stored, and what custom resources keep: every
+/// metadata field a client may write.
+pub const STATUS_RESETS_METADATA: &[&str] =
+    &["labels", "annotations", "finalizers", "ownerReferences"];
 
 impl ResourceInfo {
     pub fn gvk(&self) -> GroupVersionKind {

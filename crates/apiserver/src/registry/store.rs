@@ -499,7 +499,8 @@ impl RegistryStore {
                 ));
             }
             if sub == "status" {
-                // A write through /status changes status only; everything else stays as stored.
+                // A write through /status changes status and the metadata the kind lets it
+                // change; the spec and everything else stay as stored.
                 let mut merged = old.clone();
                 match new.get("status") {
                     Some(s) => merged["status"] = s.clone(),
@@ -508,6 +509,17 @@ impl RegistryStore {
                             m.remove("status");
                         }
                     }
+                }
+                let sent = new.metadata().cloned().unwrap_or_default();
+                let meta = merged.metadata_mut();
+                for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
+                    if self.info.status_keeps_metadata.contains(&field) {
+                        continue;
+                    }
+                    match sent.get(field) {
+                        Some(v) => meta.insert(field.to_string(), v.clone()),
+                        None => meta.remove(field),
+                    };
                 }
                 new = merged;
             } else if sub.is_empty() && self.info.has_status() {
@@ -753,6 +765,12 @@ impl RegistryStore {
                     obj.set_meta("deletionGracePeriodSeconds", 0);
                 }
                 if !already_deleting {
+                    // Controllers of an object being deleted change what they do: upstream bumps
+                    // its generation, if it has one, as the deletionTimestamp is first set.
+                    let generation = obj.generation();
+                    if generation > 0 {
+                        obj.set_meta("generation", generation + 1);
+                    }
                     let period = grace.unwrap_or(0).max(0);
                     let at = Utc::now() + chrono::Duration::seconds(period);
                     obj.set_meta(
