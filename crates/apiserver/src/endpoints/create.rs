@@ -37,7 +37,24 @@ pub async fn handle(
         obj.set_meta("namespace", req.info.namespace.clone());
     }
     let requester = Requester { user: &req.user };
-    if let Some(answer) = store.strategy.create_without_storage(&obj, &req.user).await {
+    if store.info.verbs.iter().all(|v| v == "create") {
+        let name = obj.name().to_string();
+        store
+            .admit_create_without_storage(
+                &requester,
+                &req.info.namespace,
+                &name,
+                "",
+                &mut obj,
+                q.dry_run,
+            )
+            .await?;
+    }
+    if let Some(answer) = store
+        .strategy
+        .create_without_storage(&obj, &req.user, q.dry_run)
+        .await
+    {
         // Reviews and other create-only kinds answer without storing anything.
         let mut v = answer?;
         if n.view == View::PartialObjectMetadata {
@@ -89,6 +106,17 @@ pub async fn handle_subresource(
         q.field_validation,
     )?;
     crate::warning::add_all(warnings);
+    let mut body = body;
+    store
+        .admit_create_without_storage(
+            &Requester { user: &req.user },
+            &req.info.namespace,
+            &req.info.name,
+            &sub.name,
+            &mut body,
+            q.dry_run,
+        )
+        .await?;
     if let Some(answer) = store
         .strategy
         .serve_subresource_create(

@@ -249,6 +249,31 @@ impl RegistryStore {
         }
     }
 
+    /// Admission of a create that is not stored here (reviews, `bindings`, a pod's `binding`
+    /// or `eviction`): mutating then validating, as upstream's create handler runs them before
+    /// the REST create. `name` is the object's, or the parent's for a subresource.
+    pub async fn admit_create_without_storage(
+        &self,
+        req: &Requester<'_>,
+        namespace: &str,
+        name: &str,
+        subresource: &str,
+        obj: &mut Value,
+        dry_run: bool,
+    ) -> Result<(), Status> {
+        let attrs = self.attributes(
+            req,
+            Operation::Create,
+            namespace,
+            name,
+            subresource,
+            dry_run,
+            None,
+        );
+        self.admission.admit(&attrs, obj).await?;
+        self.admission.validate(&attrs, obj).await
+    }
+
     fn invalid(&self, obj: &Value, errs: &[apimachinery::validation::FieldError]) -> Status {
         let group = self.strategy.internal_group().unwrap_or(&self.info.group);
         invalid_status(group, &self.info.kind, obj.name(), errs)

@@ -129,11 +129,13 @@ pub trait Strategy: Send + Sync {
         false
     }
 
-    /// For kinds that are never stored (access reviews, token reviews): the answer to a create.
+    /// For kinds that are never stored (access reviews, token reviews, `bindings`): the answer
+    /// to a create; a dry run changes nothing.
     async fn create_without_storage(
         &self,
         _obj: &Value,
         _user: &crate::authentication::UserInfo,
+        _dry_run: bool,
     ) -> Option<Result<Value, apimachinery::Status>> {
         None
     }

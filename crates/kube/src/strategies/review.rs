@@ -277,6 +277,7 @@ impl Strategy for AccessReviewStrategy {
         &self,
         obj: &Value,
         _user: &UserInfo,
+        _dry_run: bool,
     ) -> Option<Result<Value, Status>> {
         if obj.get("kind").and_then(Value::as_str) == Some("SelfSubjectRulesReview") {
             // Upstream needs a namespace to resolve rules in, and answers with a new object
@@ -319,6 +320,7 @@ impl Strategy for SelfSubjectReviewStrategy {
         &self,
         obj: &Value,
         user: &UserInfo,
+        _dry_run: bool,
     ) -> Option<Result<Value, Status>> {
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         Some(Ok(json!({
@@ -354,6 +356,7 @@ impl Strategy for TokenReviewStrategy {
         &self,
         obj: &Value,
         _user: &UserInfo,
+        _dry_run: bool,
     ) -> Option<Result<Value, Status>> {
         let token = obj
             .pointer("/spec/token")

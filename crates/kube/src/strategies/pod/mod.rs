@@ -97,9 +97,10 @@ impl Strategy for BindingStrategy {
         &self,
         obj: &Value,
         _user: &UserInfo,
+        dry_run: bool,
     ) -> Option<Result<Value, Status>> {
         let api = self.api.get()?.clone();
-        Some(binding::create_binding(&api, obj.namespace(), obj.name(), obj, false).await)
+        Some(binding::create_binding(&api, obj.namespace(), obj.name(), obj, dry_run).await)
     }
 }
 
