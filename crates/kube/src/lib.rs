@@ -17,7 +17,6 @@ mod table;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apiserver::admission::Admission;
 use apiserver::authentication::Authenticator;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{ConvertingStore, RegistryStore};
@@ -53,9 +52,7 @@ pub fn install(
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
     resources.set_schema_loader(openapi::schemas);
     let lookup: Arc<std::sync::OnceLock<Arc<ApiResources>>> = Arc::new(std::sync::OnceLock::new());
-    let admission = Admission::default().with_validating(Arc::new(admission::NamespaceLifecycle {
-        api: lookup.clone(),
-    }));
+    let admission = admission::default_plugins(lookup.clone());
     let ctx = strategies::StrategyContext {
         services: allocator.clone(),
         authenticator,

@@ -21,18 +21,13 @@ MATCHING = os.path.join(HERE, "..", "golden", "corpus-matching.txt")
 # Differences that other open issues own, as (substring of the difference, reason).
 EXPECTED = [
     ("managedFields", "server-side apply and managedFields are issue 11"),
-    # Admission plugins (issue 9): ServiceAccount mounts the token volume and names the account,
-    # DefaultTolerationSeconds adds the not-ready/unreachable tolerations, Priority sets priority.
+    # Admission plugins (issue 9): ServiceAccount mounts the token volume and names the account.
     ("kube-api-access", "the ServiceAccount admission plugin is issue 9"),
     ("/var/run/secrets/kubernetes.io/serviceaccount", "the ServiceAccount admission plugin is issue 9"),
     ("serviceAccountName: missing", "the ServiceAccount admission plugin is issue 9"),
     ("serviceAccount: missing", "the ServiceAccount admission plugin is issue 9"),
-    ("tolerations: missing (expected [{\"effect\": \"NoExecute\", \"key\": \"node.kubernetes.io/not-ready\"",
-     "the DefaultTolerationSeconds admission plugin is issue 9"),
-    ("priority: missing (expected 0)", "the Priority admission plugin is issue 9"),
     ("kubernetes.io/pv-protection", "the StorageObjectInUseProtection admission plugin is issue 9"),
     ("kubernetes.io/pvc-protection", "the StorageObjectInUseProtection admission plugin is issue 9"),
-    ("\"key\": \"node.kubernetes.io/not-ready\"}", "the TaintNodesByCondition admission plugin is issue 9"),
 ]
 
 # Whole cases that other open issues own: what they check does not exist here yet.
@@ -43,8 +38,6 @@ EXPECTED_CASES = {
     "cm-apply-no-field-manager": SERVER_SIDE_APPLY,
     # Admission plugins (issue 9) refuse or complete these pods.
     "pod-with-limitrange-defaults": "the LimitRanger admission plugin is issue 9",
-    "pod-priorityclass-missing": "the Priority admission plugin is issue 9",
-    "pod-preemption-policy-set": "the Priority admission plugin is issue 9",
     "pod-podsecurity-restricted-forbidden": "the PodSecurity admission plugin is issue 9",
     "pod-overhead-without-runtimeclass": "the RuntimeClass admission plugin is issue 9",
     "pod-runtimeclass-overhead-admission": "the RuntimeClass admission plugin is issue 9",
@@ -54,8 +47,6 @@ EXPECTED_CASES = {
     "pod-image-volume": "the ServiceAccount admission plugin is issue 9",
     "pod-projected-sa-token-short": "the ServiceAccount admission plugin is issue 9",
     "pod-update-forbidden-field": "the ServiceAccount admission plugin is issue 9",
-    # The JSON patch of this update adds to the tolerations DefaultTolerationSeconds puts there.
-    "pod-update-add-toleration": "the DefaultTolerationSeconds admission plugin is issue 9",
     "sa-token-request-short": "serviceaccounts/token (issuing tokens) is issue 10",
     "sa-token-request-missing-sa": "serviceaccounts/token (issuing tokens) is issue 10",
     "sa-token-request-bound-object-kind": "serviceaccounts/token (issuing tokens) is issue 10",

@@ -1,4 +1,4 @@
-//! Admission plugins that know built-in kinds. NamespaceLifecycle (upstream:
+//! NamespaceLifecycle (upstream:
 //! plugin/pkg/admission/namespace/lifecycle): no new objects in a namespace that does not exist
 //! (404) or is being deleted (403), and the system namespaces cannot be deleted.
 

@@ -1,0 +1,215 @@
+//! Priority (upstream: plugin/pkg/admission/priority): a Pod created gets the priority and
+//! preemption policy of its PriorityClass, or of the global default class, or 0 and
+//! `PreemptLowerPriority` when there is none; a class that does not exist, or a priority or
+//! policy the pod states that differs from its class's, is refused. An update keeps what was
+//! computed at create. Only one PriorityClass may be the global default.
+
+use std::sync::{Arc, OnceLock};
+
+use apimachinery::object::ObjectExt;
+use apimachinery::{GroupResource, Status};
+use apiserver::admission::{Attributes, MutatingPlugin, Operation, ValidatingPlugin};
+use apiserver::endpoints::ApiResources;
+use async_trait::async_trait;
+use serde_json::Value;
+use storage::{ListOptions, ResourceVersion};
+
+pub struct Priority {
+    pub api: Arc<OnceLock<Arc<ApiResources>>>,
+}
+
+/// A PriorityClass, as the plugin reads it.
+struct Class {
+    name: String,
+    value: i64,
+    preemption_policy: Option<String>,
+}
+
+impl Priority {
+    /// Every PriorityClass, from the watch cache (upstream reads its informer's lister).
+    async fn classes(&self) -> Result<Vec<(Value, Class)>, Status> {
+        let Some(store) = self
+            .api
+            .get()
+            .and_then(|a| a.get("scheduling.k8s.io", "v1", "priorityclasses"))
+        else {
+            return Ok(Vec::new());
+        };
+        let opts = ListOptions {
+            resource_version: ResourceVersion::Any,
+            ..Default::default()
+        };
+        let list = store.list("", &opts).await?;
+        let mut out = Vec::with_capacity(list.items.len());
+        for item in list.items {
+            let v = item.value().map_err(Status::internal)?;
+            let class = Class {
+                name: v.name().to_string(),
+                value: v.get("value").and_then(Value::as_i64).unwrap_or(0),
+                preemption_policy: v
+                    .get("preemptionPolicy")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            };
+            out.push((v, class));
+        }
+        Ok(out)
+    }
+
+    /// `getDefaultPriorityClass`: of the classes marked global default, the lowest.
+    async fn default_class(&self) -> Result<Option<Class>, Status> {
+        Ok(self
+            .classes()
+            .await?
+            .into_iter()
+            .filter(|(v, _)| v.get("globalDefault") == Some(&Value::Bool(true)))
+            .map(|(_, c)| c)
+            .min_by_key(|c| c.value))
+    }
+}
+
+/// `admission.NewForbidden`: the request's name, or the object's on a create.
+fn forbidden(attrs: &Attributes<'_>, obj: &Value, why: String) -> Status {
+    let name = if attrs.name.is_empty() {
+        obj.name()
+    } else {
+        attrs.name
+    };
+    Status::forbidden(&attrs.resource.group_resource(), name, why)
+}
+
+#[async_trait]
+impl MutatingPlugin for Priority {
+    fn name(&self) -> &'static str {
+        "Priority"
+    }
+
+    async fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
+        if !attrs.subresource.is_empty()
+            || !attrs.resource.group.is_empty()
+            || attrs.resource.resource != "pods"
+        {
+            return Ok(());
+        }
+        match attrs.operation {
+            Operation::Update => {
+                let Some(old) = attrs.old_object.and_then(|o| o.get("spec")) else {
+                    return Ok(());
+                };
+                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                    for field in ["priority", "preemptionPolicy"] {
+                        if spec.get(field).is_none_or(Value::is_null)
+                            && let Some(v) = old.get(field).filter(|v| !v.is_null())
+                        {
+                            spec.insert(field.to_string(), v.clone());
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Operation::Create => self.admit_create(attrs, obj).await,
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Priority {
+    async fn admit_create(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
+        let requested = obj
+            .pointer("/spec/priorityClassName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        // `establishPriority`: the named class, or the default one, or none.
+        let (class_name, value, policy) = if requested.is_empty() {
+            match self.default_class().await? {
+                Some(c) => (c.name, c.value, c.preemption_policy),
+                None => (String::new(), 0, Some("PreemptLowerPriority".to_string())),
+            }
+        } else {
+            let classes = self.classes().await?;
+            match classes.into_iter().find(|(_, c)| c.name == requested) {
+                Some((_, c)) => (requested, c.value, c.preemption_policy),
+                None => {
+                    return Err(forbidden(
+                        attrs,
+                        obj,
+                        format!("no PriorityClass with name {requested} was found"),
+                    ));
+                }
+            }
+        };
+        let shown = obj.clone();
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return Ok(());
+        };
+        spec.insert("priorityClassName".into(), Value::from(class_name));
+        if spec.get("priorityClassName").and_then(Value::as_str) == Some("") {
+            spec.remove("priorityClassName");
+        }
+        if let Some(stated) = spec.get("priority").and_then(Value::as_i64)
+            && stated != value
+        {
+            return Err(forbidden(
+                attrs,
+                &shown,
+                format!(
+                    "the integer value of priority ({stated}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"
+                ),
+            ));
+        }
+        spec.insert("priority".into(), Value::from(value));
+        if let Some(policy) = policy {
+            if let Some(stated) = spec.get("preemptionPolicy").and_then(Value::as_str)
+                && stated != policy
+            {
+                return Err(forbidden(
+                    attrs,
+                    &shown,
+                    format!(
+                        "the string value of PreemptionPolicy ({stated}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+                    ),
+                ));
+            }
+            spec.insert("preemptionPolicy".into(), Value::from(policy));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ValidatingPlugin for Priority {
+    fn name(&self) -> &'static str {
+        "Priority"
+    }
+
+    /// `validatePriorityClass`: a class marked global default while another one is.
+    async fn validate(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), Status> {
+        if !attrs.subresource.is_empty()
+            || attrs.resource.group != "scheduling.k8s.io"
+            || attrs.resource.resource != "priorityclasses"
+            || !matches!(attrs.operation, Operation::Create | Operation::Update)
+            || obj.get("globalDefault") != Some(&Value::Bool(true))
+        {
+            return Ok(());
+        }
+        if let Some(existing) = self.default_class().await?
+            && (attrs.operation == Operation::Create || existing.name != obj.name())
+        {
+            let name = if attrs.name.is_empty() {
+                obj.name()
+            } else {
+                attrs.name
+            };
+            return Err(Status::forbidden(
+                &GroupResource::new("scheduling.k8s.io", "priorityclasses"),
+                name,
+                format!(
+                    "PriorityClass {} is already marked as default. Only one default can exist",
+                    existing.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
