@@ -37,7 +37,6 @@ EXPECTED_CASES = {
     "cm-apply-conflict": SERVER_SIDE_APPLY,
     "cm-apply-no-field-manager": SERVER_SIDE_APPLY,
     # Admission plugins (issue 9) refuse or complete these pods.
-    "pod-with-limitrange-defaults": "the LimitRanger admission plugin is issue 9",
     "pod-podsecurity-restricted-forbidden": "the PodSecurity admission plugin is issue 9",
     # The ServiceAccount plugin names the account `default` and adds the token volume, which
     # these answers show (a volume count, the account name a token projection needs, the
