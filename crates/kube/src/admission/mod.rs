@@ -1,24 +1,29 @@
 //! Admission plugins that know built-in kinds (upstream: plugin/pkg/admission), one module
 //! each, installed in upstream's order: mutating plugins run first (LimitRanger's defaults,
-//! TaintNodesByCondition, Priority, DefaultTolerationSeconds, RuntimeClass), then validating
-//! ones (NamespaceLifecycle, LimitRanger's bounds, Priority's check of PriorityClasses,
-//! RuntimeClass's check of the overhead). The framework and the seam are `apiserver::admission`.
+//! TaintNodesByCondition, Priority, DefaultTolerationSeconds, DefaultStorageClass,
+//! RuntimeClass, DefaultIngressClass), then validating ones (NamespaceLifecycle, LimitRanger's
+//! bounds, Priority's check of PriorityClasses, PersistentVolumeClaimResize, RuntimeClass's
+//! check of the overhead, CertificateSubjectRestriction). The framework and the seam are `apiserver::admission`.
 
 use std::sync::{Arc, OnceLock};
 
 use apiserver::admission::Admission;
 use apiserver::endpoints::ApiResources;
 
+mod certificate_subject_restriction;
+mod default_ingress_class;
+mod default_storage_class;
 mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
+mod persistent_volume_claim_resize;
 mod priority;
 mod runtime_class;
 mod taint_nodes_by_condition;
 
 pub use namespace_lifecycle::{IMMORTAL_NAMESPACES, NamespaceLifecycle};
 
-/// The default-on plugins that are built so far, in upstream's order.
+/// The default-on plugins that are built so far, in upstream's order (`AllOrderedPlugins`).
 pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
     let priority = Arc::new(priority::Priority { api: api.clone() });
     let runtime_class = Arc::new(runtime_class::RuntimeClass { api: api.clone() });
@@ -30,9 +35,59 @@ pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
         .with_mutating(Arc::new(
             default_toleration_seconds::DefaultTolerationSeconds,
         ))
+        .with_mutating(Arc::new(default_storage_class::DefaultStorageClass {
+            api: api.clone(),
+        }))
         .with_mutating(runtime_class.clone())
-        .with_validating(Arc::new(NamespaceLifecycle { api }))
+        .with_mutating(Arc::new(default_ingress_class::DefaultIngressClass {
+            api: api.clone(),
+        }))
+        .with_validating(Arc::new(NamespaceLifecycle { api: api.clone() }))
         .with_validating(limit_ranger)
         .with_validating(priority)
+        .with_validating(Arc::new(
+            persistent_volume_claim_resize::PersistentVolumeClaimResize { api },
+        ))
         .with_validating(runtime_class)
+        .with_validating(Arc::new(
+            certificate_subject_restriction::CertificateSubjectRestriction,
+        ))
+}
+
+/// `GetDefaultClass`: of the objects of `resource` annotated `"true"` under one of
+/// `annotations`, the newest (the first by name among equally new ones).
+async fn newest_default(
+    api: &Arc<OnceLock<Arc<ApiResources>>>,
+    (group, version, resource): (&str, &str, &str),
+    annotations: &[&str],
+) -> Result<Option<String>, apimachinery::Status> {
+    use apimachinery::object::ObjectExt;
+    let Some(store) = api.get().and_then(|a| a.get(group, version, resource)) else {
+        return Ok(None);
+    };
+    let opts = storage::ListOptions {
+        resource_version: storage::ResourceVersion::Any,
+        ..Default::default()
+    };
+    let mut defaults = Vec::new();
+    for item in store.list("", &opts).await?.items {
+        let v = item.value().map_err(apimachinery::Status::internal)?;
+        let marked = annotations.iter().any(|a| {
+            v.pointer("/metadata/annotations")
+                .and_then(|m| m.get(*a))
+                .and_then(serde_json::Value::as_str)
+                == Some("true")
+        });
+        if marked {
+            let created = v
+                .pointer("/metadata/creationTimestamp")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.timestamp_nanos_opt().unwrap_or(0))
+                .unwrap_or(0);
+            defaults.push((std::cmp::Reverse(created), v.name().to_string()));
+        }
+    }
+    defaults.sort();
+    Ok(defaults.into_iter().next().map(|(_, name)| name))
 }

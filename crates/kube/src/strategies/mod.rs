@@ -4,7 +4,7 @@
 mod admissionregistration;
 mod apiservice;
 mod batch;
-mod certificates;
+pub(crate) mod certificates;
 mod configmap;
 mod coordination;
 mod dra;
