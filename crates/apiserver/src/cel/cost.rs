@@ -333,8 +333,13 @@ impl<'a> Coster<'a> {
         let Some(ids) = self.checked.overloads.get(&e.id) else {
             // A function without typed declarations here (cel-go always has its overloads):
             // the default cost of a call, so that it is not free.
-            let target = call.target.as_deref().map_or(CostEstimate::default(), |t| self.cost(t));
-            let args = arg_costs.iter().fold(CostEstimate::default(), |s, c| s.add(*c));
+            let target = call
+                .target
+                .as_deref()
+                .map_or(CostEstimate::default(), |t| self.cost(t));
+            let args = arg_costs
+                .iter()
+                .fold(CostEstimate::default(), |s, c| s.add(*c));
             return CostEstimate::fixed(1).add(target).add(args);
         };
         let mut sum = CostEstimate::default();

@@ -343,7 +343,7 @@ fn prefixed_alnum(name: &str, prefix: &str, n: usize) -> bool {
 
 /// An iSCSI qualified name (`iqn.`, `eui.` or `naa.` forms). The iqn pattern is not anchored
 /// at its start, so it may match anywhere in the name.
-fn iscsi_name_ok(name: &str) -> bool {
+pub(crate) fn iscsi_name_ok(name: &str) -> bool {
     if name.starts_with("iqn") {
         return name.match_indices("iqn.").any(|(i, _)| iqn_at(&name[i..]));
     }

@@ -288,41 +288,10 @@ fn config_map(src: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
-/// An iSCSI qualified name: `iqn.YYYY-MM.domain[:...]`, `eui.<16 hex>` or `naa.<32 hex>`.
+/// An iSCSI qualified name, as the PersistentVolume rules check it (one implementation of
+/// upstream's patterns for both).
 fn iqn_format_ok(name: &str) -> bool {
-    let hex_tail = |rest: &str, n: usize| {
-        rest.len() == n + 1 && rest.chars().skip(1).all(|c| c.is_ascii_alphanumeric())
-    };
-    if let Some(rest) = name.strip_prefix("eui") {
-        return hex_tail(rest, 16);
-    }
-    if let Some(rest) = name.strip_prefix("naa") {
-        return hex_tail(rest, 32);
-    }
-    // iqn: somewhere `iqn.DDDD-DD.<alnum-.>+:<no ,;*&$| or spaces>+` at the end.
-    name.match_indices("iqn.").any(|(at, _)| {
-        let s = &name[at + 4..];
-        let b = s.as_bytes();
-        if b.len() < 8 || !b[..4].iter().all(u8::is_ascii_digit) || b[4] != b'-' {
-            return false;
-        }
-        if !b[5..7].iter().all(u8::is_ascii_digit) || b[7] != b'.' {
-            return false;
-        }
-        let rest = &s[8..];
-        // The domain part is greedy in upstream's regex; any colon after a valid domain works.
-        rest.char_indices().any(|(i, c)| {
-            c == ':'
-                && i > 0
-                && rest[..i]
-                    .chars()
-                    .all(|d| d.is_ascii_alphanumeric() || d == '-' || d == '.')
-                && rest[i + 1..].chars().count() > 0
-                && rest[i + 1..]
-                    .chars()
-                    .all(|d| !matches!(d, ',' | ';' | '*' | '&' | '$' | '|') && !d.is_whitespace())
-        })
-    })
+    crate::strategies::volumes::iscsi_name_ok(name)
 }
 
 fn iscsi(src: &Value, path: &FieldPath) -> Vec<FieldError> {
