@@ -40,22 +40,39 @@ const UNKNOWN_SIZE: SizeEstimate = SizeEstimate {
     max: u64::MAX,
 };
 
+/// The arithmetic both ranges share: saturating sums and products, and the widest union.
+macro_rules! range_arithmetic {
+    ($t:ident) => {
+        impl $t {
+            pub fn fixed(n: u64) -> Self {
+                $t { min: n, max: n }
+            }
+            fn add(self, o: $t) -> $t {
+                $t {
+                    min: self.min.saturating_add(o.min),
+                    max: self.max.saturating_add(o.max),
+                }
+            }
+            fn multiply(self, o: $t) -> $t {
+                $t {
+                    min: self.min.saturating_mul(o.min),
+                    max: self.max.saturating_mul(o.max),
+                }
+            }
+            fn union(self, o: $t) -> $t {
+                $t {
+                    min: self.min.min(o.min),
+                    max: self.max.max(o.max),
+                }
+            }
+        }
+    };
+}
+
+range_arithmetic!(SizeEstimate);
+range_arithmetic!(CostEstimate);
+
 impl SizeEstimate {
-    pub fn fixed(n: u64) -> Self {
-        SizeEstimate { min: n, max: n }
-    }
-    fn add(self, o: SizeEstimate) -> SizeEstimate {
-        SizeEstimate {
-            min: self.min.saturating_add(o.min),
-            max: self.max.saturating_add(o.max),
-        }
-    }
-    fn multiply(self, o: SizeEstimate) -> SizeEstimate {
-        SizeEstimate {
-            min: self.min.saturating_mul(o.min),
-            max: self.max.saturating_mul(o.max),
-        }
-    }
     fn multiply_by_cost_factor(self, f: f64) -> CostEstimate {
         CostEstimate {
             min: by_factor(self.min, f),
@@ -68,40 +85,13 @@ impl SizeEstimate {
             max: self.max.saturating_mul(c.max),
         }
     }
-    fn union(self, o: SizeEstimate) -> SizeEstimate {
-        SizeEstimate {
-            min: self.min.min(o.min),
-            max: self.max.max(o.max),
-        }
-    }
 }
 
 impl CostEstimate {
-    pub fn fixed(n: u64) -> Self {
-        CostEstimate { min: n, max: n }
-    }
-    fn add(self, o: CostEstimate) -> CostEstimate {
-        CostEstimate {
-            min: self.min.saturating_add(o.min),
-            max: self.max.saturating_add(o.max),
-        }
-    }
-    fn multiply(self, o: CostEstimate) -> CostEstimate {
-        CostEstimate {
-            min: self.min.saturating_mul(o.min),
-            max: self.max.saturating_mul(o.max),
-        }
-    }
     fn multiply_by_cost_factor(self, f: f64) -> CostEstimate {
         CostEstimate {
             min: by_factor(self.min, f),
             max: by_factor(self.max, f),
-        }
-    }
-    fn union(self, o: CostEstimate) -> CostEstimate {
-        CostEstimate {
-            min: self.min.min(o.min),
-            max: self.max.max(o.max),
         }
     }
 }

@@ -16,6 +16,8 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use storage::{ListOptions, Predicate, ResourceVersion};
 
+use super::forbidden;
+
 const ANNOTATION: &str = "kubernetes.io/limit-ranger";
 /// `resource.MaxMilliValue`: above it, values are compared whole instead of in thousandths.
 const MAX_MILLI_VALUE: i64 = i64::MAX / 1000;
@@ -51,15 +53,6 @@ fn supports(attrs: &Attributes<'_>) -> Option<&'static str> {
         }
         _ => None,
     }
-}
-
-fn forbidden(attrs: &Attributes<'_>, obj: &Value, why: String) -> Status {
-    let name = if attrs.name.is_empty() {
-        obj.name()
-    } else {
-        attrs.name
-    };
-    Status::forbidden(&attrs.resource.group_resource(), name, why)
 }
 
 impl LimitRanger {

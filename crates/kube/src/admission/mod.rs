@@ -54,6 +54,22 @@ pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
         ))
 }
 
+/// `admission.NewForbidden`: a 403 on the request's resource, named by the request or, on a
+/// create, by the object.
+fn forbidden(
+    attrs: &apiserver::admission::Attributes<'_>,
+    obj: &serde_json::Value,
+    why: String,
+) -> apimachinery::Status {
+    use apimachinery::object::ObjectExt;
+    let name = if attrs.name.is_empty() {
+        obj.name()
+    } else {
+        attrs.name
+    };
+    apimachinery::Status::forbidden(&attrs.resource.group_resource(), name, why)
+}
+
 /// `GetDefaultClass`: of the objects of `resource` annotated `"true"` under one of
 /// `annotations`, the newest (the first by name among equally new ones).
 async fn newest_default(

@@ -14,6 +14,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use storage::{ListOptions, ResourceVersion};
 
+use super::forbidden;
+
 pub struct Priority {
     pub api: Arc<OnceLock<Arc<ApiResources>>>,
 }
@@ -66,16 +68,6 @@ impl Priority {
             .map(|(_, c)| c)
             .min_by_key(|c| c.value))
     }
-}
-
-/// `admission.NewForbidden`: the request's name, or the object's on a create.
-fn forbidden(attrs: &Attributes<'_>, obj: &Value, why: String) -> Status {
-    let name = if attrs.name.is_empty() {
-        obj.name()
-    } else {
-        attrs.name
-    };
-    Status::forbidden(&attrs.resource.group_resource(), name, why)
 }
 
 #[async_trait]

@@ -8,13 +8,14 @@ use std::cmp::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use apimachinery::Status;
-use apimachinery::object::ObjectExt;
 use apimachinery::quantity::Quantity;
 use apiserver::admission::{Attributes, MutatingPlugin, Operation, ValidatingPlugin};
 use apiserver::endpoints::ApiResources;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use storage::ResourceVersion;
+
+use super::forbidden;
 
 pub struct RuntimeClass {
     pub api: Arc<OnceLock<Arc<ApiResources>>>,
@@ -25,15 +26,6 @@ fn applies(attrs: &Attributes<'_>) -> bool {
         && attrs.subresource.is_empty()
         && attrs.resource.group.is_empty()
         && attrs.resource.resource == "pods"
-}
-
-fn forbidden(attrs: &Attributes<'_>, obj: &Value, why: String) -> Status {
-    let name = if attrs.name.is_empty() {
-        obj.name()
-    } else {
-        attrs.name
-    };
-    Status::forbidden(&attrs.resource.group_resource(), name, why)
 }
 
 impl RuntimeClass {
