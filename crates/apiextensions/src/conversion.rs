@@ -98,9 +98,9 @@ impl<L: SyncConversion> WebhookConversion<L> {
             },
             "response": {"uid": "", "convertedObjects": null, "result": {"metadata": {}}},
         });
-        let answer = post_json(&self.client, self.resolver.as_deref(), &review, TIMEOUT)
+        let answer = post_json(&self.client, self.resolver.as_ref(), &review, TIMEOUT)
             .await
-            .map_err(failed)?;
+            .map_err(|e| failed(e.client_text()))?;
         let converted = converted_objects(&answer, review_api_version, &uid).map_err(failed)?;
         if converted.len() != pending.len() {
             return Err(StorageError::Unknown(format!(

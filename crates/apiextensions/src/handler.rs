@@ -104,6 +104,16 @@ impl CrdHandler {
             .collect()
     }
 
+    /// The store of every served version of every custom resource (for admission webhooks,
+    /// which convert objects to the version a webhook asks for).
+    pub fn all_stores(&self) -> Vec<Arc<RegistryStore>> {
+        self.served()
+            .by_crd
+            .values()
+            .flat_map(|e| e.api.all().cloned().collect::<Vec<_>>())
+            .collect()
+    }
+
     pub(crate) fn served(&self) -> Arc<Served> {
         self.served
             .read()

@@ -319,16 +319,16 @@ pub fn build(
         };
         let attrs_info = info.clone();
         let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
-        let store: Arc<dyn Store> =
-            Arc::new(ConvertingStore::new(storage.clone(), conversion, attrs));
+        let store: Arc<dyn Store> = Arc::new(ConvertingStore::new(
+            storage.clone(),
+            conversion.clone(),
+            attrs,
+        ));
         infos.push(info.clone());
-        api.add(Arc::new(RegistryStore::new(
-            Arc::new(info),
-            strategy,
-            store,
-            admission.clone(),
-            prefix,
-        )));
+        api.add(Arc::new(
+            RegistryStore::new(Arc::new(info), strategy, store, admission.clone(), prefix)
+                .with_conversion(conversion),
+        ));
     }
     // One pruning arena for the decoder and every version's read path.
     api.set_schemas(schemas);

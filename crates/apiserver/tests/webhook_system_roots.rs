@@ -80,7 +80,8 @@ async fn call(port: u16) {
     };
     let err = post_json(&pinned, None, &json!({}), timeout)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .context_text();
     assert!(err.contains("tls: failed to verify certificate"), "{err}");
 }
 

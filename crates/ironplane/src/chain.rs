@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use apiextensions::CrdHandler;
 use apiserver::Delegate;
+use apiserver::admission::ServedResources;
 use apiserver::endpoints::ApiResources;
+use apiserver::registry::RegistryStore;
 
 pub fn build(
     builtin: Arc<ApiResources>,
@@ -18,4 +20,21 @@ pub fn build(
         chain.push(e);
     }
     chain
+}
+
+/// Every resource the chain serves, for admission: the built-in groups' and, as CRDs come and
+/// go, the custom resources'.
+pub struct ServedApi {
+    pub builtin: Arc<ApiResources>,
+    pub extensions: Option<Arc<CrdHandler>>,
+}
+
+impl ServedResources for ServedApi {
+    fn stores(&self) -> Vec<Arc<RegistryStore>> {
+        let mut stores: Vec<Arc<RegistryStore>> = self.builtin.all().cloned().collect();
+        if let Some(e) = &self.extensions {
+            stores.extend(e.all_stores());
+        }
+        stores
+    }
 }

@@ -167,6 +167,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
 
     // Complete and build the server chain.
     let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(authenticators));
+    let webhooks = apiserver::admission::webhook::Webhooks::default();
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
@@ -178,6 +179,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             resource: "customresourcedefinitions",
             strategy: Arc::new(apiextensions::crd::CustomResourceDefinitionStrategy),
         }],
+        &webhooks,
     );
     let resources: Arc<ApiResources> = builtin.resources.clone();
     let extensions = apiextensions::CrdHandler::new(
@@ -188,6 +190,14 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             watch_cache_size: opts.default_watch_cache_size,
         },
         ironplane_kube::openapi::meta_schemas_v3(),
+        ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
+            .map(|r| r as Arc<dyn apiserver::util::webhook::ServiceResolver>),
+    );
+    webhooks.start(
+        Arc::new(chain::ServedApi {
+            builtin: resources.clone(),
+            extensions: extensions.clone(),
+        }),
         ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
             .map(|r| r as Arc<dyn apiserver::util::webhook::ServiceResolver>),
     );

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use common::Server;
+use common::hook_server::{HookServer, Reply, own_address};
 use serde_json::{Value, json};
 
 /// The webhook: `v1` keeps the count in `spec.size`, `v2` in `spec.replicas`.
@@ -35,153 +35,61 @@ fn convert(obj: &Value, desired: &str) -> Value {
     out
 }
 
+/// The conversion webhook, with what it was asked.
 struct Webhook {
+    server: HookServer,
     port: u16,
-    ca_pem: String,
     calls: Arc<AtomicUsize>,
     desired: Arc<std::sync::Mutex<Vec<String>>>,
-    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Webhook {
-    /// A TLS webhook on an ephemeral port of loopback and of the machine's own address, its
-    /// certificate valid for 127.0.0.1 and for the Service name `converter.default.svc`.
+    /// A TLS webhook valid for 127.0.0.1 and the Service name `converter.default.svc`.
     fn start() -> Webhook {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = Issuer::new(ca_params, ca_key);
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf = CertificateParams::new(vec![
-            "127.0.0.1".to_string(),
-            "converter.default.svc".to_string(),
-        ])
-        .unwrap()
-        .signed_by(&leaf_key, &issuer)
-        .unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
-        )
-        .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        // The same port on the machine's own address, for the Service's EndpointSlice (which
-        // may not name a loopback address).
-        let own = runtime
-            .block_on(tokio::net::TcpListener::bind((own_address(), port)))
-            .unwrap();
         let calls = Arc::new(AtomicUsize::new(0));
         let desired = Arc::new(std::sync::Mutex::new(Vec::new()));
-        for listener in [listener, own] {
-            let (c, d) = (calls.clone(), desired.clone());
-            let acceptor = acceptor.clone();
-            runtime.spawn(async move {
-                loop {
-                    let Ok((tcp, _)) = listener.accept().await else {
-                        return;
-                    };
-                    let (acceptor, c, d) = (acceptor.clone(), c.clone(), d.clone());
-                    tokio::spawn(async move {
-                        let Ok(tls) = acceptor.accept(tcp).await else {
-                            return;
-                        };
-                        let service = hyper::service::service_fn(
-                            move |req: hyper::Request<hyper::body::Incoming>| {
-                                let (c, d) = (c.clone(), d.clone());
-                                async move {
-                                    use http_body_util::BodyExt;
-                                    let body = req.into_body().collect().await?.to_bytes();
-                                    let review: Value = serde_json::from_slice(&body).unwrap();
-                                    let want = review["request"]["desiredAPIVersion"]
-                                        .as_str()
-                                        .unwrap()
-                                        .to_string();
-                                    c.fetch_add(1, Ordering::SeqCst);
-                                    d.lock().unwrap().push(want.clone());
-                                    let converted: Vec<Value> = review["request"]["objects"]
-                                        .as_array()
-                                        .unwrap()
-                                        .iter()
-                                        .map(|o| convert(o, &want))
-                                        .collect();
-                                    let answer = json!({
-                                        "apiVersion": "apiextensions.k8s.io/v1",
-                                        "kind": "ConversionReview",
-                                        "response": {
-                                            "uid": review["request"]["uid"],
-                                            "convertedObjects": converted,
-                                            "result": {"status": "Success"},
-                                        },
-                                    });
-                                    Ok::<_, hyper::Error>(hyper::Response::new(
-                                        http_body_util::Full::new(bytes_of(&answer)),
-                                    ))
-                                }
-                            },
-                        );
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                            .await;
-                    });
-                }
-            });
-        }
+        let (c, d) = (calls.clone(), desired.clone());
+        let server = HookServer::start(
+            &["converter.default.svc"],
+            Arc::new(move |_path: &str, review: Value| {
+                let want = review["request"]["desiredAPIVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                c.fetch_add(1, Ordering::SeqCst);
+                d.lock().unwrap().push(want.clone());
+                let converted: Vec<Value> = review["request"]["objects"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|o| convert(o, &want))
+                    .collect();
+                Reply::json(&json!({
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "ConversionReview",
+                    "response": {
+                        "uid": review["request"]["uid"],
+                        "convertedObjects": converted,
+                        "result": {"status": "Success"},
+                    },
+                }))
+            }),
+        );
         Webhook {
-            port,
-            ca_pem: ca_cert.pem(),
+            port: server.port,
+            server,
             calls,
             desired,
-            runtime: Some(runtime),
         }
     }
 
     fn ca_bundle(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+        self.server.ca_bundle()
     }
 
-    /// Stops serving: the port refuses connections from now on.
     fn stop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
-        }
+        self.server.stop();
     }
-}
-
-/// A non-loopback IPv4 address of this machine: the source address the kernel picks for a route
-/// out (a UDP "connection" sends nothing). Fails loudly on a machine with no such address.
-fn own_address() -> std::net::Ipv4Addr {
-    for target in ["192.0.2.1:9", "10.255.255.1:9", "172.16.0.1:9"] {
-        let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-        if socket.connect(target).is_ok()
-            && let Ok(std::net::SocketAddr::V4(a)) = socket.local_addr()
-            && !a.ip().is_loopback()
-            && !a.ip().is_unspecified()
-        {
-            return *a.ip();
-        }
-    }
-    panic!("this test needs a non-loopback IPv4 address (EndpointSlices may not name loopback)");
-}
-
-fn bytes_of(v: &Value) -> hyper::body::Bytes {
-    hyper::body::Bytes::from(serde_json::to_vec(v).unwrap())
 }
 
 fn crd(client_config: Value) -> Value {

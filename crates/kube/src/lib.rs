@@ -48,11 +48,12 @@ pub fn install(
     watch_cache_size: usize,
     authenticator: Arc<dyn Authenticator>,
     layered: &[LayeredStrategy],
+    webhooks: &apiserver::admission::webhook::Webhooks,
 ) -> BuiltinApi {
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
     resources.set_schema_loader(openapi::schemas);
     let lookup: Arc<std::sync::OnceLock<Arc<ApiResources>>> = Arc::new(std::sync::OnceLock::new());
-    let admission = admission::default_plugins(lookup.clone());
+    let admission = admission::default_plugins(lookup.clone(), webhooks);
     let ctx = strategies::StrategyContext {
         services: allocator.clone(),
         authenticator,
@@ -94,21 +95,20 @@ pub fn install(
             .map(|l| l.strategy.clone())
             .unwrap_or_else(|| strategies::for_resource(&info, &ctx));
         // Another version of a stored resource reads and writes through a conversion.
-        let store: Arc<dyn Store> = match strategies::conversion_for(&info) {
+        let conversion = strategies::conversion_for(&info);
+        let store: Arc<dyn Store> = match &conversion {
             Some(conversion) => {
                 let attrs_info = info.clone();
                 let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
-                Arc::new(ConvertingStore::new(store, conversion, attrs))
+                Arc::new(ConvertingStore::new(store, conversion.clone(), attrs))
             }
             None => store,
         };
-        resources.add(Arc::new(RegistryStore::new(
-            info,
-            strategy,
-            store,
-            admission.clone(),
-            prefix,
-        )));
+        let registry = RegistryStore::new(info, strategy, store, admission.clone(), prefix);
+        resources.add(Arc::new(match conversion {
+            Some(c) => registry.with_conversion(c),
+            None => registry,
+        }));
     }
     let resources = Arc::new(resources);
     let _ = lookup.set(resources.clone());

@@ -1,16 +1,22 @@
 //! The admission framework: mutating plugins run first, in order, then the object is defaulted
 //! and validated by its strategy, then validating plugins run (upstream:
-//! k8s.io/apiserver/pkg/admission). Plugins that need to know kinds (e.g. namespace lifecycle)
-//! live with the kinds, in crate `ironplane-kube`; webhooks will live here.
+//! k8s.io/apiserver/pkg/admission). When a plugin asks for it (a webhook whose patch changed the
+//! object), the mutating plugins run once more, as upstream's reinvoker runs them. Plugins that
+//! need to know kinds (e.g. namespace lifecycle) live with the kinds, in crate
+//! `ironplane-kube`; the ones that know no kind (webhooks) live here.
 
-use std::sync::Arc;
+pub mod webhook;
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use apimachinery::Status;
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::authentication::UserInfo;
-use crate::registry::ResourceInfo;
+use crate::registry::{RegistryStore, ResourceInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -41,12 +47,101 @@ pub struct Attributes<'a> {
     pub user: &'a UserInfo,
     pub dry_run: bool,
     pub old_object: Option<&'a Value>,
+    /// What the plugins of one request share.
+    pub state: RequestState,
+}
+
+impl Attributes<'_> {
+    /// The kind the request sends and receives (upstream's `GetKind`): the resource's, or a
+    /// subresource's own (`autoscaling/v1 Scale`).
+    pub fn kind(&self) -> (&str, &str, &str) {
+        let info = self.resource;
+        match info
+            .subresources
+            .iter()
+            .find(|s| s.name == self.subresource && !s.kind.is_empty())
+        {
+            Some(s) => (&s.group, &s.version, &s.kind),
+            None => (&info.group, &info.version, &info.kind),
+        }
+    }
+}
+
+/// What the plugins of one request share (upstream's reinvocation context and
+/// `VersionedAttributes.Dirty`): whether the mutating plugins run a second time, whether an
+/// object changed by a patch needs defaulting again, and each plugin's own bookkeeping.
+#[derive(Default)]
+pub struct RequestState {
+    inner: Mutex<StateInner>,
+}
+
+#[derive(Default)]
+struct StateInner {
+    reinvoking: bool,
+    reinvoke_requested: bool,
+    patched: bool,
+    plugins: HashMap<&'static str, Box<dyn Any + Send>>,
+}
+
+impl RequestState {
+    fn lock(&self) -> std::sync::MutexGuard<'_, StateInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether this is the second run of the mutating plugins.
+    pub fn is_reinvoke(&self) -> bool {
+        self.lock().reinvoking
+    }
+
+    /// Asks for a second run of the mutating plugins once this one ends.
+    pub fn request_reinvocation(&self) {
+        self.lock().reinvoke_requested = true;
+    }
+
+    /// Says a plugin replaced the object with a patched one that was not defaulted.
+    pub fn mark_patched(&self) {
+        self.lock().patched = true;
+    }
+
+    /// Whether a plugin patched the object since the last call (and forgets it).
+    pub fn take_patched(&self) -> bool {
+        std::mem::take(&mut self.lock().patched)
+    }
+
+    /// Runs `f` on the bookkeeping of plugin `name`, made on first use.
+    pub fn with_plugin<T: Default + Send + 'static, R>(
+        &self,
+        name: &'static str,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> R {
+        let mut inner = self.lock();
+        let entry = inner
+            .plugins
+            .entry(name)
+            .or_insert_with(|| Box::new(T::default()));
+        if entry.downcast_ref::<T>().is_none() {
+            *entry = Box::new(T::default());
+        }
+        f(entry.downcast_mut::<T>().expect("replaced above"))
+    }
+}
+
+/// Every resource the server serves, across the layers of the chain (built-in groups and
+/// custom resources): what webhooks need to find the versions of a resource and convert between
+/// them (upstream's `EquivalentResourceMapper` and object convertor).
+pub trait ServedResources: Send + Sync {
+    fn stores(&self) -> Vec<Arc<RegistryStore>>;
 }
 
 #[async_trait]
 pub trait MutatingPlugin: Send + Sync {
     fn name(&self) -> &'static str;
     async fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status>;
+    /// A delete, with the stored object in `attrs.old_object`: nothing to mutate, but webhooks
+    /// are called (and may refuse).
+    async fn admit_delete(&self, _attrs: &Attributes<'_>) -> Result<(), Status> {
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -77,6 +172,20 @@ impl Admission {
     pub async fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
         for p in &self.mutating {
             p.admit(attrs, obj).await?;
+        }
+        let again = std::mem::take(&mut attrs.state.lock().reinvoke_requested);
+        if again {
+            attrs.state.lock().reinvoking = true;
+            for p in &self.mutating {
+                p.admit(attrs, obj).await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn admit_delete(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
+        for p in &self.mutating {
+            p.admit_delete(attrs).await?;
         }
         Ok(())
     }

@@ -5,13 +5,15 @@
 //! - `types`: the declared types of schema nodes and their size facts;
 //! - `functions`: the overloads Kubernetes' CEL environment declares, as data;
 //! - `checker`: types and overloads of every node, and cel-go's compile errors;
-//! - `cost`: cel-go's static cost estimate with Kubernetes' library costs.
+//! - `cost`: cel-go's static cost estimate with Kubernetes' library costs;
+//! - `eval`: running an expression with JSON values bound (admission's variables).
 //!
 //! Not here yet: the runtime cost budget (the `cel` interpreter does not count what it
 //! evaluates, so a rule's actual cost is not known).
 
 pub mod checker;
 pub mod cost;
+pub mod eval;
 pub mod functions;
 pub mod types;
 

@@ -21,7 +21,7 @@ use storage::{
     WatchOptions, WatchStream,
 };
 
-use super::{ResourceInfo, Strategy};
+use super::{Conversion, ResourceInfo, Strategy};
 use crate::admission::{Admission, Attributes, Operation};
 use crate::authentication::UserInfo;
 
@@ -77,6 +77,9 @@ pub struct RegistryStore {
     pub storage: Arc<dyn Store>,
     pub admission: Admission,
     key_root: String,
+    /// How this version's objects become the storage version's and back (`None`: this is the
+    /// storage version).
+    conversion: Option<Arc<dyn Conversion>>,
 }
 
 fn now_rfc3339() -> String {
@@ -181,6 +184,35 @@ impl RegistryStore {
             storage,
             admission,
             key_root,
+            conversion: None,
+        }
+    }
+
+    /// Says how this version converts to and from the storage version (the same conversion its
+    /// `ConvertingStore` uses), so that objects can be converted to another served version.
+    pub fn with_conversion(mut self, conversion: Arc<dyn Conversion>) -> Self {
+        self.conversion = Some(conversion);
+        self
+    }
+
+    /// `obj`, written in this store's version, in the version `to` serves (upstream's
+    /// `ConvertToVersion` through the internal version; here through the storage version).
+    pub async fn convert_to(&self, obj: Value, to: &RegistryStore) -> Result<Value, Status> {
+        if self.info.version == to.info.version {
+            return Ok(obj);
+        }
+        let stored = match &self.conversion {
+            Some(c) => c.to_storage(obj).await.map_err(|e| self.status_of(e, ""))?,
+            None => obj,
+        };
+        match &to.conversion {
+            Some(c) => c
+                .to_served(vec![stored], false)
+                .await
+                .map_err(|e| to.status_of(e, ""))?
+                .pop()
+                .ok_or_else(|| Status::internal("conversion returned no object")),
+            None => Ok(stored),
         }
     }
 
@@ -246,6 +278,7 @@ impl RegistryStore {
             user: req.user,
             dry_run,
             old_object: old,
+            state: Default::default(),
         }
     }
 
@@ -363,16 +396,21 @@ impl RegistryStore {
         }
         self.strategy.default(&mut obj);
         {
+            // Admission names the object being created, as upstream's create handler does.
+            let name = obj.name().to_string();
             let attrs = self.attributes(
                 req,
                 Operation::Create,
                 namespace,
-                "",
+                &name,
                 "",
                 opts.dry_run,
                 None,
             );
             self.admission.admit(&attrs, &mut obj).await?;
+            if attrs.state.take_patched() {
+                self.strategy.default(&mut obj);
+            }
         }
         // System fields first, as upstream's store fills them before the strategy prepares the
         // object (a Job's generated selector names its uid).
@@ -595,6 +633,9 @@ impl RegistryStore {
                 Some(&old),
             );
             self.admission.admit(&attrs, &mut new).await?;
+            if attrs.state.take_patched() {
+                self.strategy.default(&mut new);
+            }
             // The strategy reserves what the new object needs (upstream's `BeginUpdate`) and learns
             // at the end whether the write was stored.
             let finish = if sub.is_empty() {
@@ -753,6 +794,7 @@ impl RegistryStore {
                     opts.dry_run,
                     Some(&obj),
                 );
+                self.admission.admit_delete(&attrs).await?;
                 self.admission.validate(&attrs, &obj).await?;
             }
             let gc_changed = set_gc_finalizers(&mut obj, opts.propagation_policy.as_deref());

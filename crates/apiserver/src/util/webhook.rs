@@ -280,70 +280,76 @@ pub trait ServiceResolver: Send + Sync {
     async fn resolve(&self, service: &ServiceReference) -> Result<(String, u16), String>;
 }
 
-/// Where a request goes: the address dialled, the TLS server name, the request target, and the
-/// URL as upstream's client prints it in errors.
-struct Target {
-    dial: (String, u16),
-    server_name: String,
-    path_and_query: String,
-    shown: String,
+/// How a call failed: the time ran out (callers word it as their upstream client does), or
+/// anything else, in the words of upstream's REST client (`Post "<url>": <why>`, or what the
+/// server answered).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    Timeout { url: String },
+    Failed(String),
 }
 
-async fn target(
-    config: &ClientConfig,
-    resolver: Option<&dyn ServiceResolver>,
-    timeout: std::time::Duration,
-) -> Result<Target, String> {
+impl CallError {
+    /// The text of a call that ran out of time under a context deadline (admission webhooks).
+    pub fn context_text(&self) -> String {
+        match self {
+            CallError::Timeout { url } => {
+                format!("Post {}: context deadline exceeded", go_quote(url))
+            }
+            CallError::Failed(s) => s.clone(),
+        }
+    }
+
+    /// The text of a call that ran out of time under the HTTP client's own timeout (conversion
+    /// webhooks).
+    pub fn client_text(&self) -> String {
+        match self {
+            CallError::Timeout { url } => format!(
+                "Post {}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+                go_quote(url)
+            ),
+            CallError::Failed(s) => s.clone(),
+        }
+    }
+}
+
+/// The URL a call goes to (`url`, or `https://<service>.<namespace>.svc:<port><path>`, which
+/// the dialer resolves through the `ServiceResolver`), with upstream's `?timeout=` parameter.
+fn target_url(config: &ClientConfig, timeout: std::time::Duration) -> Result<String, String> {
     let query = format!("timeout={}s", timeout.as_secs());
     if let Some(url) = &config.url {
+        let sep = if url.contains('?') { '&' } else { '?' };
         let uri: http::Uri = url
             .parse()
             .map_err(|e| format!("invalid webhook URL {url:?}: {e}"))?;
-        let host = uri.host().unwrap_or("").to_string();
-        let port = uri.port_u16().unwrap_or(443);
         let path = match uri.path() {
             "" => "/",
             p => p,
         };
-        let path_and_query = format!("{path}?{query}");
-        let shown_host = uri.authority().map(|a| a.as_str()).unwrap_or("");
-        return Ok(Target {
-            server_name: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string(),
-            dial: (host, port),
-            shown: format!("https://{shown_host}{path_and_query}"),
-            path_and_query,
-        });
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
+        let query = match uri.query() {
+            Some(q) => format!("{q}{sep}{query}"),
+            None => query,
+        };
+        return Ok(format!("https://{authority}{path}?{query}"));
     }
     let Some(service) = &config.service else {
         return Err("webhook has neither a url nor a service".into());
     };
-    let resolver = resolver.ok_or("no resolver for webhook services")?;
-    let server_name = format!("{}.{}.svc", service.name, service.namespace);
     let path = if service.path.is_empty() {
         "/"
     } else {
         &service.path
     };
-    let path_and_query = format!("{path}?{query}");
-    let shown = format!("https://{server_name}:{}{path_and_query}", service.port);
-    let dial = resolver
-        .resolve(service)
-        .await
-        .map_err(|e| format!("Post {}: {e}", go_quote(&shown)))?;
-    Ok(Target {
-        dial,
-        server_name,
-        path_and_query,
-        shown,
-    })
+    Ok(format!(
+        "https://{}.{}.svc:{}{path}?{query}",
+        service.name, service.namespace, service.port
+    ))
 }
 
 /// The TLS configuration for a webhook: its `caBundle`, or without one the system's trusted
 /// roots, as Go's TLS client uses them when a REST config has no CA data.
-fn tls_config(ca_bundle: &[u8]) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+fn tls_config(ca_bundle: &[u8]) -> Result<rustls::ClientConfig, String> {
     let mut roots = rustls::RootCertStore::empty();
     if ca_bundle.is_empty() {
         roots = system_roots().clone();
@@ -352,15 +358,15 @@ fn tls_config(ca_bundle: &[u8]) -> Result<std::sync::Arc<rustls::ClientConfig>, 
     for cert in rustls_pemfile::certs(&mut reader).flatten() {
         roots.add(cert).map_err(|e| format!("x509: {e}"))?;
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .map_err(|e| e.to_string())?
     .with_root_certificates(roots)
     .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(std::sync::Arc::new(config))
+    // hyper-rustls sets ALPN itself (HTTP/1.1 only, as upstream's webhook client speaks).
+    Ok(config)
 }
 
 /// The system's trusted certificates, read once (certificates it cannot parse are skipped, as
@@ -374,6 +380,19 @@ fn system_roots() -> &'static rustls::RootCertStore {
     })
 }
 
+/// A dial that failed, worded as Go's net package words it; found again in the client's error
+/// chain to build the message.
+#[derive(Debug)]
+struct DialError(String);
+
+impl std::fmt::Display for DialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DialError {}
+
 /// Go's wording for a failed dial.
 fn dial_error(addr: &str, e: &std::io::Error) -> String {
     match e.kind() {
@@ -384,51 +403,176 @@ fn dial_error(addr: &str, e: &std::io::Error) -> String {
     }
 }
 
-/// POSTs `body` as JSON to a webhook over TLS and returns the decoded answer. The error is the
-/// text upstream's REST client gives (`Post "<url>": <why>`, or the server's answer), which
-/// callers wrap in their own message.
+/// The TCP half of the connector: a `<name>.<namespace>.svc` host is a Service, dialled at the
+/// endpoint the resolver picks (nothing routes cluster IPs here); any other host is dialled as
+/// it is. TLS is layered on top by `hyper-rustls`, with the URL's host as the server name.
+#[derive(Clone)]
+struct Dialer {
+    resolver: Option<std::sync::Arc<dyn ServiceResolver>>,
+}
+
+impl tower::Service<http::Uri> for Dialer {
+    type Response = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
+    type Error = DialError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, DialError>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), DialError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let resolver = self.resolver.clone();
+        Box::pin(async move {
+            let host = uri.host().unwrap_or("").to_string();
+            let port = uri.port_u16().unwrap_or(443);
+            let service = host
+                .strip_suffix(".svc")
+                .and_then(|h| h.split_once('.'))
+                .filter(|(_, ns)| !ns.contains('.'));
+            let (host, port) = match (service, &resolver) {
+                (Some((name, namespace)), Some(resolver)) => resolver
+                    .resolve(&ServiceReference {
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
+                        path: String::new(),
+                        port: port as i32,
+                    })
+                    .await
+                    .map_err(DialError)?,
+                _ => (
+                    host.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .to_string(),
+                    port,
+                ),
+            };
+            let addr = if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            };
+            let tcp = tokio::net::TcpStream::connect(&addr)
+                .await
+                .map_err(|e| DialError(dial_error(&addr, &e)))?;
+            let _ = tcp.set_nodelay(true);
+            Ok(hyper_util::rt::TokioIo::new(tcp))
+        })
+    }
+}
+
+type PooledClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<Dialer>,
+    http_body_util::Full<bytes::Bytes>,
+>;
+
+/// A pooled client and the resolver its dialer holds, keyed by trust bundle and resolver.
+type PoolEntries = std::collections::HashMap<
+    (Vec<u8>, usize),
+    (PooledClient, Option<std::sync::Arc<dyn ServiceResolver>>),
+>;
+
+/// Keep-alive clients, one per trust configuration and resolver, shared by every call (upstream's
+/// `ClientManager` caches its REST clients the same way).
+#[derive(Default)]
+struct Pool {
+    clients: std::sync::Mutex<PoolEntries>,
+}
+
+impl Pool {
+    fn client(
+        &self,
+        ca_bundle: &[u8],
+        resolver: Option<&std::sync::Arc<dyn ServiceResolver>>,
+    ) -> Result<PooledClient, String> {
+        // The resolver's address tells resolvers apart; the entry holds the resolver, so the
+        // address cannot be reused while the entry lives.
+        let id = resolver
+            .map(|r| std::sync::Arc::as_ptr(r) as *const () as usize)
+            .unwrap_or(0);
+        let key = (ca_bundle.to_vec(), id);
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((c, _)) = clients.get(&key) {
+            return Ok(c.clone());
+        }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(ca_bundle)?)
+            .https_only()
+            .enable_http1()
+            .wrap_connector(Dialer {
+                resolver: resolver.cloned(),
+            });
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_idle_timeout(std::time::Duration::from_secs(90))
+                .build(connector);
+        clients.insert(key, (client.clone(), resolver.cloned()));
+        Ok(client)
+    }
+}
+
+fn pool() -> &'static Pool {
+    static POOL: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+    POOL.get_or_init(Pool::default)
+}
+
+/// The words of a failed request: the dial error if the dial failed, the TLS error if the
+/// handshake did, else the client's own.
+fn request_error(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut last = e.to_string();
+    while let Some(c) = cause {
+        if let Some(d) = c.downcast_ref::<DialError>() {
+            return d.0.clone();
+        }
+        if let Some(tls) = c.downcast_ref::<rustls::Error>() {
+            return format!("tls: failed to verify certificate: {tls}");
+        }
+        // The handshake's error comes wrapped in I/O errors (tokio-rustls's, then
+        // hyper-rustls's), whose `source` skips the wrapped error itself.
+        let mut io = c.downcast_ref::<std::io::Error>();
+        while let Some(inner) = io.and_then(std::io::Error::get_ref) {
+            if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+                return format!("tls: failed to verify certificate: {tls}");
+            }
+            io = inner.downcast_ref::<std::io::Error>();
+        }
+        last = c.to_string();
+        cause = c.source();
+    }
+    last
+}
+
+/// POSTs `body` as JSON to a webhook over TLS, on a pooled keep-alive connection, and returns
+/// the decoded answer.
 pub async fn post_json(
     config: &ClientConfig,
-    resolver: Option<&dyn ServiceResolver>,
+    resolver: Option<&std::sync::Arc<dyn ServiceResolver>>,
     body: &Value,
     timeout: std::time::Duration,
-) -> Result<Value, String> {
+) -> Result<Value, CallError> {
     use http_body_util::{BodyExt, Full};
-    let target = target(config, resolver, timeout).await?;
-    let shown = go_quote(&target.shown);
-    let fail = |why: String| format!("Post {shown}: {why}");
+    let url = target_url(config, timeout).map_err(CallError::Failed)?;
+    let fail = |why: String| CallError::Failed(format!("Post {}: {why}", go_quote(&url)));
+    if config.service.is_some() && resolver.is_none() {
+        return Err(fail("no resolver for webhook services".into()));
+    }
+    let client = pool().client(&config.ca_bundle, resolver).map_err(fail)?;
     let call = async {
-        let (host, port) = &target.dial;
-        let addr = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        let tcp = tokio::net::TcpStream::connect(&addr)
-            .await
-            .map_err(|e| fail(dial_error(&addr, &e)))?;
-        let name = rustls::pki_types::ServerName::try_from(target.server_name.clone())
-            .map_err(|e| fail(e.to_string()))?;
-        let tls = tokio_rustls::TlsConnector::from(tls_config(&config.ca_bundle).map_err(fail)?)
-            .connect(name, tcp)
-            .await
-            .map_err(|e| fail(format!("tls: failed to verify certificate: {e}")))?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-                .await
-                .map_err(|e| fail(e.to_string()))?;
-        tokio::spawn(conn);
         let bytes = serde_json::to_vec(body).map_err(|e| fail(e.to_string()))?;
-        let request = http::Request::post(&target.path_and_query)
-            .header(http::header::HOST, &target.server_name)
+        let request = http::Request::post(&url)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json, */*")
             .body(Full::new(bytes::Bytes::from(bytes)))
             .map_err(|e| fail(e.to_string()))?;
-        let response = sender
-            .send_request(request)
+        let response = client
+            .request(request)
             .await
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(request_error(&e)))?;
         let status = response.status();
         let body = response
             .into_body()
@@ -438,7 +582,7 @@ pub async fn post_json(
             .to_bytes();
         if !status.is_success() {
             let text = String::from_utf8_lossy(&body);
-            return Err(format!(
+            return Err(CallError::Failed(format!(
                 "the server responded with the status code {} but did not return more information{}",
                 status.as_u16(),
                 if text.trim().is_empty() {
@@ -446,14 +590,13 @@ pub async fn post_json(
                 } else {
                     format!(": {}", text.trim())
                 }
-            ));
+            )));
         }
-        serde_json::from_slice(&body).map_err(|e| format!("invalid webhook response: {e}"))
+        serde_json::from_slice(&body)
+            .map_err(|e| CallError::Failed(format!("invalid webhook response: {e}")))
     };
     match tokio::time::timeout(timeout, call).await {
         Ok(result) => result,
-        Err(_) => Err(fail(
-            "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
-        )),
+        Err(_) => Err(CallError::Timeout { url }),
     }
 }

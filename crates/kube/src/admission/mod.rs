@@ -3,7 +3,9 @@
 //! TaintNodesByCondition, Priority, DefaultTolerationSeconds, DefaultStorageClass,
 //! RuntimeClass, DefaultIngressClass), then validating ones (NamespaceLifecycle, LimitRanger's
 //! bounds, Priority's check of PriorityClasses, PersistentVolumeClaimResize, RuntimeClass's
-//! check of the overhead, CertificateSubjectRestriction). The framework and the seam are `apiserver::admission`.
+//! check of the overhead, CertificateSubjectRestriction), with the admission webhooks last in
+//! each phase, as upstream orders them. The framework, the seam and the webhooks are
+//! `apiserver::admission`.
 
 use std::sync::{Arc, OnceLock};
 
@@ -24,7 +26,10 @@ mod taint_nodes_by_condition;
 pub use namespace_lifecycle::{IMMORTAL_NAMESPACES, NamespaceLifecycle};
 
 /// The default-on plugins that are built so far, in upstream's order (`AllOrderedPlugins`).
-pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
+pub fn default_plugins(
+    api: Arc<OnceLock<Arc<ApiResources>>>,
+    webhooks: &apiserver::admission::webhook::Webhooks,
+) -> Admission {
     let priority = Arc::new(priority::Priority { api: api.clone() });
     let runtime_class = Arc::new(runtime_class::RuntimeClass { api: api.clone() });
     let limit_ranger = Arc::new(limit_ranger::LimitRanger { api: api.clone() });
@@ -42,6 +47,7 @@ pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
         .with_mutating(Arc::new(default_ingress_class::DefaultIngressClass {
             api: api.clone(),
         }))
+        .with_mutating(webhooks.mutating())
         .with_validating(Arc::new(NamespaceLifecycle { api: api.clone() }))
         .with_validating(limit_ranger)
         .with_validating(priority)
@@ -52,6 +58,7 @@ pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
         .with_validating(Arc::new(
             certificate_subject_restriction::CertificateSubjectRestriction,
         ))
+        .with_validating(webhooks.validating())
 }
 
 /// `admission.NewForbidden`: a 403 on the request's resource, named by the request or, on a

@@ -1,0 +1,645 @@
+//! Admission webhooks (upstream: apiserver/pkg/admission/plugin/webhook): the
+//! MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins. Both read their
+//! configurations from the store (`source`), pick the webhooks a request matches (`hook`:
+//! rules, selectors, match conditions; `matchPolicy: Equivalent` finds another served version of
+//! the resource and the object is converted to it), and send an AdmissionReview (`review`) over
+//! the pooled client of `util::webhook`. Mutating webhooks run one after another and their
+//! JSONPatches are applied in turn (with a second round for `reinvocationPolicy: IfNeeded`);
+//! validating webhooks run all at once.
+
+mod hook;
+mod review;
+mod source;
+
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use apimachinery::{GroupResource, Status};
+use async_trait::async_trait;
+use serde_json::Value;
+use storage::ResourceVersion;
+
+use self::hook::Hook;
+use self::review::Invocation;
+use self::source::Source;
+use super::{Attributes, MutatingPlugin, Operation, ServedResources, ValidatingPlugin};
+use crate::cel::eval::{Vars, json_to_cel};
+use crate::registry::RegistryStore;
+use crate::util::webhook::{ServiceResolver, post_json};
+
+/// How long a request waits for the configurations to be read at start-up (upstream's
+/// `WaitForReady`) before it is refused.
+const READY_WAIT: Duration = Duration::from_secs(10);
+
+/// The two webhook plugins and what they share. Made before the API exists (the plugins go into
+/// every resource's admission chain); `start` gives them the served resources.
+#[derive(Clone, Default)]
+pub struct Webhooks {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    mutating: Arc<Source>,
+    validating: Arc<Source>,
+    resources: OnceLock<Arc<dyn ServedResources>>,
+    namespaces: OnceLock<Arc<RegistryStore>>,
+    resolver: OnceLock<Arc<dyn ServiceResolver>>,
+}
+
+impl Webhooks {
+    pub fn mutating(&self) -> Arc<dyn MutatingPlugin> {
+        Arc::new(MutatingWebhook(self.shared.clone()))
+    }
+
+    pub fn validating(&self) -> Arc<dyn ValidatingPlugin> {
+        Arc::new(ValidatingWebhook(self.shared.clone()))
+    }
+
+    /// Starts reading the webhook configurations; until they are read, requests wait.
+    pub fn start(
+        &self,
+        resources: Arc<dyn ServedResources>,
+        resolver: Option<Arc<dyn ServiceResolver>>,
+    ) {
+        let stores = resources.stores();
+        let find = |g: &str, v: &str, r: &str| {
+            stores
+                .iter()
+                .find(|s| s.info.group == g && s.info.version == v && s.info.resource == r)
+                .cloned()
+        };
+        if let Some(ns) = find("", "v1", "namespaces") {
+            let _ = self.shared.namespaces.set(ns);
+        }
+        if let Some(r) = resolver {
+            let _ = self.shared.resolver.set(r);
+        }
+        for (source, resource) in [
+            (&self.shared.mutating, "mutatingwebhookconfigurations"),
+            (&self.shared.validating, "validatingwebhookconfigurations"),
+        ] {
+            if let Some(store) = find("admissionregistration.k8s.io", "v1", resource) {
+                tokio::spawn(source.clone().run(store));
+            }
+        }
+        let _ = self.shared.resources.set(resources);
+    }
+}
+
+/// Why a call did not give an answer to act on.
+enum Failure {
+    /// `ErrCallingWebhook`: the failure policy decides.
+    Calling(String),
+    /// An answer that refuses, or an error no policy excuses.
+    Refused(Status),
+}
+
+impl Shared {
+    /// The configurations of `source`, once read (`None`: the webhooks are not started, as in
+    /// servers built without them).
+    async fn hooks(
+        &self,
+        source: &Source,
+        attrs: &Attributes<'_>,
+    ) -> Result<Option<Arc<Vec<Arc<Hook>>>>, Status> {
+        if self.resources.get().is_none() {
+            return Ok(None);
+        }
+        let deadline = tokio::time::Instant::now() + READY_WAIT;
+        while !source.has_synced() {
+            if tokio::time::Instant::now() > deadline {
+                return Err(Status::forbidden(
+                    &attrs.resource.group_resource(),
+                    attrs.name,
+                    "not yet ready to handle request",
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(Some(source.hooks()))
+    }
+
+    /// The labels of the request's namespace (`GetNamespaceLabels`): a namespace being created
+    /// or updated is read from the request, any other from the store.
+    async fn namespace_labels(
+        &self,
+        attrs: &Attributes<'_>,
+        obj: Option<&Value>,
+    ) -> Result<Option<serde_json::Map<String, Value>>, Status> {
+        let is_namespace =
+            attrs.resource.group.is_empty() && attrs.resource.resource == "namespaces";
+        if is_namespace
+            && attrs.subresource.is_empty()
+            && matches!(attrs.operation, Operation::Create | Operation::Update)
+        {
+            return Ok(obj
+                .and_then(|o| o.pointer("/metadata/labels"))
+                .and_then(Value::as_object)
+                .cloned());
+        }
+        let name = if is_namespace {
+            attrs.name
+        } else {
+            attrs.namespace
+        };
+        let Some(store) = self.namespaces.get() else {
+            return Ok(None);
+        };
+        let found = match store.get("", name, ResourceVersion::Any).await {
+            Ok(o) => o,
+            Err(_) => store.get("", name, ResourceVersion::Unset).await?,
+        };
+        let v = found.value().map_err(Status::internal)?;
+        Ok(v.pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .cloned())
+    }
+
+    /// The other served versions of the request's resource, for `matchPolicy: Equivalent`.
+    fn equivalents(&self, attrs: &Attributes<'_>) -> Vec<Arc<RegistryStore>> {
+        let Some(resources) = self.resources.get() else {
+            return Vec::new();
+        };
+        let info = attrs.resource;
+        resources
+            .stores()
+            .into_iter()
+            .filter(|s| {
+                s.info.group == info.group
+                    && s.info.resource == info.resource
+                    && s.info.version != info.version
+            })
+            .collect()
+    }
+
+    /// `ShouldCallHook`: the invocation if `hook` applies to the request.
+    async fn should_call(
+        &self,
+        hook: &Hook,
+        attrs: &Attributes<'_>,
+        obj: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<Option<(Invocation, Option<Arc<RegistryStore>>)>, Status> {
+        let info = attrs.resource;
+        let ns_match: Result<bool, Status> = async {
+            let cluster_scoped = attrs.namespace.is_empty()
+                && !(info.group.is_empty() && info.resource == "namespaces");
+            if cluster_scoped {
+                return Ok(true);
+            }
+            let selector = hook
+                .namespace_selector()
+                .as_ref()
+                .map_err(Status::internal)?;
+            if selector.is_empty() {
+                return Ok(true);
+            }
+            let labels = self.namespace_labels(attrs, obj).await?;
+            Ok(selector.matches_json(labels.as_ref()))
+        }
+        .await;
+        if matches!(ns_match, Ok(false)) {
+            return Ok(None);
+        }
+        let obj_match = hook
+            .object_selector_matches(obj, old)
+            .map_err(Status::internal);
+        if matches!(obj_match, Ok(false)) {
+            return Ok(None);
+        }
+        let own = (
+            info.group.as_str(),
+            info.version.as_str(),
+            info.resource.as_str(),
+        );
+        let invocation = if hook.rules_match(attrs, own) {
+            let (_, _, kind) = attrs.kind();
+            Some((
+                Invocation {
+                    group: info.group.clone(),
+                    version: info.version.clone(),
+                    resource: info.resource.clone(),
+                    kind: kind.to_string(),
+                },
+                None,
+            ))
+        } else if hook.equivalent() {
+            self.equivalents(attrs).into_iter().find_map(|s| {
+                let i = &s.info;
+                hook.rules_match(attrs, (&i.group, &i.version, &i.resource))
+                    .then(|| {
+                        (
+                            Invocation {
+                                group: i.group.clone(),
+                                version: i.version.clone(),
+                                resource: i.resource.clone(),
+                                kind: i.kind.clone(),
+                            },
+                            Some(s.clone()),
+                        )
+                    })
+            })
+        } else {
+            None
+        };
+        let Some(invocation) = invocation else {
+            return Ok(None);
+        };
+        ns_match?;
+        obj_match?;
+        Ok(Some(invocation))
+    }
+
+    /// `obj` converted to the invocation's version (unchanged for the request's own).
+    async fn versioned(
+        attrs: &Attributes<'_>,
+        target: Option<&Arc<RegistryStore>>,
+        obj: Option<&Value>,
+        from: Option<&Arc<RegistryStore>>,
+    ) -> Result<Option<Value>, Status> {
+        let (Some(obj), Some(target)) = (obj, target) else {
+            return Ok(obj.cloned());
+        };
+        let Some(resources) = from else {
+            return Err(Status::internal(format!(
+                "unable to convert to {}: no served version {}",
+                target.info.version, attrs.resource.version
+            )));
+        };
+        resources.convert_to(obj.clone(), target).await.map(Some)
+    }
+
+    /// The request's own store (to convert from its version).
+    fn own_store(&self, attrs: &Attributes<'_>) -> Option<Arc<RegistryStore>> {
+        let info = attrs.resource;
+        self.resources.get()?.stores().into_iter().find(|s| {
+            s.info.group == info.group
+                && s.info.version == info.version
+                && s.info.resource == info.resource
+        })
+    }
+
+    /// The match conditions (`matchConditions`): all true calls the webhook, one false skips
+    /// it, and errors follow the failure policy (Fail refuses the request).
+    fn conditions_match(
+        hook: &Hook,
+        attrs: &Attributes<'_>,
+        inv: &Invocation,
+        obj: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<bool, Status> {
+        if hook.match_conditions.is_empty() {
+            return Ok(true);
+        }
+        let request = Value::Object(review::request_fields(attrs, inv));
+        let vars = Vars::default()
+            .bind_json("object", obj)
+            .bind_json("oldObject", old)
+            .bind("request", json_to_cel(&request));
+        let mut errors = Vec::new();
+        for c in &hook.match_conditions {
+            let source = c.program.as_ref().map(|p| p.source.as_str()).unwrap_or("");
+            let result = match &c.program {
+                Ok(p) => p.eval(&vars),
+                Err(e) => Err(format!("compilation error: {e}")),
+            };
+            match result {
+                Ok(kube_cel::cel::Value::Bool(false)) => return Ok(false),
+                Ok(kube_cel::cel::Value::Bool(true)) => {}
+                Ok(other) => errors.push(format!(
+                    "expression '{source}' resulted in error: no such overload: {other:?}"
+                )),
+                Err(e) if c.program.is_err() => errors.push(e),
+                Err(e) => errors.push(format!("expression '{source}' resulted in error: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            return Ok(true);
+        }
+        if hook.fail_open {
+            return Ok(false);
+        }
+        let why = if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            format!("[{}]", errors.join(", "))
+        };
+        Err(Status::forbidden(
+            &GroupResource::new(&attrs.resource.group, &attrs.resource.resource),
+            attrs.name,
+            why,
+        ))
+    }
+
+    /// One call: the review out, the answer checked, its warnings kept.
+    async fn call(
+        &self,
+        hook: &Hook,
+        attrs: &Attributes<'_>,
+        inv: &Invocation,
+        obj: Option<&Value>,
+        old: Option<&Value>,
+        mutating: bool,
+    ) -> Result<review::Answer, Failure> {
+        if attrs.dry_run {
+            match hook::dry_run_allowed(hook.side_effects.as_deref()) {
+                None => return Err(Failure::Calling("Webhook SideEffects is nil".into())),
+                Some(false) => {
+                    return Err(Failure::Refused(review::dry_run_unsupported(&hook.name)));
+                }
+                Some(true) => {}
+            }
+        }
+        let uid = uuid::Uuid::new_v4().to_string();
+        let (version, body) = review::request(&hook.review_versions, &uid, attrs, inv, obj, old)
+            .map_err(|e| Failure::Calling(format!("could not create admission objects: {e}")))?;
+        let answer = post_json(&hook.client, self.resolver.get(), &body, hook.timeout)
+            .await
+            .map_err(|e| {
+                Failure::Calling(format!("failed to call webhook: {}", e.context_text()))
+            })?;
+        let answer = review::verify(version, &uid, mutating, &answer)
+            .map_err(|e| Failure::Calling(format!("received invalid webhook response: {e}")))?;
+        crate::warning::add_all(answer.warnings.iter().cloned());
+        if !answer.allowed {
+            return Err(Failure::Refused(review::denied(
+                &hook.name,
+                answer.result.as_ref(),
+            )));
+        }
+        Ok(answer)
+    }
+}
+
+/// What one request's mutating webhooks remember between the two rounds
+/// (`webhookReinvokeContext`).
+#[derive(Default)]
+struct Reinvocation {
+    last_output: Option<Value>,
+    previously_invoked: HashSet<String>,
+    reinvoke: HashSet<String>,
+}
+
+impl Reinvocation {
+    fn require_reinvoking_previous(&mut self) {
+        let previous = std::mem::take(&mut self.previously_invoked);
+        self.reinvoke.extend(previous);
+    }
+}
+
+const MUTATING: &str = "MutatingAdmissionWebhook";
+
+pub struct MutatingWebhook(Arc<Shared>);
+
+impl MutatingWebhook {
+    async fn dispatch(
+        &self,
+        attrs: &Attributes<'_>,
+        mut obj: Option<&mut Value>,
+    ) -> Result<(), Status> {
+        let shared = &self.0;
+        if hook::exempt(attrs) {
+            return Ok(());
+        }
+        let Some(hooks) = shared.hooks(&shared.mutating, attrs).await? else {
+            return Ok(());
+        };
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let state = &attrs.state;
+        let reinvoking = state.is_reinvoke();
+        if reinvoking {
+            let current = obj.as_deref().cloned();
+            state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+                if r.last_output != current {
+                    r.require_reinvoking_previous();
+                }
+            });
+        }
+        let old = attrs.old_object;
+        let own = shared.own_store(attrs);
+        // The object as the last webhook left it, in the version that webhook asked for.
+        let mut versioned: Option<(String, Option<Arc<RegistryStore>>, Value)> = None;
+        let mut dirty = false;
+        for hook in hooks.iter() {
+            let current = match &versioned {
+                Some((_, _, v)) => Some(v.clone()),
+                None => obj.as_deref().cloned(),
+            };
+            let Some((inv, target)) = shared
+                .should_call(hook, attrs, current.as_ref(), old)
+                .await?
+            else {
+                continue;
+            };
+            if reinvoking
+                && !state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+                    r.reinvoke.contains(&hook.uid)
+                })
+            {
+                continue;
+            }
+            // The object in the version this webhook asked for.
+            let versioned_obj = match (&versioned, current) {
+                (Some((version, _, v)), _) if *version == inv.version => Some(v.clone()),
+                (Some((_, store, v)), _) => {
+                    let from = store.clone().or_else(|| own.clone());
+                    let to = target.clone().or_else(|| own.clone());
+                    match (from, to) {
+                        (Some(f), Some(t)) => Some(f.convert_to(v.clone(), &t).await?),
+                        _ => Some(v.clone()),
+                    }
+                }
+                (None, current) => {
+                    Shared::versioned(attrs, target.as_ref(), current.as_ref(), own.as_ref())
+                        .await?
+                }
+            };
+            let versioned_old =
+                Shared::versioned(attrs, target.as_ref(), old, own.as_ref()).await?;
+            if !Shared::conditions_match(
+                hook,
+                attrs,
+                &inv,
+                versioned_obj.as_ref(),
+                versioned_old.as_ref(),
+            )? {
+                continue;
+            }
+            let call_obj = if hook::is_delete(attrs.operation) {
+                None
+            } else {
+                versioned_obj.as_ref()
+            };
+            let result = shared
+                .call(hook, attrs, &inv, call_obj, versioned_old.as_ref(), true)
+                .await;
+            let mut changed = false;
+            let outcome: Result<(), Failure> = match result {
+                Ok(answer) => match answer.patch {
+                    None => Ok(()),
+                    Some(patch) => match apply_patch(hook, &answer.patch_type, &patch, call_obj) {
+                        Ok(Some(patched)) => {
+                            changed = Some(&patched) != versioned_obj.as_ref();
+                            versioned = Some((inv.version.clone(), target.clone(), patched));
+                            dirty = true;
+                            Ok(())
+                        }
+                        Ok(None) => Ok(()),
+                        Err(f) => Err(f),
+                    },
+                },
+                Err(f) => Err(f),
+            };
+            if changed {
+                state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+                    r.require_reinvoking_previous()
+                });
+                state.request_reinvocation();
+            }
+            if hook.reinvoke_if_needed {
+                state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+                    r.previously_invoked.insert(hook.uid.clone());
+                });
+            }
+            match outcome {
+                Ok(()) => {}
+                Err(Failure::Calling(why)) if hook.fail_open => {
+                    tracing::warn!(configuration = %hook.configuration, webhook = %hook.name, error = %why, "failed calling webhook, failing open");
+                }
+                Err(Failure::Calling(why)) => return Err(review::calling_failed(&hook.name, why)),
+                Err(Failure::Refused(s)) => return Err(s),
+            }
+        }
+        // The last version back into the request's version.
+        if dirty && let (Some((_, store, v)), Some(obj)) = (versioned, obj.as_deref_mut()) {
+            *obj = match (store, &own) {
+                (Some(from), Some(to)) => from.convert_to(v, to).await?,
+                _ => v,
+            };
+            attrs.state.mark_patched();
+        }
+        let output = obj.as_deref().cloned();
+        state.with_plugin(MUTATING, |r: &mut Reinvocation| r.last_output = output);
+        Ok(())
+    }
+}
+
+/// Applies a webhook's patch: `Ok(None)` for an empty one.
+fn apply_patch(
+    hook: &Hook,
+    patch_type: &str,
+    patch: &[u8],
+    obj: Option<&Value>,
+) -> Result<Option<Value>, Failure> {
+    let ops: Value = serde_json::from_slice(patch).map_err(|e| {
+        Failure::Calling(format!(
+            "received undecodable patch in webhook response: {e}"
+        ))
+    })?;
+    if !ops.is_array() {
+        return Err(Failure::Calling(
+            "received undecodable patch in webhook response: json: cannot unmarshal object into Go value of type jsonpatch.Patch".into(),
+        ));
+    }
+    if ops.as_array().is_some_and(Vec::is_empty) {
+        return Ok(None);
+    }
+    let Some(obj) = obj else {
+        return Err(Failure::Refused(Status::internal(format!(
+            "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+            hook.name
+        ))));
+    };
+    if patch_type != "JSONPatch" {
+        return Err(Failure::Calling(format!(
+            "unsupported patch type {patch_type:?}"
+        )));
+    }
+    apimachinery::patch::apply_json_patch(obj, patch)
+        .map(Some)
+        .map_err(|e| Failure::Refused(Status::internal(e.message)))
+}
+
+#[async_trait]
+impl MutatingPlugin for MutatingWebhook {
+    fn name(&self) -> &'static str {
+        MUTATING
+    }
+
+    async fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
+        self.dispatch(attrs, Some(obj)).await
+    }
+
+    async fn admit_delete(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
+        self.dispatch(attrs, None).await
+    }
+}
+
+pub struct ValidatingWebhook(Arc<Shared>);
+
+#[async_trait]
+impl ValidatingPlugin for ValidatingWebhook {
+    fn name(&self) -> &'static str {
+        "ValidatingAdmissionWebhook"
+    }
+
+    async fn validate(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), Status> {
+        let shared = &self.0;
+        if hook::exempt(attrs) {
+            return Ok(());
+        }
+        let Some(hooks) = shared.hooks(&shared.validating, attrs).await? else {
+            return Ok(());
+        };
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        // A delete's object is the stored one, which webhooks see as `oldObject`.
+        let obj = (!hook::is_delete(attrs.operation)).then_some(obj);
+        let old = attrs.old_object;
+        let own = shared.own_store(attrs);
+        let mut calls = Vec::new();
+        for hook in hooks.iter() {
+            let Some((inv, target)) = shared.should_call(hook, attrs, obj, old).await? else {
+                continue;
+            };
+            let versioned_obj =
+                Shared::versioned(attrs, target.as_ref(), obj, own.as_ref()).await?;
+            let versioned_old =
+                Shared::versioned(attrs, target.as_ref(), old, own.as_ref()).await?;
+            if !Shared::conditions_match(
+                hook,
+                attrs,
+                &inv,
+                versioned_obj.as_ref(),
+                versioned_old.as_ref(),
+            )? {
+                continue;
+            }
+            calls.push((hook.clone(), inv, versioned_obj, versioned_old));
+        }
+        let results =
+            futures_util::future::join_all(calls.iter().map(|(hook, inv, o, old)| async move {
+                let result = shared
+                    .call(hook, attrs, inv, o.as_ref(), old.as_ref(), false)
+                    .await;
+                (hook, result)
+            }))
+            .await;
+        for (hook, result) in results {
+            match result {
+                Ok(_) => {}
+                Err(Failure::Calling(why)) if hook.fail_open => {
+                    tracing::warn!(configuration = %hook.configuration, webhook = %hook.name, error = %why, "failed calling webhook, failing open");
+                }
+                Err(Failure::Calling(why)) => return Err(review::calling_failed(&hook.name, why)),
+                Err(Failure::Refused(s)) => return Err(s),
+            }
+        }
+        Ok(())
+    }
+}
