@@ -2,8 +2,10 @@
 //! each, installed in upstream's order: mutating plugins run first (LimitRanger's defaults,
 //! TaintNodesByCondition, Priority, DefaultTolerationSeconds, DefaultStorageClass,
 //! RuntimeClass, DefaultIngressClass), then validating ones (NamespaceLifecycle, LimitRanger's
-//! bounds, Priority's check of PriorityClasses, PersistentVolumeClaimResize, RuntimeClass's
-//! check of the overhead, CertificateSubjectRestriction). The framework and the seam are `apiserver::admission`.
+//! bounds, PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
+//! RuntimeClass's check of the overhead, CertificateSubjectRestriction). The framework and the
+//! seam are `apiserver::admission`; `config` reads `--admission-control-config-file` and hands
+//! each plugin its configuration.
 
 use std::sync::{Arc, OnceLock};
 
@@ -11,24 +13,35 @@ use apiserver::admission::Admission;
 use apiserver::endpoints::ApiResources;
 
 mod certificate_subject_restriction;
+pub mod config;
 mod default_ingress_class;
 mod default_storage_class;
 mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
 mod persistent_volume_claim_resize;
+pub mod pod_security;
 mod priority;
 mod runtime_class;
 mod taint_nodes_by_condition;
 
 pub use namespace_lifecycle::{IMMORTAL_NAMESPACES, NamespaceLifecycle};
 
-/// The default-on plugins that are built so far, in upstream's order (`AllOrderedPlugins`).
-pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
+/// The default-on plugins that are built so far, in upstream's order (`AllOrderedPlugins`),
+/// configured from `config` (`--admission-control-config-file`); a plugin whose configuration
+/// is refused fails start-up with the reason.
+pub fn default_plugins(
+    api: Arc<OnceLock<Arc<ApiResources>>>,
+    config: &config::AdmissionConfig,
+) -> Result<Admission, String> {
+    let pod_security = Arc::new(pod_security::PodSecurity {
+        api: api.clone(),
+        config: pod_security::Config::load(config.config_for("PodSecurity")?.as_ref())?,
+    });
     let priority = Arc::new(priority::Priority { api: api.clone() });
     let runtime_class = Arc::new(runtime_class::RuntimeClass { api: api.clone() });
     let limit_ranger = Arc::new(limit_ranger::LimitRanger { api: api.clone() });
-    Admission::default()
+    Ok(Admission::default()
         .with_mutating(limit_ranger.clone())
         .with_mutating(Arc::new(taint_nodes_by_condition::TaintNodesByCondition))
         .with_mutating(priority.clone())
@@ -44,6 +57,7 @@ pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
         }))
         .with_validating(Arc::new(NamespaceLifecycle { api: api.clone() }))
         .with_validating(limit_ranger)
+        .with_validating(pod_security)
         .with_validating(priority)
         .with_validating(Arc::new(
             persistent_volume_claim_resize::PersistentVolumeClaimResize { api },
@@ -51,7 +65,7 @@ pub fn default_plugins(api: Arc<OnceLock<Arc<ApiResources>>>) -> Admission {
         .with_validating(runtime_class)
         .with_validating(Arc::new(
             certificate_subject_restriction::CertificateSubjectRestriction,
-        ))
+        )))
 }
 
 /// `admission.NewForbidden`: a 403 on the request's resource, named by the request or, on a
