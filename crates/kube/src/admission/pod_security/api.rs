@@ -226,3 +226,124 @@ pub fn policy_to_evaluate(
 pub fn no_stricter(a: Level, b: Level) -> bool {
     a.strictness() <= b.strictness()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// api/helpers_test.go TestParseVersion.
+    #[test]
+    fn versions() {
+        for (s, want) in [
+            ("latest", Version::Latest),
+            ("v1.0", Version::V1(0)),
+            ("v1.1", Version::V1(1)),
+            ("v1.20", Version::V1(20)),
+            ("v1.10000", Version::V1(10000)),
+        ] {
+            assert_eq!(Version::parse(s), Ok(want), "{s}");
+        }
+        for s in ["foo", "", "v2.0", "v1", "1.1", "v1.01"] {
+            assert!(Version::parse(s).is_err(), "{s}");
+        }
+    }
+
+    fn p(enforce: &str, warn: &str, audit: &str) -> Policy {
+        let lv = |s: &str| {
+            let (l, v) = s.split_once(':').unwrap();
+            LevelVersion {
+                level: Level::parse(l).unwrap(),
+                version: Version::parse(v).unwrap(),
+            }
+        };
+        Policy {
+            enforce: lv(enforce),
+            warn: lv(warn),
+            audit: lv(audit),
+        }
+    }
+
+    /// api/helpers_test.go TestPolicyToEvaluate.
+    #[test]
+    fn labels_over_defaults() {
+        const PRIV: &str = "privileged:latest";
+        let defaults = p(PRIV, PRIV, PRIV);
+        let cases: &[(&[(&str, &str)], Policy, bool)] = &[
+            (
+                &[("enforce", "baseline")],
+                p("baseline:latest", "baseline:latest", PRIV),
+                false,
+            ),
+            (
+                &[("warn", "restricted")],
+                p(PRIV, "restricted:latest", PRIV),
+                false,
+            ),
+            (
+                &[("audit", "baseline")],
+                p(PRIV, PRIV, "baseline:latest"),
+                false,
+            ),
+            (
+                &[("enforce", "baseline"), ("warn", "restricted")],
+                p("baseline:latest", "restricted:latest", PRIV),
+                false,
+            ),
+            (
+                &[("enforce", "baseline"), ("enforce-version", "v1.22")],
+                p("baseline:v1.22", "baseline:v1.22", PRIV),
+                false,
+            ),
+            (
+                &[
+                    ("enforce", "baseline"),
+                    ("enforce-version", "v1.22"),
+                    ("warn-version", "latest"),
+                ],
+                p("baseline:v1.22", "baseline:latest", PRIV),
+                false,
+            ),
+            (
+                &[("enforce", "baseline"), ("warn-version", "v1.23")],
+                p("baseline:latest", "baseline:v1.23", PRIV),
+                false,
+            ),
+            (
+                &[
+                    ("enforce", "baseline"),
+                    ("enforce-version", "v1.20"),
+                    ("warn", "restricted"),
+                    ("warn-version", "v1.21"),
+                    ("audit", "restricted"),
+                    ("audit-version", "v1.22"),
+                ],
+                p("baseline:v1.20", "restricted:v1.21", "restricted:v1.22"),
+                false,
+            ),
+            (
+                &[("enforce", "baseline"), ("warn", "privileged")],
+                p("baseline:latest", PRIV, PRIV),
+                false,
+            ),
+            (
+                &[("enforce", "baseline"), ("warn", "foo")],
+                p("baseline:latest", PRIV, PRIV),
+                true,
+            ),
+            (
+                &[("enforce", "foo")],
+                p("restricted:latest", PRIV, PRIV),
+                true,
+            ),
+        ];
+        for (labels, want, fails) in cases {
+            let map: Map<String, Value> = labels
+                .iter()
+                .map(|(k, v)| (format!("{LABEL_PREFIX}{k}"), Value::from(*v)))
+                .collect();
+            let (got, errs) = policy_to_evaluate(Some(&map), defaults);
+            assert_eq!(got, *want, "{labels:?}");
+            assert_eq!(!errs.is_empty(), *fails, "{labels:?}");
+        }
+    }
+}
