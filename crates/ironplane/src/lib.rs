@@ -165,6 +165,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         ));
     }
 
+    let admission_config = match &opts.admission_control_config_file {
+        Some(path) => ironplane_kube::admission::config::AdmissionConfig::from_file(path)?,
+        None => Default::default(),
+    };
+
     // Complete and build the server chain.
     let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(authenticators));
     let webhooks = apiserver::admission::webhook::Webhooks::default();
@@ -179,8 +184,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             resource: "customresourcedefinitions",
             strategy: Arc::new(apiextensions::crd::CustomResourceDefinitionStrategy),
         }],
-        &webhooks,
-    );
+        &ironplane_kube::admission::Setup {
+            config: &admission_config,
+            webhooks: &webhooks,
+        },
+    )
+    .map_err(|e| format!("failed to initialize admission: {e}"))?;
     let resources: Arc<ApiResources> = builtin.resources.clone();
     let extensions = apiextensions::CrdHandler::new(
         &resources,

@@ -66,6 +66,11 @@ pub struct Options {
     /// Where audit events go, one JSON line each (`-` is standard output).
     #[arg(long)]
     pub audit_log_path: Option<String>,
+    /// Admission plugins' configuration (`AdmissionConfiguration`, apiserver.config.k8s.io/v1
+    /// or apiserver.k8s.io/v1alpha1, YAML or JSON): per plugin, an inline `configuration` or a
+    /// `path` to a file. PodSecurity reads its `PodSecurityConfiguration` from it.
+    #[arg(long)]
+    pub admission_control_config_file: Option<PathBuf>,
     /// The prefix of every storage key.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,

@@ -36,6 +36,7 @@ impl TestServer {
             max_mutating_requests_inflight: 200,
             audit_policy_file: None,
             audit_log_path: None,
+            admission_control_config_file: None,
             shutdown_delay_duration: std::time::Duration::ZERO,
             verbosity: 0,
         };

@@ -30,9 +30,6 @@ pub struct BuiltinApi {
     pub allocator: Arc<ServiceIpAllocator>,
 }
 
-/// Serves every built-in resource from `kv`, under `prefix` (`--etcd-prefix`), each behind a
-/// watch cache keeping `watch_cache_size` recent events (`--default-watch-cache-size`; 0 serves
-/// straight from storage, as upstream's 0 disables the cache).
 /// The strategy of a kind the catalog stores for another layer of the chain (upstream serves it
 /// from that layer's server): CustomResourceDefinitions, whose rules live in `apiextensions`.
 pub struct LayeredStrategy {
@@ -41,6 +38,11 @@ pub struct LayeredStrategy {
     pub strategy: Arc<dyn apiserver::registry::Strategy>,
 }
 
+/// Serves every built-in resource from `kv`, under `prefix` (`--etcd-prefix`), each behind a
+/// watch cache keeping `watch_cache_size` recent events (`--default-watch-cache-size`; 0 serves
+/// straight from storage, as upstream's 0 disables the cache).
+/// Admission plugins are configured from `admission_setup`; a configuration they refuse is
+/// the error.
 pub fn install(
     kv: Arc<dyn Kv>,
     prefix: &str,
@@ -48,12 +50,12 @@ pub fn install(
     watch_cache_size: usize,
     authenticator: Arc<dyn Authenticator>,
     layered: &[LayeredStrategy],
-    webhooks: &apiserver::admission::webhook::Webhooks,
-) -> BuiltinApi {
+    admission_setup: &admission::Setup<'_>,
+) -> Result<BuiltinApi, String> {
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
     resources.set_schema_loader(openapi::schemas);
     let lookup: Arc<std::sync::OnceLock<Arc<ApiResources>>> = Arc::new(std::sync::OnceLock::new());
-    let admission = admission::default_plugins(lookup.clone(), webhooks);
+    let admission = admission::default_plugins(lookup.clone(), admission_setup)?;
     let ctx = strategies::StrategyContext {
         services: allocator.clone(),
         authenticator,
@@ -112,8 +114,8 @@ pub fn install(
     }
     let resources = Arc::new(resources);
     let _ = lookup.set(resources.clone());
-    BuiltinApi {
+    Ok(BuiltinApi {
         resources,
         allocator,
-    }
+    })
 }

@@ -36,9 +36,7 @@ EXPECTED_CASES = {
     "cm-apply-create": SERVER_SIDE_APPLY,
     "cm-apply-conflict": SERVER_SIDE_APPLY,
     "cm-apply-no-field-manager": SERVER_SIDE_APPLY,
-    # Admission plugins (issue 9) refuse or complete these pods.
-    "pod-podsecurity-restricted-forbidden": "the PodSecurity admission plugin is issue 9",
-    # The ServiceAccount plugin names the account `default` and adds the token volume, which
+    # Admission plugins (issue 9): the ServiceAccount plugin names the account `default` and adds the token volume, which
     # these answers show (a volume count, the account name a token projection needs, the
     # line numbers of an update's diff).
     "pod-image-volume": "the ServiceAccount admission plugin is issue 9",

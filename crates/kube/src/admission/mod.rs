@@ -2,10 +2,11 @@
 //! each, installed in upstream's order: mutating plugins run first (LimitRanger's defaults,
 //! TaintNodesByCondition, Priority, DefaultTolerationSeconds, DefaultStorageClass,
 //! RuntimeClass, DefaultIngressClass), then validating ones (NamespaceLifecycle, LimitRanger's
-//! bounds, Priority's check of PriorityClasses, PersistentVolumeClaimResize, RuntimeClass's
-//! check of the overhead, CertificateSubjectRestriction), with the admission webhooks last in
-//! each phase, as upstream orders them. The framework, the seam and the webhooks are
-//! `apiserver::admission`.
+//! bounds, PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
+//! RuntimeClass's check of the overhead, CertificateSubjectRestriction), with the admission
+//! webhooks last in each phase, as upstream orders them. The framework, the seam and the
+//! webhooks are `apiserver::admission`; `config` reads `--admission-control-config-file` and
+//! hands each plugin its configuration.
 
 use std::sync::{Arc, OnceLock};
 
@@ -13,27 +14,36 @@ use apiserver::admission::Admission;
 use apiserver::endpoints::ApiResources;
 
 mod certificate_subject_restriction;
+pub mod config;
 mod default_ingress_class;
 mod default_storage_class;
 mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
 mod persistent_volume_claim_resize;
+pub mod pod_security;
 mod priority;
 mod runtime_class;
 mod taint_nodes_by_condition;
 
 pub use namespace_lifecycle::{IMMORTAL_NAMESPACES, NamespaceLifecycle};
 
-/// The default-on plugins that are built so far, in upstream's order (`AllOrderedPlugins`).
+/// The default-on plugins that are built so far, in upstream's order (`AllOrderedPlugins`),
+/// configured from `config` (`--admission-control-config-file`); a plugin whose configuration
+/// is refused fails start-up with the reason.
 pub fn default_plugins(
     api: Arc<OnceLock<Arc<ApiResources>>>,
-    webhooks: &apiserver::admission::webhook::Webhooks,
-) -> Admission {
+    setup: &Setup<'_>,
+) -> Result<Admission, String> {
+    let (config, webhooks) = (setup.config, setup.webhooks);
+    let pod_security = Arc::new(pod_security::PodSecurity {
+        api: api.clone(),
+        config: pod_security::Config::load(config.config_for("PodSecurity")?.as_ref())?,
+    });
     let priority = Arc::new(priority::Priority { api: api.clone() });
     let runtime_class = Arc::new(runtime_class::RuntimeClass { api: api.clone() });
     let limit_ranger = Arc::new(limit_ranger::LimitRanger { api: api.clone() });
-    Admission::default()
+    Ok(Admission::default()
         .with_mutating(limit_ranger.clone())
         .with_mutating(Arc::new(taint_nodes_by_condition::TaintNodesByCondition))
         .with_mutating(priority.clone())
@@ -50,6 +60,7 @@ pub fn default_plugins(
         .with_mutating(webhooks.mutating())
         .with_validating(Arc::new(NamespaceLifecycle { api: api.clone() }))
         .with_validating(limit_ranger)
+        .with_validating(pod_security)
         .with_validating(priority)
         .with_validating(Arc::new(
             persistent_volume_claim_resize::PersistentVolumeClaimResize { api },
@@ -58,7 +69,14 @@ pub fn default_plugins(
         .with_validating(Arc::new(
             certificate_subject_restriction::CertificateSubjectRestriction,
         ))
-        .with_validating(webhooks.validating())
+        .with_validating(webhooks.validating()))
+}
+
+/// What the plugins are built from: the configuration file's content and the webhooks (made
+/// before the API, started once it is served).
+pub struct Setup<'a> {
+    pub config: &'a config::AdmissionConfig,
+    pub webhooks: &'a apiserver::admission::webhook::Webhooks,
 }
 
 /// `admission.NewForbidden`: a 403 on the request's resource, named by the request or, on a

@@ -1,0 +1,181 @@
+//! `--admission-control-config-file` (upstream: k8s.io/apiserver/pkg/admission/config.go): an
+//! `AdmissionConfiguration` (`apiserver.config.k8s.io/v1`, or the older
+//! `apiserver.k8s.io/v1alpha1`) in YAML or JSON, with one entry per plugin that has its
+//! configuration inline (`configuration`) or in a file (`path`, relative to the configuration
+//! file). [`AdmissionConfig::config_for`] hands a plugin its configuration, as upstream's
+//! `ConfigFor` hands it a reader; a plugin with no entry gets `None` and its defaults.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The accepted `apiVersion`s of an `AdmissionConfiguration`.
+const VERSIONS: &[&str] = &["apiserver.config.k8s.io/v1", "apiserver.k8s.io/v1alpha1"];
+
+#[derive(Clone, Debug, PartialEq)]
+enum Source {
+    Inline(Value),
+    File(PathBuf),
+    Nothing,
+}
+
+/// The plugins' configurations, in the order the file lists them.
+#[derive(Clone, Debug, Default)]
+pub struct AdmissionConfig {
+    plugins: Vec<(String, Source)>,
+}
+
+/// YAML or JSON (JSON is YAML) into a JSON value.
+pub fn parse_yaml(data: &[u8]) -> Result<Value, String> {
+    serde_yaml_ng::from_slice::<Value>(data).map_err(|e| e.to_string())
+}
+
+impl AdmissionConfig {
+    /// Reads and checks the file. Unknown fields are refused, as upstream decodes strictly.
+    pub fn from_file(path: &Path) -> Result<Self, String> {
+        let data = std::fs::read(path).map_err(|e| {
+            format!(
+                "unable to read admission control configuration from {:?} [{e}]",
+                path.display().to_string()
+            )
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&data, base)
+            .map_err(|e| format!("admission control configuration {}: {e}", path.display()))
+    }
+
+    /// The configuration in `data`; relative plugin paths are taken from `base`.
+    pub fn parse(data: &[u8], base: &Path) -> Result<Self, String> {
+        let doc = parse_yaml(data)?;
+        let obj = doc
+            .as_object()
+            .ok_or("expected an AdmissionConfiguration object")?;
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        if api_version.is_empty() {
+            return Err("Object 'apiVersion' is missing".into());
+        }
+        if kind.is_empty() {
+            return Err("Object 'Kind' is missing".into());
+        }
+        if kind != "AdmissionConfiguration" || !VERSIONS.contains(&api_version) {
+            return Err(format!(
+                "no kind \"{kind}\" is registered for version \"{api_version}\""
+            ));
+        }
+        for k in obj.keys() {
+            if !["apiVersion", "kind", "plugins"].contains(&k.as_str()) {
+                return Err(format!("strict decoding error: unknown field \"{k}\""));
+            }
+        }
+        let mut plugins = Vec::new();
+        let entries = match obj.get("plugins") {
+            None | Some(Value::Null) => &[][..],
+            Some(Value::Array(a)) => a.as_slice(),
+            Some(_) => return Err("plugins: expected a list".into()),
+        };
+        for (i, p) in entries.iter().enumerate() {
+            let p = p
+                .as_object()
+                .ok_or_else(|| format!("plugins[{i}]: expected an object"))?;
+            for k in p.keys() {
+                if !["name", "path", "configuration"].contains(&k.as_str()) {
+                    return Err(format!(
+                        "strict decoding error: unknown field \"plugins[{i}].{k}\""
+                    ));
+                }
+            }
+            let text = |f: &str| match p.get(f) {
+                None | Some(Value::Null) => Ok(String::new()),
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(_) => Err(format!("plugins[{i}].{f}: expected a string")),
+            };
+            let name = text("name")?;
+            let path = text("path")?;
+            let source = match p.get("configuration") {
+                Some(c) if !c.is_null() => Source::Inline(c.clone()),
+                _ if !path.is_empty() => Source::File(base.join(path)),
+                _ => Source::Nothing,
+            };
+            plugins.push((name, source));
+        }
+        Ok(Self { plugins })
+    }
+
+    /// The configuration of the first entry naming `plugin`: the inline object, or the
+    /// contents of its file, parsed. `None` when no entry names it or the entry is empty.
+    pub fn config_for(&self, plugin: &str) -> Result<Option<Value>, String> {
+        let Some((_, source)) = self.plugins.iter().find(|(n, _)| n == plugin) else {
+            return Ok(None);
+        };
+        match source {
+            Source::Inline(v) => Ok(Some(v.clone())),
+            Source::File(path) => {
+                let data = std::fs::read(path).map_err(|e| {
+                    format!(
+                        "couldn't open admission plugin configuration {}: {e}",
+                        path.display()
+                    )
+                })?;
+                if data.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(None);
+                }
+                parse_yaml(&data)
+                    .map(Some)
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            }
+            Source::Nothing => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_and_file_configurations() {
+        let dir = std::env::temp_dir().join(format!("ironplane-admission-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ps.yaml"), "kind: X\n").unwrap();
+        let yaml = br#"
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    kind: PodSecurityConfiguration
+- name: Other
+  path: ps.yaml
+- name: Empty
+"#;
+        let c = AdmissionConfig::parse(yaml, &dir).unwrap();
+        assert_eq!(
+            c.config_for("PodSecurity").unwrap(),
+            Some(serde_json::json!({"kind": "PodSecurityConfiguration"}))
+        );
+        assert_eq!(
+            c.config_for("Other").unwrap(),
+            Some(serde_json::json!({"kind": "X"}))
+        );
+        assert_eq!(c.config_for("Empty").unwrap(), None);
+        assert_eq!(c.config_for("Missing").unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_files_are_refused() {
+        let base = Path::new(".");
+        let legacy = b"apiVersion: apiserver.k8s.io/v1alpha1\nkind: AdmissionConfiguration\n";
+        assert!(AdmissionConfig::parse(legacy, base).is_ok());
+        for bad in [
+            &b"kind: AdmissionConfiguration\n"[..],
+            b"apiVersion: apiserver.config.k8s.io/v1alpha1\nkind: AdmissionConfiguration\n",
+            b"apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugin: []\n",
+            b"apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- nam: x\n",
+            b"[",
+        ] {
+            assert!(AdmissionConfig::parse(bad, base).is_err(), "{bad:?}");
+        }
+    }
+}
