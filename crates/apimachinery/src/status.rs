@@ -34,6 +34,33 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The reason a status names (e.g. a webhook's answer); a reason not known here is `Unknown`.
+    pub fn parse(s: &str) -> Reason {
+        use Reason::*;
+        [
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            MethodNotAllowed,
+            NotAcceptable,
+            AlreadyExists,
+            Conflict,
+            Gone,
+            Expired,
+            RequestEntityTooLarge,
+            UnsupportedMediaType,
+            Invalid,
+            TooManyRequests,
+            InternalError,
+            ServiceUnavailable,
+            Timeout,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+        .unwrap_or(Unknown)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::BadRequest => "BadRequest",

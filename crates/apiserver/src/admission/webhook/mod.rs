@@ -373,6 +373,19 @@ impl Shared {
     }
 }
 
+/// What a failed call means for the request: a webhook that could not be called fails open
+/// with `failurePolicy: Ignore` and closed otherwise; a refusal always refuses.
+fn settle(hook: &Hook, failure: Failure) -> Result<(), Status> {
+    match failure {
+        Failure::Calling(why) if hook.fail_open => {
+            tracing::warn!(configuration = %hook.configuration, webhook = %hook.name, error = %why, "failed calling webhook, failing open");
+            Ok(())
+        }
+        Failure::Calling(why) => Err(review::calling_failed(&hook.name, why)),
+        Failure::Refused(s) => Err(s),
+    }
+}
+
 /// What one request's mutating webhooks remember between the two rounds
 /// (`webhookReinvokeContext`).
 #[derive(Default)]
@@ -505,13 +518,8 @@ impl MutatingWebhook {
                     r.previously_invoked.insert(hook.uid.clone());
                 });
             }
-            match outcome {
-                Ok(()) => {}
-                Err(Failure::Calling(why)) if hook.fail_open => {
-                    tracing::warn!(configuration = %hook.configuration, webhook = %hook.name, error = %why, "failed calling webhook, failing open");
-                }
-                Err(Failure::Calling(why)) => return Err(review::calling_failed(&hook.name, why)),
-                Err(Failure::Refused(s)) => return Err(s),
+            if let Err(f) = outcome {
+                settle(hook, f)?;
             }
         }
         // The last version back into the request's version.
@@ -631,13 +639,8 @@ impl ValidatingPlugin for ValidatingWebhook {
             }))
             .await;
         for (hook, result) in results {
-            match result {
-                Ok(_) => {}
-                Err(Failure::Calling(why)) if hook.fail_open => {
-                    tracing::warn!(configuration = %hook.configuration, webhook = %hook.name, error = %why, "failed calling webhook, failing open");
-                }
-                Err(Failure::Calling(why)) => return Err(review::calling_failed(&hook.name, why)),
-                Err(Failure::Refused(s)) => return Err(s),
+            if let Err(f) = result {
+                settle(hook, f)?;
             }
         }
         Ok(())

@@ -228,32 +228,6 @@ pub(super) fn verify(
     Ok(answer)
 }
 
-fn reason_of(s: &str) -> Reason {
-    use Reason::*;
-    [
-        BadRequest,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        MethodNotAllowed,
-        NotAcceptable,
-        AlreadyExists,
-        Conflict,
-        Gone,
-        Expired,
-        RequestEntityTooLarge,
-        UnsupportedMediaType,
-        Invalid,
-        TooManyRequests,
-        InternalError,
-        ServiceUnavailable,
-        Timeout,
-    ]
-    .into_iter()
-    .find(|r| r.as_str() == s)
-    .unwrap_or(Unknown)
-}
-
 /// `ToStatusErr`: a refusal keeps the webhook's code (at least 400), reason and details, and
 /// its message is prefixed with who refused.
 pub(super) fn denied(webhook: &str, result: Option<&Value>) -> Status {
@@ -271,7 +245,7 @@ pub(super) fn denied(webhook: &str, result: Option<&Value>) -> Status {
         (_, r) if !r.is_empty() => format!("{denied_by}: {r}"),
         _ => format!("{denied_by} without explanation"),
     };
-    let mut status = Status::new(code, reason_of(text("reason")), message);
+    let mut status = Status::new(code, Reason::parse(text("reason")), message);
     if let Some(d) = result.get("details").filter(|d| d.is_object()) {
         let details: StatusDetails = serde_json::from_value(d.clone()).unwrap_or_default();
         status = status.with_details(details);
