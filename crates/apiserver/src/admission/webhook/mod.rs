@@ -80,8 +80,12 @@ impl Webhooks {
             (&self.shared.mutating, "mutatingwebhookconfigurations"),
             (&self.shared.validating, "validatingwebhookconfigurations"),
         ] {
-            if let Some(store) = find("admissionregistration.k8s.io", "v1", resource) {
-                tokio::spawn(source.clone().run(store));
+            match find("admissionregistration.k8s.io", "v1", resource) {
+                Some(store) => {
+                    tokio::spawn(source.clone().run(store));
+                }
+                // Not served: no webhooks, and nothing for requests to wait for.
+                None => source.mark_synced(),
             }
         }
         let _ = self.shared.resources.set(resources);

@@ -30,6 +30,11 @@ impl Source {
         self.synced.load(Ordering::Acquire)
     }
 
+    /// Says there is nothing to read (the configuration kind is not served): no webhooks.
+    pub fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
+    }
+
     fn publish(&self, configs: &BTreeMap<String, Value>) {
         let hooks = configs
             .iter()
@@ -105,6 +110,8 @@ impl Source {
                 }
                 self.publish(&configs);
             }
+            // The watch ended (compaction, a closed stream): list again, not in a tight loop.
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
