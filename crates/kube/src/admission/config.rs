@@ -50,24 +50,8 @@ impl AdmissionConfig {
         let obj = doc
             .as_object()
             .ok_or("expected an AdmissionConfiguration object")?;
-        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-        if api_version.is_empty() {
-            return Err("Object 'apiVersion' is missing".into());
-        }
-        if kind.is_empty() {
-            return Err("Object 'Kind' is missing".into());
-        }
-        if kind != "AdmissionConfiguration" || !VERSIONS.contains(&api_version) {
-            return Err(format!(
-                "no kind \"{kind}\" is registered for version \"{api_version}\""
-            ));
-        }
-        for k in obj.keys() {
-            if !["apiVersion", "kind", "plugins"].contains(&k.as_str()) {
-                return Err(format!("strict decoding error: unknown field \"{k}\""));
-            }
-        }
+        check_type(obj, "AdmissionConfiguration", VERSIONS)?;
+        strict(obj, &["apiVersion", "kind", "plugins"], "")?;
         let mut plugins = Vec::new();
         let entries = match obj.get("plugins") {
             None | Some(Value::Null) => &[][..],
@@ -126,6 +110,43 @@ impl AdmissionConfig {
             }
             Source::Nothing => Ok(None),
         }
+    }
+}
+
+/// A configuration file's `apiVersion` and `kind`, checked as upstream's decoder checks them
+/// (missing, or not a kind registered in one of `versions`).
+pub(super) fn check_type(
+    obj: &serde_json::Map<String, Value>,
+    kind: &str,
+    versions: &[&str],
+) -> Result<(), String> {
+    let got_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let got_kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    if got_version.is_empty() {
+        return Err("Object 'apiVersion' is missing".into());
+    }
+    if got_kind.is_empty() {
+        return Err("Object 'Kind' is missing".into());
+    }
+    if got_kind != kind || !versions.contains(&got_version) {
+        return Err(format!(
+            "no kind \"{got_kind}\" is registered for version \"{got_version}\""
+        ));
+    }
+    Ok(())
+}
+
+/// Strict decoding: the first field not in `allowed`, named under `prefix`, is an error.
+pub(super) fn strict(
+    obj: &serde_json::Map<String, Value>,
+    allowed: &[&str],
+    prefix: &str,
+) -> Result<(), String> {
+    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(format!(
+            "strict decoding error: unknown field \"{prefix}{k}\""
+        )),
+        None => Ok(()),
     }
 }
 

@@ -13,6 +13,7 @@ use apimachinery::validation::{
 use serde_json::{Map, Value};
 
 use super::api::{Level, LevelVersion, Mode, Policy, Version};
+use crate::admission::config::{check_type, strict};
 
 const VERSIONS: &[&str] = &[
     "pod-security.admission.config.k8s.io/v1",
@@ -44,15 +45,6 @@ impl Default for Config {
             exempt_namespaces: Vec::new(),
             exempt_runtime_classes: Vec::new(),
         }
-    }
-}
-
-fn strict(obj: &Map<String, Value>, allowed: &[&str], prefix: &str) -> Result<(), String> {
-    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "strict decoding error: unknown field \"{prefix}{k}\""
-        )),
-        None => Ok(()),
     }
 }
 
@@ -89,19 +81,7 @@ impl Config {
         let obj = raw
             .as_object()
             .ok_or("expected a PodSecurityConfiguration object")?;
-        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-        if api_version.is_empty() {
-            return Err("Object 'apiVersion' is missing".into());
-        }
-        if kind.is_empty() {
-            return Err("Object 'Kind' is missing".into());
-        }
-        if kind != "PodSecurityConfiguration" || !VERSIONS.contains(&api_version) {
-            return Err(format!(
-                "no kind \"{kind}\" is registered for version \"{api_version}\""
-            ));
-        }
+        check_type(obj, "PodSecurityConfiguration", VERSIONS)?;
         strict(obj, &["apiVersion", "kind", "defaults", "exemptions"], "")?;
         let defaults = object(obj.get("defaults"), "defaults")?;
         let exemptions = object(obj.get("exemptions"), "exemptions")?;
