@@ -92,6 +92,57 @@ impl Webhooks {
     }
 }
 
+/// The served versions of the request's resource, its own and the others (upstream's
+/// `EquivalentResourceMapper`), read from the served resources once per request and only when
+/// a webhook needs them (`matchPolicy: Equivalent` without a direct match, or a conversion).
+/// The request's own store and those of its other versions.
+type Found = (Option<Arc<RegistryStore>>, Vec<Arc<RegistryStore>>);
+
+struct Versions<'a> {
+    shared: &'a Shared,
+    info: &'a crate::registry::ResourceInfo,
+    found: OnceLock<Found>,
+}
+
+impl<'a> Versions<'a> {
+    fn new(shared: &'a Shared, attrs: &Attributes<'a>) -> Self {
+        Versions {
+            shared,
+            info: attrs.resource,
+            found: OnceLock::new(),
+        }
+    }
+
+    fn found(&self) -> &Found {
+        self.found.get_or_init(|| {
+            let info = self.info;
+            let (mut own, mut others) = (None, Vec::new());
+            let stores = self.shared.resources.get().map(|r| r.stores());
+            for s in stores.into_iter().flatten() {
+                if s.info.group != info.group || s.info.resource != info.resource {
+                    continue;
+                }
+                if s.info.version == info.version {
+                    own = Some(s);
+                } else {
+                    others.push(s);
+                }
+            }
+            (own, others)
+        })
+    }
+
+    /// The request's own store (to convert from its version).
+    fn own(&self) -> Option<&Arc<RegistryStore>> {
+        self.found().0.as_ref()
+    }
+
+    /// The other served versions, for `matchPolicy: Equivalent`.
+    fn others(&self) -> &[Arc<RegistryStore>] {
+        &self.found().1
+    }
+}
+
 /// Why a call did not give an answer to act on.
 enum Failure {
     /// `ErrCallingWebhook`: the failure policy decides.
@@ -161,23 +212,6 @@ impl Shared {
             .cloned())
     }
 
-    /// The other served versions of the request's resource, for `matchPolicy: Equivalent`.
-    fn equivalents(&self, attrs: &Attributes<'_>) -> Vec<Arc<RegistryStore>> {
-        let Some(resources) = self.resources.get() else {
-            return Vec::new();
-        };
-        let info = attrs.resource;
-        resources
-            .stores()
-            .into_iter()
-            .filter(|s| {
-                s.info.group == info.group
-                    && s.info.resource == info.resource
-                    && s.info.version != info.version
-            })
-            .collect()
-    }
-
     /// `ShouldCallHook`: the invocation if `hook` applies to the request.
     async fn should_call(
         &self,
@@ -185,6 +219,7 @@ impl Shared {
         attrs: &Attributes<'_>,
         obj: Option<&Value>,
         old: Option<&Value>,
+        versions: &Versions<'_>,
     ) -> Result<Option<(Invocation, Option<Arc<RegistryStore>>)>, Status> {
         let info = attrs.resource;
         let ns_match: Result<bool, Status> = async {
@@ -230,7 +265,7 @@ impl Shared {
                 None,
             ))
         } else if hook.equivalent() {
-            self.equivalents(attrs).into_iter().find_map(|s| {
+            versions.others().iter().find_map(|s| {
                 let i = &s.info;
                 hook.rules_match(attrs, (&i.group, &i.version, &i.resource))
                     .then(|| {
@@ -261,28 +296,18 @@ impl Shared {
         attrs: &Attributes<'_>,
         target: Option<&Arc<RegistryStore>>,
         obj: Option<&Value>,
-        from: Option<&Arc<RegistryStore>>,
+        versions: &Versions<'_>,
     ) -> Result<Option<Value>, Status> {
         let (Some(obj), Some(target)) = (obj, target) else {
             return Ok(obj.cloned());
         };
-        let Some(resources) = from else {
+        let Some(resources) = versions.own() else {
             return Err(Status::internal(format!(
                 "unable to convert to {}: no served version {}",
                 target.info.version, attrs.resource.version
             )));
         };
         resources.convert_to(obj.clone(), target).await.map(Some)
-    }
-
-    /// The request's own store (to convert from its version).
-    fn own_store(&self, attrs: &Attributes<'_>) -> Option<Arc<RegistryStore>> {
-        let info = attrs.resource;
-        self.resources.get()?.stores().into_iter().find(|s| {
-            s.info.group == info.group
-                && s.info.version == info.version
-                && s.info.resource == info.resource
-        })
     }
 
     /// The match conditions (`matchConditions`): all true calls the webhook, one false skips
@@ -437,7 +462,7 @@ impl MutatingWebhook {
             });
         }
         let old = attrs.old_object;
-        let own = shared.own_store(attrs);
+        let versions = Versions::new(shared, attrs);
         // The object as the last webhook left it, in the version that webhook asked for.
         let mut versioned: Option<(String, Option<Arc<RegistryStore>>, Value)> = None;
         let mut dirty = false;
@@ -447,7 +472,7 @@ impl MutatingWebhook {
                 None => obj.as_deref().cloned(),
             };
             let Some((inv, target)) = shared
-                .should_call(hook, attrs, current.as_ref(), old)
+                .should_call(hook, attrs, current.as_ref(), old, &versions)
                 .await?
             else {
                 continue;
@@ -463,20 +488,18 @@ impl MutatingWebhook {
             let versioned_obj = match (&versioned, current) {
                 (Some((version, _, v)), _) if *version == inv.version => Some(v.clone()),
                 (Some((_, store, v)), _) => {
-                    let from = store.clone().or_else(|| own.clone());
-                    let to = target.clone().or_else(|| own.clone());
+                    let from = store.clone().or_else(|| versions.own().cloned());
+                    let to = target.clone().or_else(|| versions.own().cloned());
                     match (from, to) {
                         (Some(f), Some(t)) => Some(f.convert_to(v.clone(), &t).await?),
                         _ => Some(v.clone()),
                     }
                 }
                 (None, current) => {
-                    Shared::versioned(attrs, target.as_ref(), current.as_ref(), own.as_ref())
-                        .await?
+                    Shared::versioned(attrs, target.as_ref(), current.as_ref(), &versions).await?
                 }
             };
-            let versioned_old =
-                Shared::versioned(attrs, target.as_ref(), old, own.as_ref()).await?;
+            let versioned_old = Shared::versioned(attrs, target.as_ref(), old, &versions).await?;
             if !Shared::conditions_match(
                 hook,
                 attrs,
@@ -528,7 +551,7 @@ impl MutatingWebhook {
         }
         // The last version back into the request's version.
         if dirty && let (Some((_, store, v)), Some(obj)) = (versioned, obj.as_deref_mut()) {
-            *obj = match (store, &own) {
+            *obj = match (store, versions.own()) {
                 (Some(from), Some(to)) => from.convert_to(v, to).await?,
                 _ => v,
             };
@@ -613,16 +636,15 @@ impl ValidatingPlugin for ValidatingWebhook {
         // A delete's object is the stored one, which webhooks see as `oldObject`.
         let obj = (!hook::is_delete(attrs.operation)).then_some(obj);
         let old = attrs.old_object;
-        let own = shared.own_store(attrs);
+        let versions = Versions::new(shared, attrs);
         let mut calls = Vec::new();
         for hook in hooks.iter() {
-            let Some((inv, target)) = shared.should_call(hook, attrs, obj, old).await? else {
+            let Some((inv, target)) = shared.should_call(hook, attrs, obj, old, &versions).await?
+            else {
                 continue;
             };
-            let versioned_obj =
-                Shared::versioned(attrs, target.as_ref(), obj, own.as_ref()).await?;
-            let versioned_old =
-                Shared::versioned(attrs, target.as_ref(), old, own.as_ref()).await?;
+            let versioned_obj = Shared::versioned(attrs, target.as_ref(), obj, &versions).await?;
+            let versioned_old = Shared::versioned(attrs, target.as_ref(), old, &versions).await?;
             if !Shared::conditions_match(
                 hook,
                 attrs,
