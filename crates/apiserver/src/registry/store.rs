@@ -462,8 +462,7 @@ impl RegistryStore {
             if generate && attempt > 0 {
                 obj.set_meta("name", generated_name(obj.generate_name()));
             }
-            let mut errs = self.validate_meta(&obj);
-            errs.extend(self.strategy.validate(&obj));
+            let errs = self.strategy.create_errors(&obj, self.validate_meta(&obj));
             if !errs.is_empty() {
                 return Err(self.invalid(&obj, &errs));
             }

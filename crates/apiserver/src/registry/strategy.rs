@@ -61,6 +61,16 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
+    /// The errors of a create in upstream's order, given the store's checks of the object's
+    /// metadata (`meta`). Most kinds' `Validate` starts with `ValidateObjectMeta`, so by default
+    /// the metadata's errors come first; a kind whose `Validate` checks its metadata elsewhere,
+    /// or leaves it to the generic check that runs only once `Validate` passed, says so here.
+    fn create_errors(&self, obj: &Value, meta: Vec<FieldError>) -> Vec<FieldError> {
+        let mut errs = meta;
+        errs.extend(self.validate(obj));
+        errs
+    }
+
     /// Kind-specific validation on update (immutable fields, ...).
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         self.validate(new)

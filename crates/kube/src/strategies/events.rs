@@ -294,6 +294,27 @@ impl Strategy for EventStrategy {
         }
     }
 
+    /// Upstream's `ValidateEventCreate` checks no metadata for core/v1 requests: the generic
+    /// check of `BeforeCreate` (no finalizer name rules) runs only once the event passed. An
+    /// events.k8s.io request runs core's `ValidateObjectMeta` (finalizer names too) between
+    /// the legacy and the strict rules.
+    fn create_errors(&self, obj: &Value, meta: Vec<FieldError>) -> Vec<FieldError> {
+        let event = self.core(obj);
+        let mut errs = legacy(&event, self.events_api);
+        if !self.events_api {
+            return if errs.is_empty() { meta } else { errs };
+        }
+        errs.extend(meta);
+        errs.extend(strict_create(&event));
+        errs
+    }
+
+    /// Core's finalizer name rule comes with core's `ValidateObjectMeta(Update)`, which only
+    /// events.k8s.io requests run.
+    fn checks_kube_finalizer_names(&self) -> bool {
+        self.events_api
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let event = self.core(obj);
         let mut errs = legacy(&event, self.events_api);

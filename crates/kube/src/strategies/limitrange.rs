@@ -46,6 +46,18 @@ impl Strategy for LimitRangeStrategy {
         }
     }
 
+    /// A LimitRange created without a name is named by a new UUID (upstream's
+    /// `PrepareForCreate`), before a `generateName` would apply.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        let unnamed = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        if unnamed && let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("name".into(), uuid::Uuid::new_v4().to_string().into());
+        }
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate_limit_range(obj)
     }

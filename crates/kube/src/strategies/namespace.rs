@@ -37,6 +37,26 @@ fn spec_finalizers(obj: &Value) -> Vec<&str> {
 pub struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
+    /// `SetDefaults_NamespaceStatus`: the phase is `Active` unless given (a status write that
+    /// leaves it out sets `Active`).
+    fn default(&self, obj: &mut Value) {
+        let Some(map) = obj.as_object_mut() else {
+            return;
+        };
+        let status = map.entry("status").or_insert_with(|| json!({}));
+        if !status.is_object() {
+            *status = json!({});
+        }
+        if let Some(status) = status.as_object_mut()
+            && status
+                .get("phase")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            status.insert("phase".into(), json!("Active"));
+        }
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({"phase": "Active"});
         // Every new namespace carries the `kubernetes` finalizer, added to those the client gave.

@@ -6,9 +6,9 @@
 //! ID are set once; the removed dynamic kubelet config (`configSource`) is dropped from new
 //! nodes. Taints are validated under `metadata.taints`, as upstream reports them.
 
-use std::collections::BTreeSet;
-
-use apimachinery::validation::{FieldError, FieldPath, is_valid_cidr};
+use apimachinery::validation::{
+    FieldError, FieldPath, get_warnings_for_cidr, go_quote, is_valid_cidr_for_legacy_field,
+};
 use apiserver::registry::Strategy;
 use ironplane_protobuf::{GoStyle, go_struct_json};
 use serde_json::{Value, json};
@@ -33,35 +33,169 @@ fn node_resources(node: &Value) -> Vec<FieldError> {
 fn validate_node(node: &Value) -> Vec<FieldError> {
     let meta = FieldPath::new("metadata");
     let mut errs = Vec::new();
-    errs.extend(taints_annotation(node, &meta.child("annotations")));
+    errs.extend(node_annotations(node, &meta.child("annotations")));
     let taints = items(node.pointer("/spec/taints"));
     if !taints.is_empty() {
         errs.extend(validate_node_taints(taints, &meta.child("taints")));
     }
     errs.extend(node_resources(node));
+    errs.extend(swap_status(node, &meta.child("nodeSwapStatus")));
+    errs.extend(declared_features(node));
     let cidrs = strings(node.pointer("/spec/podCIDRs"));
     if !cidrs.is_empty() {
         let path = FieldPath::new("spec").child("podCIDRs");
-        let mut parsed_all = true;
         for (i, c) in cidrs.iter().enumerate() {
-            let e = is_valid_cidr(&path.index(i), c);
-            parsed_all &= e.is_empty();
-            errs.extend(e);
+            errs.extend(is_valid_cidr_for_legacy_field(&path.index(i), c, true, &[]));
         }
         if cidrs.len() > 1 {
-            let v6 = cidrs.iter().filter(|c| c.contains(':')).count();
-            let dual = parsed_all && v6 > 0 && v6 < cidrs.len();
-            if parsed_all && (!dual || cidrs.len() > 2) {
+            // `netutils.IsDualStackCIDRStrings`: an unparsable CIDR is an internal error, and
+            // the list is then not a dual-stack pair either.
+            let mut families = Vec::new();
+            for (i, c) in cidrs.iter().enumerate() {
+                if is_valid_cidr_for_legacy_field(&path, c, false, &[]).is_empty() {
+                    // Go's `To4()`: an IPv4-mapped address is IPv4.
+                    let mapped = c.to_ascii_lowercase().starts_with("::ffff:") && c.contains('.');
+                    families.push(c.contains(':') && !mapped);
+                } else {
+                    errs.push(FieldError::internal(
+                        &path,
+                        format!(
+                            "invalid PodCIDRs. failed to check with dual stack with error:\
+                             invalid CIDR[{i}]: <nil> (invalid CIDR address: {c})"
+                        ),
+                    ));
+                    families.clear();
+                    break;
+                }
+            }
+            let dual = families.contains(&true) && families.contains(&false);
+            if !dual || cidrs.len() > 2 {
                 errs.push(FieldError::invalid(
                     &path,
                     json!(cidrs),
                     "may specify no more than one CIDR for each IP family",
                 ));
             }
-            let mut seen = BTreeSet::new();
-            for (i, c) in cidrs.iter().enumerate() {
-                if !seen.insert(*c) {
-                    errs.push(FieldError::duplicate(&path.index(i), *c));
+        }
+    }
+    errs
+}
+
+/// `validateNodeSwapStatus`: a reported swap capacity is positive (upstream reports it under
+/// `metadata.nodeSwapStatus`).
+fn swap_status(node: &Value, path: &FieldPath) -> Vec<FieldError> {
+    match node
+        .pointer("/status/nodeInfo/swap/capacity")
+        .and_then(Value::as_i64)
+    {
+        Some(c) if c <= 0 => vec![FieldError::invalid(
+            &path.child("capacity"),
+            c,
+            "must be greater than zero",
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// `validateNodeDeclaredFeatures` (the NodeDeclaredFeatures gate is on in v1.36): each name an
+/// UpperCamelCase segment with further `/`-separated segments, the list sorted and unique.
+fn declared_features(node: &Value) -> Vec<FieldError> {
+    let path = FieldPath::new("status").child("declaredFeatures");
+    let features = strings(node.pointer("/status/declaredFeatures"));
+    let mut errs = Vec::new();
+    for (i, f) in features.iter().enumerate() {
+        if let Some(msg) = declared_feature_name_error(f) {
+            errs.push(FieldError::invalid(&path.index(i), *f, msg));
+        }
+        if let Some(next) = features.get(i + 1) {
+            if f == next {
+                errs.push(FieldError::duplicate(&path.index(i + 1), *next));
+            } else if f > next {
+                errs.push(FieldError::invalid(
+                    &path.index(i + 1),
+                    *next,
+                    "list must be sorted alphabetically",
+                ));
+            }
+        }
+    }
+    errs
+}
+
+fn declared_feature_name_error(name: &str) -> Option<String> {
+    if name.len() > 253 {
+        return Some(format!(
+            "invalid feature name {}: must be no more than 253 characters",
+            go_quote(name)
+        ));
+    }
+    let mut segments = name.split('/');
+    let first_ok = segments.next().is_some_and(|s| {
+        s.bytes().next().is_some_and(|c| c.is_ascii_uppercase())
+            && s.bytes().all(|c| c.is_ascii_alphanumeric())
+    });
+    let rest_ok = segments.all(|s| {
+        s.bytes().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && s.bytes().all(|c| c.is_ascii_alphanumeric())
+    });
+    (!(first_ok && rest_ok)).then(|| {
+        format!(
+            "invalid feature name {}: must start with an UpperCamelCase segment, with subsequent \
+             segments separated by '/' (e.g., MyFeature or MyFeature/mySubFeature), and contain \
+             only alphanumeric characters and slashes",
+            go_quote(name)
+        )
+    })
+}
+
+/// `ValidateNodeSpecificAnnotations`: the legacy taints and preferAvoidPods annotations.
+fn node_annotations(node: &Value, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = taints_annotation(node, path);
+    errs.extend(avoid_pods_annotation(node, path));
+    errs
+}
+
+/// Go's `json.Unmarshal` of an annotation into the Go type named by `message`: its syntax
+/// error, then its type error, in Go's words.
+fn unmarshal_annotation(text: &str, message: &str) -> Result<Value, String> {
+    apimachinery::gojson::check(text.as_bytes())?;
+    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    ironplane_protobuf::check_go_message(message, &value)?;
+    Ok(value)
+}
+
+/// `ValidateAvoidPodsInNodeAnnotations`: each entry names a pod signature whose controller
+/// reference is a controller.
+fn avoid_pods_annotation(node: &Value, path: &FieldPath) -> Vec<FieldError> {
+    const KEY: &str = "scheduler.alpha.kubernetes.io/preferAvoidPods";
+    let Some(text) = node
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(KEY))
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    else {
+        return Vec::new();
+    };
+    let avoids = match unmarshal_annotation(text, "k8s.io.api.core.v1.AvoidPods") {
+        Ok(v) => v,
+        Err(e) => return vec![FieldError::invalid(&path.child("AvoidPods"), KEY, e)],
+    };
+    let mut errs = Vec::new();
+    for (i, entry) in items(avoids.get("preferAvoidPods")).iter().enumerate() {
+        let at = path.child(KEY).index(i).child("PodSignature");
+        match entry
+            .pointer("/podSignature/podController")
+            .filter(|c| !c.is_null())
+        {
+            None => errs.push(FieldError::required(&at, "")),
+            Some(controller) => {
+                // Upstream dereferences `controller` unchecked; a missing one is not refused here.
+                if controller.get("controller") == Some(&Value::Bool(false)) {
+                    errs.push(FieldError::invalid(
+                        &at.child("PodController").child("Controller"),
+                        false,
+                        "must point to a controller",
+                    ));
                 }
             }
         }
@@ -80,16 +214,35 @@ fn taints_annotation(node: &Value, path: &FieldPath) -> Vec<FieldError> {
     else {
         return Vec::new();
     };
-    match serde_json::from_str::<Vec<Value>>(text) {
+    // Go's `[]core.Taint`: a JSON array of taints.
+    let parsed = apimachinery::gojson::check(text.as_bytes()).and_then(|()| {
+        let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        match &v {
+            Value::Array(list) => {
+                for t in list {
+                    ironplane_protobuf::check_go_message("k8s.io.api.core.v1.Taint", t)?;
+                }
+                Ok(list.clone())
+            }
+            Value::Null => Ok(Vec::new()),
+            other => Err(format!(
+                "json: cannot unmarshal {} into Go value of type []core.Taint",
+                json_kind(other)
+            )),
+        }
+    });
+    match parsed {
+        Ok(taints) if taints.is_empty() => Vec::new(),
         Ok(taints) => validate_node_taints(&taints, &path.child(KEY)),
-        Err(e) => vec![FieldError::invalid(path, KEY, e.to_string())],
+        Err(e) => vec![FieldError::invalid(path, KEY, e)],
     }
 }
 
 /// `ValidateNodeUpdate`.
 fn validate_node_update(new: &Value, old: &Value) -> Vec<FieldError> {
-    let mut errs = taints_annotation(new, &FieldPath::new("metadata").child("annotations"));
+    let mut errs = node_annotations(new, &FieldPath::new("metadata").child("annotations"));
     errs.extend(node_resources(new));
+    errs.extend(declared_features(new));
     let mut seen: Vec<&Value> = Vec::new();
     let addresses = FieldPath::new("status").child("addresses");
     for (i, a) in items(new.pointer("/status/addresses")).iter().enumerate() {
@@ -253,7 +406,22 @@ fn deprecated_field_warnings(node: &Value) -> Vec<String> {
     {
         out.push("spec.externalID: this field is deprecated, and is unused by Kubernetes".into());
     }
+    for (i, c) in strings(node.pointer("/spec/podCIDRs")).iter().enumerate() {
+        out.extend(get_warnings_for_cidr(&format!("spec.podCIDRs[{i}]"), c));
+    }
     out
+}
+
+/// How Go's JSON decoder names a value's type in `cannot unmarshal X`.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }
 
 fn remove(obj: &mut Value, parent: &str, field: &str) {

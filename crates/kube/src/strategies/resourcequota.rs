@@ -41,6 +41,7 @@ fn is_standard_scope(scope: &str) -> bool {
             | "BestEffort"
             | "NotBestEffort"
             | "PriorityClass"
+            | "VolumeAttributesClass"
             | "CrossNamespacePodAffinity"
     )
 }
@@ -56,6 +57,9 @@ fn scope_applies(scope: &str, resource: &str) -> bool {
             POD_OBJECT_COUNT.contains(&resource) || POD_COMPUTE.contains(&resource)
         }
         "BestEffort" => POD_OBJECT_COUNT.contains(&resource),
+        "VolumeAttributesClass" => {
+            matches!(resource, "persistentvolumeclaims" | "requests.storage")
+        }
         _ => true,
     }
 }
@@ -251,6 +255,38 @@ impl Strategy for ResourceQuotaStrategy {
 
     fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         validate_status(new)
+    }
+
+    /// A request bound above its limit bound (cpu and memory fall back to their bare names
+    /// for the request), as upstream's `WarningsOnCreate`.
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        let hard = obj.pointer("/spec/hard");
+        let get = |name: &str| {
+            entries(hard)
+                .into_iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, q)| q)
+        };
+        let mut out = Vec::new();
+        for resource in ["cpu", "memory", "storage", "ephemeral-storage"] {
+            let mut request_name = format!("requests.{resource}");
+            let mut request = get(&request_name);
+            if request.is_none() && matches!(resource, "cpu" | "memory") {
+                request = get(resource);
+                request_name = resource.to_string();
+            }
+            let limit_name = format!("limits.{resource}");
+            if let (Some(request), Some(limit)) = (request, get(&limit_name))
+                && request > limit
+            {
+                out.push(format!(
+                    "ResourceQuota {request_name} ({}) should be less than {limit_name} ({})",
+                    request.canonical(),
+                    limit.canonical()
+                ));
+            }
+        }
+        out
     }
 }
 

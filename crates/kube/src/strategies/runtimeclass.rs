@@ -15,10 +15,14 @@ pub struct RuntimeClassStrategy;
 
 fn validate_runtime_class(rc: &Value) -> Vec<FieldError> {
     let handler = str_of(rc, "handler");
-    let mut errs: Vec<FieldError> = is_dns1123_label(handler)
-        .into_iter()
-        .map(|m| FieldError::invalid(&FieldPath::new("handler"), handler, m))
-        .collect();
+    let mut errs: Vec<FieldError> = if handler.is_empty() {
+        vec![FieldError::required(&FieldPath::new("handler"), "")]
+    } else {
+        is_dns1123_label(handler)
+            .into_iter()
+            .map(|m| FieldError::invalid(&FieldPath::new("handler"), handler, m))
+            .collect()
+    };
     if let Some(fixed) = rc.pointer("/overhead/podFixed").filter(|o| !o.is_null()) {
         errs.extend(validate_container_resource_requirements(
             &json!({"limits": fixed}),
@@ -77,6 +81,12 @@ impl Strategy for RuntimeClassStrategy {
             ));
         }
         errs
+    }
+
+    /// Updates must name the resourceVersion they replace (upstream's
+    /// `AllowUnconditionalUpdate` is false for RuntimeClasses).
+    fn allow_unconditional_update(&self) -> bool {
+        false
     }
 
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {

@@ -110,6 +110,145 @@ fn validate_json_key(obj: &Value, key: &str) -> Vec<FieldError> {
         .collect()
 }
 
+/// `warningsForSecret`: a TLS Secret whose pair Go's `tls.X509KeyPair` refuses. Only its PEM
+/// stage is reproduced (no certificate block, no private key block); the parse of the DER
+/// certificate and key and their match are not checked here.
+fn tls_warnings(obj: &Value) -> Vec<String> {
+    if obj.get("type").and_then(Value::as_str) != Some("kubernetes.io/tls") {
+        return Vec::new();
+    }
+    let bytes = |key: &str| {
+        string_map(obj, "data")
+            .and_then(|d| d.get(key))
+            .and_then(Value::as_str)
+            .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
+            .unwrap_or_default()
+    };
+    let go_list = |types: &[String]| format!("[{}]", types.join(" "));
+    let cert_types = pem_block_types(&bytes("tls.crt"));
+    if !cert_types.iter().any(|t| t == "CERTIFICATE") {
+        let msg = match cert_types.as_slice() {
+            [] => "tls: failed to find any PEM data in certificate input".to_string(),
+            [only] if only.ends_with("PRIVATE KEY") => "tls: failed to find certificate PEM data \
+                in certificate input, but did find a private key; PEM inputs may have been switched"
+                .to_string(),
+            all => format!(
+                "tls: failed to find \"CERTIFICATE\" PEM block in certificate input after \
+                 skipping PEM blocks of the following types: {}",
+                go_list(all)
+            ),
+        };
+        return vec![msg];
+    }
+    let mut skipped = Vec::new();
+    for t in pem_block_types(&bytes("tls.key")) {
+        if t == "PRIVATE KEY" || t.ends_with(" PRIVATE KEY") {
+            return Vec::new();
+        }
+        skipped.push(t);
+    }
+    let msg = match skipped.as_slice() {
+        [] => "tls: failed to find any PEM data in key input".to_string(),
+        [only] if only == "CERTIFICATE" => {
+            "tls: found a certificate rather than a key in the PEM for the private key".to_string()
+        }
+        all => format!(
+            "tls: failed to find PEM block with type ending in \"PRIVATE KEY\" in key input \
+             after skipping PEM blocks of the following types: {}",
+            go_list(all)
+        ),
+    };
+    vec![msg]
+}
+
+/// The types of the PEM blocks Go's `pem.Decode` finds in `data`, in order: a block starts at
+/// a `-----BEGIN TYPE-----` line (at the start or after a newline), may carry `key: value`
+/// headers, holds base64 (spaces and tabs ignored) and ends at the matching
+/// `-----END TYPE-----` line; a malformed block is skipped and the search goes on after its
+/// BEGIN.
+fn pem_block_types(data: &[u8]) -> Vec<String> {
+    const BEGIN: &[u8] = b"-----BEGIN ";
+    const END: &[u8] = b"-----END ";
+    const DASHES: &[u8] = b"-----";
+    fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+        hay.windows(needle.len()).position(|w| w == needle)
+    }
+    fn line(data: &[u8]) -> (&[u8], &[u8]) {
+        let (l, rest) = match data.iter().position(|&b| b == b'\n') {
+            Some(i) => (&data[..i], &data[i + 1..]),
+            None => (data, &data[data.len()..]),
+        };
+        let trimmed = l.len()
+            - l.iter()
+                .rev()
+                .take_while(|b| matches!(b, b' ' | b'\t' | b'\r'))
+                .count();
+        (&l[..trimmed], rest)
+    }
+    let mut types = Vec::new();
+    let mut data = data;
+    'blocks: loop {
+        // The next BEGIN line.
+        let mut rest = if data.starts_with(BEGIN) {
+            &data[BEGIN.len()..]
+        } else if let Some(i) = find(data, b"\n-----BEGIN ") {
+            &data[i + 1 + BEGIN.len()..]
+        } else {
+            return types;
+        };
+        let (type_line, after) = line(rest);
+        rest = after;
+        let Some(kind) = type_line.strip_suffix(DASHES) else {
+            data = rest;
+            continue 'blocks;
+        };
+        let mut headers = false;
+        loop {
+            if rest.is_empty() {
+                return types;
+            }
+            let (l, next) = line(rest);
+            if !l.contains(&b':') {
+                break;
+            }
+            headers = true;
+            rest = next;
+        }
+        let (end_index, trailer_index) = if !headers && rest.starts_with(END) {
+            (0, END.len())
+        } else {
+            match find(rest, b"\n-----END ") {
+                Some(i) => (i, i + 1 + END.len()),
+                None => {
+                    data = rest;
+                    continue 'blocks;
+                }
+            }
+        };
+        let trailer = &rest[trailer_index..];
+        let want = kind.len() + DASHES.len();
+        let ok = trailer.len() >= want
+            && trailer[..want].starts_with(kind)
+            && trailer[..want].ends_with(DASHES)
+            && line(&trailer[want..]).0.is_empty();
+        let body: Vec<u8> = rest[..end_index]
+            .iter()
+            .copied()
+            .filter(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+            .collect();
+        if !ok
+            || base64::engine::general_purpose::STANDARD
+                .decode(&body)
+                .is_err()
+        {
+            data = rest;
+            continue 'blocks;
+        }
+        types.push(String::from_utf8_lossy(kind).into_owned());
+        data = line(&rest[trailer_index..]).1;
+    }
+}
+
 impl Strategy for SecretStrategy {
     fn default(&self, obj: &mut Value) {
         merge_string_data(obj);
@@ -140,8 +279,9 @@ impl Strategy for SecretStrategy {
         errs
     }
 
+    /// `ValidateSecretUpdate`: the type, then `immutable`, then the Secret as on create.
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = self.validate(new);
+        let mut errs = Vec::new();
         if new.get("type") != old.get("type") {
             errs.push(FieldError::invalid(
                 &FieldPath::new("type"),
@@ -150,7 +290,16 @@ impl Strategy for SecretStrategy {
             ));
         }
         errs.extend(validate_immutable(new, old, &["data"]));
+        errs.extend(self.validate(new));
         errs
+    }
+
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        tls_warnings(obj)
+    }
+
+    fn warnings_on_update(&self, new: &Value, _old: &Value) -> Vec<String> {
+        tls_warnings(new)
     }
 }
 
