@@ -173,6 +173,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // Complete and build the server chain.
     let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(authenticators));
     let webhooks = apiserver::admission::webhook::Webhooks::default();
+    let policies = apiserver::admission::policy::Policies::default();
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
@@ -187,6 +188,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         &ironplane_kube::admission::Setup {
             config: &admission_config,
             webhooks: &webhooks,
+            policies: &policies,
         },
     )
     .map_err(|e| format!("failed to initialize admission: {e}"))?;
@@ -202,11 +204,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
             .map(|r| r as Arc<dyn apiserver::util::webhook::ServiceResolver>),
     );
+    let served: Arc<dyn apiserver::admission::ServedResources> = Arc::new(chain::ServedApi {
+        builtin: resources.clone(),
+        extensions: extensions.clone(),
+    });
+    policies.start(served.clone());
     webhooks.start(
-        Arc::new(chain::ServedApi {
-            builtin: resources.clone(),
-            extensions: extensions.clone(),
-        }),
+        served,
         ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
             .map(|r| r as Arc<dyn apiserver::util::webhook::ServiceResolver>),
     );

@@ -5,6 +5,9 @@
 //! need to know kinds (e.g. namespace lifecycle) live with the kinds, in crate
 //! `ironplane-kube`; the ones that know no kind (webhooks) live here.
 
+pub mod informer;
+pub mod policy;
+pub mod rules;
 pub mod webhook;
 
 use std::any::Any;

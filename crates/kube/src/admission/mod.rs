@@ -69,14 +69,16 @@ pub fn default_plugins(
         .with_validating(Arc::new(
             certificate_subject_restriction::CertificateSubjectRestriction,
         ))
+        .with_validating(setup.policies.validating())
         .with_validating(webhooks.validating()))
 }
 
-/// What the plugins are built from: the configuration file's content and the webhooks (made
-/// before the API, started once it is served).
+/// What the plugins are built from: the configuration file's content, the webhooks and the
+/// CEL policies (made before the API, started once it is served).
 pub struct Setup<'a> {
     pub config: &'a config::AdmissionConfig,
     pub webhooks: &'a apiserver::admission::webhook::Webhooks,
+    pub policies: &'a apiserver::admission::policy::Policies,
 }
 
 /// `admission.NewForbidden`: a 403 on the request's resource, named by the request or, on a

@@ -7,18 +7,10 @@ use std::time::Duration;
 use apimachinery::labels::Selector;
 use serde_json::Value;
 
+use crate::admission::rules::{self, Rule, selector, strings, text};
 use crate::admission::{Attributes, Operation};
 use crate::cel::eval::Program;
 use crate::util::webhook::ClientConfig;
-
-/// A rule: which operations on which resources (`rules[]` of a webhook).
-pub(super) struct Rule {
-    operations: Vec<String>,
-    groups: Vec<String>,
-    versions: Vec<String>,
-    resources: Vec<String>,
-    scope: String,
-}
 
 pub(super) struct MatchCondition {
     pub program: Result<Program, String>,
@@ -42,46 +34,11 @@ pub(super) struct Hook {
     pub reinvoke_if_needed: bool,
 }
 
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect()
-}
-
-fn text<'a>(v: &'a Value, field: &str) -> &'a str {
-    v.get(field).and_then(Value::as_str).unwrap_or("")
-}
-
-fn selector(v: Option<&Value>) -> Result<Selector, String> {
-    match v {
-        None | Some(Value::Null) => Ok(Selector::everything()),
-        Some(s) => Selector::from_label_selector(s),
-    }
-}
-
 impl Hook {
     /// The webhook at `index` of configuration `configuration`, with v1's defaults for fields
     /// left out (failurePolicy Fail, matchPolicy Equivalent, 10 s, scope `*`).
     pub fn from_api(configuration: &str, index: usize, h: &Value) -> Hook {
-        let rules = h
-            .get("rules")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|r| Rule {
-                operations: strings(r.get("operations")),
-                groups: strings(r.get("apiGroups")),
-                versions: strings(r.get("apiVersions")),
-                resources: strings(r.get("resources")),
-                scope: match text(r, "scope") {
-                    "" => "*".into(),
-                    s => s.into(),
-                },
-            })
-            .collect();
+        let rules = Rule::list(h.get("rules"));
         let match_conditions = h
             .get("matchConditions")
             .and_then(Value::as_array)
@@ -127,16 +84,7 @@ impl Hook {
         obj: Option<&Value>,
         old: Option<&Value>,
     ) -> Result<bool, String> {
-        let selector = self.object_selector.as_ref().map_err(Clone::clone)?;
-        if selector.is_empty() {
-            return Ok(true);
-        }
-        let labels = |o: Option<&Value>| {
-            o.is_some_and(|o| {
-                selector.matches_json(o.pointer("/metadata/labels").and_then(Value::as_object))
-            })
-        };
-        Ok(labels(obj) || labels(old))
+        rules::object_selector_matches(&self.object_selector, obj, old)
     }
 
     /// The first rule that matches the request as addressed to `(group, version, resource)`.
@@ -147,56 +95,6 @@ impl Hook {
     pub fn equivalent(&self) -> bool {
         self.equivalent
     }
-}
-
-fn exact_or_wildcard(items: &[String], requested: &str) -> bool {
-    items.iter().any(|i| i == "*" || i == requested)
-}
-
-impl Rule {
-    /// Upstream's `rules.Matcher`: scope, operation, group, version and `resource/subresource`
-    /// (either side may be `*`).
-    fn matches(
-        &self,
-        attrs: &Attributes<'_>,
-        (group, version, resource): (&str, &str, &str),
-    ) -> bool {
-        let is_namespace_object = group.is_empty() && version == "v1" && resource == "namespaces";
-        let scope = match self.scope.as_str() {
-            "*" => true,
-            "Namespaced" => !is_namespace_object && !attrs.namespace.is_empty(),
-            "Cluster" => is_namespace_object || attrs.namespace.is_empty(),
-            _ => false,
-        };
-        let operation = self
-            .operations
-            .iter()
-            .any(|o| o == "*" || o == attrs.operation.as_str());
-        scope
-            && operation
-            && exact_or_wildcard(&self.groups, group)
-            && exact_or_wildcard(&self.versions, version)
-            && self.resources.iter().any(|r| {
-                let (res, sub) = r.split_once('/').unwrap_or((r, ""));
-                (res == "*" || res == resource) && (sub == "*" || sub == attrs.subresource)
-            })
-    }
-}
-
-/// Whether the request is for an admission configuration object itself, which no webhook sees,
-/// so that a broken webhook can always be removed (`IsExemptAdmissionConfigurationResource`).
-pub(super) fn exempt(attrs: &Attributes<'_>) -> bool {
-    let (group, _, kind) = attrs.kind();
-    group == "admissionregistration.k8s.io"
-        && matches!(
-            kind,
-            "ValidatingWebhookConfiguration"
-                | "MutatingWebhookConfiguration"
-                | "ValidatingAdmissionPolicy"
-                | "ValidatingAdmissionPolicyBinding"
-                | "MutatingAdmissionPolicy"
-                | "MutatingAdmissionPolicyBinding"
-        )
 }
 
 /// Whether a webhook may be called on a dry run: a `None` or `NoneOnDryRun` side-effect class.

@@ -8,22 +8,22 @@
 //! validating webhooks run all at once.
 
 mod hook;
-mod review;
+pub(crate) mod review;
 mod source;
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use apimachinery::{GroupResource, Status};
+use apimachinery::Status;
 use async_trait::async_trait;
 use serde_json::Value;
-use storage::ResourceVersion;
 
 use self::hook::Hook;
 use self::review::Invocation;
 use self::source::Source;
-use super::{Attributes, MutatingPlugin, Operation, ServedResources, ValidatingPlugin};
+use super::rules::{self, Versions};
+use super::{Attributes, MutatingPlugin, ServedResources, ValidatingPlugin};
 use crate::cel::eval::{Vars, json_to_cel};
 use crate::registry::RegistryStore;
 use crate::util::webhook::{ServiceResolver, post_json};
@@ -92,57 +92,6 @@ impl Webhooks {
     }
 }
 
-/// The served versions of the request's resource, its own and the others (upstream's
-/// `EquivalentResourceMapper`), read from the served resources once per request and only when
-/// a webhook needs them (`matchPolicy: Equivalent` without a direct match, or a conversion).
-/// The request's own store and those of its other versions.
-type Found = (Option<Arc<RegistryStore>>, Vec<Arc<RegistryStore>>);
-
-struct Versions<'a> {
-    shared: &'a Shared,
-    info: &'a crate::registry::ResourceInfo,
-    found: OnceLock<Found>,
-}
-
-impl<'a> Versions<'a> {
-    fn new(shared: &'a Shared, attrs: &Attributes<'a>) -> Self {
-        Versions {
-            shared,
-            info: attrs.resource,
-            found: OnceLock::new(),
-        }
-    }
-
-    fn found(&self) -> &Found {
-        self.found.get_or_init(|| {
-            let info = self.info;
-            let (mut own, mut others) = (None, Vec::new());
-            let stores = self.shared.resources.get().map(|r| r.stores());
-            for s in stores.into_iter().flatten() {
-                if s.info.group != info.group || s.info.resource != info.resource {
-                    continue;
-                }
-                if s.info.version == info.version {
-                    own = Some(s);
-                } else {
-                    others.push(s);
-                }
-            }
-            (own, others)
-        })
-    }
-
-    /// The request's own store (to convert from its version).
-    fn own(&self) -> Option<&Arc<RegistryStore>> {
-        self.found().0.as_ref()
-    }
-
-    /// The other served versions, for `matchPolicy: Equivalent`.
-    fn others(&self) -> &[Arc<RegistryStore>] {
-        &self.found().1
-    }
-}
-
 /// Why a call did not give an answer to act on.
 enum Failure {
     /// `ErrCallingWebhook`: the failure policy decides.
@@ -176,38 +125,16 @@ impl Shared {
         Ok(Some(source.hooks()))
     }
 
-    /// The labels of the request's namespace (`GetNamespaceLabels`): a namespace being created
-    /// or updated is read from the request, any other from the store.
+    /// The labels of the request's namespace (`GetNamespaceLabels`).
     async fn namespace_labels(
         &self,
         attrs: &Attributes<'_>,
         obj: Option<&Value>,
     ) -> Result<Option<serde_json::Map<String, Value>>, Status> {
-        let is_namespace =
-            attrs.resource.group.is_empty() && attrs.resource.resource == "namespaces";
-        if is_namespace
-            && attrs.subresource.is_empty()
-            && matches!(attrs.operation, Operation::Create | Operation::Update)
-        {
-            return Ok(obj
-                .and_then(|o| o.pointer("/metadata/labels"))
-                .and_then(Value::as_object)
-                .cloned());
-        }
-        let name = if is_namespace {
-            attrs.name
-        } else {
-            attrs.namespace
-        };
-        let Some(store) = self.namespaces.get() else {
-            return Ok(None);
-        };
-        let found = match store.get("", name, ResourceVersion::Any).await {
-            Ok(o) => o,
-            Err(_) => store.get("", name, ResourceVersion::Unset).await?,
-        };
-        let v = found.value().map_err(Status::internal)?;
-        Ok(v.pointer("/metadata/labels")
+        let ns = rules::request_namespace(self.namespaces.get(), attrs, obj).await?;
+        Ok(ns
+            .as_ref()
+            .and_then(|n| n.pointer("/metadata/labels"))
             .and_then(Value::as_object)
             .cloned())
     }
@@ -223,9 +150,7 @@ impl Shared {
     ) -> Result<Option<(Invocation, Option<Arc<RegistryStore>>)>, Status> {
         let info = attrs.resource;
         let ns_match: Result<bool, Status> = async {
-            let cluster_scoped = attrs.namespace.is_empty()
-                && !(info.group.is_empty() && info.resource == "namespaces");
-            if cluster_scoped {
+            if rules::cluster_scoped(attrs) {
                 return Ok(true);
             }
             let selector = hook
@@ -291,25 +216,6 @@ impl Shared {
         Ok(Some(invocation))
     }
 
-    /// `obj` converted to the invocation's version (unchanged for the request's own).
-    async fn versioned(
-        attrs: &Attributes<'_>,
-        target: Option<&Arc<RegistryStore>>,
-        obj: Option<&Value>,
-        versions: &Versions<'_>,
-    ) -> Result<Option<Value>, Status> {
-        let (Some(obj), Some(target)) = (obj, target) else {
-            return Ok(obj.cloned());
-        };
-        let Some(resources) = versions.own() else {
-            return Err(Status::internal(format!(
-                "unable to convert to {}: no served version {}",
-                target.info.version, attrs.resource.version
-            )));
-        };
-        resources.convert_to(obj.clone(), target).await.map(Some)
-    }
-
     /// The match conditions (`matchConditions`): all true calls the webhook, one false skips
     /// it, and errors follow the failure policy (Fail refuses the request).
     fn conditions_match(
@@ -355,11 +261,7 @@ impl Shared {
         } else {
             format!("[{}]", errors.join(", "))
         };
-        Err(Status::forbidden(
-            &GroupResource::new(&attrs.resource.group, &attrs.resource.resource),
-            attrs.name,
-            why,
-        ))
+        Err(rules::forbidden(attrs, why))
     }
 
     /// One call: the review out, the answer checked, its warnings kept.
@@ -442,7 +344,7 @@ impl MutatingWebhook {
         mut obj: Option<&mut Value>,
     ) -> Result<(), Status> {
         let shared = &self.0;
-        if hook::exempt(attrs) {
+        if rules::exempt_from_webhooks(attrs) {
             return Ok(());
         }
         let Some(hooks) = shared.hooks(&shared.mutating, attrs).await? else {
@@ -462,7 +364,7 @@ impl MutatingWebhook {
             });
         }
         let old = attrs.old_object;
-        let versions = Versions::new(shared, attrs);
+        let versions = Versions::new(shared.resources.get(), attrs);
         // The object as the last webhook left it, in the version that webhook asked for.
         let mut versioned: Option<(String, Option<Arc<RegistryStore>>, Value)> = None;
         let mut dirty = false;
@@ -495,11 +397,9 @@ impl MutatingWebhook {
                         _ => Some(v.clone()),
                     }
                 }
-                (None, current) => {
-                    Shared::versioned(attrs, target.as_ref(), current.as_ref(), &versions).await?
-                }
+                (None, current) => versions.convert(target.as_ref(), current.as_ref()).await?,
             };
-            let versioned_old = Shared::versioned(attrs, target.as_ref(), old, &versions).await?;
+            let versioned_old = versions.convert(target.as_ref(), old).await?;
             if !Shared::conditions_match(
                 hook,
                 attrs,
@@ -624,7 +524,7 @@ impl ValidatingPlugin for ValidatingWebhook {
 
     async fn validate(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), Status> {
         let shared = &self.0;
-        if hook::exempt(attrs) {
+        if rules::exempt_from_webhooks(attrs) {
             return Ok(());
         }
         let Some(hooks) = shared.hooks(&shared.validating, attrs).await? else {
@@ -636,15 +536,15 @@ impl ValidatingPlugin for ValidatingWebhook {
         // A delete's object is the stored one, which webhooks see as `oldObject`.
         let obj = (!hook::is_delete(attrs.operation)).then_some(obj);
         let old = attrs.old_object;
-        let versions = Versions::new(shared, attrs);
+        let versions = Versions::new(shared.resources.get(), attrs);
         let mut calls = Vec::new();
         for hook in hooks.iter() {
             let Some((inv, target)) = shared.should_call(hook, attrs, obj, old, &versions).await?
             else {
                 continue;
             };
-            let versioned_obj = Shared::versioned(attrs, target.as_ref(), obj, &versions).await?;
-            let versioned_old = Shared::versioned(attrs, target.as_ref(), old, &versions).await?;
+            let versioned_obj = versions.convert(target.as_ref(), obj).await?;
+            let versioned_old = versions.convert(target.as_ref(), old).await?;
             if !Shared::conditions_match(
                 hook,
                 attrs,

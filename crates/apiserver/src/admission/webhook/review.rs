@@ -10,7 +10,7 @@ use crate::admission::{Attributes, Operation};
 
 /// The resource and kind a webhook is called for: the request's own, or the equivalent version
 /// its rules matched.
-pub(super) struct Invocation {
+pub(crate) struct Invocation {
     pub group: String,
     pub version: String,
     pub resource: String,
@@ -53,7 +53,7 @@ pub(super) fn user_info(attrs: &Attributes<'_>) -> Value {
 
 /// The `AdmissionRequest` fields a webhook and a CEL `request` share (`uid`, `object` and
 /// `oldObject` aside).
-pub(super) fn request_fields(attrs: &Attributes<'_>, inv: &Invocation) -> Map<String, Value> {
+pub(crate) fn request_fields(attrs: &Attributes<'_>, inv: &Invocation) -> Map<String, Value> {
     let (rg, rv, rk) = attrs.kind();
     let info = attrs.resource;
     let mut r = Map::new();

@@ -1,0 +1,152 @@
+//! The objects of one resource kept current by a list and a watch of its store (upstream: a
+//! shared informer's cache), for the admission plugins that act on configuration objects:
+//! webhook configurations, admission policies and their bindings. Readers take the whole set as
+//! one `Arc`; the generation tells them when to rebuild what they derive from it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use apimachinery::object::ObjectExt;
+use serde_json::Value;
+use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
+
+use crate::registry::RegistryStore;
+
+/// Objects by name (cluster-scoped resources only: every admission configuration kind is).
+pub type Objects = Arc<BTreeMap<String, Value>>;
+
+#[derive(Default)]
+pub struct Informer {
+    objects: RwLock<Objects>,
+    generation: AtomicU64,
+    synced: AtomicBool,
+}
+
+impl Informer {
+    /// The current objects and the generation they belong to.
+    pub fn snapshot(&self) -> (u64, Objects) {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        (self.generation.load(Ordering::Acquire), objects.clone())
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn has_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Says there is nothing to read (the resource is not served): no objects.
+    pub fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
+    }
+
+    fn publish(&self, objects: &BTreeMap<String, Value>) {
+        let mut slot = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        *slot = Arc::new(objects.clone());
+        // Under the lock, so that a reader never pairs a new generation with old objects.
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Lists and watches `store` until the process ends, starting over after a failed watch.
+    pub async fn run(self: Arc<Self>, store: Arc<RegistryStore>) {
+        loop {
+            let listed = store
+                .list(
+                    "",
+                    &ListOptions {
+                        resource_version: ResourceVersion::Unset,
+                        ..Default::default()
+                    },
+                )
+                .await;
+            let list = match listed {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(resource = %store.info.resource, error = %e.message, "cannot list admission configuration; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            let mut objects = BTreeMap::new();
+            for item in list.items {
+                if let Ok(v) = item.value() {
+                    objects.insert(v.name().to_string(), v);
+                }
+            }
+            self.publish(&objects);
+            self.synced.store(true, Ordering::Release);
+            let watched = store
+                .watch(
+                    "",
+                    &WatchOptions {
+                        resource_version: ResourceVersion::Exact(list.resource_version),
+                        send_initial_events: None,
+                        allow_bookmarks: false,
+                        predicate: None,
+                    },
+                )
+                .await;
+            let Ok(mut events) = watched else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            while let Some(event) = events.recv().await {
+                match event {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                        if let Ok(v) = o.value() {
+                            objects.insert(v.name().to_string(), v);
+                        }
+                    }
+                    WatchEvent::Deleted(o) => {
+                        if let Ok(v) = o.value() {
+                            objects.remove(v.name());
+                        }
+                    }
+                    WatchEvent::Bookmark { .. } => continue,
+                    WatchEvent::Error(_) => break,
+                }
+                self.publish(&objects);
+            }
+            // The watch ended (compaction, a closed stream): list again, not in a tight loop.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Something derived from the objects of informers (compiled webhooks, policies with their
+/// bindings), rebuilt only when one of them changed.
+pub struct Derived<T> {
+    cached: RwLock<Option<(Vec<u64>, Arc<T>)>>,
+}
+
+impl<T> Default for Derived<T> {
+    fn default() -> Self {
+        Derived {
+            cached: RwLock::new(None),
+        }
+    }
+}
+
+impl<T> Derived<T> {
+    /// The value for the informers' current generations, built by `build` from their objects
+    /// when they moved on since the last call.
+    pub fn get(&self, informers: &[&Informer], build: impl FnOnce(&[Objects]) -> T) -> Arc<T> {
+        let generations: Vec<u64> = informers.iter().map(|i| i.generation()).collect();
+        if let Some((g, v)) = &*self.cached.read().unwrap_or_else(|e| e.into_inner())
+            && *g == generations
+        {
+            return v.clone();
+        }
+        let snapshots: Vec<(u64, Objects)> = informers.iter().map(|i| i.snapshot()).collect();
+        let generations: Vec<u64> = snapshots.iter().map(|(g, _)| *g).collect();
+        let objects: Vec<Objects> = snapshots.into_iter().map(|(_, o)| o).collect();
+        let value = Arc::new(build(&objects));
+        *self.cached.write().unwrap_or_else(|e| e.into_inner()) =
+            Some((generations, value.clone()));
+        value
+    }
+}

@@ -1,0 +1,274 @@
+//! ValidatingAdmissionPolicy end to end (issue 9), driven with the real kubectl: a policy with
+//! params from a ConfigMap denies through one binding and only warns through another, the
+//! binding's params and selectors scope it, a missing param with `parameterNotFoundAction: Deny`
+//! refuses, a policy's `reason` picks the status code, and a policy that failed to configure
+//! follows its failure policy.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+use serde_json::{Value, json};
+
+fn apply(s: &Server, manifest: Value) {
+    s.kubectl_stdin(&["create", "-f", "-"], &manifest.to_string());
+}
+
+fn policy(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+fn binding(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// Runs kubectl with `manifest` on stdin: whether it succeeded, stdout and stderr.
+fn run(s: &Server, args: &[&str], manifest: &str) -> (bool, String, String) {
+    let out = s.kubectl_stdin_output(args, manifest);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Retries `probe` until it holds: policies are picked up from a watch, within moments.
+fn eventually(what: &str, mut probe: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !probe() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn deployment(name: &str, replicas: i64, labels: Value) -> String {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": "default", "labels": labels},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    .to_string()
+}
+
+#[test]
+fn a_policy_with_params_denies_through_one_binding_and_warns_through_another() {
+    let s = Server::start();
+    apply(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "limits", "namespace": "default"},
+               "data": {"maxReplicas": "3"}}),
+    );
+    apply(
+        &s,
+        policy(
+            "replica-limit",
+            json!({
+                "failurePolicy": "Fail",
+                "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                "variables": [{"name": "max", "expression": "int(params.data.maxReplicas)"}],
+                "validations": [{"expression": "object.spec.replicas <= variables.max",
+                                 "messageExpression": "'replicas must be no greater than ' + string(variables.max)"}],
+            }),
+        ),
+    );
+    // Deny for deployments labelled env=prod, only warn for the rest.
+    apply(
+        &s,
+        binding(
+            "replica-limit-prod",
+            json!({"policyName": "replica-limit", "validationActions": ["Deny"],
+                   "paramRef": {"name": "limits", "namespace": "default", "parameterNotFoundAction": "Deny"},
+                   "matchResources": {"objectSelector": {"matchLabels": {"env": "prod"}}}}),
+        ),
+    );
+    apply(
+        &s,
+        binding(
+            "replica-limit-test",
+            json!({"policyName": "replica-limit", "validationActions": ["Warn"],
+                   "paramRef": {"name": "limits", "namespace": "default", "parameterNotFoundAction": "Deny"},
+                   "matchResources": {"objectSelector": {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}}}),
+        ),
+    );
+
+    let mut n = 0;
+    let mut refusal = String::new();
+    eventually("the policy refuses a big prod deployment", || {
+        n += 1;
+        let (ok, _, err) = run(
+            &s,
+            &["create", "-f", "-"],
+            &deployment(&format!("big{n}"), 5, json!({"env": "prod"})),
+        );
+        refusal = err;
+        !ok
+    });
+    assert_eq!(
+        refusal.trim(),
+        format!(
+            "The deployments \"big{n}\" is invalid: : ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: replicas must be no greater than 3"
+        )
+    );
+    // The same request as JSON: a 422 with the message as its only cause.
+    let (ok, _, err) = run(
+        &s,
+        &["create", "-f", "-", "-v=8"],
+        &deployment("big-json", 5, json!({"env": "prod"})),
+    );
+    assert!(!ok);
+    assert!(err.contains("422 Unprocessable Entity"), "{err}");
+    // kubectl -v=8 prints the response body as a quoted Go string.
+    let body = err
+        .lines()
+        .filter_map(|l| l.split_once("\"Response Body\" body=").map(|(_, b)| b))
+        .next_back()
+        .and_then(|b| serde_json::from_str::<String>(b).ok())
+        .and_then(|b| serde_json::from_str::<Value>(&b).ok())
+        .unwrap_or_else(|| panic!("no response body in {err}"));
+    let message = "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: replicas must be no greater than 3";
+    assert_eq!(
+        body,
+        json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+               "code": 422, "reason": "Invalid",
+               "message": format!("deployments.apps \"big-json\" is forbidden: {message}"),
+               "details": {"name": "big-json", "group": "apps", "kind": "deployments",
+                           "causes": [{"message": message}]}})
+    );
+
+    // Within the limit: admitted.
+    let (ok, _, err) = run(
+        &s,
+        &["create", "-f", "-"],
+        &deployment("small", 2, json!({"env": "prod"})),
+    );
+    assert!(ok, "{err}");
+    // Not prod: admitted with upstream's warning.
+    let (ok, _, err) = run(
+        &s,
+        &["create", "-f", "-"],
+        &deployment("big-test", 5, json!({"env": "test"})),
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("Warning: Validation failed for ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-test': replicas must be no greater than 3"),
+        "{err}"
+    );
+    // The params change and the policy follows.
+    s.kubectl(&[
+        "patch",
+        "configmap",
+        "limits",
+        "-n",
+        "default",
+        "-p",
+        r#"{"data":{"maxReplicas":"10"}}"#,
+    ]);
+    let (ok, _, err) = run(
+        &s,
+        &["create", "-f", "-"],
+        &deployment("big-later", 5, json!({"env": "prod"})),
+    );
+    assert!(ok, "{err}");
+    // Without its params, a Deny binding refuses everything it matches.
+    s.kubectl(&["delete", "configmap", "limits", "-n", "default"]);
+    let (ok, _, err) = run(
+        &s,
+        &["create", "-f", "-"],
+        &deployment("no-params", 1, json!({"env": "prod"})),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"),
+        "{err}"
+    );
+}
+
+#[test]
+fn reasons_failure_policies_and_the_namespace_object() {
+    let s = Server::start();
+    s.kubectl(&["create", "namespace", "locked"]);
+    s.kubectl(&["label", "namespace", "locked", "frozen=true"]);
+    // A reason of Forbidden answers 403; the namespace's labels are in `namespaceObject`.
+    apply(
+        &s,
+        policy(
+            "frozen",
+            json!({"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["configmaps"]}]},
+                   "validations": [{"expression": "!('frozen' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['frozen'] != 'true'",
+                                    "message": "namespace is frozen", "reason": "Forbidden"}]}),
+        ),
+    );
+    apply(
+        &s,
+        binding(
+            "frozen",
+            json!({"policyName": "frozen", "validationActions": ["Deny"]}),
+        ),
+    );
+    let mut refusal = String::new();
+    eventually("the frozen namespace refuses configmaps", || {
+        let (ok, _, err) = run(&s, &["create", "configmap", "c", "-n", "locked"], "");
+        refusal = err;
+        !ok
+    });
+    assert_eq!(
+        refusal.trim(),
+        "error: failed to create configmap: configmaps \"c\" is forbidden: ValidatingAdmissionPolicy 'frozen' with binding 'frozen' denied request: namespace is frozen"
+    );
+    let (ok, _, err) = run(&s, &["create", "configmap", "c", "-n", "default"], "");
+    assert!(ok, "{err}");
+
+    // A param kind nobody serves: the policy fails to configure; Fail refuses, Ignore admits.
+    for (name, failure_policy) in [("unknown-fail", "Fail"), ("unknown-ignore", "Ignore")] {
+        apply(
+            &s,
+            policy(
+                name,
+                json!({"failurePolicy": failure_policy,
+                       "paramKind": {"apiVersion": "example.com/v1", "kind": "Nothing"},
+                       "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                           "operations": ["CREATE"], "resources": ["secrets"]}]},
+                       "validations": [{"expression": "true"}]}),
+            ),
+        );
+        apply(
+            &s,
+            binding(
+                name,
+                json!({"policyName": name, "validationActions": ["Deny"],
+                       "paramRef": {"name": "p", "parameterNotFoundAction": "Allow"}}),
+            ),
+        );
+    }
+    let mut refusal = String::new();
+    eventually("the unconfigured policy refuses secrets", || {
+        let (ok, _, err) = run(
+            &s,
+            &["create", "secret", "generic", "s", "-n", "default"],
+            "",
+        );
+        refusal = err;
+        !ok
+    });
+    assert!(
+        refusal.contains("ValidatingAdmissionPolicy 'unknown-fail' denied request: failed to configure policy: failed to find resource referenced by paramKind: 'example.com/v1, Kind=Nothing'"),
+        "{refusal}"
+    );
+    assert!(!refusal.contains("unknown-ignore"), "{refusal}");
+    s.kubectl(&["delete", "validatingadmissionpolicy", "unknown-fail"]);
+    eventually("the policy's removal lets secrets in", || {
+        run(
+            &s,
+            &["create", "secret", "generic", "s", "-n", "default"],
+            "",
+        )
+        .0
+    });
+}
