@@ -388,6 +388,15 @@ impl Checker<'_> {
                 Type::Map(Box::new(join(&keys)), Box::new(join(&values)))
             }
             Expr::Struct(s) => {
+                // No object type is declared in this environment (and the evaluator could not
+                // build one).
+                self.error(
+                    e.id,
+                    format!(
+                        "undeclared reference to '{}' (in container '')",
+                        s.type_name
+                    ),
+                );
                 for entry in &s.entries {
                     if let EntryExpr::StructField(sf) = &entry.expr {
                         self.check(&sf.value);

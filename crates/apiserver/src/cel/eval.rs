@@ -7,6 +7,9 @@
 use std::sync::Arc;
 
 use kube_cel::KubeCelExt;
+use kube_cel::cel::common::ast::{
+    EntryExpr, Expr, IdedEntryExpr, IdedExpr, LiteralValue, MapEntryExpr, MapExpr,
+};
 use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{self, ExecutionError};
 use serde_json::Value;
@@ -14,29 +17,163 @@ use serde_json::Value;
 /// An expression parsed once and run many times.
 pub struct Program {
     pub source: String,
-    program: cel::Program,
+    expr: IdedExpr,
+    /// Object initializers whose type names do not follow their field paths, reported when the
+    /// expression runs (upstream checks them on the value an expression returns).
+    type_mismatches: Vec<String>,
+}
+
+/// Which object types an expression may construct (`Type{field: value}`): none for most
+/// expressions; a mutating policy's `Object` (with `Object.<field path>` below it) and
+/// `JSONPatch`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ObjectTypes {
+    None,
+    Mutation,
 }
 
 impl Program {
     /// Parses `source`; the error is the parser's message.
     pub fn compile(source: &str) -> Result<Program, String> {
+        Program::compile_with(source, ObjectTypes::None)
+    }
+
+    /// Parses `source`, with object initializers of `types` made into maps (the evaluator has no
+    /// object types of its own; the values are JSON objects anyway). An initializer of another
+    /// type is cel-go's undeclared reference.
+    pub fn compile_with(source: &str, types: ObjectTypes) -> Result<Program, String> {
         let program = cel::Program::compile(source).map_err(|e| e.to_string())?;
+        let mut expr = program.expression().clone();
+        let mut type_mismatches = Vec::new();
+        initializers_to_maps(&mut expr, types, None, &mut type_mismatches)?;
         Ok(Program {
             source: source.to_string(),
-            program,
+            expr,
+            type_mismatches,
         })
     }
 
     /// The value of the expression with `vars` bound, or the evaluation error in cel-go's words.
     pub fn eval(&self, vars: &Vars) -> Result<cel::Value, String> {
+        if !self.type_mismatches.is_empty() {
+            return Err(format!(
+                "type mismatch: {}",
+                self.type_mismatches.join("\n")
+            ));
+        }
         ROOT.with(|root| {
             let mut ctx = root.new_inner_scope();
             for (name, value) in &vars.bound {
                 ctx.add_variable_from_value(name.clone(), value.clone());
             }
-            self.program.execute(&ctx).map_err(|e| go_error(&e))
+            cel::Value::resolve(&self.expr, &ctx).map_err(|e| go_error(&e))
         })
     }
+}
+
+/// Replaces object initializers by map literals of their fields. `path` is the type name an
+/// initializer must have where it stands (`Object.spec` as the value of field `spec` of an
+/// `Object`), as `CheckTypeNamesMatchFieldPathNames` requires; a mismatch is kept in
+/// `mismatches`.
+fn initializers_to_maps(
+    e: &mut IdedExpr,
+    types: ObjectTypes,
+    path: Option<&str>,
+    mismatches: &mut Vec<String>,
+) -> Result<(), String> {
+    let children: Vec<(&mut IdedExpr, Option<String>)> = match &mut e.expr {
+        Expr::Struct(s) => {
+            let name = s.type_name.clone();
+            let root = name.split('.').next().unwrap_or("");
+            let allowed =
+                types == ObjectTypes::Mutation && (root == "Object" || name == "JSONPatch");
+            if !allowed {
+                return Err(format!(
+                    "undeclared reference to '{name}' (in container '')"
+                ));
+            }
+            let expected = path.map(str::to_string).unwrap_or_else(|| name.clone());
+            if expected != name {
+                mismatches.push(format!(
+                    "unexpected type name {name:?}, expected {expected:?}, which matches field name path from root Object type"
+                ));
+            }
+            let entries = std::mem::take(&mut s.entries)
+                .into_iter()
+                .map(|entry| {
+                    let expr = match entry.expr {
+                        EntryExpr::StructField(f) => EntryExpr::MapEntry(MapEntryExpr {
+                            key: IdedExpr {
+                                id: entry.id,
+                                expr: Expr::Literal(LiteralValue::String(f.field.as_str().into())),
+                            },
+                            value: f.value,
+                            optional: f.optional,
+                        }),
+                        other => other,
+                    };
+                    IdedEntryExpr { id: entry.id, expr }
+                })
+                .collect();
+            e.expr = Expr::Map(MapExpr { entries });
+            let Expr::Map(m) = &mut e.expr else {
+                unreachable!("made a map above")
+            };
+            m.entries
+                .iter_mut()
+                .filter_map(|entry| match &mut entry.expr {
+                    EntryExpr::MapEntry(me) => {
+                        let field = match &me.key.expr {
+                            Expr::Literal(LiteralValue::String(f)) => f.to_string(),
+                            _ => String::new(),
+                        };
+                        // Below JSONPatch, values start their own paths.
+                        let below = (name != "JSONPatch").then(|| format!("{name}.{field}"));
+                        Some((&mut me.value, below))
+                    }
+                    EntryExpr::StructField(_) => None,
+                })
+                .collect()
+        }
+        // A list keeps the path of its field: its elements are that field's items.
+        Expr::List(l) => l
+            .elements
+            .iter_mut()
+            .map(|x| (x, path.map(str::to_string)))
+            .collect(),
+        Expr::Map(m) => m
+            .entries
+            .iter_mut()
+            .flat_map(|entry| match &mut entry.expr {
+                EntryExpr::MapEntry(me) => vec![
+                    (&mut me.key, None),
+                    (&mut me.value, path.map(str::to_string)),
+                ],
+                EntryExpr::StructField(f) => vec![(&mut f.value, None)],
+            })
+            .collect(),
+        Expr::Call(c) => {
+            let mut v: Vec<(&mut IdedExpr, Option<String>)> = Vec::new();
+            if let Some(t) = c.target.as_deref_mut() {
+                v.push((t, None));
+            }
+            v.extend(c.args.iter_mut().map(|a| (a, None)));
+            v
+        }
+        Expr::Select(s) => vec![(&mut *s.operand, None)],
+        Expr::Comprehension(c) => vec![
+            (&mut c.iter_range, None),
+            (&mut c.accu_init, None),
+            (&mut c.loop_cond, None),
+            (&mut c.loop_step, None),
+            (&mut c.result, None),
+        ],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    };
+    for (child, below) in children {
+        initializers_to_maps(child, types, below.as_deref(), mismatches)?;
+    }
+    Ok(())
 }
 
 thread_local! {
@@ -164,5 +301,43 @@ mod tests {
     fn converts_results_back_to_json() {
         let v = eval("{'a': [1, 'b', true]}", json!({})).unwrap();
         assert_eq!(cel_to_json(&v), Some(json!({"a": [1, "b", true]})));
+    }
+
+    #[test]
+    fn object_initializers_are_only_for_mutations() {
+        assert_eq!(
+            Program::compile("Object{} == Object{}").err(),
+            Some("undeclared reference to 'Object' (in container '')".into())
+        );
+        let p = Program::compile_with(
+            "Object{spec: Object.spec{replicas: object.spec.replicas + 1, ports: [Object.spec.ports{port: 80}]}}",
+            ObjectTypes::Mutation,
+        )
+        .unwrap();
+        let v = p
+            .eval(&Vars::default().bind_json("object", Some(&json!({"spec": {"replicas": 1}}))))
+            .unwrap();
+        assert_eq!(
+            cel_to_json(&v),
+            Some(json!({"spec": {"replicas": 2, "ports": [{"port": 80}]}}))
+        );
+        let patch = Program::compile_with(
+            "[JSONPatch{op: 'add', path: '/metadata/labels', value: {'a': 'b'}}]",
+            ObjectTypes::Mutation,
+        )
+        .unwrap();
+        assert_eq!(
+            cel_to_json(&patch.eval(&Vars::default()).unwrap()),
+            Some(json!([{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]))
+        );
+        let wrong = Program::compile_with(
+            "Object{spec: Object.spec{selector: Object.spec.wrong{}}}",
+            ObjectTypes::Mutation,
+        )
+        .unwrap();
+        assert_eq!(
+            wrong.eval(&Vars::default()).err(),
+            Some("type mismatch: unexpected type name \"Object.spec.wrong\", expected \"Object.spec.selector\", which matches field name path from root Object type".into())
+        );
     }
 }
