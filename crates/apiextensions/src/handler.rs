@@ -114,6 +114,22 @@ impl CrdHandler {
             .collect()
     }
 
+    /// The schemas of the custom resource `kind` of `group/version`, if it is served.
+    pub fn schemas_for(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Option<Arc<apimachinery::schema::Schemas>> {
+        self.served().by_crd.values().find_map(|e| {
+            e.api
+                .all()
+                .any(|s| s.info.group == group && s.info.version == version && s.info.kind == kind)
+                .then(|| e.api.shared_schemas())
+                .flatten()
+        })
+    }
+
     pub(crate) fn served(&self) -> Arc<Served> {
         self.served
             .read()

@@ -15,6 +15,7 @@ pub mod patch;
 pub mod quantity;
 pub mod schema;
 pub mod status;
+pub mod structured_merge;
 pub mod validation;
 
 pub use gvk::{GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};

@@ -37,4 +37,22 @@ impl ServedResources for ServedApi {
         }
         stores
     }
+
+    fn schemas_for(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Option<Arc<apimachinery::schema::Schemas>> {
+        let builtin = self
+            .builtin
+            .all()
+            .any(|s| s.info.group == group && s.info.version == version && s.info.kind == kind);
+        if builtin {
+            return self.builtin.shared_schemas();
+        }
+        self.extensions
+            .as_ref()
+            .and_then(|e| e.schemas_for(group, version, kind))
+    }
 }

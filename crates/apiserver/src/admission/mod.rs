@@ -134,6 +134,17 @@ impl RequestState {
 /// them (upstream's `EquivalentResourceMapper` and object convertor).
 pub trait ServedResources: Send + Sync {
     fn stores(&self) -> Vec<Arc<RegistryStore>>;
+
+    /// The schemas that describe `kind` of `group/version` (what mutating policies merge
+    /// ApplyConfigurations by).
+    fn schemas_for(
+        &self,
+        _group: &str,
+        _version: &str,
+        _kind: &str,
+    ) -> Option<Arc<apimachinery::schema::Schemas>> {
+        None
+    }
 }
 
 #[async_trait]

@@ -81,15 +81,22 @@ impl ApiResources {
     /// The schemas, loading them on the first call (which blocks its caller for the parse). A
     /// loader that fails is logged once and leaves the server without schemas.
     pub fn schemas(&self) -> Option<&Schemas> {
-        self.schemas
-            .get_or_init(|| {
+        self.loaded_schemas().as_deref()
+    }
+
+    /// The schemas as a shared handle (for those that keep them past a request).
+    pub fn shared_schemas(&self) -> Option<Arc<Schemas>> {
+        self.loaded_schemas().clone()
+    }
+
+    fn loaded_schemas(&self) -> &Option<Arc<Schemas>> {
+        self.schemas.get_or_init(|| {
                 let loader = self.schema_loader?;
                 loader()
                     .map(Arc::new)
                     .map_err(|e| tracing::error!(error = %e, "cannot load OpenAPI schemas"))
                     .ok()
-            })
-            .as_deref()
+        })
     }
 
     pub fn add(&mut self, store: Arc<RegistryStore>) {

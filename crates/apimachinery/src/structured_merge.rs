@@ -1,0 +1,259 @@
+//! Merging a partial object into a whole one by the kind's schema, as structured-merge-diff
+//! merges typed values (upstream: sigs.k8s.io/structured-merge-diff `TypedValue.Merge`): fields of
+//! structs and keys of granular maps merge one by one, `set` lists take the union, `map` lists
+//! merge their items by key, and everything else (scalars, atomic maps and lists, values the
+//! schema does not describe) is replaced. Mutating admission policies' ApplyConfiguration
+//! mutations merge with it; server-side apply will build on it.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use crate::schema::{ListType, MapType, SchemaKind, SchemaRef, Schemas};
+
+/// `findAtomics`: the paths (`.spec.selector`, `.spec.containers[0].args`) of atomic maps,
+/// structs and lists that `patch` sets, which a patch may not touch without replacing them whole.
+pub fn atomics(schemas: &Schemas, root: SchemaRef, patch: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    find_atomics(schemas, Some(root), patch, &mut String::new(), &mut found);
+    found
+}
+
+fn find_atomics(
+    schemas: &Schemas,
+    schema: Option<SchemaRef>,
+    v: &Value,
+    path: &mut String,
+    found: &mut Vec<String>,
+) {
+    let Some(s) = schema else {
+        return;
+    };
+    match (v, schemas.kind(s)) {
+        (Value::Object(m), SchemaKind::Object | SchemaKind::Map) => {
+            if schemas.map_type(s) == Some(MapType::Atomic) {
+                found.push(path.clone());
+            }
+            for (k, child) in m {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                find_atomics(schemas, schemas.child(s, k), child, path, found);
+                path.truncate(len);
+            }
+        }
+        (Value::Array(items), SchemaKind::List) => {
+            if matches!(schemas.list_type(s), None | Some(ListType::Atomic)) {
+                found.push(path.clone());
+            }
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                find_atomics(schemas, schemas.items(s), item, path, found);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `live` with `patch` merged into it, both of the kind whose schema is `root`.
+pub fn merge(schemas: &Schemas, root: SchemaRef, live: &Value, patch: &Value) -> Result<Value, String> {
+    merge_value(schemas, Some(root), Some(live), patch, &mut String::new())
+}
+
+fn merge_value(
+    schemas: &Schemas,
+    schema: Option<SchemaRef>,
+    live: Option<&Value>,
+    patch: &Value,
+    path: &mut String,
+) -> Result<Value, String> {
+    let Some(s) = schema else {
+        return Ok(patch.clone());
+    };
+    match (schemas.kind(s), live, patch) {
+        (SchemaKind::Object | SchemaKind::Map, Some(Value::Object(l)), Value::Object(p))
+            if schemas.map_type(s) != Some(MapType::Atomic) =>
+        {
+            let mut out = l.clone();
+            for (k, pv) in p {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                let merged = merge_value(schemas, schemas.child(s, k), l.get(k), pv, path)?;
+                path.truncate(len);
+                out.insert(k.clone(), merged);
+            }
+            Ok(Value::Object(out))
+        }
+        (SchemaKind::List, Some(Value::Array(l)), Value::Array(p)) => {
+            match schemas.list_type(s) {
+                Some(ListType::Set) => merge_list(schemas, None, l, p, |v| Ok(v.clone()), path),
+                Some(ListType::Map) => {
+                    let keys: Vec<String> = schemas.list_map_keys(s).map(str::to_string).collect();
+                    let key_of = |v: &Value| -> Result<Value, String> {
+                        let mut k = Map::new();
+                        for name in &keys {
+                            match v.get(name) {
+                                Some(x) => {
+                                    k.insert(name.clone(), x.clone());
+                                }
+                                None => {
+                                    return Err(format!(
+                                        "associative list with keys has an element that omits key field {name:?} (and doesn't have default value)"
+                                    ));
+                                }
+                            }
+                        }
+                        Ok(Value::Object(k))
+                    };
+                    merge_list(schemas, schemas.items(s), l, p, key_of, path)
+                }
+                _ => Ok(patch.clone()),
+            }
+        }
+        _ => Ok(patch.clone()),
+    }
+}
+
+/// Merges two associative lists: items the patch names are merged with the live ones of the
+/// same key, in the patch's order where both have them; live items the patch leaves out keep
+/// their places; new items come where the patch puts them.
+fn merge_list(
+    schemas: &Schemas,
+    items: Option<SchemaRef>,
+    live: &[Value],
+    patch: &[Value],
+    key_of: impl Fn(&Value) -> Result<Value, String>,
+    path: &mut String,
+) -> Result<Value, String> {
+    let live_keys: Vec<Value> = live.iter().map(&key_of).collect::<Result<_, _>>()?;
+    let patch_keys: Vec<Value> = patch.iter().map(&key_of).collect::<Result<_, _>>()?;
+    let in_patch: HashSet<String> = patch_keys.iter().map(Value::to_string).collect();
+    let in_live: HashSet<String> = live_keys.iter().map(Value::to_string).collect();
+    // The keys both lists have, in the patch's order: the order shared items come out in.
+    let mut shared = patch_keys
+        .iter()
+        .filter(|k| in_live.contains(&k.to_string()))
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .into_iter();
+    let mut next_shared = shared.next();
+    let live_item = |key: &str| {
+        live_keys
+            .iter()
+            .position(|k| k.to_string() == key)
+            .map(|i| &live[i])
+    };
+    let mut merged: HashSet<String> = HashSet::new();
+    let mut out = Vec::with_capacity(live.len().max(patch.len()));
+    let (mut l, mut r) = (0, 0);
+    while l < live.len() || r < patch.len() {
+        if l < live.len() && r < patch.len() {
+            let lk = live_keys[l].to_string();
+            if lk == patch_keys[r].to_string() {
+                merged.insert(lk.clone());
+                out.push(merge_value(schemas, items, Some(&live[l]), &patch[r], path)?);
+                l += 1;
+                r += 1;
+                next_shared = shared.next();
+                continue;
+            }
+            if in_patch.contains(&lk) && next_shared.as_ref().is_some_and(|n| *n != lk) {
+                // A shared item, but not the one due now: it comes out with the patch's.
+                l += 1;
+                continue;
+            }
+        }
+        if l < live.len() {
+            let lk = live_keys[l].to_string();
+            if !in_patch.contains(&lk) {
+                out.push(live[l].clone());
+                l += 1;
+                continue;
+            } else if merged.contains(&lk) {
+                l += 1;
+            }
+        }
+        if r < patch.len() {
+            let rk = patch_keys[r].to_string();
+            merged.insert(rk.clone());
+            out.push(merge_value(schemas, items, live_item(&rk), &patch[r], path)?);
+            r += 1;
+            if next_shared.as_deref() == Some(rk.as_str()) {
+                next_shared = shared.next();
+            }
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schemas() -> Schemas {
+        Schemas::from_openapi_v2(&json!({"definitions": {
+            "Thing": {
+                "type": "object",
+                "x-kubernetes-group-version-kind": [{"group": "example.com", "version": "v1", "kind": "Thing"}],
+                "properties": {
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "selector": {"type": "object", "x-kubernetes-map-type": "atomic",
+                                 "additionalProperties": {"type": "string"}},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "finalizers": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+                    "containers": {"type": "array", "x-kubernetes-list-type": "map",
+                                   "x-kubernetes-list-map-keys": ["name"],
+                                   "items": {"type": "object", "properties": {
+                                       "name": {"type": "string"}, "image": {"type": "string"},
+                                       "env": {"type": "array", "items": {"type": "string"}}}}},
+                }
+            }
+        }}))
+    }
+
+    #[test]
+    fn merges_by_the_schema() {
+        let s = schemas();
+        let root = s.root_for("example.com", "v1", "Thing").unwrap();
+        let live = json!({
+            "labels": {"a": "1", "b": "2"},
+            "finalizers": ["x", "y"],
+            "containers": [{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}],
+            "args": ["1", "2"],
+        });
+        let patch = json!({
+            "labels": {"b": "3", "c": "4"},
+            "finalizers": ["z", "x"],
+            "containers": [{"name": "c", "image": "c:1"}, {"name": "b", "image": "b:2"}],
+        });
+        assert_eq!(
+            merge(&s, root, &live, &patch).unwrap(),
+            json!({
+                "labels": {"a": "1", "b": "3", "c": "4"},
+                "finalizers": ["z", "x", "y"],
+                "containers": [{"name": "a", "image": "a:1"}, {"name": "c", "image": "c:1"}, {"name": "b", "image": "b:2"}],
+                "args": ["1", "2"],
+            })
+        );
+        assert_eq!(
+            merge(&s, root, &live, &json!({"containers": [{"image": "x"}]})).err(),
+            Some("associative list with keys has an element that omits key field \"name\" (and doesn't have default value)".into())
+        );
+    }
+
+    #[test]
+    fn finds_atomic_values_a_patch_would_replace() {
+        let s = schemas();
+        let root = s.root_for("example.com", "v1", "Thing").unwrap();
+        let patch = json!({"labels": {"a": "b"}, "selector": {"a": "b"}, "args": ["x"],
+                           "containers": [{"name": "a", "env": ["E=1"]}]});
+        assert_eq!(
+            atomics(&s, root, &patch),
+            vec![".args", ".containers[0].env", ".selector"]
+        );
+    }
+}
