@@ -58,7 +58,12 @@ fn find_atomics(
 }
 
 /// `live` with `patch` merged into it, both of the kind whose schema is `root`.
-pub fn merge(schemas: &Schemas, root: SchemaRef, live: &Value, patch: &Value) -> Result<Value, String> {
+pub fn merge(
+    schemas: &Schemas,
+    root: SchemaRef,
+    live: &Value,
+    patch: &Value,
+) -> Result<Value, String> {
     merge_value(schemas, Some(root), Some(live), patch, &mut String::new())
 }
 
@@ -87,32 +92,30 @@ fn merge_value(
             }
             Ok(Value::Object(out))
         }
-        (SchemaKind::List, Some(Value::Array(l)), Value::Array(p)) => {
-            match schemas.list_type(s) {
-                Some(ListType::Set) => merge_list(schemas, None, l, p, |v| Ok(v.clone()), path),
-                Some(ListType::Map) => {
-                    let keys: Vec<String> = schemas.list_map_keys(s).map(str::to_string).collect();
-                    let key_of = |v: &Value| -> Result<Value, String> {
-                        let mut k = Map::new();
-                        for name in &keys {
-                            match v.get(name) {
-                                Some(x) => {
-                                    k.insert(name.clone(), x.clone());
-                                }
-                                None => {
-                                    return Err(format!(
-                                        "associative list with keys has an element that omits key field {name:?} (and doesn't have default value)"
-                                    ));
-                                }
+        (SchemaKind::List, Some(Value::Array(l)), Value::Array(p)) => match schemas.list_type(s) {
+            Some(ListType::Set) => merge_list(schemas, None, l, p, |v| Ok(v.clone()), path),
+            Some(ListType::Map) => {
+                let keys: Vec<String> = schemas.list_map_keys(s).map(str::to_string).collect();
+                let key_of = |v: &Value| -> Result<Value, String> {
+                    let mut k = Map::new();
+                    for name in &keys {
+                        match v.get(name) {
+                            Some(x) => {
+                                k.insert(name.clone(), x.clone());
+                            }
+                            None => {
+                                return Err(format!(
+                                    "associative list with keys has an element that omits key field {name:?} (and doesn't have default value)"
+                                ));
                             }
                         }
-                        Ok(Value::Object(k))
-                    };
-                    merge_list(schemas, schemas.items(s), l, p, key_of, path)
-                }
-                _ => Ok(patch.clone()),
+                    }
+                    Ok(Value::Object(k))
+                };
+                merge_list(schemas, schemas.items(s), l, p, key_of, path)
             }
-        }
+            _ => Ok(patch.clone()),
+        },
         _ => Ok(patch.clone()),
     }
 }
@@ -128,58 +131,67 @@ fn merge_list(
     key_of: impl Fn(&Value) -> Result<Value, String>,
     path: &mut String,
 ) -> Result<Value, String> {
-    let live_keys: Vec<Value> = live.iter().map(&key_of).collect::<Result<_, _>>()?;
-    let patch_keys: Vec<Value> = patch.iter().map(&key_of).collect::<Result<_, _>>()?;
-    let in_patch: HashSet<String> = patch_keys.iter().map(Value::to_string).collect();
-    let in_live: HashSet<String> = live_keys.iter().map(Value::to_string).collect();
+    // Keys as their JSON text, comparable and hashable.
+    let key_text = |v: &Value| key_of(v).map(|k| k.to_string());
+    let live_keys: Vec<String> = live.iter().map(key_text).collect::<Result<_, _>>()?;
+    let patch_keys: Vec<String> = patch.iter().map(key_text).collect::<Result<_, _>>()?;
+    let in_patch: HashSet<&str> = patch_keys.iter().map(String::as_str).collect();
+    let in_live: HashSet<&str> = live_keys.iter().map(String::as_str).collect();
     // The keys both lists have, in the patch's order: the order shared items come out in.
     let mut shared = patch_keys
         .iter()
-        .filter(|k| in_live.contains(&k.to_string()))
-        .map(Value::to_string)
+        .filter(|k| in_live.contains(k.as_str()))
+        .cloned()
         .collect::<Vec<_>>()
         .into_iter();
     let mut next_shared = shared.next();
-    let live_item = |key: &str| {
-        live_keys
-            .iter()
-            .position(|k| k.to_string() == key)
-            .map(|i| &live[i])
-    };
+    let live_item = |key: &str| live_keys.iter().position(|k| k == key).map(|i| &live[i]);
     let mut merged: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(live.len().max(patch.len()));
     let (mut l, mut r) = (0, 0);
     while l < live.len() || r < patch.len() {
         if l < live.len() && r < patch.len() {
-            let lk = live_keys[l].to_string();
-            if lk == patch_keys[r].to_string() {
+            let lk = live_keys[l].clone();
+            if lk == patch_keys[r] {
                 merged.insert(lk.clone());
-                out.push(merge_value(schemas, items, Some(&live[l]), &patch[r], path)?);
+                out.push(merge_value(
+                    schemas,
+                    items,
+                    Some(&live[l]),
+                    &patch[r],
+                    path,
+                )?);
                 l += 1;
                 r += 1;
                 next_shared = shared.next();
                 continue;
             }
-            if in_patch.contains(&lk) && next_shared.as_ref().is_some_and(|n| *n != lk) {
+            if in_patch.contains(lk.as_str()) && next_shared.as_ref().is_some_and(|n| *n != lk) {
                 // A shared item, but not the one due now: it comes out with the patch's.
                 l += 1;
                 continue;
             }
         }
         if l < live.len() {
-            let lk = live_keys[l].to_string();
-            if !in_patch.contains(&lk) {
+            let lk = &live_keys[l];
+            if !in_patch.contains(lk.as_str()) {
                 out.push(live[l].clone());
                 l += 1;
                 continue;
-            } else if merged.contains(&lk) {
+            } else if merged.contains(lk) {
                 l += 1;
             }
         }
         if r < patch.len() {
-            let rk = patch_keys[r].to_string();
+            let rk = patch_keys[r].clone();
             merged.insert(rk.clone());
-            out.push(merge_value(schemas, items, live_item(&rk), &patch[r], path)?);
+            out.push(merge_value(
+                schemas,
+                items,
+                live_item(&rk),
+                &patch[r],
+                path,
+            )?);
             r += 1;
             if next_shared.as_deref() == Some(rk.as_str()) {
                 next_shared = shared.next();

@@ -272,3 +272,100 @@ fn reasons_failure_policies_and_the_namespace_object() {
         .0
     });
 }
+
+fn mutating_policy(name: &str, mut spec: Value) -> Value {
+    spec["reinvocationPolicy"] = json!("Never");
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+fn mutating_binding(name: &str) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+           "metadata": {"name": name}, "spec": {"policyName": name}})
+}
+
+fn rule(group: &str, resource: &str) -> Value {
+    json!({"resourceRules": [{"apiGroups": [group], "apiVersions": ["v1"],
+                              "operations": ["CREATE", "UPDATE"], "resources": [resource]}]})
+}
+
+#[test]
+fn mutating_policies_set_fields_by_apply_configuration_and_json_patch() {
+    let s = Server::start();
+    // ApplyConfiguration: a label merged into what the object has.
+    apply(
+        &s,
+        mutating_policy(
+            "team-label",
+            json!({"matchConstraints": rule("", "configmaps"),
+                   "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                       "Object{metadata: Object.metadata{labels: {'team': 'platform'}}}"}}]}),
+        ),
+    );
+    apply(&s, mutating_binding("team-label"));
+    // JSONPatch, behind a match condition: deployments are capped at one replica.
+    apply(
+        &s,
+        mutating_policy(
+            "one-replica",
+            json!({"matchConstraints": rule("apps", "deployments"),
+                   "matchConditions": [{"name": "many", "expression": "object.spec.replicas > 1"}],
+                   "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                       "[JSONPatch{op: 'replace', path: '/spec/replicas', value: 1}]"}}]}),
+        ),
+    );
+    apply(&s, mutating_binding("one-replica"));
+    // An ApplyConfiguration may not set an atomic map (a Service's selector).
+    apply(
+        &s,
+        mutating_policy(
+            "atomic",
+            json!({"matchConstraints": rule("", "services"),
+                   "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                       "Object{spec: Object.spec{selector: {'app': 'x'}}}"}}]}),
+        ),
+    );
+    apply(&s, mutating_binding("atomic"));
+
+    let mut n = 0;
+    let mut created = Value::Null;
+    eventually("the policy labels configmaps", || {
+        n += 1;
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": format!("c{n}"), "namespace": "default", "labels": {"app": "a"}}});
+        let (ok, out, _) = run(&s, &["create", "-f", "-", "-o", "json"], &cm.to_string());
+        created = serde_json::from_str(&out).unwrap_or(Value::Null);
+        ok && created["metadata"]["labels"]["team"] == "platform"
+    });
+    assert_eq!(
+        created["metadata"]["labels"],
+        json!({"app": "a", "team": "platform"})
+    );
+
+    let (ok, out, err) = run(
+        &s,
+        &["create", "-f", "-", "-o", "json"],
+        &deployment("capped", 3, json!({})),
+    );
+    assert!(ok, "{err}");
+    let d: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["spec"]["replicas"], 1);
+    // The patched object is defaulted as any other.
+    assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+    // What is stored is what was answered.
+    let stored: Value =
+        serde_json::from_str(&s.kubectl(&["get", "deployment", "capped", "-o", "json"])).unwrap();
+    assert_eq!(stored["spec"]["replicas"], 1);
+
+    let svc = json!({"apiVersion": "v1", "kind": "Service",
+                     "metadata": {"name": "svc", "namespace": "default"},
+                     "spec": {"ports": [{"port": 80}]}});
+    let (ok, _, err) = run(&s, &["create", "-f", "-"], &svc.to_string());
+    assert!(!ok);
+    assert!(
+        err.contains("policy 'atomic' with binding 'atomic' denied request: error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.selector"),
+        "{err}"
+    );
+    let missing = s.kubectl_fails(&["get", "service", "svc"]);
+    assert!(missing.contains("NotFound"), "{missing}");
+}

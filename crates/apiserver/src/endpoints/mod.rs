@@ -91,11 +91,11 @@ impl ApiResources {
 
     fn loaded_schemas(&self) -> &Option<Arc<Schemas>> {
         self.schemas.get_or_init(|| {
-                let loader = self.schema_loader?;
-                loader()
-                    .map(Arc::new)
-                    .map_err(|e| tracing::error!(error = %e, "cannot load OpenAPI schemas"))
-                    .ok()
+            let loader = self.schema_loader?;
+            loader()
+                .map(Arc::new)
+                .map_err(|e| tracing::error!(error = %e, "cannot load OpenAPI schemas"))
+                .ok()
         })
     }
 

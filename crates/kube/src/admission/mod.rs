@@ -57,6 +57,7 @@ pub fn default_plugins(
         .with_mutating(Arc::new(default_ingress_class::DefaultIngressClass {
             api: api.clone(),
         }))
+        .with_mutating(setup.policies.mutating())
         .with_mutating(webhooks.mutating())
         .with_validating(Arc::new(NamespaceLifecycle { api: api.clone() }))
         .with_validating(limit_ranger)

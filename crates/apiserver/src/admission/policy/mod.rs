@@ -1,16 +1,20 @@
-//! CEL admission policies (upstream: admission/plugin/policy): the ValidatingAdmissionPolicy
-//! plugin. Policies and their bindings are kept current from the store (`informer`); each
-//! policy is compiled once when it changes (`validating`); a request is matched against a
-//! policy's `matchConstraints` and then each binding's `matchResources` (`matching`), the
-//! binding's params are found (`paramRef` by name or selector, in the param kind's store), and
-//! the policy is evaluated once per param. Denials, warnings and errors become upstream's answers.
+//! CEL admission policies (upstream: admission/plugin/policy): the MutatingAdmissionPolicy and
+//! ValidatingAdmissionPolicy plugins. Policies and their bindings are kept current from the store
+//! (`admission::informer`); each policy is compiled once when it changes (`compiled`,
+//! `validating`, `mutating`). A request is matched against each policy's `matchConstraints`,
+//! then each binding's `matchResources` (`matching`); the binding's params are found (`paramRef`
+//! by name or selector, in the store of the param kind), and the policy runs once per param.
+//! Configuration errors, denials, warnings and mutations become upstream's answers.
 //!
 //! Not here yet: the `authorizer` variable, the runtime cost budget (the `cel` interpreter does
 //! not count cost), publishing audit annotations (there is no audit log yet).
 
+pub mod compiled;
 pub mod matching;
+pub mod mutating;
 pub mod validating;
 
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -21,12 +25,14 @@ use async_trait::async_trait;
 use serde_json::Value;
 use storage::{ListOptions, ResourceVersion};
 
+use self::compiled::{Core, Input};
 use self::matching::{Matched, NamespaceLabels};
-use self::validating::{Annotation, Decision, Input, ValidatingPolicy};
+use self::mutating::{Gvk, MutatingPolicy, MutationError};
+use self::validating::{Annotation, Decision, ValidatingPolicy};
 use super::informer::{Derived, Informer, Objects};
 use super::rules::{self, Versions, text};
 use super::webhook::review::{Invocation, request_fields};
-use super::{Attributes, Operation, ServedResources, ValidatingPlugin};
+use super::{Attributes, MutatingPlugin, Operation, ServedResources, ValidatingPlugin};
 use crate::cel::eval::{Vars, json_to_cel};
 use crate::registry::RegistryStore;
 
@@ -42,17 +48,57 @@ pub struct Policies {
 
 #[derive(Default)]
 struct Shared {
-    validating: Arc<Informer>,
-    validating_bindings: Arc<Informer>,
-    hooks: Derived<Vec<Hook>>,
+    validating: Source<ValidatingPolicy>,
+    mutating: Source<MutatingPolicy>,
     resources: OnceLock<Arc<dyn ServedResources>>,
     namespaces: OnceLock<Arc<RegistryStore>>,
 }
 
+/// A policy kind: how it compiles, and its common part.
+trait PolicyKind: Send + Sync + 'static {
+    fn compile(policy: &Value) -> Self;
+    fn core(&self) -> &Core;
+}
+
+impl PolicyKind for ValidatingPolicy {
+    fn compile(policy: &Value) -> Self {
+        ValidatingPolicy::compile(policy)
+    }
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl PolicyKind for MutatingPolicy {
+    fn compile(policy: &Value) -> Self {
+        MutatingPolicy::compile(policy)
+    }
+    fn core(&self) -> &Core {
+        &self.core
+    }
+}
+
+/// The policies of one kind and their bindings, kept from the store.
+struct Source<P> {
+    policies: Arc<Informer>,
+    bindings: Arc<Informer>,
+    hooks: Derived<Vec<Hook<P>>>,
+}
+
+impl<P> Default for Source<P> {
+    fn default() -> Self {
+        Source {
+            policies: Arc::default(),
+            bindings: Arc::default(),
+            hooks: Derived::default(),
+        }
+    }
+}
+
 /// A policy with the bindings that name it (`PolicyHook`), policies in name order and bindings
-/// in name order within each.
-struct Hook {
-    policy: ValidatingPolicy,
+/// in name order within each; a policy no binding names is left out (it never runs).
+struct Hook<P> {
+    policy: P,
     bindings: Vec<Binding>,
 }
 
@@ -60,46 +106,37 @@ struct Binding {
     name: String,
     match_resources: Option<matching::MatchResources>,
     param_ref: Option<Value>,
+    /// `validationActions` (validating bindings only).
     actions: Vec<String>,
 }
 
-impl Policies {
-    pub fn validating(&self) -> Arc<dyn ValidatingPlugin> {
-        Arc::new(ValidatingAdmissionPolicy(self.shared.clone()))
+impl<P: PolicyKind> Source<P> {
+    fn synced(&self) -> bool {
+        self.policies.has_synced() && self.bindings.has_synced()
     }
 
-    /// Starts reading policies and bindings; until they are read, requests wait.
-    pub fn start(&self, resources: Arc<dyn ServedResources>) {
-        let find = |r: &str| {
-            rules::find_store(
-                resources.as_ref(),
-                ("admissionregistration.k8s.io", "v1", r),
-            )
-        };
-        if let Some(ns) = rules::find_store(resources.as_ref(), ("", "v1", "namespaces")) {
-            let _ = self.shared.namespaces.set(ns);
-        }
-        for (informer, resource) in [
-            (&self.shared.validating, "validatingadmissionpolicies"),
-            (
-                &self.shared.validating_bindings,
-                "validatingadmissionpolicybindings",
-            ),
-        ] {
-            match find(resource) {
+    fn hooks(&self) -> Arc<Vec<Hook<P>>> {
+        self.hooks
+            .get(&[&self.policies, &self.bindings], |objects| {
+                build_hooks(&objects[0], &objects[1])
+            })
+    }
+
+    fn start(&self, resources: &dyn ServedResources, (policies, bindings): (&str, &str)) {
+        for (informer, resource) in [(&self.policies, policies), (&self.bindings, bindings)] {
+            match rules::find_store(resources, ("admissionregistration.k8s.io", "v1", resource)) {
                 Some(store) => {
                     tokio::spawn(informer.clone().run(store));
                 }
+                // Not served: no policies, and nothing for requests to wait for.
                 None => informer.mark_synced(),
             }
         }
-        let _ = self.shared.resources.set(resources);
     }
 }
 
-fn build_hooks(objects: &[Objects]) -> Vec<Hook> {
-    let (policies, bindings) = (&objects[0], &objects[1]);
-    let mut hooks: Vec<Hook> = Vec::new();
+fn build_hooks<P: PolicyKind>(policies: &Objects, bindings: &Objects) -> Vec<Hook<P>> {
+    let mut hooks = Vec::new();
     for (name, policy) in policies.iter() {
         let bound: Vec<Binding> = bindings
             .values()
@@ -117,10 +154,9 @@ fn build_hooks(objects: &[Objects]) -> Vec<Hook> {
                 }
             })
             .collect();
-        // A policy no binding names is never evaluated.
         if !bound.is_empty() {
             hooks.push(Hook {
-                policy: ValidatingPolicy::compile(policy),
+                policy: P::compile(policy),
                 bindings: bound,
             });
         }
@@ -128,33 +164,39 @@ fn build_hooks(objects: &[Objects]) -> Vec<Hook> {
     hooks
 }
 
-/// Resources no CEL policy sees: the policy kinds themselves (a broken policy can always be
-/// removed) and the reviews that are never stored (`exclusion.Excluded`).
-fn excluded(attrs: &Attributes<'_>) -> bool {
-    let info = attrs.resource;
-    match info.group.as_str() {
-        "admissionregistration.k8s.io" => matches!(
-            info.resource.as_str(),
-            "validatingadmissionpolicies"
-                | "validatingadmissionpolicybindings"
-                | "mutatingadmissionpolicies"
-                | "mutatingadmissionpolicybindings"
-        ),
-        "authentication.k8s.io" => {
-            matches!(
-                info.resource.as_str(),
-                "selfsubjectreviews" | "tokenreviews"
-            )
+impl Policies {
+    pub fn validating(&self) -> Arc<dyn ValidatingPlugin> {
+        Arc::new(ValidatingAdmissionPolicy(self.shared.clone()))
+    }
+
+    pub fn mutating(&self) -> Arc<dyn MutatingPlugin> {
+        Arc::new(MutatingAdmissionPolicy(self.shared.clone()))
+    }
+
+    /// Starts reading policies and bindings; until they are read, requests wait.
+    pub fn start(&self, resources: Arc<dyn ServedResources>) {
+        if let Some(ns) = rules::find_store(resources.as_ref(), ("", "v1", "namespaces")) {
+            let _ = self.shared.namespaces.set(ns);
         }
-        "authorization.k8s.io" => {
-            info.resource.ends_with("subjectaccessreviews")
-                || info.resource == "selfsubjectrulesreviews"
-        }
-        _ => false,
+        self.shared.validating.start(
+            resources.as_ref(),
+            (
+                "validatingadmissionpolicies",
+                "validatingadmissionpolicybindings",
+            ),
+        );
+        self.shared.mutating.start(
+            resources.as_ref(),
+            (
+                "mutatingadmissionpolicies",
+                "mutatingadmissionpolicybindings",
+            ),
+        );
+        let _ = self.shared.resources.set(resources);
     }
 }
 
-/// A denial on its way to the answer (`policyDecisionWithMetadata`).
+/// A policy error on its way to the answer (`PolicyError`, `policyDecisionWithMetadata`).
 struct Denied {
     policy: String,
     binding: Option<String>,
@@ -162,25 +204,54 @@ struct Denied {
     reason: Option<String>,
 }
 
+impl Denied {
+    /// A configuration error (`addConfigError`): `None` when the policy fails open.
+    fn config(core: &Core, binding: Option<&str>, err: String) -> Option<Denied> {
+        let message = match binding {
+            None => format!("failed to configure policy: {err}"),
+            Some(_) => format!("failed to configure binding: {err}"),
+        };
+        core.fails_closed().then(|| Denied {
+            policy: core.name.clone(),
+            binding: binding.map(str::to_string),
+            message,
+            reason: None,
+        })
+    }
+}
+
+/// One step of a request's policies, in order: a policy, binding and param to run, or a
+/// configuration error met on the way.
+enum Step<'h, P> {
+    Run {
+        hook: &'h Hook<P>,
+        binding: &'h Binding,
+        matched: Arc<Matched>,
+        param: Option<Value>,
+    },
+    Error(Denied),
+}
+
 impl Shared {
-    async fn hooks(&self, attrs: &Attributes<'_>) -> Result<Option<Arc<Vec<Hook>>>, Status> {
+    async fn hooks<P: PolicyKind>(
+        &self,
+        source: &Source<P>,
+        attrs: &Attributes<'_>,
+    ) -> Result<Option<Arc<Vec<Hook<P>>>>, Status> {
         if self.resources.get().is_none() {
             return Ok(None);
         }
         let deadline = tokio::time::Instant::now() + READY_WAIT;
-        while !(self.validating.has_synced() && self.validating_bindings.has_synced()) {
+        while !source.synced() {
             if tokio::time::Instant::now() > deadline {
                 return Err(rules::forbidden(attrs, "not yet ready to handle request"));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        Ok(Some(self.hooks.get(
-            &[&self.validating, &self.validating_bindings],
-            build_hooks,
-        )))
+        Ok(Some(source.hooks()))
     }
 
-    /// The store that serves a policy's `paramKind`, and whether its objects are namespaced.
+    /// The store that serves a policy's `paramKind`.
     fn param_store(
         &self,
         (api_version, kind): &(String, String),
@@ -192,13 +263,154 @@ impl Shared {
             .flat_map(|r| r.stores())
             .find(|s| s.info.group == group && s.info.version == version && s.info.kind == *kind)
             .ok_or_else(|| {
-                let gvk = if group.is_empty() {
-                    format!("{version}, Kind={kind}")
-                } else {
-                    format!("{group}/{version}, Kind={kind}")
+                let gvk = Gvk {
+                    group,
+                    version,
+                    kind,
                 };
                 format!("failed to find resource referenced by paramKind: '{gvk}'")
             })
+    }
+
+    /// The policies, bindings and params that apply to the request, with the configuration
+    /// errors met on the way (`policyDispatcher.Dispatch` up to the delegate).
+    async fn steps<'h, P: PolicyKind>(
+        &self,
+        hooks: &'h [Hook<P>],
+        attrs: &Attributes<'_>,
+        obj: Option<&Value>,
+        versions: &Versions<'_>,
+    ) -> Vec<Step<'h, P>> {
+        let mut ns_labels = NamespaceLabels::new(self.namespaces.get());
+        let mut steps = Vec::new();
+        for hook in hooks {
+            let core = hook.policy.core();
+            let matched = match &core.constraints {
+                None => Err("policy contained no match constraints, a required field".to_string()),
+                Some(c) => c.matches(attrs, obj, &mut ns_labels, versions).await,
+            };
+            let matched = match matched {
+                Ok(Some(m)) => Arc::new(m),
+                Ok(None) => continue,
+                Err(e) => {
+                    steps.extend(Denied::config(core, None, e).map(Step::Error));
+                    continue;
+                }
+            };
+            let param_store = match &core.param_kind {
+                None => None,
+                Some(kind) => match self.param_store(kind) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        steps.extend(Denied::config(core, None, e).map(Step::Error));
+                        continue;
+                    }
+                },
+            };
+            for binding in &hook.bindings {
+                let binding_match = match &binding.match_resources {
+                    None => Ok(true),
+                    Some(m) => m
+                        .matches(attrs, obj, &mut ns_labels, versions)
+                        .await
+                        .map(|m| m.is_some()),
+                };
+                match binding_match {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(e) => {
+                        steps.extend(Denied::config(core, Some(&binding.name), e).map(Step::Error));
+                        continue;
+                    }
+                }
+                match collect_params(
+                    param_store.as_ref(),
+                    binding.param_ref.as_ref(),
+                    attrs.namespace,
+                )
+                .await
+                {
+                    Ok(params) => steps.extend(params.into_iter().map(|param| Step::Run {
+                        hook,
+                        binding,
+                        matched: matched.clone(),
+                        param,
+                    })),
+                    Err(e) => {
+                        steps.extend(Denied::config(core, Some(&binding.name), e).map(Step::Error))
+                    }
+                }
+            }
+        }
+        steps
+    }
+
+    /// What policies see of the request's namespace: nothing for cluster-scoped objects and for
+    /// the Namespace object itself.
+    async fn namespace(&self, attrs: &Attributes<'_>) -> Result<Option<Value>, Status> {
+        let (_, _, kind) = attrs.kind();
+        let is_namespace = kind == "Namespace" && attrs.resource.group.is_empty();
+        match (attrs.namespace, is_namespace, self.namespaces.get()) {
+            ("", _, _) | (_, true, _) | (_, _, None) => Ok(None),
+            (name, false, Some(store)) => Ok(Some(namespace_object(
+                &rules::read_namespace(store, name).await?,
+            ))),
+        }
+    }
+}
+
+/// The variables every expression of one run sees.
+fn base_vars(
+    attrs: &Attributes<'_>,
+    matched: &Matched,
+    obj: Option<&Value>,
+    old: Option<&Value>,
+    namespace: Option<&Value>,
+    param: Option<&Value>,
+) -> Vars {
+    let inv = Invocation {
+        group: matched.group.clone(),
+        version: matched.version.clone(),
+        resource: matched.resource.clone(),
+        kind: matched.kind.clone(),
+    };
+    let request = Value::Object(request_fields(attrs, &inv));
+    Vars::default()
+        .bind_json("object", obj)
+        .bind_json("oldObject", old)
+        .bind("request", json_to_cel(&request))
+        .bind_json("namespaceObject", namespace)
+        .bind_json("params", param)
+}
+
+/// The request's objects as the matched version sees them, converted once per version.
+struct Converted<'a> {
+    versions: &'a Versions<'a>,
+    cache: Vec<(String, Option<Value>, Option<Value>)>,
+}
+
+impl Converted<'_> {
+    async fn get(
+        &mut self,
+        matched: &Matched,
+        obj: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(Option<Value>, Option<Value>), String> {
+        if let Some((_, o, old)) = self.cache.iter().find(|(v, _, _)| *v == matched.version) {
+            return Ok((o.clone(), old.clone()));
+        }
+        let versions = self.versions;
+        let convert = |v| async move {
+            versions
+                .convert(matched.target.as_ref(), v)
+                .await
+                .map_err(|s| format!("failed to convert object version: {}", s.message))
+        };
+        let o = convert(obj).await?;
+        let old = convert(old).await?;
+        self.cache
+            .push((matched.version.clone(), o.clone(), old.clone()));
+        Ok((o, old))
     }
 }
 
@@ -317,39 +529,38 @@ fn reason_code(reason: &str) -> u16 {
     }
 }
 
-const PLUGIN: &str = "ValidatingAdmissionPolicy";
-
-pub struct ValidatingAdmissionPolicy(Arc<Shared>);
-
-impl ValidatingAdmissionPolicy {
-    /// The request's objects as the matched version sees them, converted once per version.
-    async fn versioned(
-        versions: &Versions<'_>,
-        cache: &mut Vec<(String, Option<Value>, Option<Value>)>,
-        matched: &Matched,
-        obj: Option<&Value>,
-        old: Option<&Value>,
-    ) -> Result<(Option<Value>, Option<Value>), String> {
-        if let Some((_, o, old)) = cache.iter().find(|(v, _, _)| *v == matched.version) {
-            return Ok((o.clone(), old.clone()));
+/// Resources no CEL policy sees: the policy kinds themselves (a broken policy can always be
+/// removed) and the reviews that are never stored (`exclusion.Excluded`).
+fn excluded(attrs: &Attributes<'_>) -> bool {
+    let info = attrs.resource;
+    match info.group.as_str() {
+        "admissionregistration.k8s.io" => matches!(
+            info.resource.as_str(),
+            "validatingadmissionpolicies"
+                | "validatingadmissionpolicybindings"
+                | "mutatingadmissionpolicies"
+                | "mutatingadmissionpolicybindings"
+        ),
+        "authentication.k8s.io" => {
+            matches!(
+                info.resource.as_str(),
+                "selfsubjectreviews" | "tokenreviews"
+            )
         }
-        let o = versions
-            .convert(matched.target.as_ref(), obj)
-            .await
-            .map_err(|s| format!("failed to convert object version: {}", s.message))?;
-        let old = versions
-            .convert(matched.target.as_ref(), old)
-            .await
-            .map_err(|s| format!("failed to convert object version: {}", s.message))?;
-        cache.push((matched.version.clone(), o.clone(), old.clone()));
-        Ok((o, old))
+        "authorization.k8s.io" => {
+            info.resource.ends_with("subjectaccessreviews")
+                || info.resource == "selfsubjectrulesreviews"
+        }
+        _ => false,
     }
 }
+
+pub struct ValidatingAdmissionPolicy(Arc<Shared>);
 
 #[async_trait]
 impl ValidatingPlugin for ValidatingAdmissionPolicy {
     fn name(&self) -> &'static str {
-        PLUGIN
+        "ValidatingAdmissionPolicy"
     }
 
     async fn validate(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), Status> {
@@ -357,7 +568,7 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
         if excluded(attrs) {
             return Ok(());
         }
-        let Some(hooks) = shared.hooks(attrs).await? else {
+        let Some(hooks) = shared.hooks(&shared.validating, attrs).await? else {
             return Ok(());
         };
         if hooks.is_empty() {
@@ -367,164 +578,81 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
         let obj = (attrs.operation != Operation::Delete).then_some(obj);
         let old = attrs.old_object;
         let versions = Versions::new(shared.resources.get(), attrs);
-        let mut ns_labels = NamespaceLabels::new(shared.namespaces.get());
-        let mut converted = Vec::new();
+        let steps = shared.steps(&hooks, attrs, obj, &versions).await;
+        let mut converted = Converted {
+            versions: &versions,
+            cache: Vec::new(),
+        };
         let mut namespace: Option<Option<Value>> = None;
         let mut denied: Vec<Denied> = Vec::new();
-        let config_error = |policy: &ValidatingPolicy, binding: Option<&str>, err: String| {
-            let message = match binding {
-                None => format!("failed to configure policy: {err}"),
-                Some(_) => format!("failed to configure binding: {err}"),
+        for step in steps {
+            let (hook, binding, matched, param) = match step {
+                Step::Error(d) => {
+                    denied.push(d);
+                    continue;
+                }
+                Step::Run {
+                    hook,
+                    binding,
+                    matched,
+                    param,
+                } => (hook, binding, matched, param),
             };
-            match policy.failure_policy.as_str() {
-                "Ignore" => None,
-                "Fail" => Some(Denied {
-                    policy: policy.name.clone(),
-                    binding: binding.map(str::to_string),
-                    message,
-                    reason: None,
-                }),
-                other => Some(Denied {
-                    policy: policy.name.clone(),
-                    binding: binding.map(str::to_string),
-                    message: format!("unrecognized failure policy: '{other}'"),
-                    reason: None,
-                }),
-            }
-        };
-        for hook in hooks.iter() {
             let policy = &hook.policy;
-            let matched = match &policy.constraints {
-                None => Err("policy contained no match constraints, a required field".to_string()),
-                Some(c) => c.matches(attrs, obj, &mut ns_labels, &versions).await,
-            };
-            let matched = match matched {
-                Ok(Some(m)) => m,
-                Ok(None) => continue,
+            let core = &policy.core;
+            let (vobj, vold) = match converted.get(&matched, obj, old).await {
+                Ok(v) => v,
                 Err(e) => {
-                    denied.extend(config_error(policy, None, e));
+                    denied.extend(Denied::config(core, Some(&binding.name), e));
                     continue;
                 }
             };
-            let param_store = match &policy.param_kind {
-                None => None,
-                Some(kind) => match shared.param_store(kind) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        denied.extend(config_error(policy, None, e));
-                        continue;
-                    }
-                },
-            };
-            for binding in &hook.bindings {
-                let binding_match = match &binding.match_resources {
-                    None => Ok(true),
-                    Some(m) => m
-                        .matches(attrs, obj, &mut ns_labels, &versions)
-                        .await
-                        .map(|m| m.is_some()),
-                };
-                match binding_match {
-                    Ok(true) => {}
-                    Ok(false) => continue,
-                    Err(e) => {
-                        denied.extend(config_error(policy, Some(&binding.name), e));
-                        continue;
-                    }
-                }
-                let params = match collect_params(
-                    param_store.as_ref(),
-                    binding.param_ref.as_ref(),
-                    attrs.namespace,
-                )
-                .await
-                {
-                    Ok(p) => p,
-                    Err(e) => {
-                        denied.extend(config_error(policy, Some(&binding.name), e));
-                        continue;
-                    }
-                };
-                if params.is_empty() {
+            if namespace.is_none() {
+                namespace = Some(shared.namespace(attrs).await?);
+            }
+            let vars = base_vars(
+                attrs,
+                &matched,
+                vobj.as_ref(),
+                vold.as_ref(),
+                namespace.as_ref().and_then(Option::as_ref),
+                param.as_ref(),
+            );
+            let outcome = policy.validate(&mut Input::new(core, vars));
+            for decision in outcome.decisions {
+                let Decision::Deny {
+                    message, reason, ..
+                } = decision
+                else {
                     continue;
-                }
-                let (vobj, vold) =
-                    match Self::versioned(&versions, &mut converted, &matched, obj, old).await {
-                        Ok(v) => v,
-                        Err(e) => {
-                            denied.extend(config_error(policy, Some(&binding.name), e));
-                            continue;
-                        }
-                    };
-                // The Namespace object is not in a namespace of its own, here.
-                let (_, _, kind) = attrs.kind();
-                let is_namespace = kind == "Namespace" && attrs.resource.group.is_empty();
-                if namespace.is_none() {
-                    namespace = Some(match (attrs.namespace, is_namespace) {
-                        ("", _) | (_, true) => None,
-                        (name, false) => match shared.namespaces.get() {
-                            Some(store) => {
-                                Some(namespace_object(&rules::read_namespace(store, name).await?))
-                            }
-                            None => None,
-                        },
-                    });
-                }
-                let inv = Invocation {
-                    group: matched.group.clone(),
-                    version: matched.version.clone(),
-                    resource: matched.resource.clone(),
-                    kind: matched.kind.clone(),
                 };
-                let request = Value::Object(request_fields(attrs, &inv));
-                let base = Vars::default()
-                    .bind_json("object", vobj.as_ref())
-                    .bind_json("oldObject", vold.as_ref())
-                    .bind("request", json_to_cel(&request))
-                    .bind_json(
-                        "namespaceObject",
-                        namespace.as_ref().and_then(Option::as_ref),
-                    );
-                for param in &params {
-                    let vars = base.clone().bind_json("params", param.as_ref());
-                    let mut input = Input::new(policy, vars);
-                    let outcome = policy.validate(&mut input);
-                    for decision in outcome.decisions {
-                        let Decision::Deny {
-                            message, reason, ..
-                        } = decision
-                        else {
-                            continue;
-                        };
-                        for action in &binding.actions {
-                            match action.as_str() {
-                                "Deny" => denied.push(Denied {
-                                    policy: policy.name.clone(),
-                                    binding: Some(binding.name.clone()),
-                                    message: message.clone(),
-                                    reason: reason.clone(),
-                                }),
-                                "Warn" => crate::warning::add(format!(
-                                    "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
-                                    policy.name, binding.name, message
-                                )),
-                                // Audit: for the audit log, which is not built yet.
-                                _ => {}
-                            }
-                        }
+                for action in &binding.actions {
+                    match action.as_str() {
+                        "Deny" => denied.push(Denied {
+                            policy: core.name.clone(),
+                            binding: Some(binding.name.clone()),
+                            message: message.clone(),
+                            reason: reason.clone(),
+                        }),
+                        "Warn" => crate::warning::add(format!(
+                            "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
+                            core.name, binding.name, message
+                        )),
+                        // Audit: for the audit log, which is not built yet.
+                        _ => {}
                     }
-                    for annotation in outcome.annotations {
-                        match annotation {
-                            Annotation::Error(message) => denied.push(Denied {
-                                policy: policy.name.clone(),
-                                binding: Some(binding.name.clone()),
-                                message,
-                                reason: None,
-                            }),
-                            Annotation::Publish(key, value) => {
-                                tracing::debug!(policy = %policy.name, %key, %value, "audit annotation");
-                            }
-                        }
+                }
+            }
+            for annotation in outcome.annotations {
+                match annotation {
+                    Annotation::Error(message) => denied.push(Denied {
+                        policy: core.name.clone(),
+                        binding: Some(binding.name.clone()),
+                        message,
+                        reason: None,
+                    }),
+                    Annotation::Publish(key, value) => {
+                        tracing::debug!(policy = %core.name, %key, %value, "audit annotation");
                     }
                 }
             }
@@ -546,14 +674,229 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
         let reason = first.reason.unwrap_or_else(|| "Invalid".into());
         status.code = reason_code(&reason);
         status.reason = Reason::parse(&reason);
-        status
-            .details
-            .get_or_insert_with(Default::default)
-            .causes
-            .push(StatusCause {
-                message,
-                ..Default::default()
+        add_cause(&mut status, message);
+        Err(status)
+    }
+}
+
+fn add_cause(status: &mut Status, message: String) {
+    status
+        .details
+        .get_or_insert_with(Default::default)
+        .causes
+        .push(StatusCause {
+            message,
+            ..Default::default()
+        });
+}
+
+const MUTATING: &str = "MutatingAdmissionPolicy";
+
+/// What one request's mutating policies remember between the two rounds of the mutating
+/// plugins (`policyReinvokeContext`).
+#[derive(Default)]
+struct Reinvocation {
+    last_output: Option<Value>,
+    previously_invoked: HashSet<String>,
+    reinvoke: HashSet<String>,
+}
+
+impl Reinvocation {
+    fn require_reinvoking_previous(&mut self) {
+        let previous = std::mem::take(&mut self.previously_invoked);
+        self.reinvoke.extend(previous);
+    }
+}
+
+pub struct MutatingAdmissionPolicy(Arc<Shared>);
+
+#[async_trait]
+impl MutatingPlugin for MutatingAdmissionPolicy {
+    fn name(&self) -> &'static str {
+        MUTATING
+    }
+
+    async fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
+        let shared = &self.0;
+        if excluded(attrs) {
+            return Ok(());
+        }
+        let Some(hooks) = shared.hooks(&shared.mutating, attrs).await? else {
+            return Ok(());
+        };
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let old = attrs.old_object;
+        let versions = Versions::new(shared.resources.get(), attrs);
+        let steps = shared.steps(&hooks, attrs, Some(obj), &versions).await;
+        if steps.is_empty() {
+            return Ok(());
+        }
+        let state = &attrs.state;
+        let reinvoking = state.is_reinvoke();
+        if reinvoking {
+            let current = obj.clone();
+            state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+                if r.last_output.as_ref() != Some(&current) {
+                    r.require_reinvoking_previous();
+                }
             });
+        }
+        let namespace = if steps.iter().any(|s| matches!(s, Step::Run { .. })) {
+            shared.namespace(attrs).await?
+        } else {
+            None
+        };
+        let (mut config_errors, mut run_errors) = (Vec::new(), Vec::new());
+        // The object as the last policy left it, in the version that policy matched.
+        let mut current: Option<(Arc<Matched>, Value)> = None;
+        let mut dirty = false;
+        for step in steps {
+            let (hook, binding, matched, param) = match step {
+                Step::Error(d) => {
+                    config_errors.push(d);
+                    continue;
+                }
+                Step::Run {
+                    hook,
+                    binding,
+                    matched,
+                    param,
+                } => (hook, binding, matched, param),
+            };
+            let policy = &hook.policy;
+            let core = &policy.core;
+            let run_error = |message: String| Denied {
+                policy: core.name.clone(),
+                binding: Some(binding.name.clone()),
+                message,
+                reason: Some("Invalid".into()),
+            };
+            let mut value = match &current {
+                Some((m, v)) if m.version == matched.version => v.clone(),
+                Some((m, v)) => {
+                    let from = m.target.clone().or_else(|| versions.own().cloned());
+                    let to = matched.target.clone().or_else(|| versions.own().cloned());
+                    match (from, to) {
+                        (Some(f), Some(t)) => f.convert_to(v.clone(), &t).await?,
+                        _ => v.clone(),
+                    }
+                }
+                None => versions
+                    .convert(matched.target.as_ref(), Some(obj))
+                    .await?
+                    .unwrap_or(Value::Null),
+            };
+            let vold = versions.convert(matched.target.as_ref(), old).await?;
+            let vars = |o: &Value| {
+                base_vars(
+                    attrs,
+                    &matched,
+                    Some(o),
+                    vold.as_ref(),
+                    namespace.as_ref(),
+                    param.as_ref(),
+                )
+            };
+            match core.conditions_match(&mut Input::new(core, vars(&value))) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    run_errors.push(run_error(e));
+                    continue;
+                }
+            }
+            let key = format!(
+                "{}/{}/{}/{}",
+                core.name,
+                binding.name,
+                param.as_ref().map(|p| p.namespace()).unwrap_or(""),
+                param.as_ref().map(|p| p.name()).unwrap_or("")
+            );
+            if reinvoking
+                && !state.with_plugin(MUTATING, |r: &mut Reinvocation| r.reinvoke.contains(&key))
+            {
+                continue;
+            }
+            let before = value.clone();
+            let gvk = Gvk {
+                group: &matched.group,
+                version: &matched.version,
+                kind: &matched.kind,
+            };
+            let schemas = shared
+                .resources
+                .get()
+                .and_then(|r| r.schemas_for(&matched.group, &matched.version, &matched.kind));
+            for mutation in &policy.mutations {
+                let mut input = Input::new(core, vars(&value));
+                match mutation.apply(&mut input, &value, &gvk, schemas.as_deref()) {
+                    Ok(next) => {
+                        value = next;
+                        dirty = true;
+                    }
+                    Err(MutationError::Status(s)) => return Err(s),
+                    Err(MutationError::Policy(e)) => run_errors.push(run_error(e)),
+                }
+            }
+            if value != before {
+                state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+                    r.require_reinvoking_previous()
+                });
+                state.request_reinvocation();
+            }
+            if policy.reinvoke_if_needed {
+                state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+                    r.previously_invoked.insert(key.clone());
+                });
+            }
+            current = Some((matched, value));
+        }
+        // The last version back into the request's version; it is defaulted again.
+        if dirty && let Some((m, v)) = current {
+            *obj = match (&m.target, versions.own()) {
+                (Some(from), Some(to)) => from.convert_to(v, to).await?,
+                _ => v,
+            };
+            state.mark_patched();
+            state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+                r.require_reinvoking_previous()
+            });
+            state.request_reinvocation();
+        }
+        let output = obj.clone();
+        state.with_plugin(MUTATING, |r: &mut Reinvocation| {
+            r.last_output = Some(output)
+        });
+        // Errors of policies that fail open are dropped (`filteredErrors`).
+        let errors: Vec<Denied> = config_errors
+            .into_iter()
+            .chain(run_errors.into_iter().filter(|d| {
+                hooks
+                    .iter()
+                    .find(|h| h.policy.core.name == d.policy)
+                    .is_none_or(|h| h.policy.core.fails_closed())
+            }))
+            .collect();
+        let Some(first) = errors.first() else {
+            return Ok(());
+        };
+        let text = |d: &Denied| match &d.binding {
+            Some(b) => format!(
+                "policy '{}' with binding '{}' denied request: {}",
+                d.policy, b, d.message
+            ),
+            None => format!("policy {:?} denied request: {}", d.policy, d.message),
+        };
+        let mut status = rules::forbidden(attrs, "admission request denied by policy");
+        status.message = text(first);
+        if let Some(reason) = &first.reason {
+            status.reason = Reason::parse(reason);
+        }
+        for d in &errors {
+            add_cause(&mut status, text(d));
+        }
         Err(status)
     }
 }

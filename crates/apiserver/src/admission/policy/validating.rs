@@ -4,57 +4,14 @@
 //! (with `message`, `messageExpression`, `reason`), then audit annotations, each becoming a
 //! decision in upstream's words.
 
-use std::collections::HashMap;
-
 use kube_cel::cel;
 use serde_json::Value;
 
-use super::matching::MatchResources;
+use super::compiled::{Core, Expr, Input, spec_list};
 use crate::admission::rules::text;
-use crate::cel::eval::{Program, Vars};
 
 /// `celconfig.MaxEvaluatedMessageExpressionSizeBytes`.
 const MAX_MESSAGE_BYTES: usize = 5 * 1024;
-
-/// An expression with what it needs of `variables`, compiled.
-pub struct Expr {
-    pub source: String,
-    program: Result<Program, String>,
-    /// The composited variables the expression names (`variables.<name>`), evaluated before it,
-    /// as cel-go's lazy map evaluates the ones an expression reaches.
-    uses: Vec<String>,
-}
-
-impl Expr {
-    pub fn compile(source: &str) -> Expr {
-        Expr {
-            source: source.to_string(),
-            program: Program::compile(source),
-            uses: variables_named(source),
-        }
-    }
-}
-
-/// The names that follow `variables.` in `source`.
-fn variables_named(source: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = source;
-    while let Some(at) = rest.find("variables.") {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + "variables.".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') {
-            continue;
-        }
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
-        if !name.is_empty() && !names.contains(&name) {
-            names.push(name);
-        }
-    }
-    names
-}
 
 pub struct ValidationRule {
     pub expr: Expr,
@@ -64,14 +21,7 @@ pub struct ValidationRule {
 }
 
 pub struct ValidatingPolicy {
-    pub name: String,
-    /// `failurePolicy` (absent: Fail).
-    pub failure_policy: String,
-    pub constraints: Option<MatchResources>,
-    /// `paramKind`: apiVersion and kind.
-    pub param_kind: Option<(String, String)>,
-    conditions: Vec<Expr>,
-    variables: Vec<(String, Expr)>,
+    pub core: Core,
     validations: Vec<ValidationRule>,
     audit_annotations: Vec<(String, Expr)>,
 }
@@ -79,42 +29,9 @@ pub struct ValidatingPolicy {
 impl ValidatingPolicy {
     pub fn compile(policy: &Value) -> ValidatingPolicy {
         let spec = policy.get("spec").unwrap_or(&Value::Null);
-        let list = |field: &str| {
-            spec.get(field)
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        };
         ValidatingPolicy {
-            name: text(policy.get("metadata").unwrap_or(&Value::Null), "name").to_string(),
-            failure_policy: match text(spec, "failurePolicy") {
-                "" => "Fail".to_string(),
-                f => f.to_string(),
-            },
-            constraints: spec
-                .get("matchConstraints")
-                .filter(|v| !v.is_null())
-                .map(MatchResources::from_api),
-            param_kind: spec.get("paramKind").filter(|v| !v.is_null()).map(|k| {
-                (
-                    text(k, "apiVersion").to_string(),
-                    text(k, "kind").to_string(),
-                )
-            }),
-            conditions: list("matchConditions")
-                .iter()
-                .map(|c| Expr::compile(text(c, "expression")))
-                .collect(),
-            variables: list("variables")
-                .iter()
-                .map(|v| {
-                    (
-                        text(v, "name").to_string(),
-                        Expr::compile(text(v, "expression")),
-                    )
-                })
-                .collect(),
-            validations: list("validations")
+            core: Core::compile(policy),
+            validations: spec_list(spec, "validations")
                 .iter()
                 .map(|v| ValidationRule {
                     expr: Expr::compile(text(v, "expression")),
@@ -125,7 +42,7 @@ impl ValidatingPolicy {
                     reason: v.get("reason").and_then(Value::as_str).map(str::to_string),
                 })
                 .collect(),
-            audit_annotations: list("auditAnnotations")
+            audit_annotations: spec_list(spec, "auditAnnotations")
                 .iter()
                 .map(|a| {
                     (
@@ -138,7 +55,7 @@ impl ValidatingPolicy {
     }
 
     fn fails_closed(&self) -> bool {
-        self.failure_policy != "Ignore"
+        self.core.fails_closed()
     }
 }
 
@@ -166,94 +83,8 @@ pub struct Outcome {
     pub annotations: Vec<Annotation>,
 }
 
-/// The variables of one evaluation (`object`, `oldObject`, `request`, `params`,
-/// `namespaceObject`) and the composited variables computed from them, each at most once.
-pub struct Input<'a> {
-    pub vars: Vars,
-    policy: &'a ValidatingPolicy,
-    composited: HashMap<String, Result<cel::Value, String>>,
-}
-
-impl<'a> Input<'a> {
-    pub fn new(policy: &'a ValidatingPolicy, vars: Vars) -> Self {
-        Input {
-            vars,
-            policy,
-            composited: HashMap::new(),
-        }
-    }
-
-    /// The value of composited variable `name`: `None` for a name the policy does not declare.
-    fn variable(&mut self, name: &str, depth: usize) -> Option<Result<cel::Value, String>> {
-        if let Some(v) = self.composited.get(name) {
-            return Some(v.clone());
-        }
-        let policy = self.policy;
-        let at = policy.variables.iter().position(|(n, _)| n == name)?;
-        let (_, expr) = &policy.variables[at];
-        // A variable sees only those declared before it; a cycle cannot form then.
-        let result = match &expr.program {
-            Err(e) => Err(format!(
-                "composited variable {name:?} fails to compile: {e}"
-            )),
-            Ok(_) if depth > policy.variables.len() => Err(format!(
-                "composited variable {name:?} fails to evaluate: too deeply nested"
-            )),
-            Ok(_) => self
-                .eval_raw(expr, Some(at), depth + 1)
-                .map_err(|e| format!("composited variable {name:?} fails to evaluate: {e}")),
-        };
-        self.composited.insert(name.to_string(), result.clone());
-        Some(result)
-    }
-
-    /// Evaluates `expr` with the variables it names bound; `visible` limits them to those
-    /// declared before a variable. The error is the evaluator's, unwrapped.
-    fn eval_raw(
-        &mut self,
-        expr: &Expr,
-        visible: Option<usize>,
-        depth: usize,
-    ) -> Result<cel::Value, String> {
-        let program = expr.program.as_ref().map_err(Clone::clone)?;
-        let mut bound = HashMap::new();
-        for name in &expr.uses {
-            let declared_before = self
-                .policy
-                .variables
-                .iter()
-                .position(|(n, _)| n == name)
-                .is_some_and(|i| visible.is_none_or(|v| i < v));
-            if !declared_before {
-                continue;
-            }
-            if let Some(value) = self.variable(name, depth) {
-                bound.insert(name.clone(), value?);
-            }
-        }
-        let variables = cel::Value::Map(cel::objects::Map {
-            map: std::sync::Arc::new(
-                bound
-                    .into_iter()
-                    .map(|(k, v)| (cel::objects::Key::String(std::sync::Arc::new(k)), v))
-                    .collect(),
-            ),
-        });
-        program.eval(&self.vars.clone().bind("variables", variables))
-    }
-
-    /// `activation.Evaluate`: the value, or the error in upstream's words.
-    fn eval(&mut self, expr: &Expr) -> Result<cel::Value, String> {
-        if let Err(e) = &expr.program {
-            return Err(format!("compilation error: {e}"));
-        }
-        self.eval_raw(expr, None, 0)
-            .map_err(|e| format!("expression '{}' resulted in error: {e}", expr.source))
-    }
-}
-
 /// cel-go's name of a value's type, as errors print it.
-fn type_name(v: &cel::Value) -> &'static str {
+pub(super) fn type_name(v: &cel::Value) -> &'static str {
     match v {
         cel::Value::Null => "null_type",
         cel::Value::Bool(_) => "bool",
@@ -285,25 +116,10 @@ impl ValidatingPolicy {
             }],
             annotations: Vec::new(),
         };
-        // Match conditions: one false skips the policy; errors follow the failure policy.
-        let mut errors = Vec::new();
-        for c in &self.conditions {
-            match input.eval(c) {
-                Ok(cel::Value::Bool(false)) => return Outcome::default(),
-                Ok(_) => {}
-                Err(e) => errors.push(e),
-            }
-        }
-        if !errors.is_empty() {
-            if !self.fails_closed() {
-                return Outcome::default();
-            }
-            let message = if errors.len() == 1 {
-                errors.remove(0)
-            } else {
-                format!("[{}]", errors.join(", "))
-            };
-            return error(message);
+        match self.core.conditions_match(input) {
+            Ok(true) => {}
+            Ok(false) => return Outcome::default(),
+            Err(message) => return error(message),
         }
         let mut out = Outcome::default();
         for (i, v) in self.validations.iter().enumerate() {
@@ -365,6 +181,8 @@ impl ValidatingPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::policy::compiled::variables_named;
+    use crate::cel::eval::Vars;
     use serde_json::json;
 
     fn policy(spec: Value) -> ValidatingPolicy {
@@ -372,7 +190,7 @@ mod tests {
     }
 
     fn run(p: &ValidatingPolicy, obj: Value) -> Outcome {
-        let mut input = Input::new(p, Vars::default().bind_json("object", Some(&obj)));
+        let mut input = Input::new(&p.core, Vars::default().bind_json("object", Some(&obj)));
         p.validate(&mut input)
     }
 
