@@ -12,8 +12,8 @@ use clap::{Parser, Subcommand};
 use crate::error::BenchError;
 use crate::report::{ScenarioResult, compare_table};
 use crate::scenarios::{
-    ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions, MemoryOptions,
-    MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
+    AdmissionLoad, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions,
+    MemoryOptions, MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
 };
 
 /// Drives a Kubernetes API server (Ironplane or kube-apiserver) through its public API and
@@ -110,6 +110,10 @@ pub enum Command {
         /// resources of a CRD installed first (an 8 KB operator-like schema).
         #[arg(long, value_enum, default_value = "configmap")]
         kind: CreateKind,
+        /// What admission checks each create: nothing beyond the default plugins, one
+        /// ValidatingAdmissionPolicy, or one validating webhook the bench serves on loopback.
+        #[arg(long, value_enum, default_value = "none")]
+        admission: AdmissionLoad,
     },
     /// Controller-like mix (GET 60%, LIST by label 10%, UPDATE 20%, CREATE/DELETE 10%).
     Mixed {
@@ -244,6 +248,7 @@ impl Cli {
                 duration,
                 count,
                 kind,
+                admission,
             } => Scenario::Create(CreateOptions {
                 concurrency: *concurrency,
                 duration: match (duration, count) {
@@ -252,6 +257,7 @@ impl Cli {
                 },
                 count: *count,
                 kind: *kind,
+                admission: *admission,
                 common,
             }),
             Command::Mixed {

@@ -20,6 +20,6 @@ pub(crate) mod fake;
 pub use error::BenchError;
 pub use report::{Row, ScenarioResult};
 pub use scenarios::{
-    ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions, MemoryOptions,
-    MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
+    AdmissionLoad, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions,
+    MemoryOptions, MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
 };

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use ironplane_bench::{
-    BenchError, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions,
-    MemoryOptions, MixedOptions, Scenario, WatchOptions, run_scenario,
+    AdmissionLoad, BenchError, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions,
+    ListOptions, MemoryOptions, MixedOptions, Scenario, WatchOptions, run_scenario,
 };
 
 fn client_config(server: &ironplane::testing::TestServer) -> ClientConfig {
@@ -36,6 +36,41 @@ async fn create_counts_add_up() {
         result.error_samples
     );
     assert!(result.server.starts_with(server.url.trim_end_matches('/')));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_behind_a_policy_or_a_webhook_pass_and_leave_nothing_behind() {
+    let server = ironplane::testing::TestServer::start().await;
+    let cfg = client_config(&server);
+    for admission in [AdmissionLoad::Policy, AdmissionLoad::Webhook] {
+        let scenario = Scenario::Create(CreateOptions {
+            concurrency: 2,
+            count: Some(20),
+            duration: None,
+            admission,
+            ..Default::default()
+        });
+        let result = run_scenario(&cfg, &scenario).await.unwrap();
+        let row = result.row("create").unwrap();
+        assert_eq!(
+            (row.count, row.errors),
+            (20, 0),
+            "{admission:?}: {:?}",
+            result.error_samples
+        );
+    }
+    let out = std::process::Command::new(common_kubectl())
+        .env("KUBECONFIG", &cfg.kubeconfig)
+        .args([
+            "get",
+            "validatingadmissionpolicies,validatingadmissionpolicybindings,validatingwebhookconfigurations",
+            "-o",
+            "name",
+        ])
+        .output()
+        .expect("kubectl runs");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 
+use super::admission::AdmissionLoad;
 use super::{
     ClientConfig, CommonOptions, MANAGED_BY_LABEL, MANAGED_BY_VALUE, MAX_CONCURRENCY, MAX_COUNT,
     MAX_DURATION, Meter, SET_LABEL, Tally, Workspace, check_common, check_duration, check_range,
@@ -36,6 +37,8 @@ pub struct CreateOptions {
     pub count: Option<u64>,
     /// What is created.
     pub kind: CreateKind,
+    /// What admission checks each create.
+    pub admission: AdmissionLoad,
     pub common: CommonOptions,
 }
 
@@ -50,7 +53,7 @@ pub enum CreateKind {
 }
 
 /// The group of the CRD the custom-resource kind installs in `workspace`.
-fn custom_group(workspace: &Workspace) -> String {
+pub(crate) fn custom_group(workspace: &Workspace) -> String {
     format!("cr.{}.bench.ironplane.io", workspace.namespace)
 }
 
@@ -167,6 +170,7 @@ impl Default for CreateOptions {
             duration: None,
             count: Some(1000),
             kind: CreateKind::default(),
+            admission: AdmissionLoad::default(),
             common: CommonOptions::default(),
         }
     }
@@ -209,6 +213,24 @@ async fn measure(
     if options.kind == CreateKind::CustomResource {
         install_crd(workspace).await?;
     }
+    let admission = super::admission::install(workspace, options.admission, options.kind).await?;
+    let outcome = create_loop(workspace, options, &path, body, tally, counters, issued).await;
+    super::admission::remove(workspace, admission).await;
+    outcome
+}
+
+/// Runs the workers until the count or the duration is reached, and reports.
+async fn create_loop(
+    workspace: &Workspace,
+    options: &CreateOptions,
+    path: &str,
+    body: bytes::Bytes,
+    tally: Arc<Tally>,
+    counters: Arc<Counters>,
+    issued: Arc<AtomicU64>,
+) -> Result<ScenarioResult, BenchError> {
+    let client = workspace.client.clone();
+    let path = path.to_string();
     if options.kind != CreateKind::Configmap
         && let Ok(mut extra) = workspace.extra_collections.lock()
     {
@@ -285,6 +307,10 @@ async fn measure(
     let mut result = ScenarioResult::new("create", client.server(), client.http2());
     result.param("concurrency", options.concurrency);
     result.param("kind", format!("{:?}", options.kind).to_lowercase());
+    result.param(
+        "admission",
+        format!("{:?}", options.admission).to_lowercase(),
+    );
     if let Some(d) = options.duration {
         result.param("duration_s", d.as_secs_f64());
     }

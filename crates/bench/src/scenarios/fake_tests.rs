@@ -48,6 +48,7 @@ async fn create_by_duration_keeps_objects_with_client_certificate() {
         count: None,
         duration: Some(Duration::from_millis(300)),
         kind: Default::default(),
+        admission: Default::default(),
         common: CommonOptions {
             namespace: Some("kept".to_string()),
             keep: true,

@@ -6,6 +6,7 @@
 //! error. It must not build URLs to anything but the client's server, and it must not leave
 //! objects behind unless asked to (`keep`).
 
+pub mod admission;
 pub mod crd;
 pub mod create;
 pub mod list;
@@ -32,6 +33,7 @@ use crate::progress::{Counters, Progress};
 use crate::report::ScenarioResult;
 use crate::stats::{ProcSample, sample_process};
 
+pub use admission::AdmissionLoad;
 pub use crd::CrdOptions;
 pub use create::{CreateKind, CreateOptions};
 pub use list::ListOptions;
