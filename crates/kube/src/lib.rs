@@ -10,6 +10,7 @@ pub mod controllers;
 pub mod openapi;
 pub mod poststart;
 pub mod printers;
+pub mod quota;
 pub mod service_resolver;
 pub mod strategies;
 mod table;
