@@ -334,7 +334,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     };
     tokio::spawn(ironplane_kube::controllers::run_namespace_controller(
         resources.clone(),
+        custom_resources.clone(),
+    ));
+    tokio::spawn(ironplane_kube::resource_quota_controller::run(
+        resources.clone(),
         custom_resources,
+        quotas,
     ));
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {
