@@ -361,6 +361,16 @@ impl Quantity {
         }
     }
 
+    /// The opposite value, in the same format (Go's `Neg`).
+    pub fn neg(&self) -> Quantity {
+        Quantity {
+            mantissa: -self.mantissa,
+            exponent: self.exponent,
+            format: self.format,
+            verbatim: None,
+        }
+    }
+
     /// The value rounded up to an integer multiple of `10^scale` (Go's `ScaledValue`), saturated
     /// to the i64 range.
     pub fn scaled_value(&self, scale: i32) -> i64 {

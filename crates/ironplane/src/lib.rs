@@ -174,6 +174,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(authenticators));
     let webhooks = apiserver::admission::webhook::Webhooks::default();
     let policies = apiserver::admission::policy::Policies::default();
+    let quotas = ironplane_kube::quota::Quotas::default();
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
@@ -189,6 +190,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             config: &admission_config,
             webhooks: &webhooks,
             policies: &policies,
+            quota: &quotas,
         },
     )
     .map_err(|e| format!("failed to initialize admission: {e}"))?;
@@ -332,7 +334,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     };
     tokio::spawn(ironplane_kube::controllers::run_namespace_controller(
         resources.clone(),
+        custom_resources.clone(),
+    ));
+    tokio::spawn(ironplane_kube::resource_quota_controller::run(
+        resources.clone(),
         custom_resources,
+        quotas,
     ));
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {

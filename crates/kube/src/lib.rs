@@ -10,6 +10,8 @@ pub mod controllers;
 pub mod openapi;
 pub mod poststart;
 pub mod printers;
+pub mod quota;
+pub mod resource_quota_controller;
 pub mod service_resolver;
 pub mod strategies;
 mod table;

@@ -4,7 +4,8 @@
 //! RuntimeClass, DefaultIngressClass), then validating ones (NamespaceLifecycle, LimitRanger's
 //! bounds, PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
 //! RuntimeClass's check of the overhead, CertificateSubjectRestriction), with the admission
-//! webhooks last in each phase, as upstream orders them. The framework, the seam and the
+//! webhooks last in each phase, as upstream orders them, and ResourceQuota after every other
+//! validating plugin, so that only what would be stored is charged. The framework, the seam and the
 //! webhooks are `apiserver::admission`; `config` reads `--admission-control-config-file` and
 //! hands each plugin its configuration.
 
@@ -23,6 +24,7 @@ mod namespace_lifecycle;
 mod persistent_volume_claim_resize;
 pub mod pod_security;
 mod priority;
+mod resource_quota;
 mod runtime_class;
 mod taint_nodes_by_condition;
 
@@ -43,6 +45,7 @@ pub fn default_plugins(
     let priority = Arc::new(priority::Priority { api: api.clone() });
     let runtime_class = Arc::new(runtime_class::RuntimeClass { api: api.clone() });
     let limit_ranger = Arc::new(limit_ranger::LimitRanger { api: api.clone() });
+    let api_for_quota = api.clone();
     Ok(Admission::default()
         .with_mutating(limit_ranger.clone())
         .with_mutating(Arc::new(taint_nodes_by_condition::TaintNodesByCondition))
@@ -71,7 +74,11 @@ pub fn default_plugins(
             certificate_subject_restriction::CertificateSubjectRestriction,
         ))
         .with_validating(setup.policies.validating())
-        .with_validating(webhooks.validating()))
+        .with_validating(webhooks.validating())
+        .with_validating(Arc::new(resource_quota::ResourceQuota {
+            api: api_for_quota,
+            quotas: setup.quota.clone(),
+        })))
 }
 
 /// What the plugins are built from: the configuration file's content, the webhooks and the
@@ -80,6 +87,8 @@ pub struct Setup<'a> {
     pub config: &'a config::AdmissionConfig,
     pub webhooks: &'a apiserver::admission::webhook::Webhooks,
     pub policies: &'a apiserver::admission::policy::Policies,
+    /// What the ResourceQuota plugin shares with the quota controller.
+    pub quota: &'a crate::quota::Quotas,
 }
 
 /// `admission.NewForbidden`: a 403 on the request's resource, named by the request or, on a

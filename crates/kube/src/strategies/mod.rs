@@ -44,6 +44,8 @@ use apiserver::authentication::Authenticator;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{Conversion, GenericStrategy, ResourceInfo, Strategy};
 
+/// What the quota evaluators read of a Pod: its QoS class and aggregated container resources.
+pub(crate) use pod::{aggregate_containers, compute_qos};
 pub use service::ServiceIpAllocator;
 
 /// What strategies may need besides their own kind: allocators, the authenticators, and the

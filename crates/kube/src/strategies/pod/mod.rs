@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 
 pub use defaults::default_pod_spec;
 pub use gates::{drop_disabled_fields, drop_disabled_template_fields};
+pub(crate) use resources::aggregate_containers;
 pub use resources::compute_qos;
 pub use spec::validate_template_metadata;
 pub(crate) use volumes::validate_template_object_meta;

@@ -265,7 +265,7 @@ pub(super) fn validate_pod_resources(
 /// The effective requests (or limits, `list`) of the containers: regular containers and
 /// sidecars add up; a non-sidecar init container counts alone, with the sidecars started
 /// before it (`AggregateContainerRequests`, `AggregateContainerLimits`).
-pub(super) fn aggregate_containers(spec: &Value, list: &str) -> Vec<(String, Quantity)> {
+pub(crate) fn aggregate_containers(spec: &Value, list: &str) -> Vec<(String, Quantity)> {
     let mut total: std::collections::BTreeMap<String, Quantity> = Default::default();
     let add = |acc: &mut std::collections::BTreeMap<String, Quantity>, c: &Value| {
         for (name, v) in map(c.get("resources").unwrap_or(&Value::Null), list) {

@@ -1,0 +1,210 @@
+//! ResourceQuota admission and the quota controller against the real binary, driven by kubectl:
+//! a quota on `count/configmaps` refuses the object over the limit with upstream's message
+//! (plugin/pkg/admission/resourcequota: "exceeded quota: %s, requested: %s, used: %s,
+//! limited: %s"), `status.used` follows creates and deletions, concurrent creates never exceed
+//! the quota, and a quota on `requests.cpu` asks pods to state it and counts what they ask.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use serde_json::Value;
+
+fn quota(s: &Server, ns: &str, name: &str) -> Value {
+    serde_json::from_str(&s.kubectl(&["-n", ns, "get", "resourcequota", name, "-o", "json"]))
+        .expect("a quota as JSON")
+}
+
+/// Waits until the quota's status says `want` for `resource` (the controller's first count).
+fn wait_used(s: &Server, ns: &str, name: &str, resource: &str, want: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let q = quota(s, ns, name);
+        if q["status"]["used"][resource] == want {
+            return q;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status.used.{resource} of {ns}/{name} never became {want}: {}",
+            q["status"]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn object_count_quota_refuses_with_upstreams_message_and_tracks_usage() {
+    let s = Server::start();
+    s.kubectl(&["create", "namespace", "rq"]);
+    s.kubectl(&[
+        "-n",
+        "rq",
+        "create",
+        "quota",
+        "q",
+        "--hard=count/configmaps=2",
+    ]);
+    let q = wait_used(&s, "rq", "q", "count/configmaps", "0");
+    assert_eq!(q["status"]["hard"]["count/configmaps"], "2");
+
+    s.kubectl(&["-n", "rq", "create", "configmap", "a"]);
+    s.kubectl(&["-n", "rq", "create", "configmap", "b"]);
+    let err = s.kubectl_fails(&["-n", "rq", "create", "configmap", "c"]);
+    assert!(
+        err.contains(
+            "configmaps \"c\" is forbidden: exceeded quota: q, requested: count/configmaps=1, \
+             used: count/configmaps=2, limited: count/configmaps=2"
+        ),
+        "{err}"
+    );
+    // Charged at admission, before the answer: right away, not after a controller pass.
+    assert_eq!(
+        quota(&s, "rq", "q")["status"]["used"]["count/configmaps"],
+        "2"
+    );
+    // A dry run is checked but not charged.
+    let err = s.kubectl_fails(&["-n", "rq", "create", "configmap", "d", "--dry-run=server"]);
+    assert!(err.contains("exceeded quota: q"), "{err}");
+
+    // A deletion gives the unit back (the controller counts again) and the next create fits.
+    s.kubectl(&["-n", "rq", "delete", "configmap", "a"]);
+    wait_used(&s, "rq", "q", "count/configmaps", "1");
+    s.kubectl(&["-n", "rq", "create", "configmap", "c"]);
+    assert_eq!(
+        quota(&s, "rq", "q")["status"]["used"]["count/configmaps"],
+        "2"
+    );
+
+    // Raising the limit is seen by the controller and admission alike.
+    s.kubectl(&[
+        "-n",
+        "rq",
+        "patch",
+        "resourcequota",
+        "q",
+        "-p",
+        r#"{"spec":{"hard":{"count/configmaps":"3"}}}"#,
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while quota(&s, "rq", "q")["status"]["hard"]["count/configmaps"] != "3" {
+        assert!(
+            Instant::now() < deadline,
+            "status.hard never followed spec.hard"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    s.kubectl(&["-n", "rq", "create", "configmap", "d"]);
+}
+
+#[test]
+fn concurrent_creates_never_exceed_the_quota() {
+    let s = Arc::new(Server::start());
+    s.kubectl(&["create", "namespace", "burst"]);
+    s.kubectl(&[
+        "-n",
+        "burst",
+        "create",
+        "quota",
+        "q",
+        "--hard=count/configmaps=10",
+    ]);
+    wait_used(&s, "burst", "q", "count/configmaps", "0");
+    let threads: Vec<_> = (0..20)
+        .map(|i| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let out =
+                    s.kubectl_output(&["-n", "burst", "create", "configmap", &format!("c{i}")]);
+                let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                (out.status.success(), err)
+            })
+        })
+        .collect();
+    let results: Vec<(bool, String)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let created = results.iter().filter(|(ok, _)| *ok).count();
+    assert_eq!(created, 10, "{results:?}");
+    for (ok, err) in &results {
+        if !ok {
+            assert!(
+                err.contains("exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=10, limited: count/configmaps=10"),
+                "{err}"
+            );
+        }
+    }
+    let listed = s.kubectl(&["-n", "burst", "get", "configmaps", "-o", "name"]);
+    assert_eq!(listed.lines().count(), 10, "{listed}");
+    assert_eq!(
+        quota(&s, "burst", "q")["status"]["used"]["count/configmaps"],
+        "10"
+    );
+}
+
+const POD: &str = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "NAME"},
+  "spec": {"containers": [{"name": "c", "image": "nginx:1.27", "resources": RESOURCES}]}}"#;
+
+fn pod(name: &str, resources: &str) -> String {
+    POD.replace("NAME", name).replace("RESOURCES", resources)
+}
+
+#[test]
+fn compute_quota_on_pods() {
+    let s = Server::start();
+    s.kubectl(&["create", "namespace", "cpu"]);
+    s.kubectl(&[
+        "-n",
+        "cpu",
+        "create",
+        "quota",
+        "compute",
+        "--hard=requests.cpu=1,pods=5",
+    ]);
+    wait_used(&s, "cpu", "compute", "requests.cpu", "0");
+
+    let out = s.kubectl_stdin_output(&["-n", "cpu", "create", "-f", "-"], &pod("bare", "{}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "pods \"bare\" is forbidden: failed quota: compute: must specify requests.cpu for: c"
+        ),
+        "{err}"
+    );
+    s.kubectl_stdin(
+        &["-n", "cpu", "create", "-f", "-"],
+        &pod("small", r#"{"requests": {"cpu": "600m"}}"#),
+    );
+    let q = quota(&s, "cpu", "compute");
+    assert_eq!(q["status"]["used"]["requests.cpu"], "600m");
+    assert_eq!(q["status"]["used"]["pods"], "1");
+    let out = s.kubectl_stdin_output(
+        &["-n", "cpu", "create", "-f", "-"],
+        &pod("big", r#"{"requests": {"cpu": "500m"}}"#),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "pods \"big\" is forbidden: exceeded quota: compute, requested: requests.cpu=500m, \
+             used: requests.cpu=600m, limited: requests.cpu=1"
+        ),
+        "{err}"
+    );
+    s.kubectl(&[
+        "-n",
+        "cpu",
+        "delete",
+        "pod",
+        "small",
+        "--grace-period=0",
+        "--force",
+    ]);
+    wait_used(&s, "cpu", "compute", "requests.cpu", "0");
+    s.kubectl_stdin(
+        &["-n", "cpu", "create", "-f", "-"],
+        &pod("big", r#"{"requests": {"cpu": "500m"}}"#),
+    );
+    assert_eq!(
+        quota(&s, "cpu", "compute")["status"]["used"]["requests.cpu"],
+        "500m"
+    );
+}
