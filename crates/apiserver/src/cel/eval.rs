@@ -179,7 +179,11 @@ fn initializers_to_maps(
 thread_local! {
     /// The standard library and Kubernetes' libraries, registered once per thread; each
     /// evaluation binds its variables in a child scope.
-    static ROOT: cel::Context<'static> = cel::Context::default().with_all();
+    static ROOT: cel::Context<'static> = {
+        let mut ctx = cel::Context::default().with_all();
+        super::authz::register(&mut ctx);
+        ctx
+    };
 }
 
 /// The variables of one evaluation.
@@ -260,6 +264,9 @@ fn go_error(e: &ExecutionError) -> String {
         ExecutionError::DivisionByZero(_) => "division by zero".into(),
         ExecutionError::RemainderByZero(_) => "modulus by zero".into(),
         ExecutionError::Overflow(..) => "integer overflow".into(),
+        ExecutionError::FunctionError { function, message } if function.is_empty() => {
+            message.clone()
+        }
         ExecutionError::FunctionError { function, message } => {
             format!("{function}: {message}")
         }

@@ -11,6 +11,7 @@
 //! Not here yet: the runtime cost budget (the `cel` interpreter does not count what it
 //! evaluates, so a rule's actual cost is not known).
 
+pub mod authz;
 pub mod checker;
 pub mod cost;
 pub mod eval;
