@@ -330,6 +330,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         resources.clone(),
         custom_resources,
     ));
+    tokio::spawn(ironplane_kube::controllers::run_serviceaccount_controller(
+        resources.clone(),
+    ));
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {
         tokio::spawn(apiextensions::run_controller(
