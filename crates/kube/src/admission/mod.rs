@@ -1,8 +1,9 @@
 //! Admission plugins that know built-in kinds (upstream: plugin/pkg/admission), one module
 //! each, installed in upstream's order: mutating plugins run first (LimitRanger's defaults,
-//! TaintNodesByCondition, Priority, DefaultTolerationSeconds, DefaultStorageClass,
-//! RuntimeClass, DefaultIngressClass), then validating ones (NamespaceLifecycle, LimitRanger's
-//! bounds, PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
+//! ServiceAccount, TaintNodesByCondition, Priority, DefaultTolerationSeconds,
+//! DefaultStorageClass, RuntimeClass, DefaultIngressClass), then
+//! validating ones (NamespaceLifecycle, LimitRanger's bounds, ServiceAccount's checks,
+//! PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
 //! RuntimeClass's check of the overhead, CertificateSubjectRestriction), with the admission
 //! webhooks last in each phase, as upstream orders them. The framework, the seam and the
 //! webhooks are `apiserver::admission`; `config` reads `--admission-control-config-file` and
@@ -24,6 +25,7 @@ mod persistent_volume_claim_resize;
 pub mod pod_security;
 mod priority;
 mod runtime_class;
+mod service_account;
 mod taint_nodes_by_condition;
 
 pub use namespace_lifecycle::{IMMORTAL_NAMESPACES, NamespaceLifecycle};
@@ -43,8 +45,10 @@ pub fn default_plugins(
     let priority = Arc::new(priority::Priority { api: api.clone() });
     let runtime_class = Arc::new(runtime_class::RuntimeClass { api: api.clone() });
     let limit_ranger = Arc::new(limit_ranger::LimitRanger { api: api.clone() });
+    let service_account = Arc::new(service_account::ServiceAccount { api: api.clone() });
     Ok(Admission::default()
         .with_mutating(limit_ranger.clone())
+        .with_mutating(service_account.clone())
         .with_mutating(Arc::new(taint_nodes_by_condition::TaintNodesByCondition))
         .with_mutating(priority.clone())
         .with_mutating(Arc::new(
@@ -60,6 +64,7 @@ pub fn default_plugins(
         .with_mutating(webhooks.mutating())
         .with_validating(Arc::new(NamespaceLifecycle { api: api.clone() }))
         .with_validating(limit_ranger)
+        .with_validating(service_account)
         .with_validating(pod_security)
         .with_validating(priority)
         .with_validating(Arc::new(
