@@ -333,6 +333,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     tokio::spawn(ironplane_kube::controllers::run_serviceaccount_controller(
         resources.clone(),
     ));
+    tokio::spawn(ironplane_kube::controllers::run_storage_protection_controller(resources.clone()));
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {
         tokio::spawn(apiextensions::run_controller(

@@ -1,7 +1,7 @@
 //! Admission plugins that know built-in kinds (upstream: plugin/pkg/admission), one module
 //! each, installed in upstream's order: mutating plugins run first (LimitRanger's defaults,
 //! ServiceAccount, TaintNodesByCondition, Priority, DefaultTolerationSeconds,
-//! DefaultStorageClass, RuntimeClass, DefaultIngressClass), then
+//! DefaultStorageClass, StorageObjectInUseProtection, RuntimeClass, DefaultIngressClass), then
 //! validating ones (NamespaceLifecycle, LimitRanger's bounds, ServiceAccount's checks,
 //! PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
 //! RuntimeClass's check of the overhead, CertificateSubjectRestriction), with the admission
@@ -26,6 +26,7 @@ pub mod pod_security;
 mod priority;
 mod runtime_class;
 mod service_account;
+mod storage_object_in_use_protection;
 mod taint_nodes_by_condition;
 
 pub use namespace_lifecycle::{IMMORTAL_NAMESPACES, NamespaceLifecycle};
@@ -57,6 +58,9 @@ pub fn default_plugins(
         .with_mutating(Arc::new(default_storage_class::DefaultStorageClass {
             api: api.clone(),
         }))
+        .with_mutating(Arc::new(
+            storage_object_in_use_protection::StorageObjectInUseProtection,
+        ))
         .with_mutating(runtime_class.clone())
         .with_mutating(Arc::new(default_ingress_class::DefaultIngressClass {
             api: api.clone(),
