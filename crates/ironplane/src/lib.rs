@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use apiserver::authentication::{
     Authenticator, UnionAuthenticator, token::TokenFileAuthenticator, x509::ClientCertAuthenticator,
 };
-use apiserver::authorization::AllowAuthenticated;
+use apiserver::authorization::{AllowAuthenticated, Authorizer};
 use apiserver::endpoints::ApiResources;
 use apiserver::health::{Check, Health};
 use apiserver::{Config, GenericApiServer};
@@ -173,6 +173,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // Complete and build the server chain.
     let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(authenticators));
     let webhooks = apiserver::admission::webhook::Webhooks::default();
+    // One authorizer for the filter chain and for the admission plugins that authorize.
+    let authorizer: Arc<dyn Authorizer> = Arc::new(AllowAuthenticated);
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
@@ -187,6 +189,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         &ironplane_kube::admission::Setup {
             config: &admission_config,
             webhooks: &webhooks,
+            authorizer: authorizer.clone(),
         },
     )
     .map_err(|e| format!("failed to initialize admission: {e}"))?;
@@ -261,7 +264,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     };
     let config = Config {
         authenticator,
-        authorizer: Arc::new(AllowAuthenticated),
+        authorizer,
         request_timeout: REQUEST_TIMEOUT,
         version: version_info(),
         openapi: ironplane_kube::openapi::documents(),

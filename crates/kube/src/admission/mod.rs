@@ -81,11 +81,13 @@ pub fn default_plugins(
         .with_validating(webhooks.validating()))
 }
 
-/// What the plugins are built from: the configuration file's content and the webhooks (made
-/// before the API, started once it is served).
+/// What the plugins are built from: the configuration file's content, the webhooks (made
+/// before the API, started once it is served) and the server's authorizer, which plugins that
+/// authorize on their own ask (upstream's `WantsAuthorizer` initializer).
 pub struct Setup<'a> {
     pub config: &'a config::AdmissionConfig,
     pub webhooks: &'a apiserver::admission::webhook::Webhooks,
+    pub authorizer: Arc<dyn apiserver::authorization::Authorizer>,
 }
 
 /// `admission.NewForbidden`: a 403 on the request's resource, named by the request or, on a
