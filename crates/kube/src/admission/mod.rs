@@ -4,7 +4,8 @@
 //! DefaultStorageClass, StorageObjectInUseProtection, RuntimeClass, DefaultIngressClass), then
 //! validating ones (NamespaceLifecycle, LimitRanger's bounds, ServiceAccount's checks,
 //! PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
-//! RuntimeClass's check of the overhead, CertificateSubjectRestriction), with the admission
+//! RuntimeClass's check of the overhead, CertificateApproval, CertificateSigning,
+//! CertificateSubjectRestriction), with the admission
 //! webhooks last in each phase, as upstream orders them. The framework, the seam and the
 //! webhooks are `apiserver::admission`; `config` reads `--admission-control-config-file` and
 //! hands each plugin its configuration.
@@ -15,6 +16,7 @@ use apiserver::admission::Admission;
 use apiserver::endpoints::ApiResources;
 
 mod certificate_subject_restriction;
+mod certificates;
 pub mod config;
 mod default_ingress_class;
 mod default_storage_class;
@@ -75,6 +77,12 @@ pub fn default_plugins(
             persistent_volume_claim_resize::PersistentVolumeClaimResize { api },
         ))
         .with_validating(runtime_class)
+        .with_validating(Arc::new(certificates::CertificateApproval {
+            authorizer: setup.authorizer.clone(),
+        }))
+        .with_validating(Arc::new(certificates::CertificateSigning {
+            authorizer: setup.authorizer.clone(),
+        }))
         .with_validating(Arc::new(
             certificate_subject_restriction::CertificateSubjectRestriction,
         ))
