@@ -190,6 +190,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             config: &admission_config,
             webhooks: &webhooks,
             authorizer: authorizer.clone(),
+            enabled: &opts.admission_plugins()?,
         },
     )
     .map_err(|e| format!("failed to initialize admission: {e}"))?;

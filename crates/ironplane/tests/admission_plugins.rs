@@ -256,3 +256,51 @@ spec:
     s.kubectl(&["delete", "volumeattributesclass", "gold", "--timeout=10s"]);
     s.stop();
 }
+
+#[test]
+fn admission_plugin_flags() {
+    // Turned off, the ServiceAccount plugin neither names an account nor mounts a token, and
+    // StorageObjectInUseProtection adds no finalizer.
+    let s = Server::start_with(&[
+        "--disable-admission-plugins",
+        "ServiceAccount,StorageObjectInUseProtection",
+    ]);
+    let pod = json(&s, &["run", "p", "--image=nginx", "--dry-run=server"]);
+    assert!(pod["spec"].get("serviceAccountName").is_none(), "{pod}");
+    assert!(pod["spec"].get("volumes").is_none(), "{pod}");
+    // The other default plugins still run (DefaultTolerationSeconds).
+    assert_eq!(pod["spec"]["tolerations"].as_array().map(Vec::len), Some(2));
+    s.stop();
+
+    // Unknown names and a default-off plugin Ironplane lacks fail start-up, as upstream's option
+    // validation does (its messages, aggregated).
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironplane"))
+        .args(["--secure-port", "0", "--data-dir"])
+        .arg(dir.path())
+        .args([
+            "--enable-admission-plugins=Foo",
+            "--disable-admission-plugins=Bar",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            r#"[enable-admission-plugins plugin "Foo" is unknown, disable-admission-plugins plugin "Bar" is unknown]"#
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironplane"))
+        .args(["--secure-port", "0", "--data-dir"])
+        .arg(dir.path())
+        .arg("--enable-admission-plugins=AlwaysPullImages")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(r#"admission plugin "AlwaysPullImages" is not implemented by Ironplane"#)
+    );
+}
