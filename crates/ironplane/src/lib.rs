@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use apiserver::authentication::{
     Authenticator, UnionAuthenticator, token::TokenFileAuthenticator, x509::ClientCertAuthenticator,
 };
-use apiserver::authorization::AllowAuthenticated;
+use apiserver::authorization::{AllowAuthenticated, Authorizer};
 use apiserver::endpoints::ApiResources;
 use apiserver::health::{Check, Health};
 use apiserver::{Config, GenericApiServer};
@@ -175,6 +175,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let webhooks = apiserver::admission::webhook::Webhooks::default();
     let policies = apiserver::admission::policy::Policies::default();
     let quotas = ironplane_kube::quota::Quotas::default();
+    // One authorizer for the filter chain and for the admission plugins that authorize.
+    let authorizer: Arc<dyn Authorizer> = Arc::new(AllowAuthenticated);
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
@@ -191,6 +193,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             webhooks: &webhooks,
             policies: &policies,
             quota: &quotas,
+            authorizer: authorizer.clone(),
+            enabled: &opts.admission_plugins()?,
         },
     )
     .map_err(|e| format!("failed to initialize admission: {e}"))?;
@@ -267,7 +271,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     };
     let config = Config {
         authenticator,
-        authorizer: Arc::new(AllowAuthenticated),
+        authorizer,
         request_timeout: REQUEST_TIMEOUT,
         version: version_info(),
         openapi: ironplane_kube::openapi::documents(),
@@ -341,6 +345,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         custom_resources,
         quotas,
     ));
+    tokio::spawn(ironplane_kube::controllers::run_serviceaccount_controller(
+        resources.clone(),
+    ));
+    tokio::spawn(ironplane_kube::controllers::run_storage_protection_controller(resources.clone()));
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {
         tokio::spawn(apiextensions::run_controller(

@@ -71,6 +71,14 @@ pub struct Options {
     /// `path` to a file. PodSecurity reads its `PodSecurityConfiguration` from it.
     #[arg(long)]
     pub admission_control_config_file: Option<PathBuf>,
+    /// Admission plugins to turn on besides the default ones (comma-separated upstream names,
+    /// e.g. `NamespaceLifecycle,LimitRanger`). The order does not matter: plugins always run
+    /// in upstream's order.
+    #[arg(long, value_delimiter = ',')]
+    pub enable_admission_plugins: Vec<String>,
+    /// Admission plugins to turn off, even default ones (comma-separated upstream names).
+    #[arg(long, value_delimiter = ',')]
+    pub disable_admission_plugins: Vec<String>,
     /// The prefix of every storage key.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
@@ -132,7 +140,17 @@ impl Options {
             &self.service_cluster_ip_range,
             &self.service_node_port_range,
         )?;
+        self.admission_plugins()?;
         Ok(())
+    }
+
+    /// The admission plugins that run, in upstream's order, from `--enable-admission-plugins`
+    /// and `--disable-admission-plugins`.
+    pub fn admission_plugins(&self) -> Result<Vec<&'static str>, String> {
+        ironplane_kube::admission::plugins::enabled_plugins(
+            &self.enable_admission_plugins,
+            &self.disable_admission_plugins,
+        )
     }
 
     /// `--advertise-address`, else the bind address, else loopback.

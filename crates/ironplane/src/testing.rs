@@ -37,6 +37,8 @@ impl TestServer {
             audit_policy_file: None,
             audit_log_path: None,
             admission_control_config_file: None,
+            enable_admission_plugins: Vec::new(),
+            disable_admission_plugins: Vec::new(),
             shutdown_delay_duration: std::time::Duration::ZERO,
             verbosity: 0,
         };

@@ -1,6 +1,7 @@
 //! The built-in API (upstream: pkg/apis, pkg/registry, pkg/controlplane): the catalog of
 //! built-in resources, their strategies and table printers, the admission plugins that know
-//! kinds, bootstrap data and the controllers Ironplane runs itself (namespace deletion).
+//! kinds, bootstrap data and the controllers Ironplane runs itself (namespace deletion, the
+//! `default` ServiceAccount).
 
 pub mod admission;
 pub mod bootstrap;

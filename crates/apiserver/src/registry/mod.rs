@@ -15,5 +15,6 @@ pub use resource::{
 };
 pub use store::{
     DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,
+    generated_name,
 };
 pub use strategy::{Finish, GenericStrategy, Strategy};

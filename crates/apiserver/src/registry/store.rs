@@ -95,9 +95,10 @@ fn random_suffix() -> String {
         .collect()
 }
 
-/// A name for `generateName`: upstream keeps generated names within 63 characters, the base cut
-/// to 58 and 5 random characters appended.
-fn generated_name(generate_name: &str) -> String {
+/// A name for `generateName` (upstream's `SimpleNameGenerator`, also used by admission plugins
+/// that name what they add): generated names stay within 63 characters, the base cut to 58 and
+/// 5 random characters appended.
+pub fn generated_name(generate_name: &str) -> String {
     let base: String = generate_name.chars().take(58).collect();
     format!("{base}{}", random_suffix())
 }

@@ -21,13 +21,6 @@ MATCHING = os.path.join(HERE, "..", "golden", "corpus-matching.txt")
 # Differences that other open issues own, as (substring of the difference, reason).
 EXPECTED = [
     ("managedFields", "server-side apply and managedFields are issue 11"),
-    # Admission plugins (issue 9): ServiceAccount mounts the token volume and names the account.
-    ("kube-api-access", "the ServiceAccount admission plugin is issue 9"),
-    ("/var/run/secrets/kubernetes.io/serviceaccount", "the ServiceAccount admission plugin is issue 9"),
-    ("serviceAccountName: missing", "the ServiceAccount admission plugin is issue 9"),
-    ("serviceAccount: missing", "the ServiceAccount admission plugin is issue 9"),
-    ("kubernetes.io/pv-protection", "the StorageObjectInUseProtection admission plugin is issue 9"),
-    ("kubernetes.io/pvc-protection", "the StorageObjectInUseProtection admission plugin is issue 9"),
 ]
 
 # Whole cases that other open issues own: what they check does not exist here yet.
@@ -36,16 +29,40 @@ EXPECTED_CASES = {
     "cm-apply-create": SERVER_SIDE_APPLY,
     "cm-apply-conflict": SERVER_SIDE_APPLY,
     "cm-apply-no-field-manager": SERVER_SIDE_APPLY,
-    # Admission plugins (issue 9): the ServiceAccount plugin names the account `default` and adds the token volume, which
-    # these answers show (a volume count, the account name a token projection needs, the
-    # line numbers of an update's diff).
-    "pod-image-volume": "the ServiceAccount admission plugin is issue 9",
-    "pod-projected-sa-token-short": "the ServiceAccount admission plugin is issue 9",
-    "pod-update-forbidden-field": "the ServiceAccount admission plugin is issue 9",
     "sa-token-request-short": "serviceaccounts/token (issuing tokens) is issue 10",
     "sa-token-request-missing-sa": "serviceaccounts/token (issuing tokens) is issue 10",
     "sa-token-request-bound-object-kind": "serviceaccounts/token (issuing tokens) is issue 10",
 }
+
+
+# The recording was made on OpenShift's build of kube-apiserver v1.36.2, whose ServiceAccount
+# admission plugin carries a patch (openshift/kubernetes, `TokenVolumeSource`): the
+# `kube-api-access-*` volume projects a fourth source, the `openshift-service-ca.crt` ConfigMap.
+# kube-apiserver v1.36.2 projects three (token, `kube-root-ca.crt`, namespace), as Ironplane does:
+# that source is removed from the recorded answers before they are compared. One answer prints
+# the whole pod spec in a diff whose hunk starts 18 lines later for the extra source (its Go
+# struct dump is 18 lines): that header is rewritten, every other byte of the answer is compared.
+OPENSHIFT_SERVICE_CA = "openshift-service-ca.crt"
+RECORDED_TEXT_FIXES = {
+    "pod-update-forbidden-field": [("@@ -114,7 +114,15 @@", "@@ -96,7 +96,15 @@")],
+}
+
+
+def without_openshift_carry(name, o):
+    if isinstance(o, dict):
+        out = {}
+        for k, v in o.items():
+            if k == "sources" and isinstance(v, list):
+                v = [x for x in v if not (isinstance(x, dict) and isinstance(x.get("configMap"), dict)
+                                          and x["configMap"].get("name") == OPENSHIFT_SERVICE_CA)]
+            out[k] = without_openshift_carry(name, v)
+        return out
+    if isinstance(o, list):
+        return [without_openshift_carry(name, x) for x in o]
+    if isinstance(o, str):
+        for old, new in RECORDED_TEXT_FIXES.get(name, []):
+            o = o.replace(old, new)
+    return o
 
 
 def expected_reason(diff):
@@ -107,7 +124,7 @@ def main():
             owned.append(name)
             return
         with open(os.path.join(CORPUS, name + ".json")) as f:
-            recorded = replay.json.load(f)
+            recorded = without_openshift_carry(name, replay.json.load(f))
         diffs = [d for d in replay.compare(recorded, got) if expected_reason(d) is None]
         (matching if not diffs else other).append((name, diffs))
 

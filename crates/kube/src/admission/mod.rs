@@ -1,9 +1,11 @@
 //! Admission plugins that know built-in kinds (upstream: plugin/pkg/admission), one module
 //! each, installed in upstream's order: mutating plugins run first (LimitRanger's defaults,
-//! TaintNodesByCondition, Priority, DefaultTolerationSeconds, DefaultStorageClass,
-//! RuntimeClass, DefaultIngressClass), then validating ones (NamespaceLifecycle, LimitRanger's
-//! bounds, PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
-//! RuntimeClass's check of the overhead, CertificateSubjectRestriction), with the admission
+//! ServiceAccount, TaintNodesByCondition, Priority, DefaultTolerationSeconds,
+//! DefaultStorageClass, StorageObjectInUseProtection, RuntimeClass, DefaultIngressClass), then
+//! validating ones (NamespaceLifecycle, LimitRanger's bounds, ServiceAccount's checks,
+//! PodSecurity, Priority's check of PriorityClasses, PersistentVolumeClaimResize,
+//! RuntimeClass's check of the overhead, CertificateApproval, CertificateSigning,
+//! CertificateSubjectRestriction), with the CEL admission policies and then the admission
 //! webhooks last in each phase, as upstream orders them, and ResourceQuota after every other
 //! validating plugin, so that only what would be stored is charged. The framework, the seam and the
 //! webhooks are `apiserver::admission`; `config` reads `--admission-control-config-file` and
@@ -11,10 +13,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use apiserver::admission::Admission;
+use apiserver::admission::{Admission, MutatingPlugin, ValidatingPlugin};
 use apiserver::endpoints::ApiResources;
 
 mod certificate_subject_restriction;
+mod certificates;
 pub mod config;
 mod default_ingress_class;
 mod default_storage_class;
@@ -22,15 +25,26 @@ mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
 mod persistent_volume_claim_resize;
+pub mod plugins;
 pub mod pod_security;
 mod priority;
 mod resource_quota;
 mod runtime_class;
+mod service_account;
+mod storage_object_in_use_protection;
 mod taint_nodes_by_condition;
 
 pub use namespace_lifecycle::{IMMORTAL_NAMESPACES, NamespaceLifecycle};
 
-/// The default-on plugins that are built so far, in upstream's order (`AllOrderedPlugins`),
+/// A plugin by its upstream name, with its mutating and validating halves.
+type Plugin = (
+    &'static str,
+    Option<Arc<dyn MutatingPlugin>>,
+    Option<Arc<dyn ValidatingPlugin>>,
+);
+
+/// The enabled plugins (`setup.enabled`, see `plugins`) that are built, in upstream's order
+/// (`AllOrderedPlugins`): each phase runs the plugins that have a half for it. Plugins are
 /// configured from `config` (`--admission-control-config-file`); a plugin whose configuration
 /// is refused fails start-up with the reason.
 pub fn default_plugins(
@@ -38,57 +52,160 @@ pub fn default_plugins(
     setup: &Setup<'_>,
 ) -> Result<Admission, String> {
     let (config, webhooks) = (setup.config, setup.webhooks);
-    let pod_security = Arc::new(pod_security::PodSecurity {
-        api: api.clone(),
-        config: pod_security::Config::load(config.config_for("PodSecurity")?.as_ref())?,
-    });
+    let on = |name: &str| setup.enabled.contains(&name);
+    let pod_security: Option<Arc<dyn ValidatingPlugin>> = if on("PodSecurity") {
+        Some(Arc::new(pod_security::PodSecurity {
+            api: api.clone(),
+            config: pod_security::Config::load(config.config_for("PodSecurity")?.as_ref())?,
+        }))
+    } else {
+        None
+    };
     let priority = Arc::new(priority::Priority { api: api.clone() });
     let runtime_class = Arc::new(runtime_class::RuntimeClass { api: api.clone() });
     let limit_ranger = Arc::new(limit_ranger::LimitRanger { api: api.clone() });
+    let service_account = Arc::new(service_account::ServiceAccount { api: api.clone() });
     let api_for_quota = api.clone();
-    Ok(Admission::default()
-        .with_mutating(limit_ranger.clone())
-        .with_mutating(Arc::new(taint_nodes_by_condition::TaintNodesByCondition))
-        .with_mutating(priority.clone())
-        .with_mutating(Arc::new(
-            default_toleration_seconds::DefaultTolerationSeconds,
-        ))
-        .with_mutating(Arc::new(default_storage_class::DefaultStorageClass {
-            api: api.clone(),
-        }))
-        .with_mutating(runtime_class.clone())
-        .with_mutating(Arc::new(default_ingress_class::DefaultIngressClass {
-            api: api.clone(),
-        }))
-        .with_mutating(setup.policies.mutating())
-        .with_mutating(webhooks.mutating())
-        .with_validating(Arc::new(NamespaceLifecycle { api: api.clone() }))
-        .with_validating(limit_ranger)
-        .with_validating(pod_security)
-        .with_validating(priority)
-        .with_validating(Arc::new(
-            persistent_volume_claim_resize::PersistentVolumeClaimResize { api },
-        ))
-        .with_validating(runtime_class)
-        .with_validating(Arc::new(
-            certificate_subject_restriction::CertificateSubjectRestriction,
-        ))
-        .with_validating(setup.policies.validating())
-        .with_validating(webhooks.validating())
-        .with_validating(Arc::new(resource_quota::ResourceQuota {
-            api: api_for_quota,
-            quotas: setup.quota.clone(),
-        })))
+    let authorizer = &setup.authorizer;
+    let all: Vec<Plugin> = vec![
+        (
+            "NamespaceLifecycle",
+            None,
+            Some(Arc::new(NamespaceLifecycle { api: api.clone() })),
+        ),
+        (
+            "LimitRanger",
+            Some(limit_ranger.clone()),
+            Some(limit_ranger),
+        ),
+        (
+            "ServiceAccount",
+            Some(service_account.clone()),
+            Some(service_account),
+        ),
+        (
+            "TaintNodesByCondition",
+            Some(Arc::new(taint_nodes_by_condition::TaintNodesByCondition)),
+            None,
+        ),
+        ("PodSecurity", None, pod_security),
+        ("Priority", Some(priority.clone()), Some(priority)),
+        (
+            "DefaultTolerationSeconds",
+            Some(Arc::new(
+                default_toleration_seconds::DefaultTolerationSeconds,
+            )),
+            None,
+        ),
+        (
+            "DefaultStorageClass",
+            Some(Arc::new(default_storage_class::DefaultStorageClass {
+                api: api.clone(),
+            })),
+            None,
+        ),
+        (
+            "StorageObjectInUseProtection",
+            Some(Arc::new(
+                storage_object_in_use_protection::StorageObjectInUseProtection,
+            )),
+            None,
+        ),
+        (
+            "PersistentVolumeClaimResize",
+            None,
+            Some(Arc::new(
+                persistent_volume_claim_resize::PersistentVolumeClaimResize { api: api.clone() },
+            )),
+        ),
+        (
+            "RuntimeClass",
+            Some(runtime_class.clone()),
+            Some(runtime_class),
+        ),
+        (
+            "CertificateApproval",
+            None,
+            Some(Arc::new(certificates::CertificateApproval {
+                authorizer: authorizer.clone(),
+            })),
+        ),
+        (
+            "CertificateSigning",
+            None,
+            Some(Arc::new(certificates::CertificateSigning {
+                authorizer: authorizer.clone(),
+            })),
+        ),
+        (
+            "CertificateSubjectRestriction",
+            None,
+            Some(Arc::new(
+                certificate_subject_restriction::CertificateSubjectRestriction,
+            )),
+        ),
+        (
+            "DefaultIngressClass",
+            Some(Arc::new(default_ingress_class::DefaultIngressClass { api })),
+            None,
+        ),
+        (
+            "MutatingAdmissionPolicy",
+            Some(setup.policies.mutating()),
+            None,
+        ),
+        ("MutatingAdmissionWebhook", Some(webhooks.mutating()), None),
+        (
+            "ValidatingAdmissionPolicy",
+            None,
+            Some(setup.policies.validating()),
+        ),
+        (
+            "ValidatingAdmissionWebhook",
+            None,
+            Some(webhooks.validating()),
+        ),
+        (
+            "ResourceQuota",
+            None,
+            Some(Arc::new(resource_quota::ResourceQuota {
+                api: api_for_quota,
+                quotas: setup.quota.clone(),
+            })),
+        ),
+    ];
+    debug_assert!(
+        all.iter()
+            .map(|p| p.0)
+            .eq(plugins::IMPLEMENTED.iter().copied())
+    );
+    let mut admission = Admission::default();
+    for (_, mutating, _) in all.iter().filter(|p| on(p.0)) {
+        if let Some(m) = mutating {
+            admission = admission.with_mutating(m.clone());
+        }
+    }
+    for (_, _, validating) in all.into_iter().filter(|p| on(p.0)) {
+        if let Some(v) = validating {
+            admission = admission.with_validating(v);
+        }
+    }
+    Ok(admission)
 }
 
-/// What the plugins are built from: the configuration file's content, the webhooks and the
-/// CEL policies (made before the API, started once it is served).
+/// What the plugins are built from: the configuration file's content, the webhooks and the CEL
+/// policies (made before the API, started once it is served), the quota bookkeeping shared with
+/// the quota controller, and the server's authorizer, which plugins that authorize on their own
+/// ask (upstream's `WantsAuthorizer` initializer).
 pub struct Setup<'a> {
     pub config: &'a config::AdmissionConfig,
     pub webhooks: &'a apiserver::admission::webhook::Webhooks,
     pub policies: &'a apiserver::admission::policy::Policies,
     /// What the ResourceQuota plugin shares with the quota controller.
     pub quota: &'a crate::quota::Quotas,
+    pub authorizer: Arc<dyn apiserver::authorization::Authorizer>,
+    /// The plugins to run (`plugins::enabled_plugins`), by upstream name.
+    pub enabled: &'a [&'static str],
 }
 
 /// `admission.NewForbidden`: a 403 on the request's resource, named by the request or, on a

@@ -1,34 +1,18 @@
-//! Controllers Ironplane runs in-process. The namespace controller does what upstream needs
-//! kube-controller-manager for: when a namespace is marked for deletion it deletes everything in
-//! it, then clears the `kubernetes` finalizer so the namespace itself goes away.
+//! The namespace controller (upstream: pkg/controller/namespace): when a namespace is marked for
+//! deletion it deletes everything in it, then clears the `kubernetes` finalizer so the namespace
+//! itself goes away.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use apimachinery::object::ObjectExt;
-use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::{DeleteOptions, RegistryStore, Requester, UpdateOptions};
+use apiserver::registry::{DeleteOptions, Requester, UpdateOptions};
 use serde_json::{Value, json};
 use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
 
-/// The identity the controllers act as.
-pub fn controller_user() -> UserInfo {
-    UserInfo {
-        name: "system:serviceaccount:kube-system:namespace-controller".into(),
-        uid: String::new(),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            "system:authenticated".into(),
-        ],
-        extra: Default::default(),
-    }
-}
-
-/// Stores served by other servers of the chain (custom resources), asked for at each namespace
-/// deletion because they come and go at run time.
-pub type ExtraStores = Arc<dyn Fn() -> Vec<Arc<RegistryStore>> + Send + Sync>;
+use super::{ExtraStores, controller_user};
 
 /// Watches namespaces and finishes the deletion of terminating ones. Runs until the process ends;
 /// a namespace whose content cannot be removed yet (finalizers) is retried.

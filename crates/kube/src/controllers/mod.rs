@@ -1,0 +1,36 @@
+//! Controllers Ironplane runs in-process, doing what upstream needs kube-controller-manager for:
+//! the namespace controller (`namespace`: a terminating namespace's content is deleted, then its
+//! finalizer cleared), the service account controller (`serviceaccount`: every active
+//! namespace has its `default` ServiceAccount) and the storage protection controllers
+//! (`storage_protection`: the finalizers StorageObjectInUseProtection adds are removed from deleted
+//! volumes, claims and volume attributes classes nothing uses).
+
+mod namespace;
+mod serviceaccount;
+mod storage_protection;
+
+use std::sync::Arc;
+
+use apiserver::authentication::UserInfo;
+use apiserver::registry::RegistryStore;
+
+pub use namespace::run_namespace_controller;
+pub use serviceaccount::run_serviceaccount_controller;
+pub use storage_protection::run_storage_protection_controller;
+
+/// The identity the controllers act as.
+pub fn controller_user() -> UserInfo {
+    UserInfo {
+        name: "system:serviceaccount:kube-system:namespace-controller".into(),
+        uid: String::new(),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            "system:authenticated".into(),
+        ],
+        extra: Default::default(),
+    }
+}
+
+/// Stores served by other servers of the chain (custom resources), asked for at each namespace
+/// deletion because they come and go at run time.
+pub type ExtraStores = Arc<dyn Fn() -> Vec<Arc<RegistryStore>> + Send + Sync>;
