@@ -214,7 +214,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         builtin: resources.clone(),
         extensions: extensions.clone(),
     });
-    policies.start(served.clone());
+    policies.start(served.clone(), authorizer.clone());
     webhooks.start(
         served,
         ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)

@@ -369,3 +369,49 @@ fn mutating_policies_set_fields_by_apply_configuration_and_json_patch() {
     let missing = s.kubectl_fails(&["get", "service", "svc"]);
     assert!(missing.contains("NotFound"), "{missing}");
 }
+
+#[test]
+fn expressions_ask_the_authorizer() {
+    let s = Server::start();
+    // Today's authorizer allows authenticated users: the admin may read secrets, a service
+    // account (not in system:authenticated here) is refused with the authorizer's reason.
+    apply(
+        &s,
+        policy(
+            "authz",
+            json!({"matchConstraints": rule("", "configmaps"),
+            "validations": [
+                {"expression": "authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('get').allowed() && authorizer.requestResource.check('create').allowed()",
+                 "message": "the requester may not read secrets"},
+                {"expression": "!has(object.metadata.labels) || !('as-sa' in object.metadata.labels) || authorizer.serviceAccount('default', 'robot').group('').resource('secrets').check('get').allowed()",
+                 "messageExpression": "'robot: ' + authorizer.serviceAccount('default', 'robot').group('').resource('secrets').check('get').reason()"},
+            ]}),
+        ),
+    );
+    apply(
+        &s,
+        binding(
+            "authz",
+            json!({"policyName": "authz", "validationActions": ["Deny"]}),
+        ),
+    );
+    let mut refusal = String::new();
+    let mut n = 0;
+    eventually(
+        "the policy asks the authorizer about the service account",
+        || {
+            n += 1;
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": format!("sa{n}"), "namespace": "default", "labels": {"as-sa": "x"}}});
+            let (ok, _, err) = run(&s, &["create", "-f", "-"], &cm.to_string());
+            refusal = err;
+            !ok
+        },
+    );
+    assert!(
+        refusal.contains("ValidatingAdmissionPolicy 'authz' with binding 'authz' denied request: robot: anonymous requests are not allowed"),
+        "{refusal}"
+    );
+    let (ok, _, err) = run(&s, &["create", "configmap", "plain", "-n", "default"], "");
+    assert!(ok, "{err}");
+}

@@ -6,7 +6,9 @@
 //! by name or selector, in the store of the param kind), and the policy runs once per param.
 //! Configuration errors, denials, warnings and mutations become upstream's answers.
 //!
-//! Not here yet: the `authorizer` variable, the runtime cost budget (the `cel` interpreter does
+//! Expressions' `authorizer` checks go to the server's authorizer (`Shared::evaluate`).
+//!
+//! Not here yet: the runtime cost budget (the `cel` interpreter does
 //! not count cost), publishing audit annotations (there is no audit log yet).
 
 pub mod compiled;
@@ -14,7 +16,7 @@ pub mod matching;
 pub mod mutating;
 pub mod validating;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -33,8 +35,12 @@ use super::informer::{Derived, Informer, Objects};
 use super::rules::{self, Versions, text};
 use super::webhook::review::{Invocation, request_fields};
 use super::{Attributes, MutatingPlugin, Operation, ServedResources, ValidatingPlugin};
+use crate::authentication::UserInfo;
+use crate::authorization::{Authorizer, Decision as AuthzDecision};
+use crate::cel::authz;
 use crate::cel::eval::{Vars, json_to_cel};
 use crate::registry::RegistryStore;
+use crate::request::RequestInfo;
 
 /// How long a request waits for the policies to be read at start-up before it is refused.
 const READY_WAIT: Duration = Duration::from_secs(10);
@@ -52,6 +58,8 @@ struct Shared {
     mutating: Source<MutatingPolicy>,
     resources: OnceLock<Arc<dyn ServedResources>>,
     namespaces: OnceLock<Arc<RegistryStore>>,
+    /// What `authorizer` checks in expressions are put to.
+    authorizer: OnceLock<Arc<dyn Authorizer>>,
 }
 
 /// A policy kind: how it compiles, and its common part.
@@ -173,8 +181,10 @@ impl Policies {
         Arc::new(MutatingAdmissionPolicy(self.shared.clone()))
     }
 
-    /// Starts reading policies and bindings; until they are read, requests wait.
-    pub fn start(&self, resources: Arc<dyn ServedResources>) {
+    /// Starts reading policies and bindings; until they are read, requests wait. `authorizer`
+    /// answers the expressions' `authorizer` checks.
+    pub fn start(&self, resources: Arc<dyn ServedResources>, authorizer: Arc<dyn Authorizer>) {
+        let _ = self.shared.authorizer.set(authorizer);
         if let Some(ns) = rules::find_store(resources.as_ref(), ("", "v1", "namespaces")) {
             let _ = self.shared.namespaces.set(ns);
         }
@@ -375,12 +385,91 @@ fn base_vars(
         kind: matched.kind.clone(),
     };
     let request = Value::Object(request_fields(attrs, &inv));
+    let user = attrs.user;
+    let subject = authz::Subject {
+        name: user.name.clone(),
+        uid: user.uid.clone(),
+        groups: user.groups.clone(),
+    };
+    let info = attrs.resource;
+    let request_resource = authz::Check {
+        subject: subject.clone(),
+        path: None,
+        group: info.group.clone(),
+        resource: info.resource.clone(),
+        subresource: attrs.subresource.to_string(),
+        namespace: attrs.namespace.to_string(),
+        name: attrs.name.to_string(),
+        verb: String::new(),
+    };
     Vars::default()
         .bind_json("object", obj)
         .bind_json("oldObject", old)
         .bind("request", json_to_cel(&request))
         .bind_json("namespaceObject", namespace)
         .bind_json("params", param)
+        .bind(
+            "authorizer",
+            authz::authorizer_value(subject, Some(request_resource)),
+        )
+}
+
+/// How many times an evaluation runs to learn the answers to its authorization checks (each
+/// run asks what the one before could not know; expressions rarely chain checks on answers).
+const AUTHZ_ROUNDS: usize = 4;
+
+impl Shared {
+    /// Runs `f` (evaluations) until the authorizer answered every check it makes
+    /// (`authz::with_session`).
+    async fn evaluate<R>(&self, mut f: impl FnMut() -> R) -> R {
+        let mut known = HashMap::new();
+        for _ in 1..AUTHZ_ROUNDS {
+            let (result, asked) = authz::with_session(&known, &mut f);
+            let Some(authorizer) = self.authorizer.get().filter(|_| !asked.is_empty()) else {
+                return result;
+            };
+            for check in asked {
+                let answer = ask(authorizer.as_ref(), &check).await;
+                known.insert(check, answer);
+            }
+        }
+        authz::with_session(&known, f).0
+    }
+}
+
+/// One check put to the server's authorizer.
+async fn ask(authorizer: &dyn Authorizer, check: &authz::Check) -> authz::Answer {
+    let user = UserInfo {
+        name: check.subject.name.clone(),
+        uid: check.subject.uid.clone(),
+        groups: check.subject.groups.clone(),
+        extra: Default::default(),
+    };
+    let request = RequestInfo {
+        is_resource_request: check.path.is_none(),
+        path: check.path.clone().unwrap_or_default(),
+        verb: check.verb.clone(),
+        api_prefix: String::new(),
+        api_group: check.group.clone(),
+        api_version: "*".into(),
+        namespace: check.namespace.clone(),
+        resource: check.resource.clone(),
+        subresource: check.subresource.clone(),
+        name: check.name.clone(),
+        parts: Vec::new(),
+    };
+    match authorizer.authorize(&user, &request).await {
+        AuthzDecision::Allow => authz::Answer {
+            allowed: true,
+            ..Default::default()
+        },
+        AuthzDecision::Deny(reason) => authz::Answer {
+            allowed: false,
+            reason,
+            error: None,
+        },
+        AuthzDecision::NoOpinion => authz::Answer::default(),
+    }
 }
 
 /// The request's objects as the matched version sees them, converted once per version.
@@ -618,7 +707,9 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
                 namespace.as_ref().and_then(Option::as_ref),
                 param.as_ref(),
             );
-            let outcome = policy.validate(&mut Input::new(core, vars));
+            let outcome = shared
+                .evaluate(|| policy.validate(&mut Input::new(core, vars.clone())))
+                .await;
             for decision in outcome.decisions {
                 let Decision::Deny {
                     message, reason, ..
@@ -799,7 +890,10 @@ impl MutatingPlugin for MutatingAdmissionPolicy {
                     param.as_ref(),
                 )
             };
-            match core.conditions_match(&mut Input::new(core, vars(&value))) {
+            let conditions = shared
+                .evaluate(|| core.conditions_match(&mut Input::new(core, vars(&value))))
+                .await;
+            match conditions {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => {
@@ -830,8 +924,13 @@ impl MutatingPlugin for MutatingAdmissionPolicy {
                 .get()
                 .and_then(|r| r.schemas_for(&matched.group, &matched.version, &matched.kind));
             for mutation in &policy.mutations {
-                let mut input = Input::new(core, vars(&value));
-                match mutation.apply(&mut input, &value, &gvk, schemas.as_deref()) {
+                let applied = shared
+                    .evaluate(|| {
+                        let mut input = Input::new(core, vars(&value));
+                        mutation.apply(&mut input, &value, &gvk, schemas.as_deref())
+                    })
+                    .await;
+                match applied {
                     Ok(next) => {
                         value = next;
                         dirty = true;
