@@ -129,6 +129,24 @@ impl RequestState {
     }
 }
 
+/// What one request's mutating webhooks or policies remember between the two rounds of the
+/// mutating plugins (`webhookReinvokeContext`, `policyReinvokeContext`): the object they left,
+/// the invocations that asked to be run again if something changes after them, and those to
+/// run again.
+#[derive(Default)]
+pub(crate) struct Reinvocation {
+    pub last_output: Option<Value>,
+    pub previously_invoked: std::collections::HashSet<String>,
+    pub reinvoke: std::collections::HashSet<String>,
+}
+
+impl Reinvocation {
+    pub fn require_reinvoking_previous(&mut self) {
+        let previous = std::mem::take(&mut self.previously_invoked);
+        self.reinvoke.extend(previous);
+    }
+}
+
 /// Every resource the server serves, across the layers of the chain (built-in groups and
 /// custom resources): what webhooks need to find the versions of a resource and convert between
 /// them (upstream's `EquivalentResourceMapper` and object convertor).

@@ -16,7 +16,7 @@ pub mod matching;
 pub mod mutating;
 pub mod validating;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -34,7 +34,9 @@ use self::validating::{Annotation, Decision, ValidatingPolicy};
 use super::informer::{Derived, Informer, Objects};
 use super::rules::{self, Versions, text};
 use super::webhook::review::{Invocation, request_fields};
-use super::{Attributes, MutatingPlugin, Operation, ServedResources, ValidatingPlugin};
+use super::{
+    Attributes, MutatingPlugin, Operation, Reinvocation, ServedResources, ValidatingPlugin,
+};
 use crate::authentication::UserInfo;
 use crate::authorization::{Authorizer, Decision as AuthzDecision};
 use crate::cel::authz;
@@ -240,6 +242,28 @@ enum Step<'h, P> {
         param: Option<Value>,
     },
     Error(Denied),
+}
+
+impl<'h, P> Step<'h, P> {
+    /// The run, or `None` with a configuration error put into `errors`.
+    #[allow(clippy::type_complexity)]
+    fn run(
+        self,
+        errors: &mut Vec<Denied>,
+    ) -> Option<(&'h Hook<P>, &'h Binding, Arc<Matched>, Option<Value>)> {
+        match self {
+            Step::Error(d) => {
+                errors.push(d);
+                None
+            }
+            Step::Run {
+                hook,
+                binding,
+                matched,
+                param,
+            } => Some((hook, binding, matched, param)),
+        }
+    }
 }
 
 impl Shared {
@@ -675,17 +699,8 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
         let mut namespace: Option<Option<Value>> = None;
         let mut denied: Vec<Denied> = Vec::new();
         for step in steps {
-            let (hook, binding, matched, param) = match step {
-                Step::Error(d) => {
-                    denied.push(d);
-                    continue;
-                }
-                Step::Run {
-                    hook,
-                    binding,
-                    matched,
-                    param,
-                } => (hook, binding, matched, param),
+            let Some((hook, binding, matched, param)) = step.run(&mut denied) else {
+                continue;
             };
             let policy = &hook.policy;
             let core = &policy.core;
@@ -783,22 +798,6 @@ fn add_cause(status: &mut Status, message: String) {
 
 const MUTATING: &str = "MutatingAdmissionPolicy";
 
-/// What one request's mutating policies remember between the two rounds of the mutating
-/// plugins (`policyReinvokeContext`).
-#[derive(Default)]
-struct Reinvocation {
-    last_output: Option<Value>,
-    previously_invoked: HashSet<String>,
-    reinvoke: HashSet<String>,
-}
-
-impl Reinvocation {
-    fn require_reinvoking_previous(&mut self) {
-        let previous = std::mem::take(&mut self.previously_invoked);
-        self.reinvoke.extend(previous);
-    }
-}
-
 pub struct MutatingAdmissionPolicy(Arc<Shared>);
 
 #[async_trait]
@@ -844,17 +843,8 @@ impl MutatingPlugin for MutatingAdmissionPolicy {
         let mut current: Option<(Arc<Matched>, Value)> = None;
         let mut dirty = false;
         for step in steps {
-            let (hook, binding, matched, param) = match step {
-                Step::Error(d) => {
-                    config_errors.push(d);
-                    continue;
-                }
-                Step::Run {
-                    hook,
-                    binding,
-                    matched,
-                    param,
-                } => (hook, binding, matched, param),
+            let Some((hook, binding, matched, param)) = step.run(&mut config_errors) else {
+                continue;
             };
             let policy = &hook.policy;
             let core = &policy.core;

@@ -11,7 +11,6 @@ mod hook;
 pub(crate) mod review;
 mod source;
 
-use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use serde_json::Value;
 use self::hook::Hook;
 use self::review::Invocation;
 use self::source::Source;
+use super::Reinvocation;
 use super::rules::{self, Versions};
 use super::{Attributes, MutatingPlugin, ServedResources, ValidatingPlugin};
 use crate::cel::eval::{Vars, json_to_cel};
@@ -314,22 +314,6 @@ fn settle(hook: &Hook, failure: Failure) -> Result<(), Status> {
         }
         Failure::Calling(why) => Err(review::calling_failed(&hook.name, why)),
         Failure::Refused(s) => Err(s),
-    }
-}
-
-/// What one request's mutating webhooks remember between the two rounds
-/// (`webhookReinvokeContext`).
-#[derive(Default)]
-struct Reinvocation {
-    last_output: Option<Value>,
-    previously_invoked: HashSet<String>,
-    reinvoke: HashSet<String>,
-}
-
-impl Reinvocation {
-    fn require_reinvoking_previous(&mut self) {
-        let previous = std::mem::take(&mut self.previously_invoked);
-        self.reinvoke.extend(previous);
     }
 }
 
