@@ -123,9 +123,9 @@ impl Checked {
     }
 }
 
-/// Parses and checks `source` with the given variables; the error is cel-go's issue text.
-pub fn compile(source: &str, vars: &[(&str, Type)]) -> Result<Checked, String> {
-    let mut expr = kube_cel::cel::parser::Parser::new()
+/// Parses `source`; the error is cel-go's issue text.
+fn parse(source: &str) -> Result<IdedExpr, String> {
+    kube_cel::cel::parser::Parser::new()
         .parse(source)
         .map_err(|errs| {
             errs.errors
@@ -140,7 +140,18 @@ pub fn compile(source: &str, vars: &[(&str, Type)]) -> Result<Checked, String> {
                 })
                 .collect::<Vec<_>>()
                 .join("\n")
-        })?;
+        })
+}
+
+/// The syntax errors of `source` in cel-go's words, if it does not parse (for expressions whose
+/// variables and libraries the checker does not declare, such as admission policies').
+pub fn syntax_errors(source: &str) -> Option<String> {
+    parse(source).err()
+}
+
+/// Parses and checks `source` with the given variables; the error is cel-go's issue text.
+pub fn compile(source: &str, vars: &[(&str, Type)]) -> Result<Checked, String> {
+    let mut expr = parse(source)?;
     let vars: HashMap<String, Type> = vars
         .iter()
         .map(|(n, t)| (n.to_string(), t.clone()))

@@ -9,9 +9,10 @@
 //! webhook's do.
 //!
 //! Validation is upstream's structural part: names, rules, enums, counts, selectors, client
-//! configurations, parameter kinds and references, validation actions, mutations. Upstream also
-//! compiles every CEL expression (match conditions, validations, audit annotations, variables,
-//! mutations) and reports type errors; that is the CEL layer's and is left out here.
+//! configurations, parameter kinds and references, validation actions, mutations. Every CEL
+//! expression (match conditions, validations, messages, audit annotations, variables, mutations)
+//! must parse, refused with cel-go's issues as upstream's compiler refuses it; upstream also
+//! type-checks them in the admission environment, which is not done yet.
 
 use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, is_c_identifier, is_dns1035_label,
@@ -365,8 +366,11 @@ fn validate_match_conditions(conditions: &[Value], path: &FieldPath) -> Vec<Fiel
     let mut seen: Vec<&str> = Vec::new();
     for (i, c) in conditions.iter().enumerate() {
         let p = path.index(i);
-        if str_at(c, "expression").trim().is_empty() {
+        let expression = str_at(c, "expression").trim();
+        if expression.is_empty() {
             errs.push(FieldError::required(&p.child("expression"), ""));
+        } else {
+            errs.extend(syntax_error(expression, &p.child("expression")));
         }
         let name = str_at(c, "name");
         if name.is_empty() {
@@ -498,12 +502,20 @@ fn validate_param_ref(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
+/// An expression that does not parse, as upstream's compiler refuses it (`compilation failed:`
+/// and cel-go's issues). Only syntax is checked: type checking needs the admission environment's
+/// declarations (the authorizer library among them), which the checker does not have yet.
+fn syntax_error(expression: &str, path: &FieldPath) -> Option<FieldError> {
+    apiserver::cel::checker::syntax_errors(expression)
+        .map(|e| FieldError::invalid(path, expression, format!("compilation failed: {e}")))
+}
+
 /// A CEL identifier that is not a reserved word (`isCELIdentifier`).
 fn is_cel_identifier(name: &str) -> bool {
     is_c_identifier(name).is_empty() && !apiserver::cel::types::RESERVED_WORDS.contains(&name)
 }
 
-/// `validateVariable`, without compiling the expression.
+/// `validateVariable` (the expression's syntax only).
 fn validate_variable(v: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let name = str_at(v, "name");
@@ -519,11 +531,14 @@ fn validate_variable(v: &Value, path: &FieldPath) -> Vec<FieldError> {
             "must be a valid CEL identifier",
         ));
     }
-    if str_at(v, "expression").trim().is_empty() {
+    let expression = str_at(v, "expression");
+    if expression.trim().is_empty() {
         errs.push(FieldError::required(
             &path.child("expression"),
             "expression is not specified",
         ));
+    } else {
+        errs.extend(syntax_error(expression, &path.child("expression")));
     }
     errs
 }
@@ -925,11 +940,14 @@ fn validate_validations(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (i, v) in list_at(spec, "validations").iter().enumerate() {
         let p = path.child("validations").index(i);
-        if str_at(v, "expression").trim().is_empty() {
+        let expression = str_at(v, "expression");
+        if expression.trim().is_empty() {
             errs.push(FieldError::required(
                 &p.child("expression"),
                 "expression is not specified",
             ));
+        } else {
+            errs.extend(syntax_error(expression, &p.child("expression")));
         }
         let message_expression = str_at(v, "messageExpression");
         if !message_expression.is_empty() && message_expression.trim().is_empty() {
@@ -937,6 +955,11 @@ fn validate_validations(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
                 &p.child("messageExpression"),
                 message_expression,
                 "must be non-empty if specified",
+            ));
+        } else if !message_expression.is_empty() {
+            errs.extend(syntax_error(
+                message_expression,
+                &p.child("messageExpression"),
             ));
         }
         let message = str_at(v, "message");
@@ -1019,6 +1042,11 @@ fn validate_audit_annotations(name: &str, spec: &Value, path: &FieldPath) -> Vec
                     "must not exceed {MAX_AUDIT_ANNOTATION_VALUE_EXPRESSION_LENGTH} bytes in length"
                 ),
             ));
+        } else {
+            errs.extend(syntax_error(
+                str_at(a, "valueExpression"),
+                &p.child("valueExpression"),
+            ));
         }
         if keys.contains(&key) {
             errs.push(FieldError::duplicate(&p.child("key"), key));
@@ -1057,7 +1085,10 @@ fn validate_mutation(m: &Value, path: &FieldPath) -> Vec<FieldError> {
                 "",
             ));
         }
-        Some(_) => {}
+        Some(p) => errs.extend(syntax_error(
+            str_at(p, "expression"),
+            &path.child(own).child("expression"),
+        )),
     }
     if set_at(m, other).is_some() {
         errs.push(FieldError::invalid(
@@ -1502,6 +1533,51 @@ mod tests {
         let mut p = json!({"metadata": {"name": "p"}, "spec": spec});
         PolicyStrategy { mutating }.default(&mut p);
         p
+    }
+
+    #[test]
+    fn expressions_must_parse() {
+        let rules = json!({"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]});
+        let vap = PolicyStrategy { mutating: false };
+        let p = policy(
+            json!({"matchConstraints": rules,
+                   "matchConditions": [{"name": "m", "expression": " object.x == "}],
+                   "variables": [{"name": "v", "expression": "1 +"}],
+                   "validations": [{"expression": "object.(", "messageExpression": "'a' +"}],
+                   "auditAnnotations": [{"key": "k", "valueExpression": "'x' + 'y'"}]}),
+            false,
+        );
+        let errs = messages(&vap.validate(&p));
+        let fields: Vec<&str> = errs
+            .iter()
+            .map(|e| e.split(": Invalid value: ").next().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.matchConditions[0].expression",
+                "spec.variables[0].expression",
+                "spec.validations[0].expression",
+                "spec.validations[0].messageExpression",
+            ],
+            "{errs:?}"
+        );
+        // The trimmed expression for match conditions, cel-go's issue text after the prefix.
+        assert!(
+            errs[0].starts_with(
+                "spec.matchConditions[0].expression: Invalid value: \"object.x ==\": compilation failed: ERROR: <input>:1:"
+            ),
+            "{errs:?}"
+        );
+        let map = PolicyStrategy { mutating: true };
+        let p = policy(
+            json!({"matchConstraints": rules, "reinvocationPolicy": "Never",
+                   "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{"}}]}),
+            true,
+        );
+        let errs = messages(&map.validate(&p));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].starts_with("spec.mutations[0].jsonPatch.expression: Invalid value: \"[JSONPatch{\": compilation failed: ERROR: <input>:1:"), "{errs:?}");
     }
 
     #[test]
