@@ -8,8 +8,9 @@
 //!
 //! Expressions' `authorizer` checks go to the server's authorizer (`Shared::evaluate`).
 //!
-//! Not here yet: the runtime cost budget (the `cel` interpreter does
-//! not count cost), publishing audit annotations (there is no audit log yet).
+//! Not here yet: the runtime cost budget (the `cel` interpreter does not count cost), and
+//! publishing audit annotations (the audit log has no seam yet through which admission adds
+//! annotations to the request's event).
 
 pub mod compiled;
 pub mod matching;
@@ -744,7 +745,7 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
                             "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
                             core.name, binding.name, message
                         )),
-                        // Audit: for the audit log, which is not built yet.
+                        // Audit: an annotation of the audit event, which admission cannot add yet.
                         _ => {}
                     }
                 }
