@@ -31,6 +31,21 @@ pub fn controller_user() -> UserInfo {
     }
 }
 
+/// The identity of upstream's controller `name`, a service account of `kube-system` (the
+/// controller manager's `--use-service-account-credentials`).
+fn kube_system_account(name: &str) -> UserInfo {
+    UserInfo {
+        name: format!("system:serviceaccount:kube-system:{name}"),
+        uid: String::new(),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            "system:serviceaccounts:kube-system".into(),
+            "system:authenticated".into(),
+        ],
+        extra: Default::default(),
+    }
+}
+
 /// Stores served by other servers of the chain (custom resources), asked for at each namespace
 /// deletion because they come and go at run time.
 pub type ExtraStores = Arc<dyn Fn() -> Vec<Arc<RegistryStore>> + Send + Sync>;

@@ -23,16 +23,7 @@ const RETRY: Duration = Duration::from_secs(1);
 
 /// The identity upstream's controller acts as.
 fn user() -> UserInfo {
-    UserInfo {
-        name: "system:serviceaccount:kube-system:service-account-controller".into(),
-        uid: String::new(),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            "system:serviceaccounts:kube-system".into(),
-            "system:authenticated".into(),
-        ],
-        extra: Default::default(),
-    }
+    super::kube_system_account("service-account-controller")
 }
 
 /// Watches namespaces and ServiceAccounts and keeps the `default` ServiceAccount of every

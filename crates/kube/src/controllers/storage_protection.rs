@@ -33,16 +33,7 @@ const PROTECTED: [(&str, &str, &str); 3] = [
 const RECHECK: Duration = Duration::from_millis(500);
 
 fn user() -> UserInfo {
-    UserInfo {
-        name: "system:serviceaccount:kube-system:pvc-protection-controller".into(),
-        uid: String::new(),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            "system:serviceaccounts:kube-system".into(),
-            "system:authenticated".into(),
-        ],
-        extra: Default::default(),
-    }
+    super::kube_system_account("pvc-protection-controller")
 }
 
 /// An object waiting for its finalizer to be removed: which of `PROTECTED`, namespace, name.
