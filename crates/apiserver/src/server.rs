@@ -62,6 +62,8 @@ impl Delegate for ApiResources {
 pub struct Config {
     pub authenticator: Arc<dyn Authenticator>,
     pub authorizer: Arc<dyn Authorizer>,
+    /// `--anonymous-auth`: requests without credentials are `system:anonymous` (else 401).
+    pub anonymous_auth: bool,
     pub request_timeout: Duration,
     pub version: Value,
     pub openapi: OpenApi,

@@ -32,6 +32,12 @@ fn strategies() -> &'static [Served] {
                 Vec::new(),
             )),
             api: Arc::new(std::sync::OnceLock::new()),
+            authorizer: Arc::new(apiserver::authorization::AlwaysAllow),
+            escalation: ironplane_kube::rbac::escalation::Escalation {
+                index: Default::default(),
+                authorizer: Arc::new(apiserver::authorization::AlwaysAllow),
+                api: Arc::new(std::sync::OnceLock::new()),
+            },
         };
         ironplane_kube::catalog::builtin_resources()
             .into_iter()

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use apiserver::authentication::{
     Authenticator, UnionAuthenticator, token::TokenFileAuthenticator, x509::ClientCertAuthenticator,
 };
-use apiserver::authorization::{AllowAuthenticated, Authorizer};
+use apiserver::authorization::Authorizer;
 use apiserver::endpoints::ApiResources;
 use apiserver::health::{Check, Health};
 use apiserver::{Config, GenericApiServer};
@@ -175,14 +175,19 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let webhooks = apiserver::admission::webhook::Webhooks::default();
     let policies = apiserver::admission::policy::Policies::default();
     let quotas = ironplane_kube::quota::Quotas::default();
-    // One authorizer for the filter chain and for the admission plugins that authorize.
-    let authorizer: Arc<dyn Authorizer> = Arc::new(AllowAuthenticated);
+    // One authorizer for the filter chain, the access reviews and the admission plugins that
+    // authorize: `system:masters` first, then the modes in the order given.
+    let rbac = ironplane_kube::rbac::RbacAuthorizer::default();
+    let authorizer = authorizer(&opts.authorization_mode, &rbac)?;
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
         allocator.clone(),
         opts.default_watch_cache_size,
-        authenticator.clone(),
+        &ironplane_kube::AuthSetup {
+            authenticator: authenticator.clone(),
+            rbac: &rbac.index,
+        },
         &[ironplane_kube::LayeredStrategy {
             group: "apiextensions.k8s.io",
             resource: "customresourcedefinitions",
@@ -214,6 +219,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         builtin: resources.clone(),
         extensions: extensions.clone(),
     });
+    rbac.start(&resources);
     policies.start(served.clone(), authorizer.clone());
     webhooks.start(
         served,
@@ -272,6 +278,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let config = Config {
         authenticator,
         authorizer,
+        anonymous_auth: opts.anonymous_auth,
         request_timeout: REQUEST_TIMEOUT,
         version: version_info(),
         openapi: ironplane_kube::openapi::documents(),
@@ -349,6 +356,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         resources.clone(),
     ));
     tokio::spawn(ironplane_kube::controllers::run_storage_protection_controller(resources.clone()));
+    tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
+        resources.clone(),
+    ));
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {
         tokio::spawn(apiextensions::run_controller(
@@ -389,6 +399,28 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     })
 }
 
+/// The union of authorizers for `--authorization-mode` (validated by `Options::validate`),
+/// behind the privileged-group authorizer as upstream builds it.
+fn authorizer(
+    modes: &[String],
+    rbac: &ironplane_kube::rbac::RbacAuthorizer,
+) -> Result<Arc<dyn Authorizer>, String> {
+    use apiserver::authorization::{
+        AlwaysAllow, AlwaysDeny, PrivilegedGroups, SYSTEM_MASTERS, Union,
+    };
+    let mut chain: Vec<Arc<dyn Authorizer>> =
+        vec![Arc::new(PrivilegedGroups(vec![SYSTEM_MASTERS.into()]))];
+    for mode in modes {
+        match mode.as_str() {
+            "AlwaysAllow" => chain.push(Arc::new(AlwaysAllow)),
+            "AlwaysDeny" => chain.push(Arc::new(AlwaysDeny)),
+            "RBAC" => chain.push(Arc::new(rbac.clone())),
+            other => return Err(format!("authorization-mode {other:?} is not supported")),
+        }
+    }
+    Ok(Arc::new(Union(chain)))
+}
+
 /// Runs upstream's object-creating post-start hooks (`ironplane_kube::poststart`) in order,
 /// retrying each until it succeeds, and marks each one's readiness check as it completes.
 async fn run_system_hooks(resources: Arc<ApiResources>, checks: Vec<Check>, client_ca_pem: String) {
@@ -397,9 +429,10 @@ async fn run_system_hooks(resources: Arc<ApiResources>, checks: Vec<Check>, clie
         let mut delay = Duration::from_millis(10);
         loop {
             let result = match i {
-                0 => hooks::bootstrap_system_priority_classes(&resources).await,
-                1 => hooks::start_identity_lease(resources.clone()).await,
-                2 => hooks::cluster_authentication_info(&resources, &client_ca_pem).await,
+                0 => ironplane_kube::rbac::bootstrap::reconcile(&resources).await,
+                1 => hooks::bootstrap_system_priority_classes(&resources).await,
+                2 => hooks::start_identity_lease(resources.clone()).await,
+                3 => hooks::cluster_authentication_info(&resources, &client_ca_pem).await,
                 _ => hooks::legacy_token_tracking(&resources).await,
             };
             match result {

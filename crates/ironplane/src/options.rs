@@ -41,6 +41,15 @@ pub struct Options {
     /// CSV of static bearer tokens: token,user,uid,"group1,group2".
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
+    /// Requests without credentials are served as `system:anonymous` (group
+    /// `system:unauthenticated`), for the authorizer to judge; `false` answers them 401.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
+    /// Authorizers asked in order, comma-separated: `RBAC`, `AlwaysAllow`, `AlwaysDeny`
+    /// (`Node`, `ABAC` and `Webhook` are not built yet). Members of `system:masters` are
+    /// always allowed.
+    #[arg(long, value_delimiter = ',', default_value = "RBAC")]
+    pub authorization_mode: Vec<String>,
     /// The range Service cluster IPs come from.
     #[arg(long, default_value = "10.0.0.0/24")]
     pub service_cluster_ip_range: String,
@@ -141,6 +150,16 @@ impl Options {
             &self.service_node_port_range,
         )?;
         self.admission_plugins()?;
+        apiserver::authorization::validate_modes(&self.authorization_mode)?;
+        if let Some(mode) = self
+            .authorization_mode
+            .iter()
+            .find(|m| matches!(m.as_str(), "Node" | "ABAC" | "Webhook"))
+        {
+            return Err(format!(
+                "authorization-mode {mode:?} is not supported by this server yet"
+            ));
+        }
         Ok(())
     }
 

@@ -27,6 +27,8 @@ impl TestServer {
             tls_private_key_file: None,
             client_ca_file: None,
             token_auth_file: None,
+            anonymous_auth: true,
+            authorization_mode: vec!["RBAC".into()],
             service_cluster_ip_range: "10.0.0.0/24".into(),
             service_node_port_range: "30000-32767".into(),
             etcd_prefix: "/registry".into(),

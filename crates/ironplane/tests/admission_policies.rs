@@ -373,8 +373,8 @@ fn mutating_policies_set_fields_by_apply_configuration_and_json_patch() {
 #[test]
 fn expressions_ask_the_authorizer() {
     let s = Server::start();
-    // Today's authorizer allows authenticated users: the admin may read secrets, a service
-    // account (not in system:authenticated here) is refused with the authorizer's reason.
+    // RBAC: the admin (system:masters) may read secrets; the service account `robot` is bound
+    // to a Role that does not exist yet, so it may not, and RBAC's reason says why.
     apply(
         &s,
         policy(
@@ -383,8 +383,8 @@ fn expressions_ask_the_authorizer() {
             "validations": [
                 {"expression": "authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('get').allowed() && authorizer.requestResource.check('create').allowed()",
                  "message": "the requester may not read secrets"},
-                {"expression": "!has(object.metadata.labels) || !('as-sa' in object.metadata.labels) || authorizer.serviceAccount('default', 'robot').group('').resource('secrets').check('get').allowed()",
-                 "messageExpression": "'robot: ' + authorizer.serviceAccount('default', 'robot').group('').resource('secrets').check('get').reason()"},
+                {"expression": "!has(object.metadata.labels) || !('as-sa' in object.metadata.labels) || authorizer.serviceAccount('default', 'robot').group('').resource('secrets').namespace('default').check('get').allowed()",
+                 "messageExpression": "'robot: ' + authorizer.serviceAccount('default', 'robot').group('').resource('secrets').namespace('default').check('get').reason()"},
             ]}),
         ),
     );
@@ -395,6 +395,15 @@ fn expressions_ask_the_authorizer() {
             json!({"policyName": "authz", "validationActions": ["Deny"]}),
         ),
     );
+    s.kubectl(&[
+        "create",
+        "rolebinding",
+        "robot",
+        "-n",
+        "default",
+        "--role=secret-reader",
+        "--serviceaccount=default:robot",
+    ]);
     let mut refusal = String::new();
     let mut n = 0;
     eventually(
@@ -405,13 +414,94 @@ fn expressions_ask_the_authorizer() {
                         "metadata": {"name": format!("sa{n}"), "namespace": "default", "labels": {"as-sa": "x"}}});
             let (ok, _, err) = run(&s, &["create", "-f", "-"], &cm.to_string());
             refusal = err;
-            !ok
+            // The binding reaches RBAC's index through a watch: wait for its reason.
+            !ok && refusal.contains("not found")
         },
     );
     assert!(
-        refusal.contains("ValidatingAdmissionPolicy 'authz' with binding 'authz' denied request: robot: anonymous requests are not allowed"),
+        refusal.contains(r#"ValidatingAdmissionPolicy 'authz' with binding 'authz' denied request: robot: RBAC: role.rbac.authorization.k8s.io "secret-reader" not found"#),
         "{refusal}"
     );
     let (ok, _, err) = run(&s, &["create", "configmap", "plain", "-n", "default"], "");
     assert!(ok, "{err}");
+    // Once the Role exists, the service account may read secrets and the labelled create passes.
+    s.kubectl(&[
+        "create",
+        "role",
+        "secret-reader",
+        "-n",
+        "default",
+        "--verb=get",
+        "--resource=secrets",
+    ]);
+    eventually("the service account may read secrets", || {
+        n += 1;
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("sa{n}"), "namespace": "default", "labels": {"as-sa": "x"}}});
+        run(&s, &["create", "-f", "-"], &cm.to_string()).0
+    });
+}
+
+#[test]
+fn audit_annotations_and_the_audit_action_reach_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit_policy = dir.path().join("audit.yaml");
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &audit_policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  resources: [{group: \"\", resources: [configmaps]}]\n",
+    )
+    .unwrap();
+    let s = Server::start_with(&[
+        "--audit-policy-file",
+        audit_policy.to_str().unwrap(),
+        "--audit-log-path",
+        log.to_str().unwrap(),
+    ]);
+    apply(
+        &s,
+        policy(
+            "size",
+            json!({"matchConstraints": rule("", "configmaps"),
+                "validations": [{"expression": "!has(object.data) || size(object.data) < 2", "message": "too many keys <2"}],
+                "auditAnnotations": [{"key": "keys", "valueExpression": "has(object.data) ? string(size(object.data)) : null"}]}),
+        ),
+    );
+    apply(
+        &s,
+        binding(
+            "size",
+            json!({"policyName": "size", "validationActions": ["Audit", "Warn"]}),
+        ),
+    );
+    // Audit and Warn admit: the create succeeds with a warning, and the event says it failed.
+    let mut n = 0;
+    eventually("the policy warns", || {
+        n += 1;
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("big{n}"), "namespace": "default"}, "data": {"a": "1", "b": "2"}});
+        let (ok, _, err) = run(&s, &["create", "-f", "-"], &cm.to_string());
+        assert!(ok, "{err}");
+        err.contains("Validation failed for ValidatingAdmissionPolicy 'size' with binding 'size': too many keys <2")
+    });
+    let events: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The last create is the one that warned.
+    let event = events
+        .iter()
+        .rfind(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "configmaps")
+        .expect("the create is audited");
+    assert_eq!(event["annotations"]["size/keys"], "2", "{event}");
+    assert_eq!(
+        event["annotations"]["validation.policy.admission.k8s.io/validation_failure"],
+        r#"[{"message":"too many keys \u003c2","policy":"size","binding":"size","expressionIndex":0,"validationActions":["Audit","Warn"]}]"#,
+        "{event}"
+    );
+    assert_eq!(
+        event["annotations"]["authorization.k8s.io/decision"],
+        "allow"
+    );
 }

@@ -657,7 +657,8 @@ rules:
     ]);
     s.kubectl(&["create", "configmap", "audited", "--from-literal=k=v"]);
     s.kubectl_fails(&["get", "configmap", "missing"]);
-    s.kubectl(&["get", "namespaces", "--as=jane"]);
+    // jane holds no role: the list is refused, and the audit event says why.
+    s.kubectl_fails(&["get", "namespaces", "--as=jane"]);
     let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
@@ -682,6 +683,10 @@ rules:
     assert_eq!(create["requestObject"]["data"]["k"], "v");
     assert_eq!(create["responseObject"]["metadata"]["name"], "audited");
     assert_eq!(create["user"]["username"], "kubernetes-admin");
+    assert_eq!(
+        create["annotations"],
+        serde_json::json!({"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""})
+    );
     let missing = events
         .iter()
         .find(|e| e["objectRef"]["name"] == "missing")
@@ -701,6 +706,11 @@ rules:
     assert_eq!(as_jane["user"]["username"], "kubernetes-admin");
     assert_eq!(as_jane["impersonatedUser"]["username"], "jane");
     assert!(as_jane.get("responseObject").is_none());
+    assert_eq!(as_jane["responseStatus"]["code"], 403);
+    assert_eq!(
+        as_jane["annotations"]["authorization.k8s.io/decision"],
+        "forbid"
+    );
 }
 
 #[test]
@@ -757,9 +767,11 @@ fn bearer_tokens_anonymous_health_and_401() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
+    // Without credentials a request is anonymous, and RBAC gives anonymous users nothing but
+    // health and version (the 401 is for credentials that do not authenticate).
     let denied = anonymous("/api/v1/namespaces");
     assert!(
-        denied.starts_with("401 ") && denied.contains(r#""reason":"Unauthorized""#),
+        denied.starts_with("403 ") && denied.contains(r#""reason":"Forbidden""#),
         "{denied}"
     );
     // TokenReview asks the server's authenticators, as webhook token authenticators do. (Sent
@@ -1039,7 +1051,8 @@ spec:
     ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["kind"], "SubjectAccessReview");
-    assert_eq!(v["status"]["allowed"], true, "{v}");
+    // alice holds no role: RBAC has no opinion, and no reason to give.
+    assert_eq!(v["status"], serde_json::json!({"allowed": false}), "{v}");
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod openapi;
 pub mod poststart;
 pub mod printers;
 pub mod quota;
+pub mod rbac;
 pub mod resource_quota_controller;
 pub mod service_resolver;
 pub mod strategies;
@@ -33,6 +34,13 @@ pub struct BuiltinApi {
     pub allocator: Arc<ServiceIpAllocator>,
 }
 
+/// What the kinds that authenticate or authorize need: TokenReview asks the authenticator, the
+/// RBAC kinds' escalation checks read RBAC's index.
+pub struct AuthSetup<'a> {
+    pub authenticator: Arc<dyn Authenticator>,
+    pub rbac: &'a rbac::Index,
+}
+
 /// The strategy of a kind the catalog stores for another layer of the chain (upstream serves it
 /// from that layer's server): CustomResourceDefinitions, whose rules live in `apiextensions`.
 pub struct LayeredStrategy {
@@ -51,7 +59,7 @@ pub fn install(
     prefix: &str,
     allocator: Arc<ServiceIpAllocator>,
     watch_cache_size: usize,
-    authenticator: Arc<dyn Authenticator>,
+    auth: &AuthSetup<'_>,
     layered: &[LayeredStrategy],
     admission_setup: &admission::Setup<'_>,
 ) -> Result<BuiltinApi, String> {
@@ -61,8 +69,14 @@ pub fn install(
     let admission = admission::default_plugins(lookup.clone(), admission_setup)?;
     let ctx = strategies::StrategyContext {
         services: allocator.clone(),
-        authenticator,
+        authenticator: auth.authenticator.clone(),
         api: lookup.clone(),
+        authorizer: admission_setup.authorizer.clone(),
+        escalation: rbac::escalation::Escalation {
+            index: auth.rbac.clone(),
+            authorizer: admission_setup.authorizer.clone(),
+            api: lookup.clone(),
+        },
     };
     // One cache per stored resource, shared by every version it is served in.
     let mut caches: HashMap<String, Arc<dyn Store>> = HashMap::new();

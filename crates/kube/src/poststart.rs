@@ -2,6 +2,7 @@
 //! and the `kubernetes` Service of `bootstrap`. Each function is one upstream hook, named after
 //! it (`HOOKS`), and reports ready once its objects exist:
 //!
+//! - `rbac/bootstrap-roles`: upstream's bootstrap RBAC policy, reconciled (`rbac::bootstrap`);
 //! - `scheduling/bootstrap-system-priority-classes`: the `system-node-critical` and
 //!   `system-cluster-critical` PriorityClasses (pkg/apis/scheduling/v1 `SystemPriorityClasses`);
 //! - `start-kube-apiserver-identity-lease-controller`: this server's identity Lease in
@@ -26,6 +27,7 @@ use crate::controllers::controller_user;
 
 /// The upstream names of the hooks, in the order they run.
 pub const HOOKS: &[&str] = &[
+    "rbac/bootstrap-roles",
     "scheduling/bootstrap-system-priority-classes",
     "start-kube-apiserver-identity-lease-controller",
     "start-cluster-authentication-info-controller",

@@ -3,16 +3,14 @@
 //! webhook configurations, admission policies and their bindings. Readers take the whole set as
 //! one `Arc`; the generation tells them when to rebuild what they derive from it.
 
+use apimachinery::object::ObjectExt;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
-
-use apimachinery::object::ObjectExt;
-use serde_json::Value;
-use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
 
 use crate::registry::RegistryStore;
+use crate::registry::reflector::{self, Delta};
 
 /// Objects by name (cluster-scoped resources only: every admission configuration kind is).
 pub type Objects = Arc<BTreeMap<String, Value>>;
@@ -51,69 +49,28 @@ impl Informer {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Lists and watches `store` until the process ends, starting over after a failed watch.
+    /// Lists and watches `store` until the process ends, publishing after every change.
     pub async fn run(self: Arc<Self>, store: Arc<RegistryStore>) {
-        loop {
-            let listed = store
-                .list(
-                    "",
-                    &ListOptions {
-                        resource_version: ResourceVersion::Unset,
-                        ..Default::default()
-                    },
-                )
-                .await;
-            let list = match listed {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!(resource = %store.info.resource, error = %e.message, "cannot list admission configuration; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
+        let mut objects = BTreeMap::new();
+        reflector::run(store, move |delta| {
+            match delta {
+                Delta::Replace(items) => {
+                    objects = items
+                        .into_iter()
+                        .map(|v| (v.name().to_string(), v))
+                        .collect();
                 }
-            };
-            let mut objects = BTreeMap::new();
-            for item in list.items {
-                if let Ok(v) = item.value() {
+                Delta::Upsert(v) => {
                     objects.insert(v.name().to_string(), v);
+                }
+                Delta::Deleted(v) => {
+                    objects.remove(v.name());
                 }
             }
             self.publish(&objects);
             self.synced.store(true, Ordering::Release);
-            let watched = store
-                .watch(
-                    "",
-                    &WatchOptions {
-                        resource_version: ResourceVersion::Exact(list.resource_version),
-                        send_initial_events: None,
-                        allow_bookmarks: false,
-                        predicate: None,
-                    },
-                )
-                .await;
-            let Ok(mut events) = watched else {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            };
-            while let Some(event) = events.recv().await {
-                match event {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                        if let Ok(v) = o.value() {
-                            objects.insert(v.name().to_string(), v);
-                        }
-                    }
-                    WatchEvent::Deleted(o) => {
-                        if let Ok(v) = o.value() {
-                            objects.remove(v.name());
-                        }
-                    }
-                    WatchEvent::Bookmark { .. } => continue,
-                    WatchEvent::Error(_) => break,
-                }
-                self.publish(&objects);
-            }
-            // The watch ended (compaction, a closed stream): list again, not in a tight loop.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
     }
 }
 

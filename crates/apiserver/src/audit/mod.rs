@@ -251,6 +251,34 @@ pub struct Auditor {
     pub sink: Sink,
 }
 
+tokio::task_local! {
+    static ANNOTATIONS: std::cell::RefCell<std::collections::BTreeMap<String, String>>;
+}
+
+/// Adds an annotation to the audit event of the request being served (upstream
+/// `audit.AddAuditAnnotation`), from any layer: authorization, admission. A key already set
+/// keeps its first value, as upstream's; outside an audited request nothing is recorded.
+pub fn add_annotation(key: impl Into<String>, value: impl Into<String>) {
+    let _ = ANNOTATIONS.try_with(|a| {
+        a.borrow_mut()
+            .entry(key.into())
+            .or_insert_with(|| value.into());
+    });
+}
+
+/// Runs `fut` collecting the audit annotations added while it runs.
+pub async fn collect_annotations<F: std::future::Future>(
+    fut: F,
+) -> (F::Output, std::collections::BTreeMap<String, String>) {
+    ANNOTATIONS
+        .scope(Default::default(), async {
+            let out = fut.await;
+            let annotations = ANNOTATIONS.with(|a| a.take());
+            (out, annotations)
+        })
+        .await
+}
+
 /// The facts an event records, gathered along the request.
 pub struct Record {
     pub audit_id: String,
@@ -263,6 +291,8 @@ pub struct Record {
     pub user_agent: Option<String>,
     pub received: String,
     pub request_object: Option<Value>,
+    /// What the layers of the chain added (`add_annotation`).
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 fn user_json(u: &UserInfo) -> Value {
@@ -312,6 +342,9 @@ impl Record {
         }
         if let Some(u) = &self.impersonated {
             e["impersonatedUser"] = user_json(u);
+        }
+        if !self.annotations.is_empty() {
+            e["annotations"] = json!(self.annotations);
         }
         if self.info.is_resource_request {
             let mut r =

@@ -6,8 +6,8 @@
 //! 2. request info — parsed once, put in the request's extensions for every later stage;
 //! 3. in-flight accounting — graceful shutdown waits for these requests (not for watches);
 //! 4. request deadline — non-watch requests end with 504 after `request_timeout`;
-//! 5. authentication — x509 client certificates and bearer tokens; anonymous only for the
-//!    public health and version paths; the user goes into the extensions;
+//! 5. authentication — x509 client certificates and bearer tokens; without credentials the
+//!    anonymous user (`--anonymous-auth`); the user goes into the extensions;
 //! 6. audit — `audit.k8s.io/v1` events at the levels and stages the policy asks for;
 //! 7. impersonation — `Impersonate-*` headers, each authorized as the verb `impersonate`;
 //! 8. max in flight — 429 beyond `--max-requests-inflight` / `--max-mutating-requests-inflight`
@@ -128,16 +128,6 @@ async fn call_next(next: Next, req: HttpRequest) -> Response {
         Ok(r) => r,
         Err(never) => match never {},
     }
-}
-
-/// Paths anonymous users may read, as upstream's `system:public-info-viewer` role allows.
-fn is_public(path: &str) -> bool {
-    matches!(
-        path,
-        "/healthz" | "/livez" | "/readyz" | "/version" | "/version/"
-    ) || path.starts_with("/healthz/")
-        || path.starts_with("/livez/")
-        || path.starts_with("/readyz/")
 }
 
 /// Counts requests in flight so that shutdown can wait for them to drain.
@@ -315,7 +305,6 @@ fn authenticate(
     next: Next,
 ) -> BoxFuture<'static, Response> {
     Box::pin(async move {
-        let info = request_info(&req);
         let peer = req.extensions().get::<PeerCertificates>().cloned();
         let outcome = {
             let authn = AuthnRequest {
@@ -326,7 +315,9 @@ fn authenticate(
         };
         let user: UserInfo = match outcome {
             Ok(Some(user)) => user,
-            Ok(None) if is_public(&info.path) => anonymous_user(),
+            // `--anonymous-auth`: requests without credentials go on as `system:anonymous`,
+            // and authorization decides (RBAC lets them read health and version only).
+            Ok(None) if server.config.anonymous_auth => anonymous_user(),
             Ok(None) | Err(_) => {
                 return response::status(&Status::unauthorized("Unauthorized"), Encoding::Json);
             }
@@ -438,6 +429,7 @@ fn audit(
                 .map(str::to_string),
             received: crate::audit::micro_time(),
             request_object: None,
+            annotations: Default::default(),
         };
         if decision.records(Stage::RequestReceived) {
             auditor
@@ -470,7 +462,8 @@ fn audit(
                 .boxed_unsync();
             req = http::Request::from_parts(parts, body);
         }
-        let response = call_next(next, req).await;
+        let (response, annotations) = crate::audit::collect_annotations(call_next(next, req)).await;
+        record.annotations = annotations;
         record.impersonated = slot.0.lock().ok().and_then(|g| g.clone());
         let code = response.status().as_u16();
         let (mut parts, body) = response.into_parts();
@@ -634,9 +627,8 @@ fn impersonate(
                 ..Default::default()
             };
             let reason = match server.config.authorizer.authorize(&requestor, &info).await {
-                Decision::Allow => continue,
-                Decision::Deny(reason) => reason,
-                Decision::NoOpinion => String::new(),
+                Decision::Allow(_) => continue,
+                Decision::Deny(reason) | Decision::NoOpinion(reason) => reason,
             };
             return response::status(&forbidden(&requestor, &info, &reason), Encoding::Json);
         }
@@ -726,6 +718,10 @@ fn limit_in_flight(
     })
 }
 
+/// The audit annotations of an authorization decision (upstream's filters/authorization.go).
+const DECISION_ANNOTATION: &str = "authorization.k8s.io/decision";
+const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
+
 fn authorize(
     server: Arc<GenericApiServer>,
     req: HttpRequest,
@@ -734,13 +730,17 @@ fn authorize(
     Box::pin(async move {
         let info = request_info(&req);
         let user = request_user(&req);
-        let reason = match server.config.authorizer.authorize(&user, &info).await {
-            Decision::Allow => None,
-            Decision::Deny(reason) => Some(reason),
-            Decision::NoOpinion => Some(String::new()),
-        };
-        if let Some(reason) = reason.filter(|_| !is_public(&info.path)) {
-            return response::status(&forbidden(&user, &info, &reason), Encoding::Json);
+        // The decision and its reason go to the audit event, as upstream's filter adds them.
+        match server.config.authorizer.authorize(&user, &info).await {
+            Decision::Allow(reason) => {
+                crate::audit::add_annotation(DECISION_ANNOTATION, "allow");
+                crate::audit::add_annotation(REASON_ANNOTATION, reason);
+            }
+            Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+                crate::audit::add_annotation(DECISION_ANNOTATION, "forbid");
+                crate::audit::add_annotation(REASON_ANNOTATION, reason.clone());
+                return response::status(&forbidden(&user, &info, &reason), Encoding::Json);
+            }
         }
         call_next(next, req).await
     })
@@ -823,14 +823,38 @@ mod tests {
 
     use super::*;
     use crate::authentication::UnionAuthenticator;
-    use crate::authorization::AllowAuthenticated;
+    use crate::authorization::{Authorizer, Decision};
     use crate::server::Config;
+
+    /// Authenticated users may do everything; anonymous ones may read `/version`.
+    struct AuthenticatedOrVersion;
+
+    #[async_trait::async_trait]
+    impl Authorizer for AuthenticatedOrVersion {
+        async fn authorize(&self, user: &UserInfo, request: &RequestInfo) -> Decision {
+            if user.groups.iter().any(|g| g == "system:authenticated") || request.path == "/version"
+            {
+                Decision::Allow(String::new())
+            } else {
+                Decision::NoOpinion(String::new())
+            }
+        }
+    }
     use http_body_util::{BodyExt, Full};
 
     fn server_with_limits(read_only: usize, mutating: usize) -> Arc<GenericApiServer> {
+        server_with(read_only, mutating, true)
+    }
+
+    fn server_with(
+        read_only: usize,
+        mutating: usize,
+        anonymous_auth: bool,
+    ) -> Arc<GenericApiServer> {
         let config = Config {
             authenticator: Arc::new(UnionAuthenticator::new(Vec::new())),
-            authorizer: Arc::new(AllowAuthenticated),
+            authorizer: Arc::new(AuthenticatedOrVersion),
+            anonymous_auth,
             request_timeout: std::time::Duration::from_secs(5),
             version: serde_json::json!({}),
             openapi: Default::default(),
@@ -936,19 +960,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn requests_without_credentials_get_401_except_public_paths() {
+    async fn requests_without_credentials_are_anonymous_unless_anonymous_auth_is_off() {
         let chain = build_handler_chain(server());
         let r = chain
             .clone()
             .oneshot(request("/api/v1/namespaces"))
             .await
             .unwrap();
-        assert_eq!(r.status(), 401);
-        let body: serde_json::Value =
-            serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
-        assert_eq!(body["reason"], "Unauthorized");
+        assert_eq!(r.status(), 403);
+        let body = body_json(r).await;
+        assert_eq!(
+            body["message"],
+            r#"namespaces is forbidden: User "system:anonymous" cannot list resource "namespaces" in API group "" at the cluster scope"#
+        );
         let r = chain.oneshot(request("/version")).await.unwrap();
-        assert_eq!(r.status(), 200, "anonymous users may read /version");
+        assert_eq!(
+            r.status(),
+            200,
+            "the authorizer lets anonymous users read /version"
+        );
+        let closed = build_handler_chain(server_with(0, 0, false));
+        for path in ["/api/v1/namespaces", "/version"] {
+            let r = closed.clone().oneshot(request(path)).await.unwrap();
+            assert_eq!(r.status(), 401, "{path}");
+            assert_eq!(body_json(r).await["reason"], "Unauthorized");
+        }
     }
 
     #[tokio::test]

@@ -4,6 +4,7 @@
 //! The registry never names a particular kind.
 
 pub mod conversion;
+pub mod reflector;
 mod resource;
 mod store;
 mod strategy;

@@ -413,6 +413,9 @@ impl RegistryStore {
                 self.strategy.default(&mut obj);
             }
         }
+        self.strategy
+            .authorize_write(req.user, namespace, &obj, None)
+            .await?;
         // System fields first, as upstream's store fills them before the strategy prepares the
         // object (a Job's generated selector names its uid).
         let meta = obj.metadata_mut();
@@ -635,6 +638,11 @@ impl RegistryStore {
             self.admission.admit(&attrs, &mut new).await?;
             if attrs.state.take_patched() {
                 self.strategy.default(&mut new);
+            }
+            if sub.is_empty() {
+                self.strategy
+                    .authorize_write(req.user, namespace, &new, Some(&old))
+                    .await?;
             }
             // The strategy reserves what the new object needs (upstream's `BeginUpdate`) and learns
             // at the end whether the write was stored.

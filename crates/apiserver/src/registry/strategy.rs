@@ -40,6 +40,19 @@ pub trait Strategy: Send + Sync {
         Ok(None)
     }
 
+    /// Upstream's policy-based storage (RBAC's escalation checks): may `user` write `new` (over
+    /// `old` on an update of the main resource)? Runs after mutating admission, before the
+    /// object is prepared and validated; an error refuses the write as it is.
+    async fn authorize_write(
+        &self,
+        _user: &crate::authentication::UserInfo,
+        _namespace: &str,
+        _new: &Value,
+        _old: Option<&Value>,
+    ) -> Result<(), apimachinery::Status> {
+        Ok(())
+    }
+
     /// Clears or sets fields before a create, e.g. status reset to its initial value.
     fn prepare_for_create(&self, _obj: &mut Value) {}
 

@@ -11,7 +11,7 @@ use apimachinery::Status;
 use apimachinery::validation::go_quote;
 use apiserver::admission::{Attributes, Operation, ValidatingPlugin};
 use apiserver::authentication::UserInfo;
-use apiserver::authorization::{Authorizer, Decision};
+use apiserver::authorization::Authorizer;
 use apiserver::request::RequestInfo;
 use async_trait::async_trait;
 use serde_json::Value;
@@ -49,7 +49,7 @@ async fn authorized_for_signer(
             name,
             ..Default::default()
         };
-        if authz.authorize(user, &request).await == Decision::Allow {
+        if authz.authorize(user, &request).await.is_allowed() {
             return true;
         }
     }
@@ -135,6 +135,7 @@ impl ValidatingPlugin for CertificateSigning {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apiserver::authorization::Decision;
     use apiserver::registry::ResourceInfo;
     use serde_json::json;
     use std::sync::Mutex;
@@ -154,7 +155,7 @@ mod tests {
                 .iter()
                 .any(|(v, n)| *v == r.verb && *n == r.name)
             {
-                Decision::Allow
+                Decision::Allow(String::new())
             } else {
                 Decision::Deny("no".into())
             }

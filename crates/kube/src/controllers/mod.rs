@@ -5,6 +5,7 @@
 //! (`storage_protection`: the finalizers StorageObjectInUseProtection adds are removed from deleted
 //! volumes, claims and volume attributes classes nothing uses).
 
+pub mod clusterrole_aggregation;
 mod namespace;
 mod serviceaccount;
 mod storage_protection;

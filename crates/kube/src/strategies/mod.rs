@@ -54,6 +54,10 @@ pub struct StrategyContext {
     pub services: Arc<ServiceIpAllocator>,
     pub authenticator: Arc<dyn Authenticator>,
     pub api: Arc<std::sync::OnceLock<Arc<ApiResources>>>,
+    /// The server's authorizer, for the access reviews.
+    pub authorizer: Arc<dyn apiserver::authorization::Authorizer>,
+    /// RBAC's escalation checks, for the policy-based RBAC kinds.
+    pub escalation: crate::rbac::escalation::Escalation,
 }
 
 /// Sets `field` of an object unless it holds a value: how upstream's `SetDefaults_*` functions
@@ -110,10 +114,12 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("", "persistentvolumeclaims") => Arc::new(volumes::PersistentVolumeClaimStrategy),
         ("rbac.authorization.k8s.io", "roles" | "clusterroles") => Arc::new(rbac::RoleStrategy {
             namespaced: info.resource == "roles",
+            escalation: ctx.escalation.clone(),
         }),
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
             Arc::new(rbac::BindingStrategy {
                 namespaced: info.resource == "rolebindings",
+                escalation: ctx.escalation.clone(),
             })
         }
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
@@ -177,7 +183,9 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         ("networking.k8s.io", "ipaddresses") => Arc::new(networking::IpAddressStrategy),
         ("", "endpoints") => Arc::new(endpoints::EndpointsStrategy),
         ("scheduling.k8s.io", "priorityclasses") => Arc::new(scheduling::PriorityClassStrategy),
-        ("authorization.k8s.io", _) => Arc::new(review::AccessReviewStrategy),
+        ("authorization.k8s.io", _) => Arc::new(review::AccessReviewStrategy {
+            authorizer: ctx.authorizer.clone(),
+        }),
         ("authentication.k8s.io", "tokenreviews") => Arc::new(review::TokenReviewStrategy {
             authenticator: ctx.authenticator.clone(),
         }),

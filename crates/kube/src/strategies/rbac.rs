@@ -9,7 +9,10 @@ use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, NameValidator, is_dns1123_subdomain,
     is_path_segment_name, is_qualified_name, is_valid_label_value, validate_label_selector,
 };
+use apiserver::authentication::UserInfo;
 use apiserver::registry::Strategy;
+
+use crate::rbac::escalation::Escalation;
 use serde_json::{Value, json};
 
 use super::fields::{json_list, list_at, set_at, str_at, strs_at};
@@ -19,14 +22,35 @@ const GROUP: &str = "rbac.authorization.k8s.io";
 /// Role (namespaced rules) and ClusterRole.
 pub struct RoleStrategy {
     pub namespaced: bool,
+    pub escalation: Escalation,
 }
 
 /// RoleBinding (may name a Role or a ClusterRole) and ClusterRoleBinding.
 pub struct BindingStrategy {
     pub namespaced: bool,
+    pub escalation: Escalation,
 }
 
+#[async_trait::async_trait]
 impl Strategy for RoleStrategy {
+    /// Nobody writes a role granting rights they lack (policy-based storage).
+    async fn authorize_write(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        new: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), apimachinery::Status> {
+        let resource = if self.namespaced {
+            "roles"
+        } else {
+            "clusterroles"
+        };
+        self.escalation
+            .check_role(resource, user, namespace, new, old)
+            .await
+    }
+
     fn name_validator(&self) -> NameValidator {
         NameValidator::PathSegment
     }
@@ -172,7 +196,26 @@ fn selector_converts(selector: &Value) -> bool {
         })
 }
 
+#[async_trait::async_trait]
 impl Strategy for BindingStrategy {
+    /// Nobody binds a role granting rights they lack, unless they may `bind` it.
+    async fn authorize_write(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        new: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), apimachinery::Status> {
+        let resource = if self.namespaced {
+            "rolebindings"
+        } else {
+            "clusterrolebindings"
+        };
+        self.escalation
+            .check_binding(resource, user, namespace, new, old)
+            .await
+    }
+
     fn default(&self, obj: &mut Value) {
         // `SetDefaults_RoleBinding` / `SetDefaults_ClusterRoleBinding`: a role reference
         // without a group names an RBAC role.
@@ -298,13 +341,24 @@ fn validate_subject(subject: &Value, namespaced: bool, path: &FieldPath) -> Vec<
 mod tests {
     use super::*;
 
+    fn escalation() -> Escalation {
+        Escalation {
+            index: Default::default(),
+            authorizer: std::sync::Arc::new(apiserver::authorization::AlwaysAllow),
+            api: Default::default(),
+        }
+    }
+
     fn messages(errs: &[FieldError]) -> Vec<String> {
         errs.iter().map(ToString::to_string).collect()
     }
 
     #[test]
     fn policy_rules_follow_upstream() {
-        let role = RoleStrategy { namespaced: true };
+        let role = RoleStrategy {
+            namespaced: true,
+            escalation: escalation(),
+        };
         let errs = role.validate(&json!({"rules": [{"resources": ["pods"], "verbs": ["get"]}]}));
         assert_eq!(
             messages(&errs),
@@ -320,7 +374,10 @@ mod tests {
                 "rules[0].nonResourceURLs: Invalid value: [\"/x\"]: namespaced rules cannot apply to non-resource URLs",
             ]
         );
-        let cluster = RoleStrategy { namespaced: false };
+        let cluster = RoleStrategy {
+            namespaced: false,
+            escalation: escalation(),
+        };
         let errs = cluster.validate(&json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "nonResourceURLs": ["/x"], "verbs": ["get"]}]}));
         assert_eq!(
             messages(&errs),
@@ -339,7 +396,10 @@ mod tests {
 
     #[test]
     fn bindings_check_role_refs_and_subjects() {
-        let rb = BindingStrategy { namespaced: true };
+        let rb = BindingStrategy {
+            namespaced: true,
+            escalation: escalation(),
+        };
         let mut b = json!({"roleRef": {"apiGroup": GROUP, "kind": "Policy", "name": ""}, "subjects": [{"kind": "Robot", "name": "a"}, {"kind": "User", "name": "u", "apiGroup": "example.com"}]});
         rb.default(&mut b);
         assert_eq!(
@@ -351,7 +411,10 @@ mod tests {
                 "subjects[1].apiGroup: Unsupported value: \"example.com\": supported values: \"rbac.authorization.k8s.io\"",
             ]
         );
-        let crb = BindingStrategy { namespaced: false };
+        let crb = BindingStrategy {
+            namespaced: false,
+            escalation: escalation(),
+        };
         let b = json!({"roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "r"}, "subjects": [{"kind": "ServiceAccount", "name": "sa", "apiGroup": "x"}]});
         assert_eq!(
             messages(&crb.validate(&b)),
@@ -366,7 +429,11 @@ mod tests {
     #[test]
     fn users_and_groups_default_to_the_rbac_group() {
         let mut b = json!({"subjects": [{"kind": "User", "name": "u"}, {"kind": "ServiceAccount", "name": "s"}]});
-        BindingStrategy { namespaced: true }.default(&mut b);
+        BindingStrategy {
+            namespaced: true,
+            escalation: escalation(),
+        }
+        .default(&mut b);
         assert_eq!(b["subjects"][0]["apiGroup"], GROUP);
         assert!(b["subjects"][1].get("apiGroup").is_none());
     }

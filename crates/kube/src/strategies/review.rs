@@ -1,8 +1,8 @@
 //! Access reviews, SelfSubjectReview and TokenReview: create-only kinds that are never stored
 //! (upstream: pkg/registry/authorization/*, pkg/registry/authentication/* and
-//! pkg/apis/authorization/validation). Until RBAC arrives every authenticated user may do
-//! everything, and the access reviews say so; a TokenReview asks the server's own authenticators
-//! about a token.
+//! pkg/apis/authorization/validation). The access reviews ask the server's authorizer (the
+//! same union the filter chain asks); a TokenReview asks the server's own authenticators about
+//! a token.
 //!
 //! An access review is validated first (`ValidateSubjectAccessReview` and its siblings): exactly
 //! one of resource or non-resource attributes, a subject for the non-self kinds, metadata empty
@@ -17,7 +17,9 @@ use apimachinery::validation::{
     FieldError, FieldPath, go_json, invalid_status, is_valid_label_value, validate_label_name,
 };
 use apiserver::authentication::{Authenticator, AuthnRequest, UserInfo};
+use apiserver::authorization::{Authorizer, Decision, Rules};
 use apiserver::registry::Strategy;
+use apiserver::request::RequestInfo;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
@@ -25,7 +27,111 @@ use super::fields::{list_at, set_at, str_at, strs_at};
 
 const AUTHORIZATION_GROUP: &str = "authorization.k8s.io";
 
-pub struct AccessReviewStrategy;
+/// The four access reviews, answered by the server's authorizer (upstream:
+/// pkg/registry/authorization/{subjectaccessreview,selfsubjectaccessreview,
+/// localsubjectaccessreview,selfsubjectrulesreview}).
+pub struct AccessReviewStrategy {
+    pub authorizer: Arc<dyn Authorizer>,
+}
+
+/// `AuthorizationAttributesFrom`: the request an access review asks about.
+fn review_request(spec: &Value) -> RequestInfo {
+    match set_at(spec, "resourceAttributes") {
+        Some(a) => RequestInfo {
+            is_resource_request: true,
+            verb: str_at(a, "verb").into(),
+            namespace: str_at(a, "namespace").into(),
+            api_group: str_at(a, "group").into(),
+            api_version: str_at(a, "version").into(),
+            resource: str_at(a, "resource").into(),
+            subresource: str_at(a, "subresource").into(),
+            name: str_at(a, "name").into(),
+            ..Default::default()
+        },
+        None => {
+            let a = set_at(spec, "nonResourceAttributes").unwrap_or(&Value::Null);
+            RequestInfo {
+                verb: str_at(a, "verb").into(),
+                path: str_at(a, "path").into(),
+                ..Default::default()
+            }
+        }
+    }
+}
+
+/// The user a SubjectAccessReview or LocalSubjectAccessReview names in its spec.
+fn spec_user(spec: &Value) -> UserInfo {
+    let extra = spec
+        .get("extra")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let values = v
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (k.clone(), values)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    UserInfo {
+        name: str_at(spec, "user").into(),
+        uid: str_at(spec, "uid").into(),
+        groups: strs_at(spec, "groups")
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        extra,
+    }
+}
+
+/// `SubjectRulesReviewStatus`.
+fn rules_status(rules: &Rules) -> Value {
+    let resource: Vec<Value> = rules
+        .resource_rules
+        .iter()
+        .map(|r| {
+            let mut v = json!({"verbs": r.verbs});
+            for (k, list) in [
+                ("apiGroups", &r.api_groups),
+                ("resources", &r.resources),
+                ("resourceNames", &r.resource_names),
+            ] {
+                if !list.is_empty() {
+                    v[k] = json!(list);
+                }
+            }
+            v
+        })
+        .collect();
+    let non_resource: Vec<Value> = rules
+        .non_resource_rules
+        .iter()
+        .map(|r| {
+            let mut v = json!({"verbs": r.verbs});
+            if !r.non_resource_urls.is_empty() {
+                v["nonResourceURLs"] = json!(r.non_resource_urls);
+            }
+            v
+        })
+        .collect();
+    let mut status = json!({
+        "resourceRules": resource,
+        "nonResourceRules": non_resource,
+        "incomplete": rules.incomplete,
+    });
+    if !rules.errors.is_empty() {
+        status["evaluationError"] = json!(crate::rbac::aggregate(&rules.errors));
+    }
+    status
+}
 
 /// `ObjectMeta` as Go's encoder prints it in a message: its fields in declaration order, the
 /// creation timestamp (a struct) always present.
@@ -276,29 +382,27 @@ impl Strategy for AccessReviewStrategy {
     async fn create_without_storage(
         &self,
         obj: &Value,
-        _user: &UserInfo,
+        user: &UserInfo,
         _dry_run: bool,
     ) -> Option<Result<Value, Status>> {
-        if obj.get("kind").and_then(Value::as_str) == Some("SelfSubjectRulesReview") {
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind == "SelfSubjectRulesReview" {
             // Upstream needs a namespace to resolve rules in, and answers with a new object
             // that holds the rules alone.
-            if obj
+            let namespace = obj
                 .pointer("/spec/namespace")
                 .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
+                .unwrap_or("");
+            if namespace.is_empty() {
                 return Some(Err(Status::bad_request("no namespace on request")));
             }
+            let rules = self.authorizer.rules_for(user, namespace);
             return Some(Ok(json!({
                 "kind": "SelfSubjectRulesReview",
                 "apiVersion": obj.get("apiVersion").cloned().unwrap_or_else(|| json!("authorization.k8s.io/v1")),
                 "metadata": {},
                 "spec": {},
-                "status": {
-                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                    "incomplete": false,
-                },
+                "status": rules_status(&rules),
             })));
         }
         let mut out = obj.clone();
@@ -306,7 +410,24 @@ impl Strategy for AccessReviewStrategy {
         if !errs.is_empty() {
             return Some(Err(invalid_status(AUTHORIZATION_GROUP, "", "", &errs)));
         }
-        out["status"] = json!({"allowed": true});
+        let spec = obj.get("spec").unwrap_or(&Value::Null);
+        let subject = if kind == "SelfSubjectAccessReview" {
+            user.clone()
+        } else {
+            spec_user(spec)
+        };
+        let decision = self
+            .authorizer
+            .authorize(&subject, &review_request(spec))
+            .await;
+        let mut status = json!({"allowed": decision.is_allowed()});
+        if matches!(decision, Decision::Deny(_)) {
+            status["denied"] = json!(true);
+        }
+        if !decision.reason().is_empty() {
+            status["reason"] = json!(decision.reason());
+        }
+        out["status"] = status;
         Some(Ok(out))
     }
 }

@@ -8,9 +8,10 @@
 //!
 //! Expressions' `authorizer` checks go to the server's authorizer (`Shared::evaluate`).
 //!
-//! Not here yet: the runtime cost budget (the `cel` interpreter does not count cost), and
-//! publishing audit annotations (the audit log has no seam yet through which admission adds
-//! annotations to the request's event).
+//! Audit annotations (`auditAnnotations`, the `Audit` validation action) go to the request's
+//! audit event through `audit::add_annotation`.
+//!
+//! Not here yet: the runtime cost budget (the `cel` interpreter does not count cost).
 
 pub mod compiled;
 pub mod matching;
@@ -462,6 +463,31 @@ impl Shared {
     }
 }
 
+const MAX_AUDIT_ANNOTATION_VALUE_LENGTH: usize = 10 * 1024;
+
+/// The `validation.policy.admission.k8s.io/validation_failure` value: a list of one failure, its
+/// fields in upstream's struct order, each encoded as Go's encoder does.
+fn validation_failure(
+    core: &compiled::Core,
+    binding: &Binding,
+    index: usize,
+    message: &str,
+) -> String {
+    use apimachinery::validation::go_json;
+    let actions: Vec<Value> = binding
+        .actions
+        .iter()
+        .map(|a| Value::from(a.as_str()))
+        .collect();
+    format!(
+        "[{{\"message\":{},\"policy\":{},\"binding\":{},\"expressionIndex\":{index},\"validationActions\":{}}}]",
+        go_json(&Value::from(message)),
+        go_json(&Value::from(core.name.as_str())),
+        go_json(&Value::from(binding.name.as_str())),
+        go_json(&Value::Array(actions)),
+    )
+}
+
 /// One check put to the server's authorizer.
 async fn ask(authorizer: &dyn Authorizer, check: &authz::Check) -> authz::Answer {
     let user = UserInfo {
@@ -484,16 +510,16 @@ async fn ask(authorizer: &dyn Authorizer, check: &authz::Check) -> authz::Answer
         parts: Vec::new(),
     };
     match authorizer.authorize(&user, &request).await {
-        AuthzDecision::Allow => authz::Answer {
+        AuthzDecision::Allow(reason) => authz::Answer {
             allowed: true,
-            ..Default::default()
+            reason,
+            error: None,
         },
-        AuthzDecision::Deny(reason) => authz::Answer {
+        AuthzDecision::Deny(reason) | AuthzDecision::NoOpinion(reason) => authz::Answer {
             allowed: false,
             reason,
             error: None,
         },
-        AuthzDecision::NoOpinion => authz::Answer::default(),
     }
 }
 
@@ -699,6 +725,8 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
         };
         let mut namespace: Option<Option<Value>> = None;
         let mut denied: Vec<Denied> = Vec::new();
+        let mut published: std::collections::BTreeMap<(String, String), Vec<String>> =
+            Default::default();
         for step in steps {
             let Some((hook, binding, matched, param)) = step.run(&mut denied) else {
                 continue;
@@ -726,7 +754,7 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
             let outcome = shared
                 .evaluate(|| policy.validate(&mut Input::new(core, vars.clone())))
                 .await;
-            for decision in outcome.decisions {
+            for (index, decision) in outcome.decisions.into_iter().enumerate() {
                 let Decision::Deny {
                     message, reason, ..
                 } = decision
@@ -745,7 +773,10 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
                             "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
                             core.name, binding.name, message
                         )),
-                        // Audit: an annotation of the audit event, which admission cannot add yet.
+                        "Audit" => crate::audit::add_annotation(
+                            "validation.policy.admission.k8s.io/validation_failure",
+                            validation_failure(core, binding, index, &message),
+                        ),
                         _ => {}
                     }
                 }
@@ -758,11 +789,28 @@ impl ValidatingPlugin for ValidatingAdmissionPolicy {
                         message,
                         reason: None,
                     }),
-                    Annotation::Publish(key, value) => {
-                        tracing::debug!(policy = %core.name, %key, %value, "audit annotation");
+                    Annotation::Publish(key, mut value) => {
+                        // Upstream cuts a value at 10 KiB (at a byte; here at the last whole
+                        // character before it).
+                        if value.len() > MAX_AUDIT_ANNOTATION_VALUE_LENGTH {
+                            let mut end = MAX_AUDIT_ANNOTATION_VALUE_LENGTH;
+                            while !value.is_char_boundary(end) {
+                                end -= 1;
+                            }
+                            value.truncate(end);
+                        }
+                        let values = published.entry((core.name.clone(), key)).or_default();
+                        if !values.contains(&value) {
+                            values.push(value);
+                        }
                     }
                 }
             }
+        }
+        // `auditAnnotationCollector.publish`: one annotation per policy and key, the distinct
+        // values of its bindings and params joined.
+        for ((policy, key), values) in published {
+            crate::audit::add_annotation(format!("{policy}/{key}"), values.join(", "));
         }
         let Some(first) = denied.into_iter().next() else {
             return Ok(());

@@ -1,0 +1,146 @@
+//! The clusterrole-aggregation controller (upstream: pkg/controller/clusterroleaggregation): a
+//! ClusterRole with an `aggregationRule` holds the rules of every other ClusterRole its
+//! selectors match — selectors in order, matching roles by name, each rule once — and is
+//! updated whenever that union changes. This is how `admin`, `edit` and `view` gain the rules
+//! of roles labelled `rbac.authorization.k8s.io/aggregate-to-*`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apimachinery::labels::Selector;
+use apimachinery::object::ObjectExt;
+use apiserver::endpoints::ApiResources;
+use apiserver::registry::reflector::{self, Delta};
+use apiserver::registry::{Requester, UpdateOptions};
+use serde_json::Value;
+
+/// How long a failed update waits before the roles are looked at again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// The rules an aggregated role should hold, given every ClusterRole by name; `None` when
+/// `role` has no aggregation rule.
+pub fn aggregated_rules(role: &Value, all: &BTreeMap<String, Value>) -> Option<Vec<Value>> {
+    let selectors = role
+        .pointer("/aggregationRule/clusterRoleSelectors")
+        .and_then(Value::as_array)?;
+    let mut rules: Vec<Value> = Vec::new();
+    for selector in selectors {
+        // An invalid selector was refused when the role was written; it selects nothing.
+        let Ok(selector) = Selector::from_label_selector(selector) else {
+            continue;
+        };
+        for (name, other) in all {
+            if name == role.name()
+                || !selector
+                    .matches_json(other.pointer("/metadata/labels").and_then(Value::as_object))
+            {
+                continue;
+            }
+            for rule in other["rules"].as_array().into_iter().flatten() {
+                if !rules.contains(rule) {
+                    rules.push(rule.clone());
+                }
+            }
+        }
+    }
+    Some(rules)
+}
+
+/// Watches ClusterRoles and keeps every aggregated one up to date. Runs until the process ends.
+pub async fn run(api: Arc<ApiResources>) {
+    let Some(store) = api
+        .get("rbac.authorization.k8s.io", "v1", "clusterroles")
+        .cloned()
+    else {
+        return;
+    };
+    let roles: Arc<Mutex<BTreeMap<String, Value>>> = Arc::default();
+    let changed = Arc::new(tokio::sync::Notify::new());
+    {
+        let (roles, changed, store) = (roles.clone(), changed.clone(), store.clone());
+        tokio::spawn(reflector::run(store, move |delta| {
+            let mut map = roles.lock().unwrap_or_else(|e| e.into_inner());
+            match delta {
+                Delta::Replace(items) => {
+                    *map = items
+                        .into_iter()
+                        .map(|v| (v.name().to_string(), v))
+                        .collect();
+                }
+                Delta::Upsert(v) => {
+                    map.insert(v.name().to_string(), v);
+                }
+                Delta::Deleted(v) => {
+                    map.remove(v.name());
+                }
+            }
+            changed.notify_one();
+        }));
+    }
+    let user = super::kube_system_account("clusterrole-aggregation-controller");
+    loop {
+        changed.notified().await;
+        let snapshot = roles.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut failed = false;
+        for (name, role) in &snapshot {
+            let Some(want) = aggregated_rules(role, &snapshot) else {
+                continue;
+            };
+            let have = role["rules"].as_array().cloned().unwrap_or_default();
+            if want == have {
+                continue;
+            }
+            let mut updater = |current: Option<&Value>| {
+                let mut next = current.cloned().unwrap_or_else(|| role.clone());
+                next["rules"] = Value::Array(want.clone());
+                Ok(next)
+            };
+            let requester = Requester { user: &user };
+            if let Err(e) = store
+                .update(
+                    &requester,
+                    "",
+                    name,
+                    &mut updater,
+                    &UpdateOptions::default(),
+                )
+                .await
+            {
+                tracing::warn!(role = %name, error = %e.message, "cannot aggregate cluster role");
+                failed = true;
+            }
+        }
+        if failed {
+            tokio::time::sleep(RETRY).await;
+            changed.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn aggregation_takes_matching_roles_in_name_order_each_rule_once() {
+        let rule = |r: &str| json!({"verbs": ["get"], "apiGroups": [""], "resources": [r]});
+        let agg = json!({"metadata": {"name": "agg", "labels": {"x": "1"}},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "1"}}]}});
+        let all: BTreeMap<String, Value> = [
+            agg.clone(),
+            json!({"metadata": {"name": "b", "labels": {"x": "1"}}, "rules": [rule("pods"), rule("secrets")]}),
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "rules": [rule("secrets")]}),
+            json!({"metadata": {"name": "c", "labels": {"x": "2"}}, "rules": [rule("nodes")]}),
+        ]
+        .into_iter()
+        .map(|v| (v.name().to_string(), v))
+        .collect();
+        assert_eq!(
+            aggregated_rules(&agg, &all).unwrap(),
+            vec![rule("secrets"), rule("pods")]
+        );
+        assert!(aggregated_rules(&all["a"], &all).is_none());
+    }
+}

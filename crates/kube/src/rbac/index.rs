@@ -1,0 +1,391 @@
+//! The RBAC objects in memory, kept current by a list and a watch of each of the four kinds, and
+//! indexed by subject so that a decision looks only at the bindings naming the user or one of
+//! its groups (upstream reads informer listers and scans every binding; the answers are the
+//! same). Upstream: pkg/registry/rbac/validation/rule.go (`DefaultRuleResolver`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+
+use apimachinery::object::ObjectExt;
+use apiserver::authentication::UserInfo;
+use serde_json::Value;
+
+use super::rules::PolicyRule;
+
+/// A binding's reference to the role it grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleRef {
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subject {
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+}
+
+/// A RoleBinding (with its namespace) or a ClusterRoleBinding (namespace empty).
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub name: String,
+    pub namespace: String,
+    pub role_ref: RoleRef,
+    pub subjects: Vec<Subject>,
+}
+
+impl Binding {
+    fn from_value(v: &Value) -> Binding {
+        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let role_ref = v.get("roleRef").cloned().unwrap_or(Value::Null);
+        Binding {
+            name: v.name().to_string(),
+            namespace: v.namespace().to_string(),
+            role_ref: RoleRef {
+                kind: s(&role_ref, "kind"),
+                name: s(&role_ref, "name"),
+            },
+            subjects: v
+                .get("subjects")
+                .and_then(Value::as_array)
+                .map(|subjects| {
+                    subjects
+                        .iter()
+                        .map(|x| Subject {
+                            kind: s(x, "kind"),
+                            name: s(x, "name"),
+                            namespace: s(x, "namespace"),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The index keys of a subject: users by name (service accounts by their user name),
+    /// groups by name. A service account without a namespace in a ClusterRoleBinding names
+    /// nobody.
+    fn subject_key(&self, s: &Subject) -> Option<Key> {
+        match s.kind.as_str() {
+            "User" => Some(Key::User(s.name.clone())),
+            "Group" => Some(Key::Group(s.name.clone())),
+            "ServiceAccount" => {
+                let ns = if s.namespace.is_empty() {
+                    &self.namespace
+                } else {
+                    &s.namespace
+                };
+                (!ns.is_empty())
+                    .then(|| Key::User(format!("system:serviceaccount:{ns}:{}", s.name)))
+            }
+            _ => None,
+        }
+    }
+
+    /// `appliesTo`: the first subject naming `user`, if any.
+    pub fn subject_for(&self, user: &UserInfo) -> Option<&Subject> {
+        self.subjects.iter().find(|s| match self.subject_key(s) {
+            Some(Key::User(name)) => name == user.name,
+            Some(Key::Group(group)) => user.groups.contains(&group),
+            None => false,
+        })
+    }
+
+    /// Upstream's `describeSubject`.
+    pub fn describe_subject(&self, s: &Subject) -> String {
+        if s.kind == "ServiceAccount" {
+            let ns = if s.namespace.is_empty() {
+                &self.namespace
+            } else {
+                &s.namespace
+            };
+            format!("{} {:?}", s.kind, format!("{}/{ns}", s.name))
+        } else {
+            format!("{} {:?}", s.kind, s.name)
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key {
+    User(String),
+    Group(String),
+}
+
+/// One kind of binding, by namespace ("" for ClusterRoleBindings) and name, with the subject
+/// index.
+#[derive(Default)]
+struct Bindings {
+    by_name: HashMap<(String, String), Arc<Binding>>,
+    by_subject: HashMap<(String, Key), BTreeSet<String>>,
+}
+
+impl Bindings {
+    fn keys(b: &Binding) -> Vec<(String, Key)> {
+        b.subjects
+            .iter()
+            .filter_map(|s| b.subject_key(s))
+            .map(|k| (b.namespace.clone(), k))
+            .collect()
+    }
+
+    fn remove(&mut self, namespace: &str, name: &str) {
+        if let Some(old) = self
+            .by_name
+            .remove(&(namespace.to_string(), name.to_string()))
+        {
+            for key in Self::keys(&old) {
+                if let Some(set) = self.by_subject.get_mut(&key) {
+                    set.remove(name);
+                    if set.is_empty() {
+                        self.by_subject.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+
+    fn upsert(&mut self, b: Binding) {
+        self.remove(&b.namespace.clone(), &b.name.clone());
+        for key in Self::keys(&b) {
+            self.by_subject
+                .entry(key)
+                .or_default()
+                .insert(b.name.clone());
+        }
+        self.by_name
+            .insert((b.namespace.clone(), b.name.clone()), Arc::new(b));
+    }
+
+    /// The bindings in `namespace` that may name `user`, in name order.
+    fn for_user(&self, namespace: &str, user: &UserInfo) -> Vec<Arc<Binding>> {
+        let mut names: BTreeSet<&String> = BTreeSet::new();
+        let ns = namespace.to_string();
+        let mut add = |key: Key| {
+            if let Some(set) = self.by_subject.get(&(ns.clone(), key)) {
+                names.extend(set.iter());
+            }
+        };
+        add(Key::User(user.name.clone()));
+        for g in &user.groups {
+            add(Key::Group(g.clone()));
+        }
+        names
+            .into_iter()
+            .filter_map(|n| {
+                self.by_name
+                    .get(&(namespace.to_string(), n.clone()))
+                    .cloned()
+            })
+            .collect()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Roles by (namespace, name); ClusterRoles with an empty namespace.
+    roles: HashMap<(String, String), Arc<Vec<PolicyRule>>>,
+    cluster_roles: HashMap<String, Arc<Vec<PolicyRule>>>,
+    role_bindings: Bindings,
+    cluster_role_bindings: Bindings,
+}
+
+/// Which of the four kinds a change is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Role,
+    ClusterRole,
+    RoleBinding,
+    ClusterRoleBinding,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [
+        Kind::Role,
+        Kind::ClusterRole,
+        Kind::RoleBinding,
+        Kind::ClusterRoleBinding,
+    ];
+
+    pub fn resource(self) -> &'static str {
+        match self {
+            Kind::Role => "roles",
+            Kind::ClusterRole => "clusterroles",
+            Kind::RoleBinding => "rolebindings",
+            Kind::ClusterRoleBinding => "clusterrolebindings",
+        }
+    }
+}
+
+/// Where a rule came from, for the reason of an allowed decision.
+pub struct Source<'a> {
+    pub binding: &'a Binding,
+    pub subject: &'a Subject,
+}
+
+impl std::fmt::Display for Source<'_> {
+    /// Upstream's `clusterRoleBindingDescriber` / `roleBindingDescriber`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.binding;
+        let (kind, name) = if b.namespace.is_empty() {
+            ("ClusterRoleBinding", b.name.clone())
+        } else {
+            ("RoleBinding", format!("{}/{}", b.name, b.namespace))
+        };
+        write!(
+            f,
+            "{kind} {name:?} of {} {:?} to {}",
+            b.role_ref.kind,
+            b.role_ref.name,
+            b.describe_subject(self.subject)
+        )
+    }
+}
+
+/// The in-memory RBAC objects. Cheap to clone; every clone sees the same state.
+#[derive(Clone, Default)]
+pub struct Index {
+    state: Arc<RwLock<State>>,
+}
+
+impl Index {
+    /// Applies one change of one kind (a fresh list replaces everything of that kind).
+    pub fn apply(&self, kind: Kind, delta: apiserver::registry::reflector::Delta) {
+        use apiserver::registry::reflector::Delta;
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let state = &mut *state;
+        match delta {
+            Delta::Replace(items) => {
+                match kind {
+                    Kind::Role => state.roles.clear(),
+                    Kind::ClusterRole => state.cluster_roles.clear(),
+                    Kind::RoleBinding => state.role_bindings = Bindings::default(),
+                    Kind::ClusterRoleBinding => state.cluster_role_bindings = Bindings::default(),
+                }
+                for item in items {
+                    upsert(state, kind, &item);
+                }
+            }
+            Delta::Upsert(v) => upsert(state, kind, &v),
+            Delta::Deleted(v) => {
+                let key = (v.namespace().to_string(), v.name().to_string());
+                match kind {
+                    Kind::Role => {
+                        state.roles.remove(&key);
+                    }
+                    Kind::ClusterRole => {
+                        state.cluster_roles.remove(&key.1);
+                    }
+                    Kind::RoleBinding => state.role_bindings.remove(&key.0, &key.1),
+                    Kind::ClusterRoleBinding => state.cluster_role_bindings.remove("", &key.1),
+                }
+            }
+        }
+    }
+
+    /// `GetRoleReferenceRules`, with the lister's not-found message.
+    pub fn role_ref_rules(
+        &self,
+        role_ref: &RoleRef,
+        namespace: &str,
+    ) -> Result<Arc<Vec<PolicyRule>>, String> {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        role_ref_rules(&state, role_ref, namespace)
+    }
+
+    /// `VisitRulesFor`: the rules of every ClusterRoleBinding naming the user, then of every
+    /// RoleBinding in `namespace` naming it, each with its source, and the errors met (a role
+    /// that does not exist). `visit` returns false to stop.
+    pub fn visit_rules_for(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        mut visit: impl FnMut(&Source<'_>, &PolicyRule) -> bool,
+    ) -> Vec<String> {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut errors = Vec::new();
+        let mut bindings = state.cluster_role_bindings.for_user("", user);
+        if !namespace.is_empty() {
+            bindings.extend(state.role_bindings.for_user(namespace, user));
+        }
+        for binding in &bindings {
+            let Some(subject) = binding.subject_for(user) else {
+                continue;
+            };
+            match role_ref_rules(&state, &binding.role_ref, &binding.namespace) {
+                Ok(rules) => {
+                    let source = Source {
+                        binding: binding.as_ref(),
+                        subject,
+                    };
+                    for rule in rules.iter() {
+                        if !visit(&source, rule) {
+                            return errors;
+                        }
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        errors
+    }
+
+    /// `RulesFor`: every rule the user holds in `namespace`, and the resolution errors.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Vec<String>) {
+        let mut rules = Vec::new();
+        let errors = self.visit_rules_for(user, namespace, |_, r| {
+            rules.push(r.clone());
+            true
+        });
+        (rules, errors)
+    }
+}
+
+fn role_ref_rules(
+    state: &State,
+    role_ref: &RoleRef,
+    namespace: &str,
+) -> Result<Arc<Vec<PolicyRule>>, String> {
+    match role_ref.kind.as_str() {
+        "Role" => state
+            .roles
+            .get(&(namespace.to_string(), role_ref.name.clone()))
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "role.rbac.authorization.k8s.io {:?} not found",
+                    role_ref.name
+                )
+            }),
+        "ClusterRole" => state
+            .cluster_roles
+            .get(&role_ref.name)
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "clusterrole.rbac.authorization.k8s.io {:?} not found",
+                    role_ref.name
+                )
+            }),
+        other => Err(format!("unsupported role reference kind: {other:?}")),
+    }
+}
+
+fn upsert(state: &mut State, kind: Kind, v: &Value) {
+    match kind {
+        Kind::Role => {
+            state.roles.insert(
+                (v.namespace().to_string(), v.name().to_string()),
+                Arc::new(PolicyRule::all_of(v)),
+            );
+        }
+        Kind::ClusterRole => {
+            state
+                .cluster_roles
+                .insert(v.name().to_string(), Arc::new(PolicyRule::all_of(v)));
+        }
+        Kind::RoleBinding => state.role_bindings.upsert(Binding::from_value(v)),
+        Kind::ClusterRoleBinding => state.cluster_role_bindings.upsert(Binding::from_value(v)),
+    }
+}
