@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apimachinery::object::ObjectExt;
-use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
 use serde_json::{Value, json};
@@ -23,20 +22,6 @@ const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the k
 
 /// How long a failed sync waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(1);
-
-/// The identity upstream's controller acts as.
-fn user() -> UserInfo {
-    UserInfo {
-        name: "system:serviceaccount:kube-system:root-ca-cert-publisher".into(),
-        uid: String::new(),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            "system:serviceaccounts:kube-system".into(),
-            "system:authenticated".into(),
-        ],
-        extra: Default::default(),
-    }
-}
 
 /// Keeps `kube-root-ca.crt` with `root_ca` (PEM) in every active namespace. Runs until the
 /// process ends.
@@ -130,7 +115,7 @@ async fn sync_namespace(
     if namespace.pointer("/status/phase").and_then(Value::as_str) != Some("Active") {
         return Ok(());
     }
-    let user = user();
+    let user = super::kube_system_account("root-ca-cert-publisher");
     let requester = Requester { user: &user };
     let data = json!({"ca.crt": root_ca});
     let current = match configmaps
