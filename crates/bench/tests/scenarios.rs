@@ -141,21 +141,46 @@ async fn mixed_has_no_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_variants_see_every_object() {
     let server = ironplane::testing::TestServer::start().await;
+    let cfg = client_config(&server);
+    // A namespace holds its root CA ConfigMap from the moment the publisher sees it, as on any
+    // cluster; the scenario counts it among the objects it finds there.
+    let kubectl = |args: &[&str]| {
+        std::process::Command::new(common_kubectl())
+            .env("KUBECONFIG", &cfg.kubeconfig)
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    };
+    assert!(kubectl(&["create", "namespace", "listed"]).status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !kubectl(&["-n", "listed", "get", "configmap", "kube-root-ca.crt"])
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no kube-root-ca.crt in the namespace"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // More than one page of 500, so that the paginated variants follow `continue`.
     let scenario = Scenario::List(ListOptions {
         objects: 600,
         iterations: 2,
+        common: CommonOptions {
+            namespace: Some("listed".to_string()),
+            ..Default::default()
+        },
         ..Default::default()
     });
-    let result = run_scenario(&client_config(&server), &scenario)
-        .await
-        .unwrap();
+    let result = run_scenario(&cfg, &scenario).await.unwrap();
     assert_eq!(result.rows.len(), 4);
     for row in &result.rows {
         assert_eq!(row.count, 2, "{}: {:?}", row.label, result.error_samples);
         assert_eq!(row.errors, 0, "{}: {:?}", row.label, result.error_samples);
     }
     assert_eq!(result.figures["objects_in_namespace"], 600.0);
+    assert_eq!(result.figures["objects_created"], 599.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -355,6 +355,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     tokio::spawn(ironplane_kube::controllers::run_serviceaccount_controller(
         resources.clone(),
     ));
+    // The CA the admin kubeconfig trusts, for pods' `kube-api-access-*` volumes.
+    tokio::spawn(ironplane_kube::controllers::run_root_ca_publisher(
+        resources.clone(),
+        pki.ca_cert_pem.clone(),
+    ));
     tokio::spawn(ironplane_kube::controllers::run_storage_protection_controller(resources.clone()));
     tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
         resources.clone(),

@@ -304,3 +304,66 @@ fn admission_plugin_flags() {
             .contains(r#"admission plugin "AlwaysPullImages" is not implemented by Ironplane"#)
     );
 }
+
+/// The root CA publisher: every namespace gets `kube-root-ca.crt` with the CA the kubeconfig
+/// trusts and upstream's description, put back when deleted or edited.
+#[test]
+fn every_namespace_gets_the_root_ca() {
+    let s = Server::start();
+    let kubeconfig: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(s.kubeconfig()).unwrap()).unwrap();
+    let ca_data = kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    use base64::Engine;
+    let ca = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(ca_data)
+            .unwrap(),
+    )
+    .unwrap();
+    s.kubectl(&["create", "namespace", "team"]);
+    let published = |ns: &str| {
+        let out = s.kubectl_output(&[
+            "-n",
+            ns,
+            "get",
+            "configmap",
+            "kube-root-ca.crt",
+            "-o",
+            "json",
+        ]);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<Value>(&out.stdout).unwrap())
+    };
+    for ns in ["default", "kube-system", "team"] {
+        assert!(
+            eventually(Duration::from_secs(5), || published(ns).is_some()),
+            "{ns} has no kube-root-ca.crt"
+        );
+    }
+    let cm = published("team").unwrap();
+    assert_eq!(cm["data"]["ca.crt"], ca);
+    assert_eq!(
+        cm["metadata"]["annotations"]["kubernetes.io/description"],
+        "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."
+    );
+    s.kubectl(&[
+        "-n",
+        "team",
+        "patch",
+        "configmap",
+        "kube-root-ca.crt",
+        "-p",
+        r#"{"data":{"ca.crt":"edited"}}"#,
+    ]);
+    assert!(eventually(Duration::from_secs(5), || {
+        published("team").is_some_and(|c| c["data"]["ca.crt"] == ca)
+    }));
+    s.kubectl(&["-n", "team", "delete", "configmap", "kube-root-ca.crt"]);
+    assert!(eventually(Duration::from_secs(5), || {
+        published("team").is_some_and(|c| c["data"]["ca.crt"] == ca)
+    }));
+}

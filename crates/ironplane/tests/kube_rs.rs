@@ -52,6 +52,26 @@ async fn create_namespace(client: &Client, name: &str) {
         .expect("the namespace is created");
 }
 
+/// The ConfigMap the root CA publisher puts in every namespace, as on any cluster.
+const ROOT_CA: &str = "kube-root-ca.crt";
+
+/// Waits until the root CA publisher has put `kube-root-ca.crt` in the namespace, so a test that
+/// lists the namespace's ConfigMaps knows every object in it.
+async fn wait_for_root_ca(cms: &Api<ConfigMap>) {
+    tokio::time::timeout(WATCH_TIMEOUT, async {
+        while cms
+            .get_opt(ROOT_CA)
+            .await
+            .expect("the ConfigMap is read")
+            .is_none()
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("kube-root-ca.crt is published in the new namespace");
+}
+
 fn config_map(name: &str, labels: &[(&str, &str)], data: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
@@ -108,6 +128,7 @@ async fn watcher_sees_every_create_update_and_delete() {
     let client = client(&server).await;
     create_namespace(&client, "watched").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "watched");
+    wait_for_root_ca(&cms).await;
 
     // The watcher runs in its own task so it keeps reading while this task writes; it forwards
     // every item, errors included, so the assertions below see exactly what kube-rs produced.
@@ -122,19 +143,23 @@ async fn watcher_sees_every_create_update_and_delete() {
         }
     });
 
-    // Writes start only after the initial (empty) list is done, so every change must arrive as
-    // a watch event rather than as part of a list.
-    tokio::time::timeout(WATCH_TIMEOUT, async {
+    // Writes start only after the initial list is done, so every change must arrive as a watch
+    // event rather than as part of a list. The list holds only the namespace's root CA
+    // ConfigMap, published before the watcher started.
+    let initial = tokio::time::timeout(WATCH_TIMEOUT, async {
+        let mut initial = Vec::new();
         loop {
             match rx.recv().await.expect("the watcher keeps running") {
                 Ok(watcher::Event::Init) => {}
-                Ok(watcher::Event::InitDone) => break,
+                Ok(watcher::Event::InitApply(cm)) => initial.push(cm.name_any()),
+                Ok(watcher::Event::InitDone) => break initial,
                 other => panic!("unexpected item during the initial list: {other:?}"),
             }
         }
     })
     .await
     .expect("the watcher finishes its initial list in time");
+    assert_eq!(initial, vec![ROOT_CA.to_string()]);
 
     // The writes are sequential, each awaited, so the watch must deliver them in this order.
     let mut expected = Vec::new();
@@ -424,6 +449,7 @@ async fn label_selected_and_paginated_lists() {
     let client = client(&server).await;
     create_namespace(&client, "listed").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "listed");
+    wait_for_root_ca(&cms).await;
     let objects = [
         ("web-1", [("app", "web"), ("tier", "front")]),
         ("web-2", [("app", "web"), ("tier", "front")]),
@@ -438,7 +464,12 @@ async fn label_selected_and_paginated_lists() {
             .await
             .expect("the ConfigMap is created");
     }
-    let all: BTreeSet<String> = objects.iter().map(|(n, _)| n.to_string()).collect();
+    // An unselected list holds the namespace's root CA ConfigMap too.
+    let all: BTreeSet<String> = objects
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .chain([ROOT_CA.to_string()])
+        .collect();
 
     let web = cms
         .list(&ListParams::default().labels("app=web"))
@@ -463,7 +494,7 @@ async fn label_selected_and_paginated_lists() {
         let page = cms.list(&lp).await.expect("a page of the list");
         if pages.is_empty() {
             // Without a selector upstream can count what is left after the first page.
-            assert_eq!(page.metadata.remaining_item_count, Some(5));
+            assert_eq!(page.metadata.remaining_item_count, Some(6));
             cms.create(
                 &PostParams::default(),
                 &config_map("late", &[("app", "web")], &[]),
@@ -483,7 +514,7 @@ async fn label_selected_and_paginated_lists() {
         );
     }
     let sizes: Vec<usize> = pages.iter().map(|p| p.items.len()).collect();
-    assert_eq!(sizes, vec![2, 2, 2, 1]);
+    assert_eq!(sizes, vec![2, 2, 2, 2]);
     let collected: Vec<String> = pages
         .iter()
         .flat_map(|p| p.items.iter().map(|cm| cm.name_any()))

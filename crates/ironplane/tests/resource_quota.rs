@@ -3,13 +3,14 @@
 //! (plugin/pkg/admission/resourcequota: "exceeded quota: %s, requested: %s, used: %s,
 //! limited: %s"), `status.used` follows creates and deletions, concurrent creates never exceed
 //! the quota, and a quota on `requests.cpu` asks pods to state it and counts what they ask.
+//! As upstream's, a `count/configmaps` quota counts the namespace's `kube-root-ca.crt` too.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{ROOT_CA, Server};
 use serde_json::Value;
 
 fn quota(s: &Server, ns: &str, name: &str) -> Value {
@@ -38,16 +39,18 @@ fn wait_used(s: &Server, ns: &str, name: &str, resource: &str, want: &str) -> Va
 fn object_count_quota_refuses_with_upstreams_message_and_tracks_usage() {
     let s = Server::start();
     s.kubectl(&["create", "namespace", "rq"]);
+    // The root CA publisher's ConfigMap is there before the quota, and the quota counts it.
+    s.wait_for_root_ca("rq");
     s.kubectl(&[
         "-n",
         "rq",
         "create",
         "quota",
         "q",
-        "--hard=count/configmaps=2",
+        "--hard=count/configmaps=3",
     ]);
-    let q = wait_used(&s, "rq", "q", "count/configmaps", "0");
-    assert_eq!(q["status"]["hard"]["count/configmaps"], "2");
+    let q = wait_used(&s, "rq", "q", "count/configmaps", "1");
+    assert_eq!(q["status"]["hard"]["count/configmaps"], "3");
 
     s.kubectl(&["-n", "rq", "create", "configmap", "a"]);
     s.kubectl(&["-n", "rq", "create", "configmap", "b"]);
@@ -55,14 +58,14 @@ fn object_count_quota_refuses_with_upstreams_message_and_tracks_usage() {
     assert!(
         err.contains(
             "configmaps \"c\" is forbidden: exceeded quota: q, requested: count/configmaps=1, \
-             used: count/configmaps=2, limited: count/configmaps=2"
+             used: count/configmaps=3, limited: count/configmaps=3"
         ),
         "{err}"
     );
     // Charged at admission, before the answer: right away, not after a controller pass.
     assert_eq!(
         quota(&s, "rq", "q")["status"]["used"]["count/configmaps"],
-        "2"
+        "3"
     );
     // A dry run is checked but not charged.
     let err = s.kubectl_fails(&["-n", "rq", "create", "configmap", "d", "--dry-run=server"]);
@@ -70,11 +73,11 @@ fn object_count_quota_refuses_with_upstreams_message_and_tracks_usage() {
 
     // A deletion gives the unit back (the controller counts again) and the next create fits.
     s.kubectl(&["-n", "rq", "delete", "configmap", "a"]);
-    wait_used(&s, "rq", "q", "count/configmaps", "1");
+    wait_used(&s, "rq", "q", "count/configmaps", "2");
     s.kubectl(&["-n", "rq", "create", "configmap", "c"]);
     assert_eq!(
         quota(&s, "rq", "q")["status"]["used"]["count/configmaps"],
-        "2"
+        "3"
     );
 
     // Raising the limit is seen by the controller and admission alike.
@@ -85,10 +88,10 @@ fn object_count_quota_refuses_with_upstreams_message_and_tracks_usage() {
         "resourcequota",
         "q",
         "-p",
-        r#"{"spec":{"hard":{"count/configmaps":"3"}}}"#,
+        r#"{"spec":{"hard":{"count/configmaps":"4"}}}"#,
     ]);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while quota(&s, "rq", "q")["status"]["hard"]["count/configmaps"] != "3" {
+    while quota(&s, "rq", "q")["status"]["hard"]["count/configmaps"] != "4" {
         assert!(
             Instant::now() < deadline,
             "status.hard never followed spec.hard"
@@ -102,15 +105,17 @@ fn object_count_quota_refuses_with_upstreams_message_and_tracks_usage() {
 fn concurrent_creates_never_exceed_the_quota() {
     let s = Arc::new(Server::start());
     s.kubectl(&["create", "namespace", "burst"]);
+    // The root CA ConfigMap takes one unit, leaving 10 of 11 for the creates below.
+    s.wait_for_root_ca("burst");
     s.kubectl(&[
         "-n",
         "burst",
         "create",
         "quota",
         "q",
-        "--hard=count/configmaps=10",
+        "--hard=count/configmaps=11",
     ]);
-    wait_used(&s, "burst", "q", "count/configmaps", "0");
+    wait_used(&s, "burst", "q", "count/configmaps", "1");
     let threads: Vec<_> = (0..20)
         .map(|i| {
             let s = s.clone();
@@ -128,16 +133,21 @@ fn concurrent_creates_never_exceed_the_quota() {
     for (ok, err) in &results {
         if !ok {
             assert!(
-                err.contains("exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=10, limited: count/configmaps=10"),
+                err.contains("exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=11, limited: count/configmaps=11"),
                 "{err}"
             );
         }
     }
     let listed = s.kubectl(&["-n", "burst", "get", "configmaps", "-o", "name"]);
-    assert_eq!(listed.lines().count(), 10, "{listed}");
+    let ours = listed
+        .lines()
+        .filter(|l| *l != format!("configmap/{ROOT_CA}"))
+        .count();
+    assert_eq!(ours, 10, "{listed}");
+    assert_eq!(listed.lines().count(), 11, "{listed}");
     assert_eq!(
         quota(&s, "burst", "q")["status"]["used"]["count/configmaps"],
-        "10"
+        "11"
     );
 }
 

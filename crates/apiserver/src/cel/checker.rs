@@ -29,6 +29,8 @@ pub enum Type {
     Duration,
     Timestamp,
     Dyn,
+    /// `google.protobuf.Any`: assignable to and from everything, as `dyn`, but named "any".
+    Any,
     List(Box<Type>),
     Map(Box<Type>, Box<Type>),
     /// A declared object (a schema's properties), with the name cel-go would print.
@@ -66,6 +68,8 @@ impl Type {
             DeclKind::Duration => Type::Duration,
             DeclKind::Timestamp => Type::Timestamp,
             DeclKind::Dyn => Type::Dyn,
+            DeclKind::Any => Type::Any,
+            DeclKind::Opaque(name) => Type::Opaque(name),
             DeclKind::List(e) => Type::List(Box::new(Type::of_decl(e, &format!("{name}.@idx")))),
             DeclKind::Map(e) => Type::Map(
                 Box::new(Type::String),
@@ -79,7 +83,7 @@ impl Type {
     }
 
     pub fn is_dyn(&self) -> bool {
-        matches!(self, Type::Dyn | Type::Param(_))
+        matches!(self, Type::Dyn | Type::Any | Type::Param(_))
     }
 }
 
@@ -96,6 +100,7 @@ impl fmt::Display for Type {
             Type::Duration => f.write_str("google.protobuf.Duration"),
             Type::Timestamp => f.write_str("google.protobuf.Timestamp"),
             Type::Dyn | Type::Param(_) => f.write_str("dyn"),
+            Type::Any => f.write_str("any"),
             Type::List(e) => write!(f, "list({e})"),
             Type::Map(k, v) => write!(f, "map({k}, {v})"),
             Type::Object(o) => f.write_str(&o.name),
@@ -149,9 +154,29 @@ pub fn syntax_errors(source: &str) -> Option<String> {
     parse(source).err()
 }
 
+/// Libraries an environment adds to Kubernetes' base environment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Extensions {
+    /// cel-go's `ext.Bindings`: the `cel.bind(name, init, body)` macro (DRA selectors).
+    pub bindings: bool,
+}
+
 /// Parses and checks `source` with the given variables; the error is cel-go's issue text.
 pub fn compile(source: &str, vars: &[(&str, Type)]) -> Result<Checked, String> {
+    compile_with(source, vars, Extensions::default())
+}
+
+/// `compile` in an environment with the given extensions.
+pub fn compile_with(
+    source: &str,
+    vars: &[(&str, Type)],
+    extensions: Extensions,
+) -> Result<Checked, String> {
     let mut expr = parse(source)?;
+    if extensions.bindings {
+        let mut next_id = max_id(&expr) + 1;
+        expand_bindings(&mut expr, &mut next_id);
+    }
     let vars: HashMap<String, Type> = vars
         .iter()
         .map(|(n, t)| (n.to_string(), t.clone()))
@@ -222,6 +247,60 @@ fn qualify_calls(e: &mut IdedExpr, vars: &HashMap<String, Type>) {
     for child in children_mut(e) {
         qualify_calls(child, vars);
     }
+}
+
+/// The iteration variable of an expanded `cel.bind`, as cel-go names it.
+const BIND_ITER_VAR: &str = "#unused";
+
+fn max_id(e: &IdedExpr) -> u64 {
+    let id = e.id;
+    let mut e = e.clone();
+    children_mut(&mut e)
+        .into_iter()
+        .map(|c| max_id(c))
+        .fold(id, u64::max)
+}
+
+/// Expands `cel.bind(name, init, body)` as cel-go's bindings macro does: a comprehension over
+/// an empty list whose accumulator, `name`, starts as `init` and is the scope of `body`. So the
+/// checker types `name` as `init` and the cost estimate is cel-go's for the expansion.
+fn expand_bindings(e: &mut IdedExpr, next_id: &mut u64) {
+    for child in children_mut(e) {
+        expand_bindings(child, next_id);
+    }
+    let Expr::Call(call) = &mut e.expr else {
+        return;
+    };
+    let is_bind = call.func_name == "bind"
+        && call.args.len() == 3
+        && matches!(call.target.as_deref().map(|t| &t.expr), Some(Expr::Ident(ns)) if ns == "cel");
+    let Some(Expr::Ident(name)) = is_bind.then(|| call.args[0].expr.clone()) else {
+        return;
+    };
+    let mut fresh = |expr: Expr| {
+        *next_id += 1;
+        IdedExpr { id: *next_id, expr }
+    };
+    let iter_range = fresh(Expr::List(kube_cel::cel::common::ast::ListExpr {
+        elements: Vec::new(),
+        optional_indices: Vec::new(),
+    }));
+    let loop_cond = fresh(Expr::Literal(LiteralValue::Boolean(false.into())));
+    let loop_step = fresh(Expr::Ident(name.clone()));
+    let mut args = std::mem::take(&mut call.args).into_iter().skip(1);
+    let (Some(accu_init), Some(result)) = (args.next(), args.next()) else {
+        return;
+    };
+    e.expr = Expr::Comprehension(Box::new(kube_cel::cel::common::ast::ComprehensionExpr {
+        iter_range,
+        iter_var: BIND_ITER_VAR.to_string(),
+        iter_var2: None,
+        accu_var: name,
+        accu_init,
+        loop_cond,
+        loop_step,
+        result,
+    }));
 }
 
 fn children_mut(e: &mut IdedExpr) -> Vec<&mut IdedExpr> {
@@ -363,7 +442,11 @@ impl Checker<'_> {
                         }
                     },
                     Type::Map(_, v) => (**v).clone(),
-                    Type::Dyn | Type::Param(_) | Type::Optional(_) | Type::Opaque(_) => Type::Dyn,
+                    Type::Dyn
+                    | Type::Any
+                    | Type::Param(_)
+                    | Type::Optional(_)
+                    | Type::Opaque(_) => Type::Dyn,
                     other => {
                         self.error(
                             e.id,
@@ -421,7 +504,7 @@ impl Checker<'_> {
                     Type::List(elem) if c.iter_var2.is_some() => (Type::Int, (**elem).clone()),
                     Type::List(elem) => ((**elem).clone(), Type::Dyn),
                     Type::Map(k, v) => ((**k).clone(), (**v).clone()),
-                    Type::Dyn | Type::Param(_) => (Type::Dyn, Type::Dyn),
+                    Type::Dyn | Type::Any | Type::Param(_) => (Type::Dyn, Type::Dyn),
                     other => {
                         self.error(
                             c.iter_range.id,
@@ -543,7 +626,7 @@ fn assignable(p: &Type, a: &Type, bound: &mut [Option<Type>; 2]) -> bool {
                 }
             }
         }
-        (_, Type::Dyn | Type::Param(_)) | (Type::Dyn, _) => {
+        (_, Type::Dyn | Type::Any | Type::Param(_)) | (Type::Dyn | Type::Any, _) => {
             // dyn fits anything; a parameter it meets is still bound, to dyn.
             bind_dyn(p, bound);
             true
@@ -715,6 +798,13 @@ fn walk_in_source_order(e: &IdedExpr, accus: &mut Vec<String>, out: &mut Vec<(u6
                     walk_in_source_order(&me.value, accus, out);
                 }
             }
+        }
+        // An expanded `cel.bind`: the initializer, then the body in the binding's scope.
+        Expr::Comprehension(c) if c.iter_var == BIND_ITER_VAR => {
+            walk_in_source_order(&c.accu_init, accus, out);
+            accus.push(c.accu_var.clone());
+            walk_in_source_order(&c.result, accus, out);
+            accus.pop();
         }
         Expr::Comprehension(c) => {
             walk_in_source_order(&c.iter_range, accus, out);
@@ -923,6 +1013,52 @@ mod tests {
             check("self.replicas.size() > 0")
                 .unwrap_err()
                 .contains("'size' applied to 'int.()'")
+        );
+    }
+
+    #[test]
+    fn any_is_checked_as_dyn_and_named_any() {
+        let values = Arc::new(DeclType {
+            kind: DeclKind::Map(Arc::new(DeclType {
+                kind: DeclKind::Any,
+                max_elements: 0,
+                min_serialized_size: 0,
+            })),
+            max_elements: 0,
+            min_serialized_size: 0,
+        });
+        let vars = [("m", Type::of_decl(&values, "m"))];
+        let out = |src: &str| compile(src, &vars).map(|c| c.output().clone());
+        assert_eq!(out("m.a").unwrap(), Type::Any);
+        assert_eq!(out("m.a > 1 && m.b == 'x'").unwrap(), Type::Bool);
+        assert_eq!(
+            out("m[true]").unwrap_err(),
+            "ERROR: <input>:1:2: found no matching overload for '_[_]' applied to '(map(string, any), bool)'\n | m[true]\n | .^"
+        );
+    }
+
+    #[test]
+    fn bindings_only_where_the_environment_has_them() {
+        let vars = [("self", self_type())];
+        let bound = "cel.bind(n, self.name, n.size() > 1 && n == 'x')";
+        let with = Extensions { bindings: true };
+        assert_eq!(
+            compile_with(bound, &vars, with).unwrap().output(),
+            &Type::Bool
+        );
+        // The bound name has the initializer's type.
+        let err = |r: Result<Checked, String>| r.err().unwrap_or_default();
+        assert!(
+            err(compile_with(
+                "cel.bind(n, self.replicas, n.size())",
+                &vars,
+                with
+            ))
+            .contains("'size' applied to 'int.()'")
+        );
+        assert!(
+            err(compile(bound, &vars))
+                .starts_with("ERROR: <input>:1:1: undeclared reference to 'cel' (in container '')")
         );
     }
 }

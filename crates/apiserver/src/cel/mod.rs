@@ -20,7 +20,7 @@ pub mod types;
 
 use std::sync::Arc;
 
-pub use checker::{Checked, Type, compile};
+pub use checker::{Checked, Extensions, Type, compile, compile_with};
 pub use cost::{CostEstimate, SizeEstimate, SizeEstimator, estimate};
 pub use types::{DeclKind, DeclType, MAX_REQUEST_SIZE_BYTES};
 

@@ -46,6 +46,11 @@ pub enum DeclKind {
     Map(Arc<DeclType>),
     /// Declared properties, by their CEL (escaped) names.
     Object(BTreeMap<String, Arc<DeclType>>),
+    /// `google.protobuf.Any` ("any"): a value whose type is only known when it is read, such as
+    /// a device attribute's in DRA selectors; checked as `dyn`.
+    Any,
+    /// A type of Kubernetes' libraries (`kubernetes.Quantity`, ...), by its CEL name.
+    Opaque(&'static str),
 }
 
 impl DeclType {

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The ConfigMap the root CA publisher puts in every namespace.
+pub const ROOT_CA: &str = "kube-root-ca.crt";
+
 pub struct Server {
     pub child: Child,
     pub dir: tempfile::TempDir,
@@ -103,6 +106,20 @@ impl Server {
             String::from_utf8_lossy(&out.stdout)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the root CA publisher has put `kube-root-ca.crt` in the namespace (as every
+    /// cluster does), so a test that counts the namespace's ConfigMaps knows every one of them.
+    pub fn wait_for_root_ca(&self, ns: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self
+            .kubectl_output(&["-n", ns, "get", "configmap", ROOT_CA])
+            .status
+            .success()
+        {
+            assert!(Instant::now() < deadline, "{ns} has no {ROOT_CA}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Runs kubectl expecting failure; returns stderr.

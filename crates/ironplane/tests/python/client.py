@@ -3,6 +3,8 @@ import threading
 
 from kubernetes import client, config, watch
 
+from common import ROOT_CA, Raw, wait_for_root_ca
+
 
 def main():
     config.load_kube_config()
@@ -10,6 +12,8 @@ def main():
     apps = client.AppsV1Api()
     ns = "pyclient"
     v1.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    # The watch below starts with what the namespace holds: the root CA publisher's ConfigMap.
+    wait_for_root_ca(Raw(), ns)
 
     seen = []
     started = threading.Event()
@@ -47,8 +51,8 @@ def main():
 
     v1.delete_namespaced_config_map("c1", ns)
     t.join(timeout=15)
-    types = [s[0] for s in seen]
-    assert types == ["ADDED", "MODIFIED", "DELETED"], seen
+    events = [s[:2] for s in seen]
+    assert events == [("ADDED", ROOT_CA), ("ADDED", "c1"), ("MODIFIED", "c1"), ("DELETED", "c1")], seen
     try:
         v1.read_namespaced_config_map("c1", ns)
         raise AssertionError("deleted object still readable")

@@ -43,3 +43,20 @@ class Raw:
                 return r.status, r.headers, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.headers, e.read()
+
+
+# The ConfigMap the root CA publisher puts in every namespace, as on any cluster.
+ROOT_CA = "kube-root-ca.crt"
+
+
+def wait_for_root_ca(raw, namespace, timeout_s=20):
+    """Waits until the root CA publisher has put kube-root-ca.crt in the namespace, so a script
+    that lists the namespace's ConfigMaps knows every object in it."""
+    import time
+    deadline = time.time() + timeout_s
+    while True:
+        status, _, body = raw.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{ROOT_CA}")
+        if status == 200:
+            return
+        assert status == 404 and time.time() < deadline, (status, body)
+        time.sleep(0.02)

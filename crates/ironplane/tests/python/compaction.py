@@ -5,7 +5,7 @@ resourceVersion gets upstream's 410 too."""
 import json
 import time
 
-from common import Raw
+from common import ROOT_CA, Raw, wait_for_root_ca
 
 LIST = "/api/v1/namespaces/default/configmaps"
 INCONSISTENT = ("The provided continue parameter is too old to display a consistent list result. "
@@ -17,6 +17,8 @@ INCONSISTENT = ("The provided continue parameter is too old to display a consist
 
 def main():
     raw = Raw()
+    # The namespace's own ConfigMap, published at start-up, sorts after the test's.
+    wait_for_root_ca(raw, "default")
     for i in range(3):
         st, _, body = raw.request("POST", LIST, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"}})
         assert st == 201, (st, body)
@@ -39,11 +41,12 @@ def main():
     assert st == 410, (st, body)
     assert status["reason"] == "Expired" and status["message"] == INCONSISTENT, status
     fresh = status["metadata"]["continue"]
-    # The fresh token goes on after c0 at the latest revision: it sees c1 and the later objects.
+    # The fresh token goes on after c0 at the latest revision: it sees c1 and the later objects
+    # (and the root CA ConfigMap, last by name).
     st, _, body = raw.request("GET", LIST + "?limit=10&continue=" + fresh)
     assert st == 200, (st, body)
     rest = [i["metadata"]["name"] for i in json.loads(body)["items"]]
-    assert rest == ["c1", "c2", "c3", "c4", "c5"], rest
+    assert rest == ["c1", "c2", "c3", "c4", "c5", ROOT_CA], rest
     # An exact read at the compacted revision is gone as well.
     st, _, body = raw.request("GET", LIST + f"?resourceVersion={rv}&resourceVersionMatch=Exact")
     assert st == 410, (st, body)

@@ -1,12 +1,15 @@
 //! Controllers Ironplane runs in-process, doing what upstream needs kube-controller-manager for:
 //! the namespace controller (`namespace`: a terminating namespace's content is deleted, then its
 //! finalizer cleared), the service account controller (`serviceaccount`: every active
-//! namespace has its `default` ServiceAccount) and the storage protection controllers
+//! namespace has its `default` ServiceAccount), the root CA publisher (`root_ca_publisher`:
+//! every active namespace has the `kube-root-ca.crt` ConfigMap) and the storage protection
+//! controllers
 //! (`storage_protection`: the finalizers StorageObjectInUseProtection adds are removed from deleted
 //! volumes, claims and volume attributes classes nothing uses).
 
 pub mod clusterrole_aggregation;
 mod namespace;
+mod root_ca_publisher;
 mod serviceaccount;
 mod storage_protection;
 
@@ -16,6 +19,7 @@ use apiserver::authentication::UserInfo;
 use apiserver::registry::RegistryStore;
 
 pub use namespace::run_namespace_controller;
+pub use root_ca_publisher::{ROOT_CA_CONFIGMAP, run_root_ca_publisher};
 pub use serviceaccount::run_serviceaccount_controller;
 pub use storage_protection::run_storage_protection_controller;
 

@@ -9,8 +9,9 @@
 //! the alpha gates that are off (list-typed attributes, node allocatable resource mappings)
 //! are dropped on create, as upstream's `dropDisabledFields` does.
 //!
-//! Not done here: compiling CEL selector expressions and their cost (a later issue), the
-//! namespace label check for admin access (`AuthorizedForAdmin`, which reads the namespace) and
+//! Device selectors' CEL expressions are compiled and their cost estimated in `dra_cel`.
+//!
+//! Not done here: the namespace label check for admin access (`AuthorizedForAdmin`, which reads the namespace) and
 //! the `resourceclaims/binding` authorization of status writes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +26,7 @@ use apiserver::registry::Strategy;
 use ironplane_protobuf::{GoStyle, go_struct_json};
 use serde_json::{Value, json};
 
+use super::dra_cel::{SelectorError, check_selector};
 use super::fields::{bool_at, int_at, list_at, opt_str, set_at, str_at, strs_at};
 use super::nodeselection::validate_node_selector;
 use super::pod::validate_template_object_meta;
@@ -483,21 +485,30 @@ fn validate_request_refs(obj: &Value, path: &FieldPath, names: &RequestNames) ->
     )
 }
 
-/// `validateSelector` (the CEL expression is only checked for its length here).
+/// `validateSelector`, `validateCELSelector`: an expression too long is not compiled; one that
+/// compiles must give a bool and stay within the selector cost limit (`dra_cel`).
 fn validate_selector(selector: &Value, path: &FieldPath) -> Errs {
-    match set_at(selector, "cel") {
-        None => vec![FieldError::required(&path.child("cel"), "")],
-        Some(cel) => {
-            if str_at(cel, "expression").len() > CEL_EXPRESSION_MAX_LEN {
-                vec![FieldError::too_long(
-                    &path.child("cel").child("expression"),
-                    "",
-                    CEL_EXPRESSION_MAX_LEN as i64,
-                )]
-            } else {
-                Vec::new()
-            }
+    let Some(cel) = set_at(selector, "cel") else {
+        return vec![FieldError::required(&path.child("cel"), "")];
+    };
+    let expression = str_at(cel, "expression");
+    let path = path.child("cel").child("expression");
+    if expression.len() > CEL_EXPRESSION_MAX_LEN {
+        return vec![FieldError::too_long(
+            &path,
+            "",
+            CEL_EXPRESSION_MAX_LEN as i64,
+        )];
+    }
+    match check_selector(expression) {
+        Ok(()) => Vec::new(),
+        Err(SelectorError::Invalid(detail)) => {
+            vec![FieldError::invalid(&path, expression, detail)]
         }
+        Err(SelectorError::TooComplex) => vec![FieldError::forbidden(
+            &path,
+            "too complex, exceeds cost limit",
+        )],
     }
 }
 

@@ -8,6 +8,7 @@ pub(crate) mod certificates;
 mod configmap;
 mod coordination;
 mod dra;
+mod dra_cel;
 mod endpoints;
 mod endpointslice;
 mod events;
