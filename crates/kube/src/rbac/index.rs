@@ -3,7 +3,7 @@
 //! its groups (upstream reads informer listers and scans every binding; the answers are the
 //! same). Upstream: pkg/registry/rbac/validation/rule.go (`DefaultRuleResolver`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use apimachinery::object::ObjectExt;
@@ -113,79 +113,98 @@ enum Key {
     Group(String),
 }
 
-/// One kind of binding, by namespace ("" for ClusterRoleBindings) and name, with the subject
-/// index.
+/// Bindings by name, in name order.
+type ByName = BTreeMap<String, Arc<Binding>>;
+
+/// The bindings of one namespace ("" for ClusterRoleBindings): by name, and by the users and
+/// groups their subjects name. Maps are keyed by owned strings and read with borrowed ones, so
+/// a decision allocates nothing to find its bindings.
+#[derive(Default)]
+struct NamespaceBindings {
+    by_name: HashMap<String, Arc<Binding>>,
+    by_user: HashMap<String, ByName>,
+    by_group: HashMap<String, ByName>,
+}
+
+/// One kind of binding, by namespace.
 #[derive(Default)]
 struct Bindings {
-    by_name: HashMap<(String, String), Arc<Binding>>,
-    by_subject: HashMap<(String, Key), BTreeSet<String>>,
+    namespaces: HashMap<String, NamespaceBindings>,
 }
 
 impl Bindings {
-    fn keys(b: &Binding) -> Vec<(String, Key)> {
-        b.subjects
-            .iter()
-            .filter_map(|s| b.subject_key(s))
-            .map(|k| (b.namespace.clone(), k))
-            .collect()
+    fn keys(b: &Binding) -> Vec<Key> {
+        b.subjects.iter().filter_map(|s| b.subject_key(s)).collect()
     }
 
     fn remove(&mut self, namespace: &str, name: &str) {
-        if let Some(old) = self
-            .by_name
-            .remove(&(namespace.to_string(), name.to_string()))
-        {
+        let Some(ns) = self.namespaces.get_mut(namespace) else {
+            return;
+        };
+        if let Some(old) = ns.by_name.remove(name) {
             for key in Self::keys(&old) {
-                if let Some(set) = self.by_subject.get_mut(&key) {
+                let (map, k) = match key {
+                    Key::User(u) => (&mut ns.by_user, u),
+                    Key::Group(g) => (&mut ns.by_group, g),
+                };
+                if let Some(set) = map.get_mut(&k) {
                     set.remove(name);
                     if set.is_empty() {
-                        self.by_subject.remove(&key);
+                        map.remove(&k);
                     }
                 }
             }
+        }
+        if ns.by_name.is_empty() {
+            self.namespaces.remove(namespace);
         }
     }
 
     fn upsert(&mut self, b: Binding) {
         self.remove(&b.namespace.clone(), &b.name.clone());
+        let b = Arc::new(b);
+        let ns = self.namespaces.entry(b.namespace.clone()).or_default();
         for key in Self::keys(&b) {
-            self.by_subject
-                .entry(key)
-                .or_default()
-                .insert(b.name.clone());
+            let (map, k) = match key {
+                Key::User(u) => (&mut ns.by_user, u),
+                Key::Group(g) => (&mut ns.by_group, g),
+            };
+            map.entry(k).or_default().insert(b.name.clone(), b.clone());
         }
-        self.by_name
-            .insert((b.namespace.clone(), b.name.clone()), Arc::new(b));
+        ns.by_name.insert(b.name.clone(), b);
     }
 
-    /// The bindings in `namespace` that may name `user`, in name order.
-    fn for_user(&self, namespace: &str, user: &UserInfo) -> Vec<Arc<Binding>> {
-        let mut names: BTreeSet<&String> = BTreeSet::new();
-        let ns = namespace.to_string();
-        let mut add = |key: Key| {
-            if let Some(set) = self.by_subject.get(&(ns.clone(), key)) {
-                names.extend(set.iter());
-            }
+    /// The bindings in `namespace` that may name `user`, each once, in name order.
+    fn for_user<'a>(&'a self, namespace: &str, user: &UserInfo, out: &mut Vec<&'a Arc<Binding>>) {
+        let Some(ns) = self.namespaces.get(namespace) else {
+            return;
         };
-        add(Key::User(user.name.clone()));
-        for g in &user.groups {
-            add(Key::Group(g.clone()));
+        let start = out.len();
+        if let Some(set) = ns.by_user.get(user.name.as_str()) {
+            out.extend(set.values());
         }
-        names
-            .into_iter()
-            .filter_map(|n| {
-                self.by_name
-                    .get(&(namespace.to_string(), n.clone()))
-                    .cloned()
-            })
-            .collect()
+        for g in &user.groups {
+            if let Some(set) = ns.by_group.get(g.as_str()) {
+                out.extend(set.values());
+            }
+        }
+        let found = &mut out[start..];
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut kept = start;
+        for i in start..out.len() {
+            if kept == start || out[kept - 1].name != out[i].name {
+                out.swap(kept, i);
+                kept += 1;
+            }
+        }
+        out.truncate(kept);
     }
 }
 
 #[derive(Default)]
 struct State {
-    /// Roles by (namespace, name); ClusterRoles with an empty namespace.
-    roles: HashMap<(String, String), Arc<Vec<PolicyRule>>>,
+    /// Roles by namespace, then name.
+    roles: HashMap<String, HashMap<String, Arc<Vec<PolicyRule>>>>,
     cluster_roles: HashMap<String, Arc<Vec<PolicyRule>>>,
     role_bindings: Bindings,
     cluster_role_bindings: Bindings,
@@ -272,7 +291,12 @@ impl Index {
                 let key = (v.namespace().to_string(), v.name().to_string());
                 match kind {
                     Kind::Role => {
-                        state.roles.remove(&key);
+                        if let Some(ns) = state.roles.get_mut(&key.0) {
+                            ns.remove(&key.1);
+                            if ns.is_empty() {
+                                state.roles.remove(&key.0);
+                            }
+                        }
                     }
                     Kind::ClusterRole => {
                         state.cluster_roles.remove(&key.1);
@@ -291,7 +315,7 @@ impl Index {
         namespace: &str,
     ) -> Result<Arc<Vec<PolicyRule>>, String> {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        role_ref_rules(&state, role_ref, namespace)
+        role_ref_rules(&state, role_ref, namespace).cloned()
     }
 
     /// `VisitRulesFor`: the rules of every ClusterRoleBinding naming the user, then of every
@@ -305,11 +329,14 @@ impl Index {
     ) -> Vec<String> {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let mut errors = Vec::new();
-        let mut bindings = state.cluster_role_bindings.for_user("", user);
+        let mut bindings = Vec::new();
+        state
+            .cluster_role_bindings
+            .for_user("", user, &mut bindings);
         if !namespace.is_empty() {
-            bindings.extend(state.role_bindings.for_user(namespace, user));
+            state.role_bindings.for_user(namespace, user, &mut bindings);
         }
-        for binding in &bindings {
+        for binding in bindings {
             let Some(subject) = binding.subject_for(user) else {
                 continue;
             };
@@ -319,6 +346,7 @@ impl Index {
                         binding: binding.as_ref(),
                         subject,
                     };
+                    let rules = rules.as_ref();
                     for rule in rules.iter() {
                         if !visit(&source, rule) {
                             return errors;
@@ -342,16 +370,16 @@ impl Index {
     }
 }
 
-fn role_ref_rules(
-    state: &State,
+fn role_ref_rules<'a>(
+    state: &'a State,
     role_ref: &RoleRef,
     namespace: &str,
-) -> Result<Arc<Vec<PolicyRule>>, String> {
+) -> Result<&'a Arc<Vec<PolicyRule>>, String> {
     match role_ref.kind.as_str() {
         "Role" => state
             .roles
-            .get(&(namespace.to_string(), role_ref.name.clone()))
-            .cloned()
+            .get(namespace)
+            .and_then(|ns| ns.get(role_ref.name.as_str()))
             .ok_or_else(|| {
                 format!(
                     "role.rbac.authorization.k8s.io {:?} not found",
@@ -360,8 +388,7 @@ fn role_ref_rules(
             }),
         "ClusterRole" => state
             .cluster_roles
-            .get(&role_ref.name)
-            .cloned()
+            .get(role_ref.name.as_str())
             .ok_or_else(|| {
                 format!(
                     "clusterrole.rbac.authorization.k8s.io {:?} not found",
@@ -375,10 +402,11 @@ fn role_ref_rules(
 fn upsert(state: &mut State, kind: Kind, v: &Value) {
     match kind {
         Kind::Role => {
-            state.roles.insert(
-                (v.namespace().to_string(), v.name().to_string()),
-                Arc::new(PolicyRule::all_of(v)),
-            );
+            state
+                .roles
+                .entry(v.namespace().to_string())
+                .or_default()
+                .insert(v.name().to_string(), Arc::new(PolicyRule::all_of(v)));
         }
         Kind::ClusterRole => {
             state
