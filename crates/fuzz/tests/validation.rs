@@ -33,6 +33,7 @@ fn strategies() -> &'static [Served] {
             )),
             api: Arc::new(std::sync::OnceLock::new()),
             authorizer: Arc::new(apiserver::authorization::AlwaysAllow),
+            tokens: None,
             escalation: ironplane_kube::rbac::escalation::Escalation {
                 index: Default::default(),
                 authorizer: Arc::new(apiserver::authorization::AlwaysAllow),

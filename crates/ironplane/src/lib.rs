@@ -164,6 +164,14 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             TokenFileAuthenticator::from_file(path).map_err(|e| e.to_string())?,
         ));
     }
+    // Service-account tokens, signed with the data directory's key.
+    let tokens = Arc::new(ironplane_kube::serviceaccount::Tokens::new(
+        &pki.sa_key_pem,
+        opts.token_options(),
+    )?);
+    authenticators.push(Box::new(
+        ironplane_kube::serviceaccount::TokenAuthenticator(tokens.clone()),
+    ));
 
     let admission_config = match &opts.admission_control_config_file {
         Some(path) => ironplane_kube::admission::config::AdmissionConfig::from_file(path)?,
@@ -187,6 +195,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         &ironplane_kube::AuthSetup {
             authenticator: authenticator.clone(),
             rbac: &rbac.index,
+            tokens: Some(tokens.clone()),
         },
         &[ironplane_kube::LayeredStrategy {
             group: "apiextensions.k8s.io",
@@ -220,6 +229,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         extensions: extensions.clone(),
     });
     rbac.start(&resources);
+    tokens.set_api(resources.clone());
     policies.start(served.clone(), authorizer.clone());
     webhooks.start(
         served,

@@ -50,6 +50,19 @@ pub struct Options {
     /// always allowed.
     #[arg(long, value_delimiter = ',', default_value = "RBAC")]
     pub authorization_mode: Vec<String>,
+    /// The issuers of service-account tokens (repeatable or comma-separated): the first one
+    /// signs, all are accepted.
+    #[arg(long, value_delimiter = ',', default_value = ironplane_kube::serviceaccount::DEFAULT_ISSUER)]
+    pub service_account_issuer: Vec<String>,
+    /// Audiences the API accepts in tokens (default: the issuers).
+    #[arg(long, value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
+    /// The longest lifetime a TokenRequest gets (0: as asked).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub service_account_max_token_expiration: Duration,
+    /// Pod-bound tokens the kubelet asks for (3607 s) last a year, warning after their time.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub service_account_extend_token_expiration: bool,
     /// The range Service cluster IPs come from.
     #[arg(long, default_value = "10.0.0.0/24")]
     pub service_cluster_ip_range: String,
@@ -170,6 +183,22 @@ impl Options {
             &self.enable_admission_plugins,
             &self.disable_admission_plugins,
         )
+    }
+
+    /// The service-account token options.
+    pub fn token_options(&self) -> ironplane_kube::serviceaccount::TokenOptions {
+        let audiences = if self.api_audiences.is_empty() {
+            self.service_account_issuer.clone()
+        } else {
+            self.api_audiences.clone()
+        };
+        ironplane_kube::serviceaccount::TokenOptions {
+            issuers: self.service_account_issuer.clone(),
+            api_audiences: audiences,
+            max_expiration: Some(self.service_account_max_token_expiration)
+                .filter(|d| !d.is_zero()),
+            extend_expiration: self.service_account_extend_token_expiration,
+        }
     }
 
     /// `--advertise-address`, else the bind address, else loopback.

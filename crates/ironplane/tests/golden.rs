@@ -39,7 +39,6 @@ const NOT_SERVED_YET: &[(&str, &str)] = &[
     ("", "pods/log"),
     ("", "pods/portforward"),
     ("", "pods/proxy"),
-    ("", "serviceaccounts/token"),
     ("", "services/proxy"),
 ];
 

@@ -34,8 +34,10 @@ fn group_version_doc(group: &str, version: &str) -> Option<&'static str> {
 }
 
 /// Subresources Ironplane serves; discovery lists only these (pods/log, exec and the like come
-/// with the kubelet-facing work). `approval` is a CertificateSigningRequest's.
+/// with the kubelet-facing work). `approval` is a CertificateSigningRequest's, `token` a
+/// ServiceAccount's (TokenRequest).
 const SERVED_SUBRESOURCES: &[&str] = &[
+    "token",
     "status",
     "scale",
     "finalize",

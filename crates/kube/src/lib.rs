@@ -15,6 +15,7 @@ pub mod quota;
 pub mod rbac;
 pub mod resource_quota_controller;
 pub mod service_resolver;
+pub mod serviceaccount;
 pub mod strategies;
 mod table;
 
@@ -35,10 +36,12 @@ pub struct BuiltinApi {
 }
 
 /// What the kinds that authenticate or authorize need: TokenReview asks the authenticator, the
-/// RBAC kinds' escalation checks read RBAC's index.
+/// RBAC kinds' escalation checks read RBAC's index, ServiceAccounts issue tokens.
 pub struct AuthSetup<'a> {
     pub authenticator: Arc<dyn Authenticator>,
     pub rbac: &'a rbac::Index,
+    /// Service-account tokens, for the TokenRequest subresource (`None`: not served).
+    pub tokens: Option<Arc<serviceaccount::Tokens>>,
 }
 
 /// The strategy of a kind the catalog stores for another layer of the chain (upstream serves it
@@ -72,6 +75,7 @@ pub fn install(
         authenticator: auth.authenticator.clone(),
         api: lookup.clone(),
         authorizer: admission_setup.authorizer.clone(),
+        tokens: auth.tokens.clone(),
         escalation: rbac::escalation::Escalation {
             index: auth.rbac.clone(),
             authorizer: admission_setup.authorizer.clone(),

@@ -53,6 +53,10 @@ pub enum AuthnError {
     /// A bearer token that no token authenticator knows.
     #[error("invalid bearer token")]
     InvalidBearerToken,
+    /// A token of a known issuer that is not valid (bad signature, expired, wrong audience,
+    /// its service account or bound object gone), with why.
+    #[error("invalid bearer token, {0}")]
+    InvalidToken(String),
     /// Several authenticators of a union failed.
     #[error("{}", Aggregate(.0))]
     Aggregate(Vec<AuthnError>),

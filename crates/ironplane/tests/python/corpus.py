@@ -29,9 +29,6 @@ EXPECTED_CASES = {
     "cm-apply-create": SERVER_SIDE_APPLY,
     "cm-apply-conflict": SERVER_SIDE_APPLY,
     "cm-apply-no-field-manager": SERVER_SIDE_APPLY,
-    "sa-token-request-short": "serviceaccounts/token (issuing tokens) is issue 10",
-    "sa-token-request-missing-sa": "serviceaccounts/token (issuing tokens) is issue 10",
-    "sa-token-request-bound-object-kind": "serviceaccounts/token (issuing tokens) is issue 10",
 }
 
 

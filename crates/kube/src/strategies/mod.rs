@@ -55,6 +55,8 @@ pub struct StrategyContext {
     pub services: Arc<ServiceIpAllocator>,
     pub authenticator: Arc<dyn Authenticator>,
     pub api: Arc<std::sync::OnceLock<Arc<ApiResources>>>,
+    /// Service-account tokens, for the TokenRequest subresource.
+    pub tokens: Option<Arc<crate::serviceaccount::Tokens>>,
     /// The server's authorizer, for the access reviews.
     pub authorizer: Arc<dyn apiserver::authorization::Authorizer>,
     /// RBAC's escalation checks, for the policy-based RBAC kinds.
@@ -162,7 +164,9 @@ pub fn for_resource(info: &ResourceInfo, ctx: &StrategyContext) -> Arc<dyn Strat
         }
         ("storage.k8s.io", "csistoragecapacities") => Arc::new(storage::CsiStorageCapacityStrategy),
         ("", "nodes") => Arc::new(node::NodeStrategy),
-        ("", "serviceaccounts") => Arc::new(serviceaccount::ServiceAccountStrategy),
+        ("", "serviceaccounts") => Arc::new(serviceaccount::ServiceAccountStrategy {
+            tokens: ctx.tokens.clone(),
+        }),
         ("", "resourcequotas") => Arc::new(resourcequota::ResourceQuotaStrategy),
         ("", "events") => Arc::new(events::EventStrategy { events_api: false }),
         ("events.k8s.io", "events") => Arc::new(events::EventStrategy { events_api: true }),
