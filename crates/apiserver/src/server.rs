@@ -84,6 +84,18 @@ pub struct GenericApiServer {
     pub limits: crate::filters::InFlightLimits,
     /// `--audit-policy-file` and `--audit-log-path`; `None` audits nothing.
     pub auditor: Option<Arc<crate::audit::Auditor>>,
+    /// Fixed documents served at non-resource paths (the service-account issuer's OIDC
+    /// discovery document and key set).
+    pub documents: Vec<Document>,
+}
+
+/// A document served as it is at `path` (with or without a trailing slash), with a
+/// `Cache-Control: public, max-age=...` header, as upstream serves its OIDC metadata.
+pub struct Document {
+    pub path: String,
+    pub content_type: &'static str,
+    pub body: Bytes,
+    pub max_age_seconds: u32,
 }
 
 fn text(code: StatusCode, body: impl Into<Bytes>) -> Response {
@@ -103,6 +115,7 @@ impl GenericApiServer {
             in_flight: InFlight::default(),
             limits,
             auditor: None,
+            documents: Vec::new(),
         }
     }
 
@@ -235,6 +248,15 @@ impl GenericApiServer {
         }
         if info.verb != "get" && info.verb != "head" {
             return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
+        }
+        if let Some(doc) = self.documents.iter().find(|d| d.path == path) {
+            let mut r = response::raw(StatusCode::OK, doc.content_type, doc.body.clone());
+            if let Ok(v) =
+                http::HeaderValue::from_str(&format!("public, max-age={}", doc.max_age_seconds))
+            {
+                r.headers_mut().insert(http::header::CACHE_CONTROL, v);
+            }
+            return Ok(r);
         }
         let json = |v: &Value| {
             response::value(

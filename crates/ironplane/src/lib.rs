@@ -297,6 +297,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
     };
     let mut server = GenericApiServer::new(config, chain, health);
+    server.documents = tokens.discovery_documents(&format!("{url_host}:{}", addr.port()));
     // Upstream audits only with both a policy and a backend.
     if let (Some(policy), Some(log)) = (&opts.audit_policy_file, &opts.audit_log_path) {
         let policy = apiserver::audit::Policy::parse(&String::from_utf8_lossy(&read(policy)?))?;

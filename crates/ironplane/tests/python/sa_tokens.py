@@ -54,6 +54,15 @@ class Bearer:
         self.ctx.check_hostname = False
         self.ctx.verify_mode = ssl.CERT_NONE
 
+    def get(self, path, token=None):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        req = urllib.request.Request(self.base + path, headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
     def whoami(self, token):
         body = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).encode()
         req = urllib.request.Request(self.base + "/apis/authentication.k8s.io/v1/selfsubjectreviews", data=body, method="POST",
@@ -97,6 +106,23 @@ def main():
     check("user info", info.get("username") == f"system:serviceaccount:{ns}:robot" and info.get("uid") == sa_uid
           and info.get("groups") == ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"]
           and info.get("extra", {}).get("authentication.kubernetes.io/credential-id") == [f"JTI={c['jti']}"], info)
+
+    # The issuer's discovery documents: for service accounts (RBAC's
+    # system:service-account-issuer-discovery), not for anonymous users; the key set holds the
+    # key that signed the token.
+    st, headers, body = bearer.get("/.well-known/openid-configuration", token)
+    check("openid configuration", st == 200 and headers.get("Content-Type") == "application/json"
+          and headers.get("Cache-Control") == "public, max-age=3600", (st, headers))
+    config = json.loads(body)
+    check("configuration fields", config["issuer"] == ISSUER and config["jwks_uri"].endswith("/openid/v1/jwks")
+          and config["id_token_signing_alg_values_supported"] == ["ES256"]
+          and list(config) == ["issuer", "jwks_uri", "response_types_supported", "subject_types_supported",
+                               "id_token_signing_alg_values_supported"], config)
+    st, headers, body = bearer.get("/openid/v1/jwks", token)
+    check("jwks", st == 200 and headers.get("Content-Type") == "application/jwk-set+json", (st, headers))
+    kid = json.loads(base64.urlsafe_b64decode(token.split(".")[0] + "=="))["kid"]
+    check("the token's key is published", [k["kid"] for k in json.loads(body)["keys"]] == [kid], body)
+    check("anonymous users may not read it", bearer.get("/openid/v1/jwks")[0] == 403)
 
     # Bound to a Secret: valid while the Secret lives.
     raw.request("POST", f"/api/v1/namespaces/{ns}/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "anchor"}})

@@ -5,9 +5,11 @@
 //! authenticator that accepts them — only while the service account, and the object a token is
 //! bound to, still exist with the same uid. `jwt` holds the token format and keys.
 //!
+//! The issuer's OIDC discovery documents are built here too (`discovery_documents`).
+//!
 //! Not here yet: legacy tokens of `kubernetes.io/service-account-token` Secrets (the tokens
-//! controller), `--service-account-key-file` / `--service-account-signing-key-file`, and the
-//! OIDC discovery endpoints.
+//! controller), `--service-account-key-file` / `--service-account-signing-key-file`, and
+//! `--service-account-jwks-uri`.
 
 pub mod jwt;
 
@@ -91,6 +93,56 @@ impl Tokens {
     /// The JWKS of the keys tokens are verified with.
     pub fn jwks(&self) -> Value {
         jwt::jwks(&self.verify)
+    }
+
+    /// The issuer's OIDC discovery documents (upstream's openidmetadata.go), served at
+    /// `/.well-known/openid-configuration` and `/openid/v1/jwks` when the issuer is an https
+    /// URL; the key set's address is built from the server's external address. Fields are in
+    /// upstream's order.
+    pub fn discovery_documents(&self, external_address: &str) -> Vec<apiserver::server::Document> {
+        let Some(issuer) = self
+            .options
+            .issuers
+            .first()
+            .filter(|i| i.starts_with("https://") && !i.contains(['?', '#']))
+        else {
+            return Vec::new();
+        };
+        let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let config = format!(
+            "{{\"issuer\":{},\"jwks_uri\":{},\"response_types_supported\":[\"id_token\"],\"subject_types_supported\":[\"public\"],\"id_token_signing_alg_values_supported\":[\"ES256\"]}}",
+            q(issuer),
+            q(&format!("https://{external_address}/openid/v1/jwks"))
+        );
+        let keys: Vec<String> = self.jwks()["keys"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|k| {
+                let f = |name: &str| q(k[name].as_str().unwrap_or(""));
+                format!(
+                    "{{\"use\":\"sig\",\"kty\":\"EC\",\"kid\":{},\"crv\":\"P-256\",\"alg\":\"ES256\",\"x\":{},\"y\":{}}}",
+                    f("kid"),
+                    f("x"),
+                    f("y")
+                )
+            })
+            .collect();
+        let keyset = format!("{{\"keys\":[{}]}}", keys.join(","));
+        vec![
+            apiserver::server::Document {
+                path: "/.well-known/openid-configuration".into(),
+                content_type: "application/json",
+                body: config.into(),
+                max_age_seconds: 3600,
+            },
+            apiserver::server::Document {
+                path: "/openid/v1/jwks".into(),
+                content_type: "application/jwk-set+json",
+                body: keyset.into(),
+                max_age_seconds: 3600,
+            },
+        ]
     }
 
     fn api(&self) -> Result<&Arc<ApiResources>, Status> {
