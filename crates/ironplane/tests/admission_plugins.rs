@@ -250,8 +250,20 @@ spec:
     let claim = json(&s, &["get", "pvc", "claim"]);
     assert!(claim["metadata"]["deletionTimestamp"].is_string());
     s.kubectl(&["delete", "pod", "user", "--grace-period=0", "--force"]);
-    // Unused: the finalizers go and the deletes finish.
-    s.kubectl(&["delete", "pvc", "claim", "--timeout=10s"]);
+    // Unused: the finalizers go and the deletes finish (the claim may already be gone: its
+    // delete was asked before, and the controller removes the finalizer once the pod is).
+    s.kubectl(&[
+        "delete",
+        "pvc",
+        "claim",
+        "--timeout=10s",
+        "--ignore-not-found",
+    ]);
+    s.kubectl(&["wait", "--for=delete", "pvc/claim", "--timeout=10s"]);
+    assert!(
+        s.kubectl_fails(&["get", "pvc", "claim"])
+            .contains("NotFound")
+    );
     s.kubectl(&["delete", "pv", "pv1", "--timeout=10s"]);
     s.kubectl(&["delete", "volumeattributesclass", "gold", "--timeout=10s"]);
     s.stop();
