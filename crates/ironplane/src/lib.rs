@@ -375,6 +375,17 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
         resources.clone(),
     ));
+    // The csrsigning controller signs with the CA that verifies client certificates (the
+    // generated one unless --client-ca-file names another, whose key this server lacks).
+    if opts.client_ca_file.is_none() {
+        tokio::spawn(ironplane_kube::controllers::csr_signing::run(
+            resources.clone(),
+            ironplane_kube::controllers::csr_signing::ClusterCa {
+                cert_pem: pki.ca_cert_pem.clone(),
+                key_pem: pki.ca_key_pem.clone(),
+            },
+        ));
+    }
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {
         tokio::spawn(apiextensions::run_controller(

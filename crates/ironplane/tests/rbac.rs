@@ -749,3 +749,126 @@ fn authorization_modes_always_deny_and_always_allow() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn an_approved_csr_gives_a_certificate_that_authenticates() {
+    let c = Cluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("jane.key");
+    let csr = dir.path().join("jane.csr");
+    let openssl = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&csr)
+        .args(["-subj", "/CN=jane/O=devs"])
+        .output()
+        .expect("openssl runs (is it installed?)");
+    assert!(
+        openssl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&openssl.stderr)
+    );
+    let request = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        std::fs::read(&csr).unwrap(),
+    );
+    c.apply(&format!(
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {{name: jane}}\nspec:\n  request: {request}\n  signerName: kubernetes.io/kube-apiserver-client\n  expirationSeconds: 86400\n  usages: [client auth]\n"
+    ));
+    // The requester is recorded; nothing is signed before approval.
+    let user = c
+        .server
+        .kubectl(&["get", "csr", "jane", "-o", "jsonpath={.spec.username}"]);
+    assert_eq!(user, "kubernetes-admin");
+    c.server.kubectl(&["certificate", "approve", "jane"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let cert = loop {
+        let got = c
+            .server
+            .kubectl(&["get", "csr", "jane", "-o", "jsonpath={.status.certificate}"]);
+        if !got.is_empty() {
+            break got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the approved CSR was never signed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let pem = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, cert).unwrap();
+    let crt = dir.path().join("jane.crt");
+    std::fs::write(&crt, &pem).unwrap();
+    // A kubeconfig with jane's certificate: she is who the certificate says, in its groups.
+    let kubeconfig = dir.path().join("jane.kubeconfig");
+    std::fs::copy(c.server.kubeconfig(), &kubeconfig).unwrap();
+    let as_jane = |args: &[&str]| {
+        std::process::Command::new(common::kubectl_path())
+            .env("KUBECONFIG", &kubeconfig)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let set = as_jane(&[
+        "config",
+        "set-credentials",
+        "jane",
+        &format!("--client-certificate={}", crt.display()),
+        &format!("--client-key={}", key.display()),
+        "--embed-certs=true",
+    ]);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let context = as_jane(&["config", "set-context", "--current", "--user=jane"]);
+    assert!(context.status.success());
+    let who = as_jane(&[
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&who.stdout),
+        r#"jane ["devs","system:authenticated"]"#,
+        "{}",
+        String::from_utf8_lossy(&who.stderr)
+    );
+    let denied = as_jane(&["get", "pods"]);
+    assert!(
+        String::from_utf8_lossy(&denied.stderr)
+            .contains(r#"User "jane" cannot list resource "pods""#)
+    );
+    // A request a signer refuses fails instead.
+    c.apply(&format!(
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata: {{name: not-a-node}}\nspec:\n  request: {request}\n  signerName: kubernetes.io/kube-apiserver-client-kubelet\n  usages: [digital signature, client auth]\n"
+    ));
+    c.server.kubectl(&["certificate", "approve", "not-a-node"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = c.server.kubectl(&[
+            "get",
+            "csr",
+            "not-a-node",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Failed\")].message}",
+        ]);
+        if !got.is_empty() {
+            assert_eq!(got, "subject organization is not system:nodes");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the refused CSR never failed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

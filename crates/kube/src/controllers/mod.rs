@@ -8,6 +8,7 @@
 //! volumes, claims and volume attributes classes nothing uses).
 
 pub mod clusterrole_aggregation;
+pub mod csr_signing;
 mod namespace;
 mod root_ca_publisher;
 mod serviceaccount;
