@@ -23,6 +23,9 @@ pub struct RequestInfo {
     pub name: String,
     /// The path segments after the version, as upstream keeps them.
     pub parts: Vec<String>,
+    /// The `fieldSelector` of a list or watch, as sent (the Node authorizer reads it, as
+    /// upstream's authorizers read the selector attributes).
+    pub field_selector: String,
 }
 
 /// Query parameters that change the verb: `watch=true` on a GET turns it into a watch. The first
@@ -141,15 +144,18 @@ impl RequestInfo {
         } else if info.verb == "get" && query_flag(query, "watch") {
             info.verb = "watch".to_string();
         }
-        // A watch on `?fieldSelector=metadata.name=x` is a watch on one object for
+        // A list or watch on `?fieldSelector=metadata.name=x` is about one object for
         // authorization, as upstream reports it.
-        if info.verb == "watch"
-            && info.name.is_empty()
+        if matches!(info.verb.as_str(), "list" | "watch")
             && let Some(fs) = query_value(query, "fieldSelector")
-            && let Some(name) = fs.strip_prefix("metadata.name=")
-            && !name.contains(',')
         {
-            info.name = name.to_string();
+            if info.name.is_empty()
+                && let Some(name) = fs.strip_prefix("metadata.name=")
+                && !name.contains(',')
+            {
+                info.name = name.to_string();
+            }
+            info.field_selector = fs;
         }
         info
     }

@@ -186,7 +186,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // One authorizer for the filter chain, the access reviews and the admission plugins that
     // authorize: `system:masters` first, then the modes in the order given.
     let rbac = ironplane_kube::rbac::RbacAuthorizer::default();
-    let authorizer = authorizer(&opts.authorization_mode, &rbac)?;
+    let node_authorizer = ironplane_kube::node_authorizer::NodeAuthorizer::new();
+    let authorizer = authorizer(&opts.authorization_mode, &rbac, &node_authorizer)?;
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
@@ -229,6 +230,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         extensions: extensions.clone(),
     });
     rbac.start(&resources);
+    if opts.authorization_mode.iter().any(|m| m == "Node") {
+        node_authorizer.start(&resources);
+    }
     tokens.set_api(resources.clone());
     policies.start(served.clone(), authorizer.clone());
     webhooks.start(
@@ -431,6 +435,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
 fn authorizer(
     modes: &[String],
     rbac: &ironplane_kube::rbac::RbacAuthorizer,
+    node: &ironplane_kube::node_authorizer::NodeAuthorizer,
 ) -> Result<Arc<dyn Authorizer>, String> {
     use apiserver::authorization::{
         AlwaysAllow, AlwaysDeny, PrivilegedGroups, SYSTEM_MASTERS, Union,
@@ -442,6 +447,7 @@ fn authorizer(
             "AlwaysAllow" => chain.push(Arc::new(AlwaysAllow)),
             "AlwaysDeny" => chain.push(Arc::new(AlwaysDeny)),
             "RBAC" => chain.push(Arc::new(rbac.clone())),
+            "Node" => chain.push(Arc::new(node.clone())),
             other => return Err(format!("authorization-mode {other:?} is not supported")),
         }
     }

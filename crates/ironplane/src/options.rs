@@ -45,10 +45,10 @@ pub struct Options {
     /// `system:unauthenticated`), for the authorizer to judge; `false` answers them 401.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
-    /// Authorizers asked in order, comma-separated: `RBAC`, `AlwaysAllow`, `AlwaysDeny`
-    /// (`Node`, `ABAC` and `Webhook` are not built yet). Members of `system:masters` are
-    /// always allowed.
-    #[arg(long, value_delimiter = ',', default_value = "RBAC")]
+    /// Authorizers asked in order, comma-separated: `Node`, `RBAC`, `AlwaysAllow`, `AlwaysDeny`
+    /// (`ABAC` and `Webhook` are not built yet). Members of `system:masters` are always
+    /// allowed. The default is a kubeadm cluster's.
+    #[arg(long, value_delimiter = ',', default_value = "Node,RBAC")]
     pub authorization_mode: Vec<String>,
     /// The issuers of service-account tokens (repeatable or comma-separated): the first one
     /// signs, all are accepted.
@@ -167,7 +167,7 @@ impl Options {
         if let Some(mode) = self
             .authorization_mode
             .iter()
-            .find(|m| matches!(m.as_str(), "Node" | "ABAC" | "Webhook"))
+            .find(|m| matches!(m.as_str(), "ABAC" | "Webhook"))
         {
             return Err(format!(
                 "authorization-mode {mode:?} is not supported by this server yet"

@@ -32,7 +32,7 @@ impl TestServer {
             api_audiences: Vec::new(),
             service_account_max_token_expiration: std::time::Duration::ZERO,
             service_account_extend_token_expiration: true,
-            authorization_mode: vec!["RBAC".into()],
+            authorization_mode: vec!["Node".into(), "RBAC".into()],
             service_cluster_ip_range: "10.0.0.0/24".into(),
             service_node_port_range: "30000-32767".into(),
             etcd_prefix: "/registry".into(),

@@ -872,3 +872,147 @@ fn an_approved_csr_gives_a_certificate_that_authenticates() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_kubelet_writes_its_own_node_and_reads_what_its_pods_use() {
+    let tokens = tempfile::tempdir().unwrap();
+    let file = tokens.path().join("tokens.csv");
+    std::fs::write(&file, "n1-token,system:node:n1,uid-n1,system:nodes\n").unwrap();
+    // The flags of a kubeadm cluster: Node,RBAC is the default mode; NodeRestriction is on.
+    let s = Server::start_with(&[
+        "--token-auth-file",
+        file.to_str().unwrap(),
+        "--enable-admission-plugins",
+        "NodeRestriction",
+    ]);
+    for node in ["n1", "n2"] {
+        s.kubectl_stdin(
+            &["create", "-f", "-"],
+            &format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {node}}}\n"),
+        );
+    }
+    s.kubectl(&["create", "secret", "generic", "used", "--from-literal=k=v"]);
+    s.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "unused",
+        "--from-literal=k=v",
+    ]);
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  nodeName: n1\n  containers: [{name: c, image: nginx}]\n  volumes: [{name: s, secret: {secretName: used}}]\n",
+    );
+    let ca = s.kubectl(&[
+        "config",
+        "view",
+        "--raw",
+        "-o",
+        "jsonpath={.clusters[0].cluster.certificate-authority-data}",
+    ]);
+    let kubeconfig = tokens.path().join("n1.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: {}, certificate-authority-data: {ca}}}\nusers:\n- name: n1\n  user: {{token: n1-token}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: n1}}\ncurrent-context: c\n", s.url),
+    )
+    .unwrap();
+    let kubelet = |args: &[&str]| {
+        let out = std::process::Command::new(common::kubectl_path())
+            .env("KUBECONFIG", &kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        )
+    };
+    // Its own Node: read and labelled; not another's.
+    assert!(kubelet(&["get", "node", "n1"]).0);
+    let (ok, err) = kubelet(&["get", "node", "n2"]);
+    assert!(!ok);
+    assert_eq!(
+        err,
+        r#"Error from server (Forbidden): nodes "n2" is forbidden: User "system:node:n1" cannot get resource "nodes" in API group "" at the cluster scope: node 'n1' cannot read 'n2', only its own Node object"#
+    );
+    let (ok, err) = kubelet(&[
+        "patch",
+        "node",
+        "n1",
+        "-p",
+        r#"{"metadata":{"labels":{"example.com/rack":"r1"}}}"#,
+    ]);
+    assert!(ok, "{err}");
+    // kubectl would read n2 first; a raw PATCH reaches admission, which refuses it.
+    let script = format!(
+        "import ssl,urllib.request\nctx=ssl.create_default_context();ctx.check_hostname=False;ctx.verify_mode=ssl.CERT_NONE\n\
+         req=urllib.request.Request('{}/api/v1/nodes/n2',data=b'{{\"metadata\":{{\"labels\":{{\"example.com/rack\":\"r1\"}}}}}}',method='PATCH',\
+         headers={{'Authorization':'Bearer n1-token','Content-Type':'application/merge-patch+json'}})\n\
+         try:\n r=urllib.request.urlopen(req,context=ctx);print(r.status)\n\
+         except urllib.error.HTTPError as e:\n print(e.code,e.read().decode())",
+        s.url
+    );
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.starts_with("403 ") && out.contains(r#""message":"nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\"""#),
+        "{out}"
+    );
+    let (ok, err) = kubelet(&[
+        "patch",
+        "node",
+        "n1",
+        "-p",
+        r#"{"metadata":{"labels":{"node-restriction.kubernetes.io/pool":"a"}}}"#,
+    ]);
+    assert!(!ok);
+    assert!(
+        err.ends_with("is not allowed to modify labels: node-restriction.kubernetes.io/pool"),
+        "{err}"
+    );
+    let rack = s.kubectl(&["get", "node", "n2", "-o", "jsonpath={.metadata.labels}"]);
+    assert!(!rack.contains("rack"), "{rack}");
+    // Secrets: those its pods mount, once the graph has the pod; no others.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !kubelet(&["get", "secret", "used"]).0 {
+        assert!(
+            Instant::now() < deadline,
+            "the node never reached its pod's secret"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ok, err) = kubelet(&["get", "secret", "unused"]);
+    assert!(!ok);
+    assert!(
+        err.ends_with("no relationship found between node 'n1' and this object"),
+        "{err}"
+    );
+    // Its Lease, and its pods' status.
+    let lease = std::process::Command::new(common::kubectl_path())
+        .env("KUBECONFIG", &kubeconfig)
+        .args(["create", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(
+                b"apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: n1, namespace: kube-node-lease}\nspec: {holderIdentity: n1}\n",
+            )?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        lease.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lease.stderr)
+    );
+    // Anything else: what RBAC gives (nothing here) — a node may not delete namespaces.
+    let (ok, _) = kubelet(&["delete", "namespace", "default", "--wait=false"]);
+    assert!(!ok);
+}

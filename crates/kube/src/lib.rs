@@ -8,6 +8,7 @@ pub mod bootstrap;
 pub mod catalog;
 mod componentstatus;
 pub mod controllers;
+pub mod node_authorizer;
 pub mod openapi;
 pub mod poststart;
 pub mod printers;

@@ -24,6 +24,7 @@ mod default_storage_class;
 mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
+mod node_restriction;
 mod persistent_volume_claim_resize;
 pub mod plugins;
 pub mod pod_security;
@@ -82,6 +83,11 @@ pub fn default_plugins(
             "ServiceAccount",
             Some(service_account.clone()),
             Some(service_account),
+        ),
+        (
+            "NodeRestriction",
+            None,
+            Some(Arc::new(node_restriction::NodeRestriction)),
         ),
         (
             "TaintNodesByCondition",

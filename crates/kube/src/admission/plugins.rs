@@ -87,6 +87,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "NamespaceLifecycle",
     "LimitRanger",
     "ServiceAccount",
+    "NodeRestriction",
     "TaintNodesByCondition",
     "PodSecurity",
     "Priority",

@@ -507,7 +507,7 @@ async fn ask(authorizer: &dyn Authorizer, check: &authz::Check) -> authz::Answer
         resource: check.resource.clone(),
         subresource: check.subresource.clone(),
         name: check.name.clone(),
-        parts: Vec::new(),
+        ..Default::default()
     };
     match authorizer.authorize(&user, &request).await {
         AuthzDecision::Allow(reason) => authz::Answer {
