@@ -253,7 +253,8 @@ pub async fn reconcile(api: &ApiResources) -> Result<(), String> {
             .get(GROUP, "v1", resource)
             .ok_or_else(|| format!("{resource} are not served"))?;
         let (ns, name) = (object.namespace().to_string(), object.name().to_string());
-        let existing = match store.get(&ns, &name, ResourceVersion::Unset).await {
+        // From the watch cache: a stale copy makes the update conflict and the hook run again.
+        let existing = match store.get(&ns, &name, ResourceVersion::Any).await {
             Ok(o) => Some(o.value().map_err(|e| e.to_string())?),
             Err(s) if s.code == 404 => None,
             Err(s) => return Err(format!("reading {resource} {name}: {}", s.message)),
