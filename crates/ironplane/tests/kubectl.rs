@@ -753,20 +753,7 @@ fn bearer_tokens_anonymous_health_and_401() {
                 .contains("You must be logged in to the server")
     );
     // Without credentials (kubectl would prompt for a password): a plain HTTPS client.
-    let anonymous = |path: &str| {
-        let script = format!(
-            "import ssl,urllib.request\nctx=ssl.create_default_context();ctx.check_hostname=False;ctx.verify_mode=ssl.CERT_NONE\n\
-             try:\n r=urllib.request.urlopen('{}{path}',context=ctx);print(r.status,r.read().decode())\n\
-             except urllib.error.HTTPError as e:\n print(e.code,e.read().decode())",
-            s.url
-        );
-        let out = std::process::Command::new("python3")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let anonymous = |path: &str| common::raw_https(&format!("{}{path}", s.url), "GET", &[], None);
     // Without credentials a request is anonymous, and RBAC gives anonymous users nothing but
     // health and version (the 401 is for credentials that do not authenticate).
     let denied = anonymous("/api/v1/namespaces");

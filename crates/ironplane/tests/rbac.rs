@@ -662,19 +662,8 @@ fn bootstrap_policy_is_reconciled_at_every_start_and_aggregated() {
 
 #[test]
 fn anonymous_requests_are_judged_by_rbac_unless_anonymous_auth_is_off() {
-    let anonymous = |url: &str, path: &str| {
-        let script = format!(
-            "import ssl,urllib.request\nctx=ssl.create_default_context();ctx.check_hostname=False;ctx.verify_mode=ssl.CERT_NONE\n\
-             try:\n r=urllib.request.urlopen('{url}{path}',context=ctx);print(r.status,r.read().decode())\n\
-             except urllib.error.HTTPError as e:\n print(e.code,e.read().decode())"
-        );
-        let out = std::process::Command::new("python3")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let anonymous =
+        |url: &str, path: &str| common::raw_https(&format!("{url}{path}"), "GET", &[], None);
     let s = Server::start();
     assert_eq!(anonymous(&s.url, "/healthz"), "200 ok");
     assert!(anonymous(&s.url, "/version").starts_with("200 {"));
@@ -944,20 +933,15 @@ fn a_kubelet_writes_its_own_node_and_reads_what_its_pods_use() {
     ]);
     assert!(ok, "{err}");
     // kubectl would read n2 first; a raw PATCH reaches admission, which refuses it.
-    let script = format!(
-        "import ssl,urllib.request\nctx=ssl.create_default_context();ctx.check_hostname=False;ctx.verify_mode=ssl.CERT_NONE\n\
-         req=urllib.request.Request('{}/api/v1/nodes/n2',data=b'{{\"metadata\":{{\"labels\":{{\"example.com/rack\":\"r1\"}}}}}}',method='PATCH',\
-         headers={{'Authorization':'Bearer n1-token','Content-Type':'application/merge-patch+json'}})\n\
-         try:\n r=urllib.request.urlopen(req,context=ctx);print(r.status)\n\
-         except urllib.error.HTTPError as e:\n print(e.code,e.read().decode())",
-        s.url
+    let out = common::raw_https(
+        &format!("{}/api/v1/nodes/n2", s.url),
+        "PATCH",
+        &[
+            ("Authorization", "Bearer n1-token"),
+            ("Content-Type", "application/merge-patch+json"),
+        ],
+        Some(r#"{"metadata":{"labels":{"example.com/rack":"r1"}}}"#),
     );
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.starts_with("403 ") && out.contains(r#""message":"nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\"""#),
         "{out}"

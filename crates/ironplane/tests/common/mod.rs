@@ -213,3 +213,25 @@ impl Drop for Server {
 pub fn tests_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests")
 }
+
+/// A request over HTTPS without a client certificate (the server's certificate is not checked),
+/// made with Python's urllib so that nothing of kubectl's gets in the way: `"<status> <body>"`.
+pub fn raw_https(url: &str, method: &str, headers: &[(&str, &str)], body: Option<&str>) -> String {
+    const SCRIPT: &str = "import json,ssl,sys,urllib.request\n\
+ctx=ssl.create_default_context();ctx.check_hostname=False;ctx.verify_mode=ssl.CERT_NONE\n\
+body=sys.argv[4].encode() if sys.argv[4] else None\n\
+req=urllib.request.Request(sys.argv[1],data=body,method=sys.argv[2],headers=json.loads(sys.argv[3]))\n\
+try:\n r=urllib.request.urlopen(req,context=ctx);print(r.status,r.read().decode())\n\
+except urllib.error.HTTPError as e:\n print(e.code,e.read().decode())\n";
+    let headers: serde_json::Map<String, serde_json::Value> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+        .collect();
+    let out = Command::new("python3")
+        .args(["-c", SCRIPT, url, method])
+        .arg(serde_json::Value::Object(headers).to_string())
+        .arg(body.unwrap_or(""))
+        .output()
+        .expect("python3 runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
