@@ -74,6 +74,16 @@ class Bearer:
             return e.code, json.loads(e.read() or b"{}")
 
 
+def eventually_status(bearer, token, want, seconds=5):
+    """Authentication reads a watch cache: a deletion reaches it within moments."""
+    deadline = time.time() + seconds
+    while True:
+        st, body = bearer.whoami(token)
+        if st == want or time.time() > deadline:
+            return st, body
+        time.sleep(0.05)
+
+
 def token_request(raw, ns, sa, spec):
     st, _, body = raw.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token",
                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
@@ -137,7 +147,7 @@ def main():
     st, tr = token_request(raw, ns, "robot", {"boundObjectRef": {"apiVersion": "v1", "kind": "Secret", "name": "anchor", "uid": "0000"}})
     check("a wrong bound uid conflicts", st == 409 and "does not match the UID in record" in tr["message"], tr)
     raw.request("DELETE", f"/api/v1/namespaces/{ns}/secrets/anchor")
-    st, body = bearer.whoami(bound)
+    st, body = eventually_status(bearer, bound, 401)
     check("the bound token dies with its Secret", st == 401 and body.get("reason") == "Unauthorized", (st, body))
     check("the unbound token still works", bearer.whoami(token)[0] == 201)
 
@@ -172,7 +182,7 @@ def main():
         check(f"{what} is refused", st == 401 and body.get("reason") == "Unauthorized", (st, body))
     # A deleted account's tokens die with it.
     raw.request("DELETE", f"/api/v1/namespaces/{ns}/serviceaccounts/robot")
-    st, _ = bearer.whoami(token)
+    st, _ = eventually_status(bearer, token, 401)
     check("the account's deletion ends its tokens", st == 401, st)
     print(f"sa tokens: {len(failures)} failed")
 

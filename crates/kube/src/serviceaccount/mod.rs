@@ -151,13 +151,38 @@ impl Tokens {
             .ok_or_else(|| Status::service_unavailable("the server is starting"))
     }
 
-    /// An object from the store, by resource of the core group.
+    /// An object from the store, by resource of the core group, read consistently (as
+    /// upstream's TokenRequest reads through the registry).
     async fn get(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Status> {
+        self.read(resource, namespace, name, ResourceVersion::Unset)
+            .await
+    }
+
+    /// The same from the watch cache, for authentication, falling back to a consistent read
+    /// when the cache does not have it (upstream's getter: listers, then the client), so a
+    /// request pays no storage read for its token in the common case.
+    async fn cached(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Status> {
+        match self
+            .read(resource, namespace, name, ResourceVersion::Any)
+            .await
+        {
+            Err(s) if s.code == 404 => self.get(resource, namespace, name).await,
+            other => other,
+        }
+    }
+
+    async fn read(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        rv: ResourceVersion,
+    ) -> Result<Value, Status> {
         let store = self
             .api()?
             .get("", "v1", resource)
             .ok_or_else(|| Status::internal(format!("{resource} are not served")))?;
-        let object = store.get(namespace, name, ResourceVersion::Unset).await?;
+        let object = store.get(namespace, name, rv).await?;
         object.value().map_err(|e| Status::internal(e.to_string()))
     }
 
@@ -488,7 +513,7 @@ impl Tokens {
                 Ok(_) => Ok(()),
             }
         };
-        let account = self.get("serviceaccounts", &namespace, &name).await;
+        let account = self.cached("serviceaccounts", &namespace, &name).await;
         alive(
             &account,
             &sa_uid,
@@ -498,7 +523,7 @@ impl Tokens {
         if let Some(secret) = k8s.get("secret") {
             let (n, u) = (s(secret, "/name"), s(secret, "/uid"));
             alive(
-                &self.get("secrets", &namespace, &n).await,
+                &self.cached("secrets", &namespace, &n).await,
                 &u,
                 &format!("secret {namespace}/{n}"),
             )?;
@@ -506,7 +531,7 @@ impl Tokens {
         if let Some(pod) = k8s.get("pod") {
             let (n, u) = (s(pod, "/name"), s(pod, "/uid"));
             alive(
-                &self.get("pods", &namespace, &n).await,
+                &self.cached("pods", &namespace, &n).await,
                 &u,
                 &format!("pod {namespace}/{n}"),
             )?;
@@ -517,7 +542,11 @@ impl Tokens {
             let (n, u) = (s(node, "/name"), s(node, "/uid"));
             // A node named through a pod may be gone; a token bound to a node may not.
             if k8s.get("pod").is_none() {
-                alive(&self.get("nodes", "", &n).await, &u, &format!("node {n}"))?;
+                alive(
+                    &self.cached("nodes", "", &n).await,
+                    &u,
+                    &format!("node {n}"),
+                )?;
             }
             extra.insert("authentication.kubernetes.io/node-name".into(), vec![n]);
             if !u.is_empty() {
