@@ -11,6 +11,7 @@ use apiserver::authentication::UserInfo;
 use serde_json::Value;
 
 use super::rules::PolicyRule;
+use crate::strategies::fields::str_at;
 
 /// A binding's reference to the role it grants.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +38,7 @@ pub struct Binding {
 
 impl Binding {
     fn from_value(v: &Value) -> Binding {
-        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let s = |v: &Value, k: &str| str_at(v, k).to_string();
         let role_ref = v.get("roleRef").cloned().unwrap_or(Value::Null);
         Binding {
             name: v.name().to_string(),
@@ -188,16 +189,9 @@ impl Bindings {
                 out.extend(set.values());
             }
         }
-        let found = &mut out[start..];
-        found.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut kept = start;
-        for i in start..out.len() {
-            if kept == start || out[kept - 1].name != out[i].name {
-                out.swap(kept, i);
-                kept += 1;
-            }
-        }
-        out.truncate(kept);
+        // A binding naming the user and one of its groups was found twice: once is enough.
+        out[start..].sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| Arc::ptr_eq(a, b));
     }
 }
 

@@ -5,6 +5,8 @@
 use apiserver::request::RequestInfo;
 use serde_json::{Map, Value, json};
 
+use crate::strategies::fields::strs_at;
+
 /// `rbac/v1 PolicyRule`, read from an object's `rules`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PolicyRule {
@@ -16,15 +18,7 @@ pub struct PolicyRule {
 }
 
 fn strings(v: &Value, key: &str) -> Vec<String> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    strs_at(v, key).into_iter().map(str::to_string).collect()
 }
 
 fn has(set: &[String], item: &str) -> bool {

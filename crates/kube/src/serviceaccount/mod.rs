@@ -28,6 +28,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use storage::ResourceVersion;
 
+use crate::strategies::fields::strs_at;
+
 /// kubeadm's issuer, the zero-config default of `--service-account-issuer`.
 pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// `SetDefaults_TokenRequestSpec`.
@@ -361,15 +363,10 @@ impl Tokens {
             expiration = max.as_secs() as i64;
             req["spec"]["expirationSeconds"] = json!(expiration);
         }
-        let audiences: Vec<String> = req["spec"]["audiences"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let audiences: Vec<String> = strs_at(&req["spec"], "audiences")
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         let mut lifetime = expiration;
         let mut warn_after = None;
         if self.options.extend_expiration

@@ -12,7 +12,7 @@ mod dra_cel;
 mod endpoints;
 mod endpointslice;
 mod events;
-mod fields;
+pub(crate) mod fields;
 mod flowcontrol;
 mod godiff;
 mod hpa;
