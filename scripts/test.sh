@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the tests need (kubectl check, the Python client) and runs every test of the
+# Installs what the tests need (kubectl check, the Python client, cryptography, openssl) and runs every test of the
 # workspace against one release build. Missing tools fail loudly; nothing is skipped silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,15 @@ if ! command -v kubectl >/dev/null 2>&1; then
   command -v kubectl >/dev/null 2>&1 || { echo "kubectl could not be installed" >&2; exit 1; }
 fi
 python3 -c "import kubernetes" 2>/dev/null || python3 -m pip install --quiet "kubernetes>=31"
+# The service-account token tests forge tokens with `cryptography`; the CSR test makes its
+# request with the openssl command.
+python3 -c "import cryptography" 2>/dev/null || python3 -m pip install --quiet cryptography
+if ! command -v openssl >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq openssl) || true
+  fi
+  command -v openssl >/dev/null 2>&1 || { echo "openssl could not be installed" >&2; exit 1; }
+fi
 
 # Formatting and lints first: a rule broken fails the run like a test.
 ./scripts/check.sh
