@@ -13,7 +13,7 @@ if ! command -v kubectl >/dev/null 2>&1; then
 fi
 python3 -c "import kubernetes" 2>/dev/null || python3 -m pip install --quiet "kubernetes>=31"
 # The service-account token tests forge tokens with `cryptography`; the CSR test makes its
-# request with the openssl command.
+# request with the openssl command, and the OIDC test its issuer's RSA key.
 python3 -c "import cryptography" 2>/dev/null || python3 -m pip install --quiet cryptography
 if ! command -v openssl >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then

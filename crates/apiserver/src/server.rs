@@ -64,6 +64,9 @@ pub struct Config {
     pub authorizer: Arc<dyn Authorizer>,
     /// `--anonymous-auth`: requests without credentials are `system:anonymous` (else 401).
     pub anonymous_auth: bool,
+    /// When not empty, anonymous requests are let in on these paths only (the `anonymous`
+    /// conditions of `--authentication-config`).
+    pub anonymous_paths: Vec<String>,
     pub request_timeout: Duration,
     pub version: Value,
     pub openapi: OpenApi,

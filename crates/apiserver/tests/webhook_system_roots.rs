@@ -64,6 +64,7 @@ async fn call(port: u16) {
         url: Some(url.clone()),
         service: None,
         ca_bundle: Vec::new(),
+        ..ClientConfig::default()
     };
     let answer: Value = post_json(&system, None, &json!({}), timeout).await.unwrap();
     assert_eq!(answer, json!({"ok": true}));
@@ -77,6 +78,7 @@ async fn call(port: u16) {
         url: Some(url),
         service: None,
         ca_bundle: other.into_bytes(),
+        ..ClientConfig::default()
     };
     let err = post_json(&pinned, None, &json!({}), timeout)
         .await

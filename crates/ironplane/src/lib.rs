@@ -2,6 +2,7 @@
 //! prepare → run, as kube-apiserver's start-up (cmd/kube-apiserver/app/server.go), and an
 //! in-process test server built the same way.
 
+mod auth;
 pub mod certs;
 pub mod chain;
 pub mod data_dir;
@@ -16,10 +17,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiserver::authentication::{
-    Authenticator, UnionAuthenticator, token::TokenFileAuthenticator, x509::ClientCertAuthenticator,
-};
-use apiserver::authorization::Authorizer;
 use apiserver::endpoints::ApiResources;
 use apiserver::health::{Check, Health};
 use apiserver::{Config, GenericApiServer};
@@ -153,25 +150,29 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         None => pki.ca_cert_pem.clone().into_bytes(),
     };
     // Published for extension servers by the authentication-info post-start hook.
-    let client_ca_pem = String::from_utf8_lossy(&client_ca).into_owned();
-    let tls = apiserver::serving::tls::server_config(&cert_pem, &key_pem, Some(&client_ca))
-        .map_err(|e| e.to_string())?;
-    let mut authenticators: Vec<Box<dyn Authenticator>> = vec![Box::new(
-        ClientCertAuthenticator::from_ca_pem(&client_ca).map_err(|e| e.to_string())?,
-    )];
-    if let Some(path) = &opts.token_auth_file {
-        authenticators.push(Box::new(
-            TokenFileAuthenticator::from_file(path).map_err(|e| e.to_string())?,
-        ));
+    let request_header = auth::request_header_config(&opts)?;
+    let authentication_info = auth::authentication_info(
+        &String::from_utf8_lossy(&client_ca),
+        request_header.as_ref(),
+    );
+    // The handshake asks for certificates of the client CA and of the front proxies' CA.
+    let mut accepted_cas = client_ca.clone();
+    if let Some(rh) = &request_header {
+        accepted_cas.push(b'\n');
+        accepted_cas.extend_from_slice(&rh.client_ca_pem);
     }
+    let tls = apiserver::serving::tls::server_config(&cert_pem, &key_pem, Some(&accepted_cas))
+        .map_err(|e| e.to_string())?;
     // Service-account tokens, signed with the data directory's key.
     let tokens = Arc::new(ironplane_kube::serviceaccount::Tokens::new(
         &pki.sa_key_pem,
         opts.token_options(),
     )?);
-    authenticators.push(Box::new(
-        ironplane_kube::serviceaccount::TokenAuthenticator(tokens.clone()),
-    ));
+    let bootstrap_tokens = opts
+        .enable_bootstrap_token_auth
+        .then(|| Arc::new(ironplane_kube::bootstrap_token::BootstrapTokenAuthenticator::default()));
+    let (authenticator, anonymous) =
+        auth::authenticator(&opts, &client_ca, tokens.clone(), bootstrap_tokens.clone())?;
 
     let admission_config = match &opts.admission_control_config_file {
         Some(path) => ironplane_kube::admission::config::AdmissionConfig::from_file(path)?,
@@ -179,7 +180,6 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     };
 
     // Complete and build the server chain.
-    let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(authenticators));
     let webhooks = apiserver::admission::webhook::Webhooks::default();
     let policies = apiserver::admission::policy::Policies::default();
     let quotas = ironplane_kube::quota::Quotas::default();
@@ -187,7 +187,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // authorize: `system:masters` first, then the modes in the order given.
     let rbac = ironplane_kube::rbac::RbacAuthorizer::default();
     let node_authorizer = ironplane_kube::node_authorizer::NodeAuthorizer::new();
-    let authorizer = authorizer(&opts.authorization_mode, &rbac, &node_authorizer)?;
+    let authorizer_entries = auth::authorizer_entries(&opts)?;
+    let node_mode = authorizer_entries.iter().any(|e| e.kind == "Node");
+    let authorizer = auth::authorizer(authorizer_entries, &rbac, &node_authorizer)?;
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
@@ -230,10 +232,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         extensions: extensions.clone(),
     });
     rbac.start(&resources);
-    if opts.authorization_mode.iter().any(|m| m == "Node") {
+    if node_mode {
         node_authorizer.start(&resources);
     }
     tokens.set_api(resources.clone());
+    if let Some(bootstrap) = &bootstrap_tokens {
+        bootstrap.set_api(resources.clone());
+    }
     policies.start(served.clone(), authorizer.clone());
     webhooks.start(
         served,
@@ -292,7 +297,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let config = Config {
         authenticator,
         authorizer,
-        anonymous_auth: opts.anonymous_auth,
+        anonymous_auth: anonymous.enabled,
+        anonymous_paths: anonymous.paths,
         request_timeout: REQUEST_TIMEOUT,
         version: version_info(),
         openapi: ironplane_kube::openapi::documents(),
@@ -348,7 +354,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             }
             bootstrap_hook.set(true);
             // The system namespaces exist now; the other hooks write into kube-system.
-            run_system_hooks(resources, system_hooks, client_ca_pem).await;
+            run_system_hooks(resources, system_hooks, authentication_info).await;
         });
     }
     let custom_resources: ironplane_kube::controllers::ExtraStores = match &extensions {
@@ -432,31 +438,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
 
 /// The union of authorizers for `--authorization-mode` (validated by `Options::validate`),
 /// behind the privileged-group authorizer as upstream builds it.
-fn authorizer(
-    modes: &[String],
-    rbac: &ironplane_kube::rbac::RbacAuthorizer,
-    node: &ironplane_kube::node_authorizer::NodeAuthorizer,
-) -> Result<Arc<dyn Authorizer>, String> {
-    use apiserver::authorization::{
-        AlwaysAllow, AlwaysDeny, PrivilegedGroups, SYSTEM_MASTERS, Union,
-    };
-    let mut chain: Vec<Arc<dyn Authorizer>> =
-        vec![Arc::new(PrivilegedGroups(vec![SYSTEM_MASTERS.into()]))];
-    for mode in modes {
-        match mode.as_str() {
-            "AlwaysAllow" => chain.push(Arc::new(AlwaysAllow)),
-            "AlwaysDeny" => chain.push(Arc::new(AlwaysDeny)),
-            "RBAC" => chain.push(Arc::new(rbac.clone())),
-            "Node" => chain.push(Arc::new(node.clone())),
-            other => return Err(format!("authorization-mode {other:?} is not supported")),
-        }
-    }
-    Ok(Arc::new(Union(chain)))
-}
-
 /// Runs upstream's object-creating post-start hooks (`ironplane_kube::poststart`) in order,
 /// retrying each until it succeeds, and marks each one's readiness check as it completes.
-async fn run_system_hooks(resources: Arc<ApiResources>, checks: Vec<Check>, client_ca_pem: String) {
+async fn run_system_hooks(
+    resources: Arc<ApiResources>,
+    checks: Vec<Check>,
+    authentication_info: serde_json::Map<String, serde_json::Value>,
+) {
     use ironplane_kube::poststart as hooks;
     for (i, check) in checks.iter().enumerate() {
         let mut delay = Duration::from_millis(10);
@@ -465,7 +453,7 @@ async fn run_system_hooks(resources: Arc<ApiResources>, checks: Vec<Check>, clie
                 0 => ironplane_kube::rbac::bootstrap::reconcile(&resources).await,
                 1 => hooks::bootstrap_system_priority_classes(&resources).await,
                 2 => hooks::start_identity_lease(resources.clone()).await,
-                3 => hooks::cluster_authentication_info(&resources, &client_ca_pem).await,
+                3 => hooks::cluster_authentication_info(&resources, &authentication_info).await,
                 _ => hooks::legacy_token_tracking(&resources).await,
             };
             match result {

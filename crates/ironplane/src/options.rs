@@ -42,14 +42,98 @@ pub struct Options {
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
     /// Requests without credentials are served as `system:anonymous` (group
-    /// `system:unauthenticated`), for the authorizer to judge; `false` answers them 401.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub anonymous_auth: bool,
-    /// Authorizers asked in order, comma-separated: `Node`, `RBAC`, `AlwaysAllow`, `AlwaysDeny`
-    /// (`ABAC` and `Webhook` are not built yet). Members of `system:masters` are always
-    /// allowed. The default is a kubeadm cluster's.
-    #[arg(long, value_delimiter = ',', default_value = "Node,RBAC")]
+    /// `system:unauthenticated`), for the authorizer to judge; `false` answers them 401
+    /// (default true; not with an `anonymous` section in --authentication-config).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub anonymous_auth: Option<bool>,
+    /// CA (PEM) of the client certificates of front proxies, whose requests name their user in
+    /// the `--requestheader-*-headers` headers.
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names a front proxy's certificate may have (any, when empty).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers that name the user, first non-empty wins (kubeadm: X-Remote-User).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers that name the user's uid (kubeadm: X-Remote-Uid).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_uid_headers: Vec<String>,
+    /// Headers that name the user's groups (kubeadm: X-Remote-Group).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers that give the user's extra (kubeadm: X-Remote-Extra-).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+    /// Bootstrap tokens (`<id>.<secret>`, Secrets `bootstrap-token-<id>` of type
+    /// `bootstrap.kubernetes.io/token` in kube-system) authenticate, as kubeadm's TLS
+    /// bootstrapping uses them.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_bootstrap_token_auth: bool,
+    /// Structured authentication configuration (`AuthenticationConfiguration`,
+    /// apiserver.config.k8s.io/v1): JWT issuers with claim mappings and validation rules in CEL,
+    /// anonymous settings. Not with the --oidc-* flags.
+    #[arg(long)]
+    pub authentication_config: Option<String>,
+    /// The URL of an OpenID issuer (https) whose ID tokens authenticate; with --oidc-client-id.
+    #[arg(long, default_value = "")]
+    pub oidc_issuer_url: String,
+    /// The audience the issuer's tokens must name.
+    #[arg(long, default_value = "")]
+    pub oidc_client_id: String,
+    /// CA certificates (PEM) that sign the issuer's serving certificate (default: the system's).
+    #[arg(long, default_value = "")]
+    pub oidc_ca_file: String,
+    /// The claim that names the user; claims other than `email` are prefixed with
+    /// `<issuer>#` unless --oidc-username-prefix says otherwise.
+    #[arg(long, default_value = "sub")]
+    pub oidc_username_claim: String,
+    /// Prefix of user names (`-`: none).
+    #[arg(long, default_value = "")]
+    pub oidc_username_prefix: String,
+    /// The claim that lists the user's groups (a string or a list of strings).
+    #[arg(long, default_value = "")]
+    pub oidc_groups_claim: String,
+    /// Prefix of group names.
+    #[arg(long, default_value = "")]
+    pub oidc_groups_prefix: String,
+    /// Accepted signing algorithms (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "RS256")]
+    pub oidc_signing_algs: Vec<String>,
+    /// `claim=value` a token must carry (repeatable).
+    #[arg(long)]
+    pub oidc_required_claim: Vec<String>,
+    /// Kubeconfig of a webhook that authenticates bearer tokens (TokenReview).
+    #[arg(long)]
+    pub authentication_token_webhook_config_file: Option<String>,
+    /// The TokenReview version sent to the webhook: `v1` or `v1beta1`.
+    #[arg(long, default_value = "v1beta1")]
+    pub authentication_token_webhook_version: String,
+    /// How long the webhook's answers are cached.
+    #[arg(long, default_value = "2m0s", value_parser = parse_duration)]
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// Authorizers asked in order, comma-separated: `Node`, `RBAC`, `Webhook`, `AlwaysAllow`,
+    /// `AlwaysDeny` (`ABAC` is not built). Members of `system:masters` are always allowed.
+    /// The default is a kubeadm cluster's, `Node,RBAC`. Not with --authorization-config.
+    #[arg(long, value_delimiter = ',')]
     pub authorization_mode: Vec<String>,
+    /// Structured authorization configuration (`AuthorizationConfiguration`,
+    /// apiserver.config.k8s.io/v1): ordered authorizers, webhooks with match conditions in CEL,
+    /// caching and failure policy.
+    #[arg(long)]
+    pub authorization_config: Option<String>,
+    /// Kubeconfig of the `Webhook` mode's SubjectAccessReview webhook.
+    #[arg(long)]
+    pub authorization_webhook_config_file: Option<String>,
+    /// The SubjectAccessReview version sent to the webhook: `v1` or `v1beta1`.
+    #[arg(long)]
+    pub authorization_webhook_version: Option<String>,
+    /// How long the webhook's allowed answers are cached (default 5m0s).
+    #[arg(long, value_parser = parse_duration)]
+    pub authorization_webhook_cache_authorized_ttl: Option<Duration>,
+    /// How long the webhook's other answers are cached (default 30s).
+    #[arg(long, value_parser = parse_duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Option<Duration>,
     /// The issuers of service-account tokens (repeatable or comma-separated): the first one
     /// signs, all are accepted.
     #[arg(long, value_delimiter = ',', default_value = ironplane_kube::serviceaccount::DEFAULT_ISSUER)]
@@ -163,17 +247,113 @@ impl Options {
             &self.service_node_port_range,
         )?;
         self.admission_plugins()?;
-        apiserver::authorization::validate_modes(&self.authorization_mode)?;
-        if let Some(mode) = self
-            .authorization_mode
-            .iter()
-            .find(|m| matches!(m.as_str(), "ABAC" | "Webhook"))
+        self.validate_authorization()?;
+        self.validate_authentication()?;
+        Ok(())
+    }
+
+    /// `--authorization-mode` (default `Node,RBAC`).
+    pub fn authorization_modes(&self) -> Vec<String> {
+        if self.authorization_mode.is_empty() {
+            vec!["Node".into(), "RBAC".into()]
+        } else {
+            self.authorization_mode.clone()
+        }
+    }
+
+    fn authorization_webhook_flags_set(&self) -> bool {
+        self.authorization_webhook_config_file.is_some()
+            || self.authorization_webhook_version.is_some()
+            || self.authorization_webhook_cache_authorized_ttl.is_some()
+            || self.authorization_webhook_cache_unauthorized_ttl.is_some()
+    }
+
+    /// Upstream's checks of the authorization flags.
+    fn validate_authorization(&self) -> Result<(), String> {
+        if self.authorization_config.is_some() {
+            if !self.authorization_mode.is_empty() {
+                return Err(
+                    "--authorization-config can not be passed together with --authorization-mode"
+                        .into(),
+                );
+            }
+            if self.authorization_webhook_flags_set() {
+                return Err("--authorization-config can not be passed together with --authorization-webhook-* flags".into());
+            }
+            return Ok(());
+        }
+        let modes = self.authorization_modes();
+        apiserver::authorization::validate_modes(&modes)?;
+        if modes.iter().any(|m| m == "ABAC") {
+            return Err("authorization-mode \"ABAC\" is not supported by this server".into());
+        }
+        let webhook = modes.iter().any(|m| m == "Webhook");
+        if webhook && self.authorization_webhook_config_file.is_none() {
+            return Err("authorization-mode Webhook's authorization config file not passed".into());
+        }
+        if !webhook && self.authorization_webhook_config_file.is_some() {
+            return Err(
+                "cannot specify --authorization-webhook-config-file without mode Webhook".into(),
+            );
+        }
+        Ok(())
+    }
+
+    fn oidc_flags_set(&self) -> bool {
+        !self.oidc_issuer_url.is_empty()
+            || !self.oidc_client_id.is_empty()
+            || !self.oidc_ca_file.is_empty()
+            || self.oidc_username_claim != "sub"
+            || !self.oidc_username_prefix.is_empty()
+            || !self.oidc_groups_claim.is_empty()
+            || !self.oidc_groups_prefix.is_empty()
+            || self.oidc_signing_algs != ["RS256"]
+            || !self.oidc_required_claim.is_empty()
+    }
+
+    /// Upstream's checks of the authentication flags.
+    fn validate_authentication(&self) -> Result<(), String> {
+        if self.authentication_config.is_some() {
+            if self.oidc_flags_set() {
+                return Err(
+                    "authentication-config file and oidc-* flags are mutually exclusive".into(),
+                );
+            }
+        } else if self.oidc_flags_set()
+            && (self.oidc_issuer_url.is_empty() || self.oidc_client_id.is_empty())
         {
+            return Err("oidc-issuer-url and oidc-client-id must be specified together when any oidc-* flags are set".into());
+        }
+        for alg in &self.oidc_signing_algs {
+            if !apiserver::authentication::jwt::keys::ALL_ALGORITHMS.contains(&alg.as_str()) {
+                return Err(format!("oidc: unsupported signing alg: {alg:?}"));
+            }
+        }
+        if let Some(bad) = self.oidc_required_claim.iter().find(|c| !c.contains('=')) {
             return Err(format!(
-                "authorization-mode {mode:?} is not supported by this server yet"
+                "invalid argument {bad:?} for \"--oidc-required-claim\" flag: {bad} must be formatted as key=value"
             ));
         }
         Ok(())
+    }
+
+    /// What the `--oidc-*` flags say.
+    pub fn oidc_flags(&self) -> apiserver::authentication::jwt::config::OidcFlags {
+        apiserver::authentication::jwt::config::OidcFlags {
+            issuer_url: self.oidc_issuer_url.clone(),
+            client_id: self.oidc_client_id.clone(),
+            ca_file: self.oidc_ca_file.clone(),
+            username_claim: self.oidc_username_claim.clone(),
+            username_prefix: self.oidc_username_prefix.clone(),
+            groups_claim: self.oidc_groups_claim.clone(),
+            groups_prefix: self.oidc_groups_prefix.clone(),
+            required_claims: self
+                .oidc_required_claim
+                .iter()
+                .filter_map(|c| c.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
     }
 
     /// The admission plugins that run, in upstream's order, from `--enable-admission-plugins`

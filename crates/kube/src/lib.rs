@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod bootstrap;
+pub mod bootstrap_token;
 pub mod catalog;
 mod componentstatus;
 pub mod controllers;

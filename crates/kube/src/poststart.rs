@@ -195,12 +195,47 @@ async fn renew_lease(api: &ApiResources, name: &str, holder: &str) -> Result<(),
 /// trust, published in `kube-system/extension-apiserver-authentication`.
 pub async fn cluster_authentication_info(
     api: &ApiResources,
-    client_ca_pem: &str,
+    data: &serde_json::Map<String, Value>,
 ) -> Result<(), String> {
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
-        "data": {"client-ca-file": client_ca_pem}});
-    ensure(api, "", "v1", "configmaps", cm).await
+        "data": data});
+    ensure(api, "", "v1", "configmaps", cm).await?;
+    // Kept current at every start, as upstream's controller keeps it: the CAs or request-header
+    // settings may have changed since the map was made.
+    let store = api
+        .get("", "v1", "configmaps")
+        .ok_or("configmaps are not served")?;
+    let user = controller_user();
+    let mut updater = |current: Option<&Value>| -> Result<Value, apimachinery::Status> {
+        let mut cm = current.cloned().unwrap_or(Value::Null);
+        cm["data"] = Value::Object(data.clone());
+        Ok(cm)
+    };
+    let current = store
+        .get(
+            "kube-system",
+            "extension-apiserver-authentication",
+            storage::ResourceVersion::Unset,
+        )
+        .await
+        .map_err(|s| s.message)?;
+    if current.value().ok().and_then(|v| v.get("data").cloned())
+        == Some(Value::Object(data.clone()))
+    {
+        return Ok(());
+    }
+    store
+        .update(
+            &Requester { user: &user },
+            "kube-system",
+            "extension-apiserver-authentication",
+            &mut updater,
+            &apiserver::registry::UpdateOptions::default(),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|s| format!("updating extension-apiserver-authentication: {}", s.message))
 }
 
 /// `start-legacy-token-tracking-controller`: the day from which the use of legacy

@@ -6,7 +6,11 @@
 //! authorization) nor write HTTP answers: a failed authentication is an [`AuthnError`] that the
 //! filter chain turns into upstream's 401 `Unauthorized` Status.
 
+pub mod cache;
+pub mod jwt;
+pub mod request_header;
 pub mod token;
+pub mod webhook;
 pub mod x509;
 
 use std::collections::BTreeMap;
@@ -57,6 +61,9 @@ pub enum AuthnError {
     /// its service account or bound object gone), with why.
     #[error("invalid bearer token, {0}")]
     InvalidToken(String),
+    /// A failure remembered by a token cache, as it was first worded.
+    #[error("{0}")]
+    Cached(String),
     /// Several authenticators of a union failed.
     #[error("{}", Aggregate(.0))]
     Aggregate(Vec<AuthnError>),

@@ -124,7 +124,7 @@ impl TokenFileAuthenticator {
     }
 
     /// The user a token belongs to, if the file has it.
-    pub fn authenticate_token(&self, token: &[u8]) -> Option<&UserInfo> {
+    pub fn lookup(&self, token: &[u8]) -> Option<&UserInfo> {
         let (stored, user) = self.tokens.get(&sha256(token))?;
         constant_time_eq(stored, token).then_some(user)
     }
@@ -139,15 +139,67 @@ impl TokenFileAuthenticator {
 }
 
 #[async_trait]
-impl Authenticator for TokenFileAuthenticator {
+impl TokenAuthenticator for TokenFileAuthenticator {
+    async fn authenticate_token(&self, token: &str) -> Result<Option<UserInfo>, AuthnError> {
+        Ok(self.lookup(token.as_bytes()).cloned())
+    }
+}
+
+/// One way of recognising the user a bearer token names (upstream `authenticator.Token`):
+/// `Ok(None)` when the token is not of its kind, `Err` when it is but is not valid.
+#[async_trait]
+pub trait TokenAuthenticator: Send + Sync {
+    async fn authenticate_token(&self, token: &str) -> Result<Option<UserInfo>, AuthnError>;
+}
+
+#[async_trait]
+impl<T: TokenAuthenticator + ?Sized> TokenAuthenticator for std::sync::Arc<T> {
+    async fn authenticate_token(&self, token: &str) -> Result<Option<UserInfo>, AuthnError> {
+        (**self).authenticate_token(token).await
+    }
+}
+
+/// The `Authorization: Bearer` authenticator over the token authenticators, tried in order
+/// (upstream's `bearertoken` over its token union): the first to recognise the token wins; a
+/// token that none recognises is refused ("invalid bearer token"), never anonymous.
+#[derive(Default)]
+pub struct BearerTokenAuthenticator {
+    authenticators: Vec<Box<dyn TokenAuthenticator>>,
+}
+
+impl BearerTokenAuthenticator {
+    pub fn new(authenticators: Vec<Box<dyn TokenAuthenticator>>) -> Self {
+        BearerTokenAuthenticator { authenticators }
+    }
+
+    /// The user a token names, as a TokenReview asks.
+    pub async fn authenticate_token(&self, token: &str) -> Result<UserInfo, AuthnError> {
+        let mut errors = Vec::new();
+        for authenticator in &self.authenticators {
+            match authenticator.authenticate_token(token).await {
+                Ok(Some(user)) => return Ok(user),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        Err(match errors.len() {
+            0 => AuthnError::InvalidBearerToken,
+            1 => errors.remove(0),
+            _ => AuthnError::Aggregate(errors),
+        })
+    }
+}
+
+#[async_trait]
+impl Authenticator for BearerTokenAuthenticator {
     async fn authenticate(&self, req: &AuthnRequest<'_>) -> Result<Option<UserInfo>, AuthnError> {
         let Some(token) = bearer_token(req.headers) else {
             return Ok(None);
         };
-        match self.authenticate_token(token) {
-            Some(user) => Ok(Some(user.clone())),
-            None => Err(AuthnError::InvalidBearerToken),
-        }
+        let Ok(token) = std::str::from_utf8(token) else {
+            return Err(AuthnError::InvalidBearerToken);
+        };
+        self.authenticate_token(token).await.map(Some)
     }
 }
 
@@ -348,22 +400,19 @@ token2,bobby,uid-5,admins
     fn token_file_parse_and_lookup() {
         let tokens = TokenFileAuthenticator::from_csv("tokens.csv", FILE).unwrap();
         assert_eq!(tokens.len(), 3, "the empty token is skipped");
-        let alice = tokens.authenticate_token(b"token1").unwrap();
+        let alice = tokens.lookup(b"token1").unwrap();
         assert_eq!(alice.name, "alice");
         assert_eq!(alice.uid, "uid-1");
         assert_eq!(alice.groups, vec!["dev", "ops"]);
-        let bobby = tokens.authenticate_token(b"token2").unwrap();
+        let bobby = tokens.lookup(b"token2").unwrap();
         assert_eq!(
             (bobby.name.as_str(), bobby.groups.clone()),
             ("bobby", vec!["admins".to_string()]),
             "a repeated token replaces the earlier record"
         );
-        assert_eq!(
-            tokens.authenticate_token(b"token3").unwrap().groups,
-            vec![""]
-        );
-        assert!(tokens.authenticate_token(b"token").is_none());
-        assert!(tokens.authenticate_token(b"").is_none());
+        assert_eq!(tokens.lookup(b"token3").unwrap().groups, vec![""]);
+        assert!(tokens.lookup(b"token").is_none());
+        assert!(tokens.lookup(b"").is_none());
     }
 
     #[test]
@@ -425,8 +474,10 @@ token2,bobby,uid-5,admins
     }
 
     #[tokio::test]
-    async fn authenticator_accepts_known_and_rejects_unknown_tokens() {
-        let tokens = TokenFileAuthenticator::from_csv("t.csv", FILE).unwrap();
+    async fn bearer_tokens_known_to_nobody_are_refused() {
+        let tokens = BearerTokenAuthenticator::new(vec![Box::new(
+            TokenFileAuthenticator::from_csv("t.csv", FILE).unwrap(),
+        )]);
         let authn = |h: http::HeaderMap| {
             let tokens = &tokens;
             async move {

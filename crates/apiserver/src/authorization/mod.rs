@@ -8,6 +8,9 @@
 //! live with those objects' kinds, in the `kube` crate; the filter chain turns a refusal into
 //! upstream's 403.
 
+pub mod config;
+pub mod webhook;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;

@@ -317,7 +317,17 @@ fn authenticate(
             Ok(Some(user)) => user,
             // `--anonymous-auth`: requests without credentials go on as `system:anonymous`,
             // and authorization decides (RBAC lets them read health and version only).
-            Ok(None) if server.config.anonymous_auth => anonymous_user(),
+            Ok(None)
+                if server.config.anonymous_auth
+                    && (server.config.anonymous_paths.is_empty()
+                        || server
+                            .config
+                            .anonymous_paths
+                            .iter()
+                            .any(|p| p == req.uri().path())) =>
+            {
+                anonymous_user()
+            }
             Ok(None) | Err(_) => {
                 return response::status(&Status::unauthorized("Unauthorized"), Encoding::Json);
             }
@@ -855,6 +865,7 @@ mod tests {
             authenticator: Arc::new(UnionAuthenticator::new(Vec::new())),
             authorizer: Arc::new(AuthenticatedOrVersion),
             anonymous_auth,
+            anonymous_paths: Vec::new(),
             request_timeout: std::time::Duration::from_secs(5),
             version: serde_json::json!({}),
             openapi: Default::default(),

@@ -1,3 +1,4 @@
 //! Helpers shared by several layers of the server (upstream: k8s.io/apiserver pkg/util).
 
+pub mod kubeconfig;
 pub mod webhook;

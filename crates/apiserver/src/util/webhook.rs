@@ -240,12 +240,17 @@ pub struct ServiceReference {
 }
 
 /// Where a webhook listens and which certificates may sign its serving certificate.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClientConfig {
     pub url: Option<String>,
     pub service: Option<ServiceReference>,
     /// PEM certificates; empty trusts the system's roots, as upstream's client does.
     pub ca_bundle: Vec<u8>,
+    /// The certificate chain and key (PEM) the server presents to the webhook, when its
+    /// kubeconfig gives one (authentication and authorization webhooks).
+    pub client_identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The bearer token sent to the webhook, when its kubeconfig gives one.
+    pub bearer_token: Option<String>,
 }
 
 impl ClientConfig {
@@ -270,6 +275,7 @@ impl ClientConfig {
             ca_bundle: base64::engine::general_purpose::STANDARD
                 .decode(text(client_config, "caBundle"))
                 .unwrap_or_default(),
+            ..ClientConfig::default()
         }
     }
 }
@@ -349,7 +355,10 @@ fn target_url(config: &ClientConfig, timeout: std::time::Duration) -> Result<Str
 
 /// The TLS configuration for a webhook: its `caBundle`, or without one the system's trusted
 /// roots, as Go's TLS client uses them when a REST config has no CA data.
-fn tls_config(ca_bundle: &[u8]) -> Result<rustls::ClientConfig, String> {
+fn tls_config(
+    ca_bundle: &[u8],
+    identity: Option<&(Vec<u8>, Vec<u8>)>,
+) -> Result<rustls::ClientConfig, String> {
     let mut roots = rustls::RootCertStore::empty();
     if ca_bundle.is_empty() {
         roots = system_roots().clone();
@@ -363,8 +372,21 @@ fn tls_config(ca_bundle: &[u8]) -> Result<rustls::ClientConfig, String> {
     ))
     .with_safe_default_protocol_versions()
     .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    .with_root_certificates(roots);
+    let config = match identity {
+        None => config.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain: Vec<_> = rustls_pemfile::certs(&mut cert.as_slice())
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("reading the client certificate: {e}"))?;
+            let key = rustls_pemfile::private_key(&mut key.as_slice())
+                .map_err(|e| format!("reading the client key: {e}"))?
+                .ok_or("the client key file holds no key")?;
+            config
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("tls: {e}"))?
+        }
+    };
     // hyper-rustls sets ALPN itself (HTTP/1.1 only, as upstream's webhook client speaks).
     Ok(config)
 }
@@ -470,9 +492,12 @@ type PooledClient = hyper_util::client::legacy::Client<
     http_body_util::Full<bytes::Bytes>,
 >;
 
-/// A pooled client and the resolver its dialer holds, keyed by trust bundle and resolver.
+/// The certificates a client trusts and the identity it presents.
+type TlsKey = (Vec<u8>, Option<(Vec<u8>, Vec<u8>)>);
+
+/// A pooled client and the resolver its dialer holds, keyed by TLS settings and resolver.
 type PoolEntries = std::collections::HashMap<
-    (Vec<u8>, usize),
+    (TlsKey, usize),
     (PooledClient, Option<std::sync::Arc<dyn ServiceResolver>>),
 >;
 
@@ -486,7 +511,7 @@ struct Pool {
 impl Pool {
     fn client(
         &self,
-        ca_bundle: &[u8],
+        config: &ClientConfig,
         resolver: Option<&std::sync::Arc<dyn ServiceResolver>>,
     ) -> Result<PooledClient, String> {
         // The resolver's address tells resolvers apart; the entry holds the resolver, so the
@@ -494,13 +519,19 @@ impl Pool {
         let id = resolver
             .map(|r| std::sync::Arc::as_ptr(r) as *const () as usize)
             .unwrap_or(0);
-        let key = (ca_bundle.to_vec(), id);
+        let key = (
+            (config.ca_bundle.clone(), config.client_identity.clone()),
+            id,
+        );
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((c, _)) = clients.get(&key) {
             return Ok(c.clone());
         }
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(ca_bundle)?)
+            .with_tls_config(tls_config(
+                &config.ca_bundle,
+                config.client_identity.as_ref(),
+            )?)
             .https_only()
             .enable_http1()
             .wrap_connector(Dialer {
@@ -561,12 +592,16 @@ pub async fn post_json(
     if config.service.is_some() && resolver.is_none() {
         return Err(fail("no resolver for webhook services".into()));
     }
-    let client = pool().client(&config.ca_bundle, resolver).map_err(fail)?;
+    let client = pool().client(config, resolver).map_err(fail)?;
     let call = async {
         let bytes = serde_json::to_vec(body).map_err(|e| fail(e.to_string()))?;
-        let request = http::Request::post(&url)
+        let mut request = http::Request::post(&url)
             .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json, */*")
+            .header(http::header::ACCEPT, "application/json, */*");
+        if let Some(token) = &config.bearer_token {
+            request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
             .body(Full::new(bytes::Bytes::from(bytes)))
             .map_err(|e| fail(e.to_string()))?;
         let response = client
@@ -599,4 +634,87 @@ pub async fn post_json(
         Ok(result) => result,
         Err(_) => Err(CallError::Timeout { url }),
     }
+}
+
+/// GETs a JSON document over TLS trusting `ca_bundle` (the system's roots when empty), on a
+/// pooled connection: an OIDC issuer's discovery document and keys. The error is in the words
+/// of Go's HTTP client.
+pub async fn get_json(
+    url: &str,
+    ca_bundle: &[u8],
+    timeout: std::time::Duration,
+) -> Result<Value, String> {
+    use http_body_util::{BodyExt, Empty};
+    let fail = |why: String| format!("Get {}: {why}", go_quote(url));
+    let client = get_pool().client(ca_bundle).map_err(fail)?;
+    let call = async {
+        let request = http::Request::get(url)
+            .header(http::header::ACCEPT, "application/json")
+            .body(Empty::<bytes::Bytes>::new())
+            .map_err(|e| fail(e.to_string()))?;
+        let response = client
+            .request(request)
+            .await
+            .map_err(|e| fail(request_error(&e)))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(format!(
+                "{} {}: {}",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or(""),
+                String::from_utf8_lossy(&body).trim()
+            ));
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            format!("got Content-Type = application/json, but could not unmarshal as JSON: {e}")
+        })
+    };
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result,
+        Err(_) => Err(fail(
+            "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
+        )),
+    }
+}
+
+type GetClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<Dialer>,
+    http_body_util::Empty<bytes::Bytes>,
+>;
+
+/// Keep-alive clients for GETs, one per trust bundle.
+#[derive(Default)]
+struct GetPool {
+    clients: std::sync::Mutex<std::collections::HashMap<Vec<u8>, GetClient>>,
+}
+
+impl GetPool {
+    fn client(&self, ca_bundle: &[u8]) -> Result<GetClient, String> {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = clients.get(ca_bundle) {
+            return Ok(c.clone());
+        }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(ca_bundle, None)?)
+            .https_only()
+            .enable_http1()
+            .wrap_connector(Dialer { resolver: None });
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_idle_timeout(std::time::Duration::from_secs(90))
+                .build(connector);
+        clients.insert(ca_bundle.to_vec(), client.clone());
+        Ok(client)
+    }
+}
+
+fn get_pool() -> &'static GetPool {
+    static POOL: std::sync::OnceLock<GetPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(GetPool::default)
 }

@@ -20,9 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{FieldError, FieldPath, invalid_status};
-use apiserver::authentication::{
-    Authenticator, AuthnError, AuthnRequest, CREDENTIAL_ID_KEY, UserInfo,
-};
+use apiserver::authentication::{AuthnError, CREDENTIAL_ID_KEY, UserInfo};
 use apiserver::endpoints::ApiResources;
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -577,24 +575,12 @@ struct Bound {
     node: Option<(String, String)>,
 }
 
-/// The bearer-token authenticator of service-account tokens.
+/// The token authenticator of service-account tokens.
 pub struct TokenAuthenticator(pub Arc<Tokens>);
 
 #[async_trait]
-impl Authenticator for TokenAuthenticator {
-    async fn authenticate(&self, req: &AuthnRequest<'_>) -> Result<Option<UserInfo>, AuthnError> {
-        let Some(token) = apiserver::authentication::token::bearer_token(req.headers) else {
-            return Ok(None);
-        };
-        // A bearer token nobody recognises is refused, not anonymous: upstream's bearer-token
-        // authenticator answers "invalid bearer token" when its token authenticators decline.
-        let Ok(token) = std::str::from_utf8(token) else {
-            return Err(AuthnError::InvalidBearerToken);
-        };
-        match self.0.check(token).await {
-            Ok(Some(user)) => Ok(Some(user)),
-            Ok(None) => Err(AuthnError::InvalidBearerToken),
-            Err(why) => Err(AuthnError::InvalidToken(why)),
-        }
+impl apiserver::authentication::token::TokenAuthenticator for TokenAuthenticator {
+    async fn authenticate_token(&self, token: &str) -> Result<Option<UserInfo>, AuthnError> {
+        self.0.check(token).await.map_err(AuthnError::InvalidToken)
     }
 }
