@@ -163,9 +163,20 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     }
     let tls = apiserver::serving::tls::server_config(&cert_pem, &key_pem, Some(&accepted_cas))
         .map_err(|e| e.to_string())?;
-    // Service-account tokens, signed with the data directory's key.
+    // Service-account tokens, signed with --service-account-signing-key-file or the data
+    // directory's key, verified with --service-account-key-file or the signing key.
+    let signing_key = match &opts.service_account_signing_key_file {
+        Some(path) => String::from_utf8_lossy(&read(path)?).into_owned(),
+        None => pki.sa_key_pem.clone(),
+    };
+    let key_files = opts
+        .service_account_key_file
+        .iter()
+        .map(|p| read(p).map(|b| String::from_utf8_lossy(&b).into_owned()))
+        .collect::<Result<Vec<_>, _>>()?;
     let tokens = Arc::new(ironplane_kube::serviceaccount::Tokens::new(
-        &pki.sa_key_pem,
+        &signing_key,
+        &key_files,
         opts.token_options(),
     )?);
     let bootstrap_tokens = opts

@@ -138,6 +138,18 @@ pub struct Options {
     /// signs, all are accepted.
     #[arg(long, value_delimiter = ',', default_value = ironplane_kube::serviceaccount::DEFAULT_ISSUER)]
     pub service_account_issuer: Vec<String>,
+    /// The private key (PEM: RSA, or ECDSA P-256/P-384) that signs service-account tokens
+    /// (default: the data directory's generated P-256 key).
+    #[arg(long)]
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// Files of public keys (PEM: public keys, certificates or private keys) that verify
+    /// service-account tokens (repeatable; default: the signing key's public half).
+    #[arg(long)]
+    pub service_account_key_file: Vec<PathBuf>,
+    /// The key set's address in the issuer's discovery document (default: this server's
+    /// `/openid/v1/jwks`).
+    #[arg(long)]
+    pub service_account_jwks_uri: Option<String>,
     /// Audiences the API accepts in tokens (default: the issuers).
     #[arg(long, value_delimiter = ',')]
     pub api_audiences: Vec<String>,
@@ -378,6 +390,7 @@ impl Options {
             max_expiration: Some(self.service_account_max_token_expiration)
                 .filter(|d| !d.is_zero()),
             extend_expiration: self.service_account_extend_token_expiration,
+            jwks_uri: self.service_account_jwks_uri.clone(),
         }
     }
 

@@ -99,3 +99,102 @@ fn token_requests_bound_tokens_and_forged_tokens() {
     );
     assert!(out.contains("sa tokens: 0 failed"), "{out}");
 }
+
+/// `--service-account-signing-key-file` with an RSA key: tokens are RS256 under the key's id,
+/// `--service-account-key-file` keys verify them and appear in the served key set, and
+/// `--service-account-jwks-uri` is what the discovery document points at.
+#[test]
+fn rsa_signing_and_verifying_key_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("sa.key");
+    let public = dir.path().join("sa.pub");
+    let other = dir.path().join("other.pub");
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("this test needs the openssl command (scripts/test.sh installs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let path = |p: &std::path::Path| p.display().to_string();
+    openssl(&["genrsa", "-traditional", "-out", &path(&key), "2048"]);
+    openssl(&["rsa", "-in", &path(&key), "-pubout", "-out", &path(&public)]);
+    // A second, unrelated key: also trusted, so the key set has two entries.
+    let other_key = dir.path().join("other.key");
+    openssl(&[
+        "ecparam",
+        "-name",
+        "prime256v1",
+        "-genkey",
+        "-noout",
+        "-out",
+        &path(&other_key),
+    ]);
+    openssl(&[
+        "ec",
+        "-in",
+        &path(&other_key),
+        "-pubout",
+        "-out",
+        &path(&other),
+    ]);
+    let s = Server::start_with(&[
+        &format!("--service-account-signing-key-file={}", path(&key)),
+        &format!("--service-account-key-file={}", path(&public)),
+        &format!("--service-account-key-file={}", path(&other)),
+        "--service-account-jwks-uri=https://keys.example/jwks",
+    ]);
+    s.kubectl(&["create", "serviceaccount", "robot"]);
+    let token = s.kubectl(&["create", "token", "robot"]);
+    let token = token.trim();
+    let header: serde_json::Value = serde_json::from_slice(
+        &base64::Engine::decode(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            token.split('.').next().unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["alg"], "RS256");
+    let jwks: serde_json::Value =
+        serde_json::from_str(&s.kubectl(&["get", "--raw", "/openid/v1/jwks"])).unwrap();
+    let keys = jwks["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2, "{jwks}");
+    assert_eq!(keys[0]["kty"], "RSA");
+    assert_eq!(keys[0]["kid"], header["kid"]);
+    assert_eq!(keys[1]["kty"], "EC");
+    let discovery: serde_json::Value =
+        serde_json::from_str(&s.kubectl(&["get", "--raw", "/.well-known/openid-configuration"]))
+            .unwrap();
+    assert_eq!(discovery["jwks_uri"], "https://keys.example/jwks");
+    assert_eq!(
+        discovery["id_token_signing_alg_values_supported"],
+        serde_json::json!(["ES256", "RS256"])
+    );
+    // The token authenticates.
+    let server = format!("--server={}", s.url);
+    let auth = format!("--token={token}");
+    let who = std::process::Command::new(common::kubectl_path())
+        .args([
+            "--kubeconfig=/dev/null",
+            "--insecure-skip-tls-verify=true",
+            server.as_str(),
+            auth.as_str(),
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&who.stdout),
+        "system:serviceaccount:default:robot",
+        "{}",
+        String::from_utf8_lossy(&who.stderr)
+    );
+}

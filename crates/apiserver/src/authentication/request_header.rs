@@ -116,8 +116,7 @@ impl Authenticator for RequestHeaderAuthenticator {
         let Ok(Some(proxy)) = self.proxies.verify(chain, UnixTime::now()) else {
             return Ok(None);
         };
-        if !self.config.allowed_names.is_empty()
-            && !self.config.allowed_names.contains(&proxy.name)
+        if !self.config.allowed_names.is_empty() && !self.config.allowed_names.contains(&proxy.name)
         {
             return Err(AuthnError::InvalidToken(format!(
                 "x509: subject with cn={} is not in the allowed list",

@@ -32,8 +32,8 @@ def b64(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def sign(key, claims, kid="forged"):
-    header = b64(json.dumps({"alg": "ES256", "kid": kid}).encode())
+def sign(key, claims, kid=None):
+    header = b64(json.dumps({"alg": "ES256", **({"kid": kid} if kid is not None else {})}).encode())
     payload = b64(json.dumps(claims).encode())
     der = key.sign(f"{header}.{payload}".encode(), ec.ECDSA(hashes.SHA256()))
     r, s = decode_dss_signature(der)
@@ -166,12 +166,15 @@ def main():
     good = {"iss": ISSUER, "aud": ISSUER, "sub": f"system:serviceaccount:{ns}:robot", "iat": now, "nbf": now, "exp": now + 600,
             "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": "robot", "uid": sa_uid}}}
     check("a token forged with the real key works (the test's own check)", bearer.whoami(sign(key, good))[0] == 201)
+    check("... also under the key's own id", bearer.whoami(sign(key, good, kid))[0] == 201)
     other = ec.generate_private_key(ec.SECP256R1())
     bad = {
         "expired": sign(key, {**good, "iat": now - 7200, "nbf": now - 7200, "exp": now - 3600}),
         "not yet valid": sign(key, {**good, "nbf": now + 3600}),
         "wrong audience": sign(key, {**good, "aud": "someone-else"}),
         "wrongly signed": sign(other, good),
+        # Upstream looks a key up by the token's key id: the right key under another id fails.
+        "signed by the key under another key id": sign(key, good, "forged"),
         "wrong uid": sign(key, {**good, "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": "robot", "uid": "0000"}}}),
         "subject not the account": sign(key, {**good, "sub": "system:serviceaccount:kube-system:admin"}),
         "malformed": "a.b.c",

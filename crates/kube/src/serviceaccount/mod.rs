@@ -1,17 +1,15 @@
 //! Service-account tokens (upstream: pkg/serviceaccount, pkg/registry/core/serviceaccount/
 //! storage/token.go): the TokenRequest subresource `serviceaccounts/<name>/token` that
-//! `kubectl create token` and the kubelet call, the bound tokens it issues (ES256 JWTs signed
-//! with the server's service-account key, bound to a Pod, Secret or Node), and the
-//! authenticator that accepts them — only while the service account, and the object a token is
-//! bound to, still exist with the same uid. `jwt` holds the token format and keys.
+//! `kubectl create token` and the kubelet call, the bound tokens it issues (JWTs signed with
+//! the service-account signing key — RS256, ES256 or ES384 by its type — bound to a Pod, Secret
+//! or Node), and the authenticator that accepts them — only while the service account, and the
+//! object a token is bound to, still exist with the same uid. Keys are read and tokens signed
+//! and checked by `apiserver::authentication::jwt` (`keyfile`, `keys`).
 //!
 //! The issuer's OIDC discovery documents are built here too (`discovery_documents`).
 //!
 //! Not here yet: legacy tokens of `kubernetes.io/service-account-token` Secrets (the tokens
-//! controller), `--service-account-key-file` / `--service-account-signing-key-file`, and
-//! `--service-account-jwks-uri`.
-
-pub mod jwt;
+//! controller).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -20,6 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{FieldError, FieldPath, invalid_status};
+use apiserver::authentication::jwt::keyfile::{self, SigningKey};
+use apiserver::authentication::jwt::keys::{Jwk, Jws, PublicKey};
 use apiserver::authentication::{AuthnError, CREDENTIAL_ID_KEY, UserInfo};
 use apiserver::endpoints::ApiResources;
 use async_trait::async_trait;
@@ -51,12 +51,19 @@ pub struct TokenOptions {
     /// `--service-account-max-token-expiration`; `None` is no limit.
     pub max_expiration: Option<Duration>,
     pub extend_expiration: bool,
+    /// `--service-account-jwks-uri`: the key set's address in the discovery document.
+    pub jwks_uri: Option<String>,
 }
 
 /// Issues and checks tokens. Built before the API, which it reads once `set_api` was called.
 pub struct Tokens {
-    signer: jwt::Signer,
-    verify: Vec<Vec<u8>>,
+    signer: SigningKey,
+    /// The signing key's id (upstream derives it from the public key).
+    key_id: String,
+    /// The public keys tokens are verified with: `--service-account-key-file`'s, else the
+    /// signing key's.
+    public_keys: Vec<PublicKey>,
+    verify: Vec<Jwk>,
     options: TokenOptions,
     api: OnceLock<Arc<ApiResources>>,
 }
@@ -75,11 +82,31 @@ fn rfc3339(unix: i64) -> String {
 }
 
 impl Tokens {
-    pub fn new(signing_key_pem: &str, options: TokenOptions) -> Result<Tokens, String> {
-        let signer = jwt::Signer::from_pkcs8_pem(signing_key_pem)?;
-        let verify = vec![signer.public_point()];
+    /// From the signing key (PEM) and the PEM contents of the verifying key files (none: the
+    /// signing key's public half verifies).
+    pub fn new(
+        signing_key_pem: &str,
+        key_files_pem: &[String],
+        options: TokenOptions,
+    ) -> Result<Tokens, String> {
+        let signer = SigningKey::from_pem(signing_key_pem)
+            .map_err(|e| format!("reading the service-account signing key: {e}"))?;
+        let key_id = signer.public_key().key_id();
+        let mut public_keys = Vec::new();
+        for pem in key_files_pem {
+            public_keys.extend(
+                keyfile::public_keys_from_pem(pem)
+                    .map_err(|e| format!("reading a service-account key file: {e}"))?,
+            );
+        }
+        if public_keys.is_empty() {
+            public_keys.push(signer.public_key());
+        }
+        let verify = public_keys.iter().map(PublicKey::to_jwk).collect();
         Ok(Tokens {
             signer,
+            key_id,
+            public_keys,
             verify,
             options,
             api: OnceLock::new(),
@@ -92,7 +119,7 @@ impl Tokens {
 
     /// The JWKS of the keys tokens are verified with.
     pub fn jwks(&self) -> Value {
-        jwt::jwks(&self.verify)
+        json!({"keys": self.public_keys.iter().map(PublicKey::jwk_json).collect::<Vec<_>>()})
     }
 
     /// The issuer's OIDC discovery documents (upstream's openidmetadata.go), served at
@@ -109,23 +136,48 @@ impl Tokens {
             return Vec::new();
         };
         let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let mut algorithms: Vec<&str> = self.public_keys.iter().map(PublicKey::algorithm).collect();
+        algorithms.sort_unstable();
+        algorithms.dedup();
+        let jwks_uri = self
+            .options
+            .jwks_uri
+            .clone()
+            .unwrap_or_else(|| format!("https://{external_address}/openid/v1/jwks"));
         let config = format!(
-            "{{\"issuer\":{},\"jwks_uri\":{},\"response_types_supported\":[\"id_token\"],\"subject_types_supported\":[\"public\"],\"id_token_signing_alg_values_supported\":[\"ES256\"]}}",
+            "{{\"issuer\":{},\"jwks_uri\":{},\"response_types_supported\":[\"id_token\"],\"subject_types_supported\":[\"public\"],\"id_token_signing_alg_values_supported\":[{}]}}",
             q(issuer),
-            q(&format!("https://{external_address}/openid/v1/jwks"))
+            q(&jwks_uri),
+            algorithms
+                .iter()
+                .map(|a| q(a))
+                .collect::<Vec<_>>()
+                .join(",")
         );
-        let keys: Vec<String> = self.jwks()["keys"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|k| {
+        // go-jose's field order, which a JSON map would not keep.
+        let keys: Vec<String> = self
+            .public_keys
+            .iter()
+            .map(|key| {
+                let k = key.jwk_json();
                 let f = |name: &str| q(k[name].as_str().unwrap_or(""));
-                format!(
-                    "{{\"use\":\"sig\",\"kty\":\"EC\",\"kid\":{},\"crv\":\"P-256\",\"alg\":\"ES256\",\"x\":{},\"y\":{}}}",
-                    f("kid"),
-                    f("x"),
-                    f("y")
-                )
+                match key {
+                    PublicKey::Rsa { .. } => format!(
+                        "{{\"use\":\"sig\",\"kty\":\"RSA\",\"kid\":{},\"alg\":{},\"n\":{},\"e\":{}}}",
+                        f("kid"),
+                        f("alg"),
+                        f("n"),
+                        f("e")
+                    ),
+                    PublicKey::Ec { .. } => format!(
+                        "{{\"use\":\"sig\",\"kty\":\"EC\",\"kid\":{},\"crv\":{},\"alg\":{},\"x\":{},\"y\":{}}}",
+                        f("kid"),
+                        f("crv"),
+                        f("alg"),
+                        f("x"),
+                        f("y")
+                    ),
+                }
             })
             .collect();
         let keyset = format!("{{\"keys\":[{}]}}", keys.join(","));
@@ -383,7 +435,7 @@ impl Tokens {
         );
         let token = self
             .signer
-            .sign(&claims)
+            .sign(&self.key_id, &claims)
             .map_err(|e| Status::internal(format!("failed to generate token: {e}")))?;
         apiserver::audit::add_annotation(
             "authentication.kubernetes.io/issued-credential-id",
@@ -442,7 +494,7 @@ impl Tokens {
 
     /// Checks a token this server issued; `Ok(None)` when it is not one of ours.
     async fn check(&self, token: &str) -> Result<Option<UserInfo>, String> {
-        let Some(parsed) = jwt::parse(token) else {
+        let Ok(parsed) = Jws::parse(token) else {
             return Ok(None);
         };
         let claims = &parsed.claims;

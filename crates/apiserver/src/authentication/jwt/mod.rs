@@ -12,6 +12,7 @@
 //! Distributed claims (`_claim_names`) are not resolved.
 
 pub mod config;
+pub mod keyfile;
 pub mod keys;
 
 use std::collections::BTreeMap;
