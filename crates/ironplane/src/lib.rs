@@ -392,6 +392,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         resources.clone(),
         pki.ca_cert_pem.clone(),
     ));
+    tokio::spawn(ironplane_kube::controllers::serviceaccount_tokens::run(
+        resources.clone(),
+        tokens.clone(),
+        pki.ca_cert_pem.clone(),
+    ));
     tokio::spawn(ironplane_kube::controllers::run_storage_protection_controller(resources.clone()));
     tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
         resources.clone(),

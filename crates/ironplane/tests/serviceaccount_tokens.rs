@@ -198,3 +198,131 @@ fn rsa_signing_and_verifying_key_files() {
         String::from_utf8_lossy(&who.stderr)
     );
 }
+
+/// Legacy secret-based tokens: the tokens controller fills in a `kubernetes.io/service-account-
+/// token` secret; its token authenticates while the secret and account live, marks the secret
+/// as used, and stops when the secret is marked invalid; secrets of missing or deleted accounts
+/// are deleted.
+#[test]
+fn legacy_secret_tokens_are_filled_in_and_checked_against_their_secret() {
+    let s = Server::start();
+    let wait = |what: &str, check: &mut dyn FnMut() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !check() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what} never happened"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let secret = |name: &str, account: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  annotations: {{kubernetes.io/service-account.name: {account}}}\ntype: kubernetes.io/service-account-token\n"
+        )
+    };
+    s.kubectl(&["create", "serviceaccount", "legacy"]);
+    s.kubectl_stdin(&["apply", "-f", "-"], &secret("legacy-token", "legacy"));
+    let get = |name: &str| -> serde_json::Value {
+        let out = s.kubectl_output(&["get", "secret", name, "-o", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
+    };
+    wait("the token filled in", &mut || {
+        get("legacy-token")["data"]["token"].is_string()
+    });
+    let filled = get("legacy-token");
+    let decode = |v: &serde_json::Value| {
+        String::from_utf8(
+            base64::Engine::decode(
+                &base64::engine::general_purpose::STANDARD,
+                v.as_str().unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap()
+    };
+    let token = decode(&filled["data"]["token"]);
+    assert_eq!(decode(&filled["data"]["namespace"]), "default");
+    assert!(decode(&filled["data"]["ca.crt"]).contains("BEGIN CERTIFICATE"));
+    let account_uid = s.kubectl(&["get", "sa", "legacy", "-o", "jsonpath={.metadata.uid}"]);
+    assert_eq!(
+        filled["metadata"]["annotations"]["kubernetes.io/service-account.uid"],
+        account_uid.trim()
+    );
+    let claims: serde_json::Value = serde_json::from_slice(
+        &base64::Engine::decode(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            token.split('.').nth(1).unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(claims["iss"], "kubernetes/serviceaccount");
+    assert_eq!(
+        claims["kubernetes.io/serviceaccount/secret.name"],
+        "legacy-token"
+    );
+    assert!(claims.get("exp").is_none());
+
+    let whoami = |token: &str| {
+        let server = format!("--server={}", s.url);
+        let auth = format!("--token={token}");
+        std::process::Command::new(common::kubectl_path())
+            .args([
+                "--kubeconfig=/dev/null",
+                "--insecure-skip-tls-verify=true",
+                server.as_str(),
+                auth.as_str(),
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}",
+            ])
+            .output()
+            .unwrap()
+    };
+    let who = whoami(&token);
+    assert_eq!(
+        String::from_utf8_lossy(&who.stdout),
+        "system:serviceaccount:default:legacy",
+        "{}",
+        String::from_utf8_lossy(&who.stderr)
+    );
+    wait("the last-used label", &mut || {
+        get("legacy-token")["metadata"]["labels"]["kubernetes.io/legacy-token-last-used"]
+            .is_string()
+    });
+    // Marked invalid: refused until the label goes.
+    s.kubectl(&[
+        "label",
+        "secret",
+        "legacy-token",
+        "kubernetes.io/legacy-token-invalid-since=2024-01-01",
+    ]);
+    wait("the invalid mark", &mut || !whoami(&token).status.success());
+    s.kubectl(&[
+        "label",
+        "secret",
+        "legacy-token",
+        "kubernetes.io/legacy-token-invalid-since-",
+    ]);
+    wait("the mark removed", &mut || whoami(&token).status.success());
+
+    // A secret for an account that does not exist is deleted.
+    s.kubectl_stdin(&["apply", "-f", "-"], &secret("orphan-token", "nobody"));
+    wait("the orphan deleted", &mut || {
+        !s.kubectl_output(&["get", "secret", "orphan-token"])
+            .status
+            .success()
+    });
+    // Deleting the account deletes its secrets, and the token stops working.
+    s.kubectl(&["delete", "serviceaccount", "legacy"]);
+    wait("the account's secret deleted", &mut || {
+        !s.kubectl_output(&["get", "secret", "legacy-token"])
+            .status
+            .success()
+    });
+    wait("the token refused", &mut || {
+        !whoami(&token).status.success()
+    });
+}

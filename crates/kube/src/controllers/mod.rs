@@ -5,13 +5,16 @@
 //! every active namespace has the `kube-root-ca.crt` ConfigMap) and the storage protection
 //! controllers
 //! (`storage_protection`: the finalizers StorageObjectInUseProtection adds are removed from deleted
-//! volumes, claims and volume attributes classes nothing uses).
+//! volumes, claims and volume attributes classes nothing uses), and the tokens controller
+//! (`serviceaccount_tokens`: `kubernetes.io/service-account-token` secrets filled in with legacy
+//! tokens).
 
 pub mod clusterrole_aggregation;
 pub mod csr_signing;
 mod namespace;
 mod root_ca_publisher;
 mod serviceaccount;
+pub mod serviceaccount_tokens;
 mod storage_protection;
 
 use std::sync::Arc;

@@ -39,6 +39,12 @@ const EXTENDED_EXPIRATION_SECONDS: i64 = 365 * 24 * 3600;
 /// go-jose's default leeway on `exp` and `nbf`.
 const LEEWAY_SECONDS: i64 = 60;
 const GROUP: &str = "authentication.k8s.io";
+/// The issuer of legacy secret-based tokens (upstream `LegacyIssuer`).
+pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
+/// The label a legacy token's secret gets with the day it was last used.
+const LAST_USED_LABEL: &str = "kubernetes.io/legacy-token-last-used";
+/// The label that marks a legacy token invalid.
+const INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
 
 /// The service-account token options (kube-apiserver's `--service-account-*` and
 /// `--api-audiences` flags).
@@ -493,12 +499,219 @@ impl Tokens {
     }
 
     /// Checks a token this server issued; `Ok(None)` when it is not one of ours.
+    /// A legacy token (upstream `LegacyClaims`): no expiry, no audience, the account and secret
+    /// named in `kubernetes.io/serviceaccount/*` claims; the tokens controller puts it in the
+    /// secret.
+    pub fn legacy_token(
+        &self,
+        namespace: &str,
+        account: &str,
+        account_uid: &str,
+        secret: &str,
+    ) -> Result<String, String> {
+        let claims = json!({
+            "iss": LEGACY_ISSUER,
+            "kubernetes.io/serviceaccount/namespace": namespace,
+            "kubernetes.io/serviceaccount/secret.name": secret,
+            "kubernetes.io/serviceaccount/service-account.name": account,
+            "kubernetes.io/serviceaccount/service-account.uid": account_uid,
+            "sub": format!("system:serviceaccount:{namespace}:{account}"),
+        });
+        self.signer.sign(&self.key_id, &claims)
+    }
+
+    /// Upstream's legacy validator: the secret still holds this very token and is not being
+    /// deleted or marked invalid, and the account lives with the uid the token names. The
+    /// secret's last-used label is brought up to date, as upstream does.
+    async fn check_legacy(&self, token: &str, claims: &Value) -> Result<UserInfo, String> {
+        let claim = |k: &str| {
+            claims
+                .get(format!("kubernetes.io/serviceaccount/{k}"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let subject = claims.get("sub").and_then(Value::as_str).unwrap_or("");
+        if subject.is_empty() {
+            return Err("sub claim is missing".into());
+        }
+        let (namespace, secret_name, name, uid) = (
+            claim("namespace"),
+            claim("secret.name"),
+            claim("service-account.name"),
+            claim("service-account.uid"),
+        );
+        for (value, what) in [
+            (&namespace, "namespace"),
+            (&secret_name, "secretName"),
+            (&name, "serviceAccountName"),
+            (&uid, "serviceAccountUID"),
+        ] {
+            if value.is_empty() {
+                return Err(format!("{what} claim is missing"));
+            }
+        }
+        if subject != format!("system:serviceaccount:{namespace}:{name}") {
+            return Err("sub claim is invalid".into());
+        }
+        let deleting = |v: &Value| {
+            v.pointer("/metadata/deletionTimestamp")
+                .is_some_and(|d| !d.is_null())
+        };
+        let secret = self
+            .cached("secrets", &namespace, &secret_name)
+            .await
+            .map_err(|_| "Token has been invalidated".to_string())?;
+        if deleting(&secret) {
+            return Err("Token has been invalidated".into());
+        }
+        let stored = secret
+            .pointer("/data/token")
+            .and_then(Value::as_str)
+            .and_then(|t| {
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, t).ok()
+            })
+            .unwrap_or_default();
+        let same = stored.len() == token.len()
+            && stored
+                .iter()
+                .zip(token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        if !same {
+            return Err("Token does not match server's copy".into());
+        }
+        let account = self
+            .cached("serviceaccounts", &namespace, &name)
+            .await
+            .map_err(|s| s.message)?;
+        if deleting(&account) {
+            return Err(format!(
+                "ServiceAccount {namespace}/{name} has been deleted"
+            ));
+        }
+        if account.uid() != uid {
+            return Err(format!(
+                "ServiceAccount UID ({}) does not match claim ({uid})",
+                account.uid()
+            ));
+        }
+        let labels = secret.pointer("/metadata/labels");
+        let label = |k: &str| {
+            labels
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        let invalid = !label(INVALID_SINCE_LABEL).is_empty();
+        if invalid {
+            apiserver::audit::add_annotation(
+                "authentication.k8s.io/legacy-token-invalidated",
+                format!("{secret_name}/{namespace}"),
+            );
+        } else {
+            let generated = account
+                .get("secrets")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    refs.iter().any(|r| {
+                        r.get("name").and_then(Value::as_str) == Some(secret_name.as_str())
+                    })
+                });
+            if generated {
+                apiserver::warning::add(
+                    "Use tokens from the TokenRequest API or manually created secret-based tokens instead of auto-generated secret-based tokens.",
+                );
+                apiserver::audit::add_annotation(
+                    "authentication.k8s.io/legacy-token-autogenerated-secret",
+                    secret_name.clone(),
+                );
+            } else {
+                apiserver::audit::add_annotation(
+                    "authentication.k8s.io/legacy-token-manual-secret",
+                    secret_name.clone(),
+                );
+            }
+        }
+        let now = chrono::Utc::now();
+        let today = now.format("%Y-%m-%d").to_string();
+        let tomorrow = (now + chrono::Duration::days(1))
+            .format("%Y-%m-%d")
+            .to_string();
+        let last_used = label(LAST_USED_LABEL);
+        if last_used != today && last_used != tomorrow {
+            self.mark_used(
+                namespace.clone(),
+                secret_name.clone(),
+                secret.uid().to_string(),
+                today,
+            );
+        }
+        if invalid {
+            return Err(format!(
+                "the token in secret {namespace}/{secret_name} for service account {namespace}/{name} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{INVALID_SINCE_LABEL}' label from the secret to temporarily allow use of this token"
+            ));
+        }
+        Ok(UserInfo {
+            name: subject.to_string(),
+            uid,
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+            ],
+            extra: BTreeMap::new(),
+        })
+    }
+
+    /// Labels a legacy token's secret with the day it was used, in the background (the request
+    /// does not wait for the write).
+    fn mark_used(&self, namespace: String, name: String, uid: String, today: String) {
+        let Ok(api) = self.api() else { return };
+        let Some(store) = api.get("", "v1", "secrets").cloned() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let user = crate::controllers::controller_user();
+            let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
+                let mut s = current
+                    .cloned()
+                    .ok_or_else(|| Status::gone("the secret is gone"))?;
+                if s.uid() != uid {
+                    return Err(Status::gone("the secret was replaced"));
+                }
+                if !s["metadata"]["labels"].is_object() {
+                    s["metadata"]["labels"] = json!({});
+                }
+                s["metadata"]["labels"][LAST_USED_LABEL] = json!(today);
+                Ok(s)
+            };
+            if let Err(e) = store
+                .update(
+                    &apiserver::registry::Requester { user: &user },
+                    &namespace,
+                    &name,
+                    &mut updater,
+                    &apiserver::registry::UpdateOptions::default(),
+                )
+                .await
+            {
+                tracing::debug!(secret = %format!("{namespace}/{name}"), error = %e.message, "labelling a legacy token's secret failed");
+            }
+        });
+    }
+
     async fn check(&self, token: &str) -> Result<Option<UserInfo>, String> {
         let Ok(parsed) = Jws::parse(token) else {
             return Ok(None);
         };
         let claims = &parsed.claims;
         let issuer = claims.get("iss").and_then(Value::as_str).unwrap_or("");
+        if issuer == LEGACY_ISSUER {
+            if !parsed.verify(&self.verify) {
+                return Err("square/go-jose: error in cryptographic primitive".into());
+            }
+            return self.check_legacy(token, claims).await.map(Some);
+        }
         if !self.options.issuers.iter().any(|i| i == issuer) {
             return Ok(None);
         }
