@@ -5,7 +5,8 @@
 //! certificates, then the bearer token's
 //! authenticators — the token file, service-account tokens, bootstrap tokens, JWT issuers (`--oidc-*` or
 //! `--authentication-config`), the token webhook. Authorizers: `system:masters` first, then
-//! `--authorization-mode` (with `--authorization-webhook-*` for `Webhook`) or the entries of
+//! `--authorization-mode` (with `--authorization-webhook-*` for `Webhook`,
+//! `--authorization-policy-file` for `ABAC`) or the entries of
 //! `--authorization-config`.
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use apiserver::authentication::token::{
 };
 use apiserver::authentication::webhook::WebhookTokenAuthenticator;
 use apiserver::authentication::{Authenticator, UnionAuthenticator, x509::ClientCertAuthenticator};
+use apiserver::authorization::abac::AbacAuthorizer;
 use apiserver::authorization::config::{AuthorizerEntry, legacy_webhook};
 use apiserver::authorization::webhook::WebhookAuthorizer;
 use apiserver::authorization::{
@@ -218,6 +220,7 @@ pub fn authorizer_entries(opts: &Options) -> Result<Vec<AuthorizerEntry>, String
 /// The authorizer chain: `system:masters` first, then the entries in order.
 pub fn authorizer(
     entries: Vec<AuthorizerEntry>,
+    policy_file: Option<&str>,
     rbac: &ironplane_kube::rbac::RbacAuthorizer,
     node: &ironplane_kube::node_authorizer::NodeAuthorizer,
 ) -> Result<Arc<dyn Authorizer>, String> {
@@ -230,6 +233,11 @@ pub fn authorizer(
             ("RBAC", _) => chain.push(Arc::new(rbac.clone())),
             ("Node", _) => chain.push(Arc::new(node.clone())),
             ("Webhook", Some(settings)) => chain.push(Arc::new(WebhookAuthorizer::new(settings))),
+            ("ABAC", _) => {
+                let file = policy_file
+                    .ok_or("authorization-mode ABAC's authorization policy file not passed")?;
+                chain.push(Arc::new(AbacAuthorizer::from_file(file)?));
+            }
             (other, _) => return Err(format!("authorization-mode {other:?} is not supported")),
         }
     }

@@ -200,7 +200,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let node_authorizer = ironplane_kube::node_authorizer::NodeAuthorizer::new();
     let authorizer_entries = auth::authorizer_entries(&opts)?;
     let node_mode = authorizer_entries.iter().any(|e| e.kind == "Node");
-    let authorizer = auth::authorizer(authorizer_entries, &rbac, &node_authorizer)?;
+    let authorizer = auth::authorizer(
+        authorizer_entries,
+        opts.authorization_policy_file.as_deref(),
+        &rbac,
+        &node_authorizer,
+    )?;
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,

@@ -112,11 +112,14 @@ pub struct Options {
     /// How long the webhook's answers are cached.
     #[arg(long, default_value = "2m0s", value_parser = parse_duration)]
     pub authentication_token_webhook_cache_ttl: Duration,
-    /// Authorizers asked in order, comma-separated: `Node`, `RBAC`, `Webhook`, `AlwaysAllow`,
-    /// `AlwaysDeny` (`ABAC` is not built). Members of `system:masters` are always allowed.
+    /// Authorizers asked in order, comma-separated: `Node`, `RBAC`, `ABAC`, `Webhook`,
+    /// `AlwaysAllow`, `AlwaysDeny`. Members of `system:masters` are always allowed.
     /// The default is a kubeadm cluster's, `Node,RBAC`. Not with --authorization-config.
     #[arg(long, value_delimiter = ',')]
     pub authorization_mode: Vec<String>,
+    /// The `ABAC` mode's policies: one JSON `Policy` per line.
+    #[arg(long)]
+    pub authorization_policy_file: Option<String>,
     /// Structured authorization configuration (`AuthorizationConfiguration`,
     /// apiserver.config.k8s.io/v1): ordered authorizers, webhooks with match conditions in CEL,
     /// caching and failure policy.
@@ -296,8 +299,12 @@ impl Options {
         }
         let modes = self.authorization_modes();
         apiserver::authorization::validate_modes(&modes)?;
-        if modes.iter().any(|m| m == "ABAC") {
-            return Err("authorization-mode \"ABAC\" is not supported by this server".into());
+        let abac = modes.iter().any(|m| m == "ABAC");
+        if abac && self.authorization_policy_file.is_none() {
+            return Err("authorization-mode ABAC's authorization policy file not passed".into());
+        }
+        if !abac && self.authorization_policy_file.is_some() {
+            return Err("cannot specify --authorization-policy-file without mode ABAC".into());
         }
         let webhook = modes.iter().any(|m| m == "Webhook");
         if webhook && self.authorization_webhook_config_file.is_none() {

@@ -779,3 +779,75 @@ fn a_front_proxy_names_the_user_in_request_headers() {
             .contains("BEGIN CERTIFICATE")
     );
 }
+
+#[test]
+fn abac_policies_allow_what_they_match_before_rbac() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.jsonl");
+    std::fs::write(
+        &policy,
+        r#"{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {"user": "alice", "namespace": "team-a", "resource": "*", "apiGroup": "*", "readonly": true}}
+{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {"group": "ops", "namespace": "*", "resource": "deployments", "apiGroup": "apps"}}
+"#,
+    )
+    .unwrap();
+    let s = Server::start_with(&[
+        "--authorization-mode=ABAC,RBAC",
+        &format!("--authorization-policy-file={}", policy.display()),
+    ]);
+    // "yes", or "no" (kubectl adds the union's reasons: ABAC's "No policy matched.").
+    let can = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        let out = String::from_utf8_lossy(&s.kubectl_output(&all).stdout)
+            .trim()
+            .to_string();
+        if out.starts_with("no") {
+            assert_eq!(out, "no - No policy matched.");
+            "no".to_string()
+        } else {
+            out
+        }
+    };
+    assert_eq!(can(&["list", "pods", "-n", "team-a", "--as=alice"]), "yes");
+    assert_eq!(can(&["delete", "pods", "-n", "team-a", "--as=alice"]), "no");
+    assert_eq!(can(&["list", "pods", "-n", "team-b", "--as=alice"]), "no");
+    assert_eq!(
+        can(&[
+            "create",
+            "deployments.apps",
+            "-n",
+            "x",
+            "--as=bob",
+            "--as-group=ops"
+        ]),
+        "yes"
+    );
+    assert_eq!(
+        can(&[
+            "create",
+            "statefulsets.apps",
+            "-n",
+            "x",
+            "--as=bob",
+            "--as-group=ops"
+        ]),
+        "no"
+    );
+    // RBAC still answers after ABAC has no opinion.
+    s.kubectl(&["create", "namespace", "team-b"]);
+    s.kubectl(&[
+        "create",
+        "rolebinding",
+        "b",
+        "-n",
+        "team-b",
+        "--clusterrole=view",
+        "--user=alice",
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while can(&["list", "pods", "-n", "team-b", "--as=alice"]) != "yes" {
+        assert!(std::time::Instant::now() < deadline, "RBAC never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -8,6 +8,7 @@
 //! live with those objects' kinds, in the `kube` crate; the filter chain turns a refusal into
 //! upstream's 403.
 
+pub mod abac;
 pub mod config;
 pub mod webhook;
 
