@@ -999,4 +999,93 @@ fn a_kubelet_writes_its_own_node_and_reads_what_its_pods_use() {
     // Anything else: what RBAC gives (nothing here) — a node may not delete namespaces.
     let (ok, _) = kubelet(&["delete", "namespace", "default", "--wait=false"]);
     assert!(!ok);
+
+    // NodeRestriction's other checks, through raw requests as the kubelet makes them.
+    let as_node = |method: &str, path: &str, body: &str| {
+        common::raw_https(
+            &format!("{}{path}", s.url),
+            method,
+            &[
+                ("Authorization", "Bearer n1-token"),
+                ("Content-Type", "application/json"),
+            ],
+            Some(body),
+        )
+    };
+    let n1_uid = s.kubectl(&["get", "node", "n1", "-o", "jsonpath={.metadata.uid}"]);
+    let mirror = |owner: &str, volumes: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"static-n1","annotations":{{"kubernetes.io/config.mirror":"x"}}{owner}}},"spec":{{"nodeName":"n1","containers":[{{"name":"c","image":"i"}}]{volumes}}}}}"#
+        )
+    };
+    let owner = format!(
+        r#","ownerReferences":[{{"apiVersion":"v1","kind":"Node","name":"n1","uid":"{}","controller":true}}]"#,
+        n1_uid.trim()
+    );
+    let pods = "/api/v1/namespaces/default/pods";
+    let out = as_node("POST", pods, &mirror("", ""));
+    assert!(
+        out.contains("node \\\"n1\\\" can only create pods with an owner reference set to itself"),
+        "{out}"
+    );
+    let out = as_node(
+        "POST",
+        pods,
+        &mirror(
+            &owner,
+            r#","volumes":[{"name":"v","configMap":{"name":"m"}}]"#,
+        ),
+    );
+    assert!(
+        out.contains("node \\\"n1\\\" can not create pods that reference configmaps"),
+        "{out}"
+    );
+    let out = as_node("POST", pods, &mirror(&owner, ""));
+    assert!(out.starts_with("201 "), "{out}");
+    // Tokens only for its own pods' accounts, bound to the pod.
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p2}\nspec:\n  nodeName: n2\n  containers: [{name: c, image: nginx}]\n",
+    );
+    let uid = |pod: &str| {
+        s.kubectl(&["get", "pod", pod, "-o", "jsonpath={.metadata.uid}"])
+            .trim()
+            .to_string()
+    };
+    let token = |pod: &str, uid: &str| {
+        as_node(
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/default/token",
+            &format!(
+                r#"{{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{{"boundObjectRef":{{"apiVersion":"v1","kind":"Pod","name":"{pod}","uid":"{uid}"}}}}}}"#
+            ),
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = token("p1", &uid("p1"));
+        if out.starts_with("201 ") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{out}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = token("p2", &uid("p2"));
+    assert!(out.starts_with("403 "), "{out}");
+    let out = as_node(
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/default/token",
+        r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}"#,
+    );
+    assert!(
+        out.starts_with("403 ") && out.contains("node requested token not bound to a pod"),
+        "{out}"
+    );
+    // Leases: its own, in kube-node-lease only.
+    let out = as_node(
+        "POST",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+        r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"n1"}}"#,
+    );
+    assert!(out.starts_with("403 "), "{out}");
 }

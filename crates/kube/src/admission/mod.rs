@@ -87,7 +87,10 @@ pub fn default_plugins(
         (
             "NodeRestriction",
             None,
-            Some(Arc::new(node_restriction::NodeRestriction)),
+            Some(Arc::new(node_restriction::NodeRestriction {
+                api: api.clone(),
+                authorizer: authorizer.clone(),
+            })),
         ),
         (
             "TaintNodesByCondition",

@@ -1,25 +1,38 @@
 //! NodeRestriction (upstream: plugin/pkg/admission/noderestriction), off by default as
 //! upstream's and turned on as kubeadm does: a kubelet (`system:node:<name>` in `system:nodes`)
-//! writes only its own Node — not its taints, owner references, or labels outside the kubelet's
-//! own set — and only the pods bound to it: mirror pods on create, status updates, deletes and
-//! evictions of its own pods. The Node authorizer decides what it may ask at all; this decides
-//! what the write may contain.
-//!
-//! Not here yet: the checks on service-account tokens (bound to the node's pods), on claims'
-//! status, and on mirror pods' references to other objects.
+//! writes only its own Node — not its taints, owner references, config source, or labels
+//! outside the kubelet's own set — and only the pods bound to it: mirror pods on create (owned
+//! by its Node, naming no other API object), status updates (not of resource claims), deletes
+//! and evictions of its own pods. It may change only the capacity and conditions of claims'
+//! status, ask tokens only for service accounts of its pods (bound to the pod, for an audience
+//! the pod mounts or one it is authorized for), and touch only its own Lease, CSINode,
+//! ResourceSlices and node CSRs. The Node authorizer decides what it may ask at all; this
+//! decides what the write may contain.
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
 
 use apimachinery::Status;
+use apimachinery::object::ObjectExt;
 use apiserver::admission::{Attributes, Operation, ValidatingPlugin};
+use apiserver::authorization::Authorizer;
+use apiserver::endpoints::ApiResources;
+use apiserver::request::RequestInfo;
 use async_trait::async_trait;
+use ironplane_protobuf::{GoStyle, go_struct_json};
 use serde_json::{Map, Value};
+use storage::ResourceVersion;
 
 use crate::node_authorizer::node_identity;
 
 const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// The namespace of node leases (`api.NamespaceNodeLease`).
+const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
-pub struct NodeRestriction;
+pub struct NodeRestriction {
+    pub api: Arc<OnceLock<Arc<ApiResources>>>,
+    pub authorizer: Arc<dyn Authorizer>,
+}
 
 fn forbidden(attrs: &Attributes<'_>, why: String) -> Status {
     Status::forbidden(&attrs.resource.group_resource(), attrs.name, why)
@@ -100,10 +113,35 @@ impl NodeRestriction {
                 ),
             ));
         }
+        let config_source = |v: &Value| {
+            v.pointer("/spec/configSource")
+                .filter(|c| !c.is_null())
+                .cloned()
+        };
         let labels = match attrs.operation {
-            Operation::Create => modified_labels(obj, None),
+            Operation::Create => {
+                if config_source(obj).is_some() {
+                    return Err(forbidden(
+                        attrs,
+                        format!(
+                            "node {node:?} is not allowed to create pods with a non-nil configSource"
+                        ),
+                    ));
+                }
+                modified_labels(obj, None)
+            }
             Operation::Update => {
                 let old = attrs.old_object.unwrap_or(&Value::Null);
+                if let Some(source) = config_source(obj)
+                    && Some(&source) != config_source(old).as_ref()
+                {
+                    return Err(forbidden(
+                        attrs,
+                        format!(
+                            "node {node:?} is not allowed to update configSource to a new non-nil configSource"
+                        ),
+                    ));
+                }
                 if obj.pointer("/spec/taints") != old.pointer("/spec/taints") {
                     return Err(forbidden(
                         attrs,
@@ -139,7 +177,12 @@ impl NodeRestriction {
         ))
     }
 
-    fn admit_pod(&self, node: &str, attrs: &Attributes<'_>, obj: &Value) -> Result<(), Status> {
+    async fn admit_pod(
+        &self,
+        node: &str,
+        attrs: &Attributes<'_>,
+        obj: &Value,
+    ) -> Result<(), Status> {
         match (attrs.subresource, attrs.operation) {
             ("", Operation::Create) => {
                 let mirror = obj
@@ -160,6 +203,13 @@ impl NodeRestriction {
                         format!(
                             "node {node:?} can only create pods with spec.nodeName set to itself"
                         ),
+                    ));
+                }
+                self.check_mirror_pod_owner(node, attrs, obj).await?;
+                if let Some(resource) = api_object_reference(obj) {
+                    return Err(forbidden(
+                        attrs,
+                        format!("node {node:?} can not create pods that reference {resource}"),
                     ));
                 }
                 Ok(())
@@ -199,6 +249,20 @@ impl NodeRestriction {
                         format!("node {node:?} cannot update labels through pod status"),
                     ));
                 }
+                let old = attrs.old_object;
+                let unchanged = |p: &str| obj.pointer(p) == old.and_then(|o| o.pointer(p));
+                if !unchanged("/status/resourceClaimStatuses") {
+                    return Err(forbidden(
+                        attrs,
+                        format!("node {node:?} cannot update resource claim statues"),
+                    ));
+                }
+                if !unchanged("/status/extendedResourceClaimStatus") {
+                    return Err(forbidden(
+                        attrs,
+                        format!("node {node:?} cannot update extended resource claim status"),
+                    ));
+                }
                 Ok(())
             }
             ("eviction", _) => {
@@ -220,6 +284,385 @@ impl NodeRestriction {
     }
 }
 
+impl NodeRestriction {
+    /// An object of the core group, from the watch cache and then storage.
+    async fn get(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Status> {
+        let store = self
+            .api
+            .get()
+            .and_then(|a| a.get("", "v1", resource))
+            .ok_or_else(|| Status::internal(format!("{resource} are not served")))?;
+        let object = match store.get(namespace, name, ResourceVersion::Any).await {
+            Err(s) if s.code == 404 => store.get(namespace, name, ResourceVersion::Unset).await,
+            other => other,
+        }?;
+        object.value().map_err(Status::internal)
+    }
+
+    /// A mirror pod has one controller owner reference, to the kubelet's own Node (by uid).
+    async fn check_mirror_pod_owner(
+        &self,
+        node: &str,
+        attrs: &Attributes<'_>,
+        pod: &Value,
+    ) -> Result<(), Status> {
+        let owners = pod
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let [owner] = owners.as_slice() else {
+            return Err(forbidden(
+                attrs,
+                if owners.is_empty() {
+                    format!(
+                        "node {node:?} can only create pods with an owner reference set to itself"
+                    )
+                } else {
+                    format!(
+                        "node {node:?} can only create pods with a single owner reference set to itself"
+                    )
+                },
+            ));
+        };
+        let text = |f: &str| owner.get(f).and_then(Value::as_str).unwrap_or("");
+        if text("apiVersion") != "v1" || text("kind") != "Node" || text("name") != node {
+            return Err(forbidden(
+                attrs,
+                format!("node {node:?} can only create pods with an owner reference set to itself"),
+            ));
+        }
+        if owner.get("controller").and_then(Value::as_bool) != Some(true) {
+            return Err(forbidden(
+                attrs,
+                format!(
+                    "node {node:?} can only create pods with a controller owner reference set to itself"
+                ),
+            ));
+        }
+        if owner.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true) {
+            return Err(forbidden(
+                attrs,
+                format!("node {node:?} must not set blockOwnerDeletion on an owner reference"),
+            ));
+        }
+        let found = match self.get("nodes", "", node).await {
+            Ok(n) => n,
+            Err(s) if s.code == 404 => return Err(s),
+            Err(s) => {
+                return Err(forbidden(
+                    attrs,
+                    format!("error looking up node {node} to verify uid: {}", s.message),
+                ));
+            }
+        };
+        if text("uid") != found.uid() {
+            return Err(forbidden(
+                attrs,
+                format!(
+                    "node {node} UID mismatch: expected {} got {}",
+                    text("uid"),
+                    found.uid()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `admitPVCStatus`: only the status' capacity, conditions and allocated resources change.
+    fn admit_pvc_status(
+        &self,
+        node: &str,
+        attrs: &Attributes<'_>,
+        obj: &Value,
+    ) -> Result<(), Status> {
+        if attrs.operation != Operation::Update {
+            return Err(forbidden(
+                attrs,
+                format!("unexpected operation {:?}", attrs.operation.as_str()),
+            ));
+        }
+        let strip = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+                meta.remove("managedFields");
+            }
+            if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+                for f in [
+                    "capacity",
+                    "conditions",
+                    "allocatedResourceStatuses",
+                    "allocatedResources",
+                ] {
+                    status.remove(f);
+                }
+            }
+            v
+        };
+        let (old, new) = (strip(attrs.old_object.unwrap_or(&Value::Null)), strip(obj));
+        if old == new {
+            return Ok(());
+        }
+        let render = |v: &Value| {
+            go_struct_json("core.v1.PersistentVolumeClaim", v, GoStyle::Internal)
+                .unwrap_or_else(|| v.to_string())
+        };
+        Err(forbidden(
+            attrs,
+            format!(
+                "node {node:?} is not allowed to update fields other than status.quantity and status.conditions: {}",
+                crate::strategies::godiff::go_diff(&render(&old), &render(&new))
+            ),
+        ))
+    }
+
+    /// `admitServiceAccount`: a node asks tokens only bound to a pod of its own, for an audience
+    /// the pod mounts or one it is authorized to ask for.
+    async fn admit_token_request(
+        &self,
+        node: &str,
+        attrs: &Attributes<'_>,
+        obj: &Value,
+    ) -> Result<(), Status> {
+        if attrs.operation != Operation::Create || attrs.subresource != "token" {
+            return Ok(());
+        }
+        let spec = obj.get("spec").unwrap_or(&Value::Null);
+        let bound = spec.get("boundObjectRef").filter(|r| r.is_object());
+        let text = |f: &str| {
+            bound
+                .and_then(|r| r.get(f))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        if bound.is_none()
+            || text("apiVersion") != "v1"
+            || text("kind") != "Pod"
+            || text("name").is_empty()
+        {
+            return Err(forbidden(
+                attrs,
+                "node requested token not bound to a pod".into(),
+            ));
+        }
+        if text("uid").is_empty() {
+            return Err(forbidden(
+                attrs,
+                "node requested token with a pod binding without a uid".into(),
+            ));
+        }
+        let pod = match self.get("pods", attrs.namespace, text("name")).await {
+            Ok(p) => p,
+            Err(s) if s.code == 404 => return Err(s),
+            Err(s) => return Err(forbidden(attrs, s.message)),
+        };
+        if text("uid") != pod.uid() {
+            return Err(forbidden(
+                attrs,
+                format!(
+                    "the UID in the bound object reference ({}) does not match the UID in record. The object might have been deleted and then recreated",
+                    text("uid")
+                ),
+            ));
+        }
+        if node_name_of(Some(&pod)) != node {
+            return Err(forbidden(
+                attrs,
+                "node requested token bound to a pod scheduled on a different node".into(),
+            ));
+        }
+        // ServiceAccountNodeAudienceRestriction (on by default since v1.33).
+        let audiences = crate::strategies::fields::strs_at(spec, "audiences");
+        let audience = match audiences.as_slice() {
+            [] => "",
+            [one] => *one,
+            _ => {
+                return Err(forbidden(
+                    attrs,
+                    "node may only request 0 or 1 audiences".into(),
+                ));
+            }
+        };
+        if pod_mounts_audience(&pod, audience) {
+            return Ok(());
+        }
+        let request = RequestInfo {
+            is_resource_request: true,
+            verb: "request-serviceaccounts-token-audience".into(),
+            api_version: "v1".into(),
+            namespace: attrs.namespace.to_string(),
+            resource: audience.to_string(),
+            name: attrs.name.to_string(),
+            ..RequestInfo::default()
+        };
+        if self
+            .authorizer
+            .authorize(attrs.user, &request)
+            .await
+            .is_allowed()
+        {
+            return Ok(());
+        }
+        Err(forbidden(
+            attrs,
+            format!(
+                "audience {audience:?} not found in pod spec volume, {} is not authorized to request tokens for this audience",
+                attrs.user.name
+            ),
+        ))
+    }
+}
+
+/// Whether a projected service-account token volume of the pod asks for `audience` (CSI
+/// drivers' token requests, which upstream also follows, are not looked at).
+fn pod_mounts_audience(pod: &Value, audience: &str) -> bool {
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.pointer("/projected/sources").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|s| s.get("serviceAccountToken"))
+        .any(|t| t.get("audience").and_then(Value::as_str).unwrap_or("") == audience)
+}
+
+/// Upstream's `HasAPIObjectReference`: what other API object a (mirror) pod names, if any.
+fn api_object_reference(pod: &Value) -> Option<&'static str> {
+    let spec = pod.get("spec")?;
+    if spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty())
+    {
+        return Some("serviceaccounts");
+    }
+    let containers = ["containers", "initContainers", "ephemeralContainers"]
+        .iter()
+        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
+        .flatten();
+    let mut secrets = spec
+        .get("imagePullSecrets")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    let mut configmaps = false;
+    for c in containers {
+        for env in c.get("env").and_then(Value::as_array).into_iter().flatten() {
+            secrets |= env.pointer("/valueFrom/secretKeyRef").is_some();
+            configmaps |= env.pointer("/valueFrom/configMapKeyRef").is_some();
+        }
+        for from in c
+            .get("envFrom")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            secrets |= from.get("secretRef").is_some();
+            configmaps |= from.get("configMapRef").is_some();
+        }
+    }
+    let volumes: Vec<&Value> = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    // Volume sources whose secret references upstream's VisitPodSecretNames follows.
+    for v in &volumes {
+        secrets |= v.get("secret").is_some()
+            || v.get("azureFile").is_some()
+            || [
+                "cephfs",
+                "cinder",
+                "flexVolume",
+                "iscsi",
+                "rbd",
+                "scaleIO",
+                "storageos",
+            ]
+            .iter()
+            .any(|k| v.get(*k).and_then(|s| s.get("secretRef")).is_some())
+            || v.pointer("/csi/nodePublishSecretRef").is_some()
+            || v.pointer("/projected/sources")
+                .and_then(Value::as_array)
+                .is_some_and(|s| s.iter().any(|s| s.get("secret").is_some()));
+        configmaps |= v.get("configMap").is_some()
+            || v.pointer("/projected/sources")
+                .and_then(Value::as_array)
+                .is_some_and(|s| s.iter().any(|s| s.get("configMap").is_some()));
+    }
+    if secrets {
+        return Some("secrets");
+    }
+    if configmaps {
+        return Some("configmaps");
+    }
+    if spec
+        .get("resourceClaims")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+    {
+        return Some("resourceclaims");
+    }
+    for v in volumes {
+        let has = |k: &str| v.get(k).is_some_and(|s| !s.is_null());
+        if has("configMap") {
+            return Some("configmaps (via configmap volumes)");
+        }
+        if has("secret") {
+            return Some("secrets (via secret volumes)");
+        }
+        if has("csi") {
+            return Some("csidrivers (via CSI volumes)");
+        }
+        if has("glusterfs") {
+            return Some("endpoints (via glusterFS volumes)");
+        }
+        if has("persistentVolumeClaim") {
+            return Some("persistentvolumeclaims");
+        }
+        if has("ephemeral") {
+            return Some("persistentvolumeclaims (via ephemeral volumes)");
+        }
+        if has("azureFile") {
+            return Some("secrets (via azureFile volumes)");
+        }
+        for source in v
+            .pointer("/projected/sources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let has = |k: &str| source.get(k).is_some_and(|s| !s.is_null());
+            if has("configMap") {
+                return Some("configmaps (via projected volumes)");
+            }
+            if has("secret") {
+                return Some("secrets (via projected volumes)");
+            }
+            if has("serviceAccountToken") {
+                return Some("serviceaccounts (via projected volumes)");
+            }
+            if has("clusterTrustBundle") {
+                return Some("clustertrustbundles");
+            }
+            if has("podCertificate") {
+                return Some("podcertificates");
+            }
+        }
+    }
+    None
+}
+
+/// A name check shared by leases and CSINodes: on create the object's name, else the request's.
+fn own_name(attrs: &Attributes<'_>, obj: &Value) -> String {
+    if attrs.operation == Operation::Create {
+        obj.name().to_string()
+    } else {
+        attrs.name.to_string()
+    }
+}
+
 #[async_trait]
 impl ValidatingPlugin for NodeRestriction {
     fn name(&self) -> &'static str {
@@ -230,8 +673,21 @@ impl ValidatingPlugin for NodeRestriction {
         let Some(node) = node_identity(attrs.user) else {
             return Ok(());
         };
-        let resource = attrs.resource.resource.as_str();
-        if !attrs.resource.group.is_empty() || !matches!(resource, "nodes" | "pods") {
+        let resource = (
+            attrs.resource.group.as_str(),
+            attrs.resource.resource.as_str(),
+        );
+        let handled = matches!(
+            resource,
+            (
+                "",
+                "nodes" | "pods" | "persistentvolumeclaims" | "serviceaccounts"
+            ) | ("coordination.k8s.io", "leases")
+                | ("storage.k8s.io", "csinodes")
+                | ("resource.k8s.io", "resourceslices")
+                | ("certificates.k8s.io", "certificatesigningrequests")
+        );
+        if !handled {
             return Ok(());
         }
         if node.is_empty() {
@@ -241,8 +697,93 @@ impl ValidatingPlugin for NodeRestriction {
             ));
         }
         match resource {
-            "nodes" => self.admit_node(node, attrs, obj),
-            _ => self.admit_pod(node, attrs, obj),
+            (_, "nodes") => self.admit_node(node, attrs, obj),
+            (_, "pods") => self.admit_pod(node, attrs, obj).await,
+            (_, "persistentvolumeclaims") => match attrs.subresource {
+                "status" => self.admit_pvc_status(node, attrs, obj),
+                _ => Err(forbidden(attrs, "may only update PVC status".into())),
+            },
+            (_, "serviceaccounts") => self.admit_token_request(node, attrs, obj).await,
+            (_, "leases") => {
+                if attrs.namespace != NODE_LEASE_NAMESPACE {
+                    return Err(forbidden(
+                        attrs,
+                        format!(
+                            "can only access leases in the {NODE_LEASE_NAMESPACE:?} system namespace"
+                        ),
+                    ));
+                }
+                if own_name(attrs, obj) != node {
+                    return Err(forbidden(
+                        attrs,
+                        "can only access node lease with the same name as the requesting node"
+                            .into(),
+                    ));
+                }
+                Ok(())
+            }
+            (_, "csinodes") => {
+                if own_name(attrs, obj) != node {
+                    return Err(forbidden(
+                        attrs,
+                        "can only access CSINode with the same name as the requesting node".into(),
+                    ));
+                }
+                Ok(())
+            }
+            (_, "resourceslices") => {
+                let slice_node = |v: Option<&Value>| {
+                    v.and_then(|v| v.pointer("/spec/nodeName"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                };
+                match attrs.operation {
+                    Operation::Create if slice_node(Some(obj)).as_deref() != Some(node) => {
+                        Err(forbidden(
+                            attrs,
+                            "can only create ResourceSlice with the same NodeName as the requesting node"
+                                .into(),
+                        ))
+                    }
+                    Operation::Delete if slice_node(attrs.old_object).as_deref() != Some(node) => {
+                        Err(forbidden(
+                            attrs,
+                            "can only delete ResourceSlice with the same NodeName as the requesting node"
+                                .into(),
+                        ))
+                    }
+                    _ => Ok(()),
+                }
+            }
+            _ => {
+                // CertificateSigningRequests: a node asks kubelet certificates for itself only.
+                if attrs.operation != Operation::Create {
+                    return Ok(());
+                }
+                let signer = obj
+                    .pointer("/spec/signerName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !matches!(
+                    signer,
+                    "kubernetes.io/kubelet-serving" | "kubernetes.io/kube-apiserver-client-kubelet"
+                ) {
+                    return Ok(());
+                }
+                let request = obj
+                    .pointer("/spec/request")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let cn = crate::strategies::certificates::csr_common_name(request)
+                    .map_err(|e| forbidden(attrs, format!("unable to parse csr: {e}")))?;
+                if cn != format!("system:node:{node}") {
+                    return Err(forbidden(
+                        attrs,
+                        format!("can only create a node CSR with CN=system:node:{node}"),
+                    ));
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -250,6 +791,47 @@ impl ValidatingPlugin for NodeRestriction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mirror_pods_may_name_no_other_api_object() {
+        let pod = |spec: Value| serde_json::json!({"spec": spec});
+        let c = |extra: Value| {
+            let mut c = serde_json::json!({"name": "c", "image": "i"});
+            c.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            serde_json::json!([c])
+        };
+        assert_eq!(
+            api_object_reference(&pod(
+                serde_json::json!({"containers": c(serde_json::json!({}))})
+            )),
+            None
+        );
+        assert_eq!(
+            api_object_reference(&pod(serde_json::json!({"serviceAccountName": "x"}))),
+            Some("serviceaccounts")
+        );
+        assert_eq!(
+            api_object_reference(&pod(serde_json::json!({"containers": c(serde_json::json!(
+                {"envFrom": [{"configMapRef": {"name": "m"}}]}))}))),
+            Some("configmaps")
+        );
+        assert_eq!(
+            api_object_reference(&pod(
+                serde_json::json!({"volumes": [{"name": "v", "hostPath": {"path": "/"}},
+                {"name": "w", "persistentVolumeClaim": {"claimName": "c"}}]})
+            )),
+            Some("persistentvolumeclaims")
+        );
+        assert_eq!(
+            api_object_reference(&pod(
+                serde_json::json!({"volumes": [{"name": "v", "projected": {"sources":
+                [{"downwardAPI": {}}, {"serviceAccountToken": {"path": "t"}}]}}]})
+            )),
+            Some("serviceaccounts (via projected volumes)")
+        );
+    }
 
     #[test]
     fn kubelets_may_set_their_own_labels_only() {

@@ -14,7 +14,7 @@ mod endpointslice;
 mod events;
 pub(crate) mod fields;
 mod flowcontrol;
-mod godiff;
+pub(crate) mod godiff;
 mod hpa;
 mod limitrange;
 mod namespace;
