@@ -414,6 +414,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             ironplane_kube::controllers::csr_signing::ClusterCa {
                 cert_pem: pki.ca_cert_pem.clone(),
                 key_pem: pki.ca_key_pem.clone(),
+                duration: opts.cluster_signing_duration,
             },
         ));
     }

@@ -162,6 +162,10 @@ pub struct Options {
     /// Pod-bound tokens the kubelet asks for (3607 s) last a year, warning after their time.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub service_account_extend_token_expiration: bool,
+    /// The longest lifetime of certificates the in-process csrsigning controller issues, and the
+    /// lifetime of those whose request asks none (kube-controller-manager's flag).
+    #[arg(long, default_value = "8760h0m0s", value_parser = parse_duration)]
+    pub cluster_signing_duration: Duration,
     /// The range Service cluster IPs come from.
     #[arg(long, default_value = "10.0.0.0/24")]
     pub service_cluster_ip_range: String,

@@ -147,3 +147,72 @@ mod tests {
         assert_eq!(again.to_string(), "invalid bearer token, no");
     }
 }
+
+/// Tokens whose signature was found good lately, by SHA-256: a token sent on every request pays
+/// the signature check (tens of microseconds for ES256) once per `ttl`, while everything else
+/// about it — expiry, the objects it is bound to — is still checked each time. Bounded as
+/// [`TokenCache`] is.
+pub struct VerifiedSignatures {
+    ttl: Duration,
+    entries: Mutex<HashMap<[u8; 32], Instant>>,
+}
+
+impl VerifiedSignatures {
+    pub fn new(ttl: Duration) -> Self {
+        VerifiedSignatures {
+            ttl,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `token`'s signature is good: remembered, or `verify` says so (and then it is
+    /// remembered).
+    pub fn check(&self, token: &[u8], verify: impl FnOnce() -> bool) -> bool {
+        let key = sha256(token);
+        let now = Instant::now();
+        {
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            if entries.get(&key).is_some_and(|until| now < *until) {
+                return true;
+            }
+        }
+        if !verify() {
+            return false;
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= MAX_ENTRIES {
+            entries.retain(|_, until| *until > now);
+            if entries.len() >= MAX_ENTRIES {
+                entries.clear();
+            }
+        }
+        entries.insert(key, now + self.ttl);
+        true
+    }
+}
+
+#[cfg(test)]
+mod verified_tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn good_signatures_are_remembered_bad_ones_never() {
+        let cache = VerifiedSignatures::new(Duration::from_secs(60));
+        let calls = Cell::new(0);
+        let good = || {
+            calls.set(calls.get() + 1);
+            true
+        };
+        assert!(cache.check(b"a", good));
+        assert!(cache.check(b"a", good));
+        assert_eq!(calls.get(), 1);
+        let bad = || {
+            calls.set(calls.get() + 1);
+            false
+        };
+        assert!(!cache.check(b"b", bad));
+        assert!(!cache.check(b"b", bad));
+        assert_eq!(calls.get(), 3);
+    }
+}

@@ -23,7 +23,7 @@ use rcgen::{
 use serde_json::{Value, json};
 
 /// `--cluster-signing-duration`'s default.
-const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 const MIN_DURATION: Duration = Duration::from_secs(600);
 const BACKDATE: Duration = Duration::from_secs(5 * 60);
 /// Below this lifetime the backdating is not taken off the end (`PermissiveSigningPolicy.Short`).
@@ -39,6 +39,9 @@ const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
 pub struct ClusterCa {
     pub cert_pem: String,
     pub key_pem: String,
+    /// `--cluster-signing-duration`: the longest lifetime of a certificate (and the lifetime of
+    /// one whose request asks none).
+    pub duration: Duration,
 }
 
 fn has_true_condition(csr: &Value, kind: &str) -> bool {
@@ -190,9 +193,18 @@ fn sign(
     let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, key).map_err(|e| e.to_string())?;
     let mut csr =
         CertificateSigningRequestParams::from_pem(request_pem).map_err(|e| e.to_string())?;
+    // Upstream's `duration`: the request's own, at most the signing duration, at least ten
+    // minutes.
     let ttl = match expiration_seconds {
-        None => MAX_DURATION,
-        Some(s) => Duration::from_secs(s.max(0) as u64).clamp(MIN_DURATION, MAX_DURATION),
+        None => ca.duration,
+        Some(s) => {
+            let asked = Duration::from_secs(s.max(0) as u64);
+            if asked > ca.duration {
+                ca.duration
+            } else {
+                asked.max(MIN_DURATION)
+            }
+        }
     };
     let since_epoch = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -454,6 +466,7 @@ mod tests {
         let ca = ClusterCa {
             cert_pem: ca_cert.pem(),
             key_pem: ca_key.serialize_pem(),
+            duration: Duration::from_secs(2 * 3600),
         };
         let key = KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -486,6 +499,15 @@ mod tests {
             cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
         // Short-lived: backdated 5 minutes, ending an hour from now.
         assert_eq!(lifetime, 3600 + 300);
+        // Asked longer than the signing duration: the duration; asked nothing: the duration.
+        for asked in [Some(24 * 3600), None] {
+            let pem = sign(&ca, &csr_pem, &["client auth"], asked).unwrap();
+            let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+            let cert = block.parse_x509().unwrap();
+            let lifetime =
+                cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
+            assert_eq!(lifetime, 2 * 3600 + 300);
+        }
         assert!(
             cert.extended_key_usage()
                 .unwrap()

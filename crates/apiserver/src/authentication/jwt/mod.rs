@@ -158,6 +158,14 @@ impl JwtAuthenticator {
         &self.issuer
     }
 
+    /// Uses `keys` as the issuer's key set, as if just fetched (for benchmarks and tests that
+    /// run no issuer; a token naming another key still makes it fetch).
+    pub fn preload_keys(&self, keys: Vec<Jwk>) {
+        let mut state = self.keys.write().unwrap_or_else(|e| e.into_inner());
+        state.keys = Arc::new(keys);
+        state.fetched = Some(Instant::now());
+    }
+
     /// The user a token of this issuer names: `Ok(None)` for a token of another issuer.
     pub async fn authenticate_token(&self, token: &str) -> Result<Option<UserInfo>, String> {
         let Ok(jws) = Jws::parse(token) else {
