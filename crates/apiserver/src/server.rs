@@ -151,8 +151,16 @@ impl GenericApiServer {
         };
         // Warnings recorded while serving reach the client whether the request succeeds or not,
         // as upstream's recorder writes them to the response headers as they are added.
-        let (result, warnings) =
-            crate::warning::record(self.route_inner(req, info, user, accept.as_deref())).await;
+        let from_authentication = req
+            .extensions()
+            .get::<crate::filters::AuthnNotes>()
+            .map(|n| n.warnings.clone())
+            .unwrap_or_default();
+        let (result, warnings) = crate::warning::record(async {
+            crate::warning::add_all(from_authentication);
+            self.route_inner(req, info, user, accept.as_deref()).await
+        })
+        .await;
         let response = match result {
             Ok(r) => r,
             Err(s) => {

@@ -306,13 +306,24 @@ fn authenticate(
 ) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         let peer = req.extensions().get::<PeerCertificates>().cloned();
-        let outcome = {
+        // What authenticators say besides the user (a legacy token's audit annotations and
+        // warning) is kept for the audit event and the response, which come later in the chain.
+        let ((outcome, warnings), annotations) = {
             let authn = AuthnRequest {
                 headers: req.headers(),
                 peer_certificates: peer.as_ref().map(|p| p.0.as_slice()),
             };
-            server.config.authenticator.authenticate(&authn).await
+            crate::audit::collect_annotations(crate::warning::record(
+                server.config.authenticator.authenticate(&authn),
+            ))
+            .await
         };
+        if !warnings.is_empty() || !annotations.is_empty() {
+            req.extensions_mut().insert(AuthnNotes {
+                warnings,
+                annotations,
+            });
+        }
         let user: UserInfo = match outcome {
             Ok(Some(user)) => user,
             // `--anonymous-auth`: requests without credentials go on as `system:anonymous`,
@@ -335,6 +346,14 @@ fn authenticate(
         req.extensions_mut().insert(user);
         call_next(next, req).await
     })
+}
+
+/// The audit annotations and warnings authentication produced, for the audit filter and the
+/// response (upstream's authenticators write them into the request's context).
+#[derive(Clone, Default)]
+pub struct AuthnNotes {
+    pub warnings: Vec<String>,
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// Where the impersonation filter leaves the user it switched to, for the audit event.
@@ -472,8 +491,16 @@ fn audit(
                 .boxed_unsync();
             req = http::Request::from_parts(parts, body);
         }
+        let from_authentication = req
+            .extensions()
+            .get::<AuthnNotes>()
+            .map(|n| n.annotations.clone())
+            .unwrap_or_default();
         let (response, annotations) = crate::audit::collect_annotations(call_next(next, req)).await;
-        record.annotations = annotations;
+        record.annotations = from_authentication;
+        for (k, v) in annotations {
+            record.annotations.entry(k).or_insert(v);
+        }
         record.impersonated = slot.0.lock().ok().and_then(|g| g.clone());
         let code = response.status().as_u16();
         let (mut parts, body) = response.into_parts();
