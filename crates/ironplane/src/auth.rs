@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::authentication::jwt::{
-    JwtAuthenticator, JwtAuthenticators,
+    JwtAuthenticator, JwtAuthenticators, ReloadingJwtAuthenticators,
     config::{self as authn_config, AuthenticationConfiguration},
     keys::ALL_ALGORITHMS,
 };
@@ -97,7 +97,15 @@ pub fn authenticator(
     if let Some(bootstrap) = bootstrap_tokens {
         tokens.push(Box::new(bootstrap));
     }
-    if !jwt.is_empty() {
+    if let Some(path) = &opts.authentication_config {
+        // Read again when the file changes, as upstream does.
+        tokens.push(Box::new(ReloadingJwtAuthenticators::start(
+            path.clone(),
+            &config,
+            opts.service_account_issuer.clone(),
+            TOKEN_SUCCESS_CACHE_TTL,
+        )?));
+    } else if !jwt.is_empty() {
         let issuers = jwt
             .iter()
             .map(|j| JwtAuthenticator::new(j, &algorithms))

@@ -383,6 +383,24 @@ anonymous:
         whoami(&s, &issuer.token("ironplane", c)).unwrap_err(),
         UNAUTHORIZED
     );
+    // The file is read again when it changes: a new mapping applies without a restart, and a
+    // broken file leaves the running configuration in place.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, "jwt: [not valid").unwrap();
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(
+        whoami(&s, &issuer.token("other", claims.clone())).unwrap()["username"],
+        "acme:bob"
+    );
+    std::fs::write(&config, text.replace("'acme:'", "'acme2:'")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while whoami(&s, &issuer.token("other", claims.clone())).unwrap()["username"] != "acme2:bob" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new configuration never applied"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // Anonymous requests come in on /livez only.
     let livez = common::raw_https(&format!("{}/livez", s.url), "GET", &[], None);
     assert_eq!(livez, "200 ok");
