@@ -174,24 +174,8 @@ fn now() -> u64 {
         .as_secs()
 }
 
-/// Runs kubectl against `s` with a bearer token and no client certificate.
-fn kubectl_as(s: &Server, token: &str, args: &[&str]) -> std::process::Output {
-    let server = format!("--server={}", s.url);
-    let auth = format!("--token={token}");
-    std::process::Command::new(common::kubectl_path())
-        .args([
-            "--kubeconfig=/dev/null",
-            "--insecure-skip-tls-verify=true",
-            server.as_str(),
-            auth.as_str(),
-        ])
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 fn whoami(s: &Server, token: &str) -> Result<Value, String> {
-    let out = kubectl_as(s, token, &["auth", "whoami", "-o", "json"]);
+    let out = s.kubectl_with_token(token, &["auth", "whoami", "-o", "json"]);
     if out.status.success() {
         Ok(serde_json::from_slice::<Value>(&out.stdout).unwrap()["status"]["userInfo"].clone())
     } else {
@@ -243,7 +227,7 @@ fn oidc_flags_log_users_in_with_rs256_tokens_and_refuse_bad_ones() {
     );
 
     // RBAC judges the user like any other: nothing until the group is bound.
-    let denied = kubectl_as(&s, &token, &["get", "pods", "-n", "default"]);
+    let denied = s.kubectl_with_token(&token, &["get", "pods", "-n", "default"]);
     assert_eq!(
         String::from_utf8_lossy(&denied.stderr).trim(),
         r#"Error from server (Forbidden): pods is forbidden: User "ann@example.com" cannot list resource "pods" in API group "" in the namespace "default""#
@@ -256,7 +240,7 @@ fn oidc_flags_log_users_in_with_rs256_tokens_and_refuse_bad_ones() {
         "--group=oidc:devs",
     ]);
     eventually("the group's binding", || {
-        kubectl_as(&s, &token, &["get", "pods", "-n", "default"])
+        s.kubectl_with_token(&token, &["get", "pods", "-n", "default"])
             .status
             .success()
     });
@@ -533,11 +517,7 @@ authorizers:
     assert_eq!(sent[0]["spec"]["token"], "carol-token");
 
     // The webhook allows reads in `hooked`, answered by the webhook with its reason.
-    let get = kubectl_as(
-        &s,
-        "carol-token",
-        &["get", "configmap", "c", "-n", "hooked"],
-    );
+    let get = s.kubectl_with_token("carol-token", &["get", "configmap", "c", "-n", "hooked"]);
     assert!(
         get.status.success(),
         "{}",
@@ -553,18 +533,14 @@ authorizers:
         "--clusterrole=edit",
         "--user=carol",
     ]);
-    let delete = kubectl_as(
-        &s,
-        "carol-token",
-        &["delete", "configmap", "c", "-n", "hooked"],
-    );
+    let delete = s.kubectl_with_token("carol-token", &["delete", "configmap", "c", "-n", "hooked"]);
     assert_eq!(
         String::from_utf8_lossy(&delete.stderr).trim(),
         r#"Error from server (Forbidden): configmaps "c" is forbidden: User "carol" cannot delete resource "configmaps" in API group "" in the namespace "hooked": carol never deletes"#
     );
     // Outside `hooked` the match condition skips the webhook: RBAC decides (nothing bound).
     let before = decisions.lock().unwrap().len();
-    let other = kubectl_as(&s, "carol-token", &["get", "configmaps", "-n", "default"]);
+    let other = s.kubectl_with_token("carol-token", &["get", "configmaps", "-n", "default"]);
     assert!(!other.status.success());
     assert_eq!(decisions.lock().unwrap().len(), before);
     // Both webhooks' answers are cached: the same request asks neither again.
@@ -572,11 +548,7 @@ authorizers:
         reviews.lock().unwrap().len(),
         decisions.lock().unwrap().len(),
     );
-    let again = kubectl_as(
-        &s,
-        "carol-token",
-        &["get", "configmap", "c", "-n", "hooked"],
-    );
+    let again = s.kubectl_with_token("carol-token", &["get", "configmap", "c", "-n", "hooked"]);
     assert!(again.status.success());
     assert_eq!(reviews.lock().unwrap().len(), tokens_before);
     assert_eq!(decisions.lock().unwrap().len(), decisions_before);

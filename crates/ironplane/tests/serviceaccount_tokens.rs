@@ -176,21 +176,15 @@ fn rsa_signing_and_verifying_key_files() {
         serde_json::json!(["ES256", "RS256"])
     );
     // The token authenticates.
-    let server = format!("--server={}", s.url);
-    let auth = format!("--token={token}");
-    let who = std::process::Command::new(common::kubectl_path())
-        .args([
-            "--kubeconfig=/dev/null",
-            "--insecure-skip-tls-verify=true",
-            server.as_str(),
-            auth.as_str(),
+    let who = s.kubectl_with_token(
+        token,
+        &[
             "auth",
             "whoami",
             "-o",
             "jsonpath={.status.userInfo.username}",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(
         String::from_utf8_lossy(&who.stdout),
         "system:serviceaccount:default:robot",
@@ -280,21 +274,15 @@ fn legacy_secret_tokens_are_filled_in_and_checked_against_their_secret() {
     assert!(claims.get("exp").is_none());
 
     let whoami = |token: &str| {
-        let server = format!("--server={}", s.url);
-        let auth = format!("--token={token}");
-        std::process::Command::new(common::kubectl_path())
-            .args([
-                "--kubeconfig=/dev/null",
-                "--insecure-skip-tls-verify=true",
-                server.as_str(),
-                auth.as_str(),
+        s.kubectl_with_token(
+            token,
+            &[
                 "auth",
                 "whoami",
                 "-o",
                 "jsonpath={.status.userInfo.username}",
-            ])
-            .output()
-            .unwrap()
+            ],
+        )
     };
     let who = whoami(&token);
     assert_eq!(

@@ -644,13 +644,17 @@ pub async fn get_json(
     ca_bundle: &[u8],
     timeout: std::time::Duration,
 ) -> Result<Value, String> {
-    use http_body_util::{BodyExt, Empty};
+    use http_body_util::{BodyExt, Full};
     let fail = |why: String| format!("Get {}: {why}", go_quote(url));
-    let client = get_pool().client(ca_bundle).map_err(fail)?;
+    let config = ClientConfig {
+        ca_bundle: ca_bundle.to_vec(),
+        ..ClientConfig::default()
+    };
+    let client = pool().client(&config, None).map_err(fail)?;
     let call = async {
         let request = http::Request::get(url)
             .header(http::header::ACCEPT, "application/json")
-            .body(Empty::<bytes::Bytes>::new())
+            .body(Full::new(bytes::Bytes::new()))
             .map_err(|e| fail(e.to_string()))?;
         let response = client
             .request(request)
@@ -681,40 +685,4 @@ pub async fn get_json(
             "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
         )),
     }
-}
-
-type GetClient = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<Dialer>,
-    http_body_util::Empty<bytes::Bytes>,
->;
-
-/// Keep-alive clients for GETs, one per trust bundle.
-#[derive(Default)]
-struct GetPool {
-    clients: std::sync::Mutex<std::collections::HashMap<Vec<u8>, GetClient>>,
-}
-
-impl GetPool {
-    fn client(&self, ca_bundle: &[u8]) -> Result<GetClient, String> {
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = clients.get(ca_bundle) {
-            return Ok(c.clone());
-        }
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(ca_bundle, None)?)
-            .https_only()
-            .enable_http1()
-            .wrap_connector(Dialer { resolver: None });
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .pool_idle_timeout(std::time::Duration::from_secs(90))
-                .build(connector);
-        clients.insert(ca_bundle.to_vec(), client.clone());
-        Ok(client)
-    }
-}
-
-fn get_pool() -> &'static GetPool {
-    static POOL: std::sync::OnceLock<GetPool> = std::sync::OnceLock::new();
-    POOL.get_or_init(GetPool::default)
 }

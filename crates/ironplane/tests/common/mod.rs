@@ -68,6 +68,19 @@ impl Server {
         s
     }
 
+    /// Runs kubectl with a bearer token and no client certificate (the server's certificate is
+    /// not checked).
+    pub fn kubectl_with_token(&self, token: &str, args: &[&str]) -> Output {
+        Command::new(kubectl_path())
+            .arg("--kubeconfig=/dev/null")
+            .arg("--insecure-skip-tls-verify=true")
+            .arg(format!("--server={}", self.url))
+            .arg(format!("--token={token}"))
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.path().join("kubeconfig")
     }

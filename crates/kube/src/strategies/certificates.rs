@@ -146,9 +146,12 @@ fn csr_error(request: &[u8]) -> Option<String> {
     None
 }
 
-/// The subject's common name of a request as `spec.request` holds it (base64 PEM), for the
-/// NodeRestriction admission plugin.
-pub(crate) fn csr_common_name(request: &str) -> Result<String, String> {
+/// What `read` takes from a request as `spec.request` holds it (base64 PEM); the error says why
+/// it could not be read (validation has refused such requests before admission sees them).
+fn with_request<T>(
+    request: &str,
+    read: impl FnOnce(&x509_parser::certification_request::X509CertificationRequest<'_>) -> T,
+) -> Result<T, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(request.as_bytes())
         .map_err(|e| e.to_string())?;
@@ -158,34 +161,31 @@ pub(crate) fn csr_common_name(request: &str) -> Result<String, String> {
     };
     let (_, csr) = x509_parser::certification_request::X509CertificationRequest::from_der(&der)
         .map_err(|_| "x509: malformed certificate request".to_string())?;
-    Ok(csr
-        .certification_request_info
-        .subject
-        .iter_common_name()
-        .filter_map(|o| o.as_str().ok().map(str::to_string))
-        .last()
-        .unwrap_or_default())
+    Ok(read(&csr))
 }
 
-/// The subject's organizations (its groups) of a request as `spec.request` holds it (base64
-/// PEM), for the CertificateSubjectRestriction admission plugin; the error says why it could
-/// not be read (validation has refused such requests before admission sees them).
+/// The subject's common name of a request, for the NodeRestriction admission plugin.
+pub(crate) fn csr_common_name(request: &str) -> Result<String, String> {
+    with_request(request, |csr| {
+        csr.certification_request_info
+            .subject
+            .iter_common_name()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .last()
+            .unwrap_or_default()
+    })
+}
+
+/// The subject's organizations (its groups) of a request, for the CertificateSubjectRestriction
+/// admission plugin.
 pub(crate) fn csr_organizations(request: &str) -> Result<Vec<String>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(request.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&bytes);
-    let Some((_, der)) = first_pem_block(&text).filter(|(t, _)| t == "CERTIFICATE REQUEST") else {
-        return Err("PEM block type must be CERTIFICATE REQUEST".into());
-    };
-    let (_, csr) = x509_parser::certification_request::X509CertificationRequest::from_der(&der)
-        .map_err(|_| "x509: malformed certificate request".to_string())?;
-    Ok(csr
-        .certification_request_info
-        .subject
-        .iter_organization()
-        .filter_map(|o| o.as_str().ok().map(str::to_string))
-        .collect())
+    with_request(request, |csr| {
+        csr.certification_request_info
+            .subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .collect()
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
