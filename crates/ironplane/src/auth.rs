@@ -24,7 +24,7 @@ use apiserver::authentication::token::{
 use apiserver::authentication::webhook::WebhookTokenAuthenticator;
 use apiserver::authentication::{Authenticator, UnionAuthenticator, x509::ClientCertAuthenticator};
 use apiserver::authorization::abac::AbacAuthorizer;
-use apiserver::authorization::config::{AuthorizerEntry, legacy_webhook};
+use apiserver::authorization::config::{AuthorizerEntry, ReloadingAuthorizer, legacy_webhook};
 use apiserver::authorization::webhook::WebhookAuthorizer;
 use apiserver::authorization::{
     AlwaysAllow, AlwaysDeny, Authorizer, PrivilegedGroups, SYSTEM_MASTERS, Union,
@@ -189,12 +189,8 @@ pub fn authentication_info(
     data
 }
 
-/// The authorizer entries the options describe: `--authorization-config`'s, or one per
-/// `--authorization-mode` value.
-pub fn authorizer_entries(opts: &Options) -> Result<Vec<AuthorizerEntry>, String> {
-    if let Some(path) = &opts.authorization_config {
-        return apiserver::authorization::config::load(path);
-    }
+/// The authorizer entries of the flags, one per `--authorization-mode` value.
+fn authorizer_entries(opts: &Options) -> Result<Vec<AuthorizerEntry>, String> {
     opts.authorization_modes()
         .into_iter()
         .map(|mode| {
@@ -225,29 +221,41 @@ pub fn authorizer_entries(opts: &Options) -> Result<Vec<AuthorizerEntry>, String
         .collect()
 }
 
-/// The authorizer chain: `system:masters` first, then the entries in order.
+/// The authorizer chain: `system:masters` first, then the entries in order — those of
+/// `--authorization-config`, read again when the file changes, or those of the flags.
 pub fn authorizer(
-    entries: Vec<AuthorizerEntry>,
-    policy_file: Option<&str>,
+    opts: &Options,
     rbac: &ironplane_kube::rbac::RbacAuthorizer,
     node: &ironplane_kube::node_authorizer::NodeAuthorizer,
 ) -> Result<Arc<dyn Authorizer>, String> {
-    let mut chain: Vec<Arc<dyn Authorizer>> =
-        vec![Arc::new(PrivilegedGroups(vec![SYSTEM_MASTERS.into()]))];
-    for entry in entries {
-        match (entry.kind.as_str(), entry.webhook) {
-            ("AlwaysAllow", _) => chain.push(Arc::new(AlwaysAllow)),
-            ("AlwaysDeny", _) => chain.push(Arc::new(AlwaysDeny)),
-            ("RBAC", _) => chain.push(Arc::new(rbac.clone())),
-            ("Node", _) => chain.push(Arc::new(node.clone())),
-            ("Webhook", Some(settings)) => chain.push(Arc::new(WebhookAuthorizer::new(settings))),
-            ("ABAC", _) => {
-                let file = policy_file
-                    .ok_or("authorization-mode ABAC's authorization policy file not passed")?;
-                chain.push(Arc::new(AbacAuthorizer::from_file(file)?));
+    let privileged: Arc<dyn Authorizer> = Arc::new(PrivilegedGroups(vec![SYSTEM_MASTERS.into()]));
+    let (rbac, node) = (rbac.clone(), node.clone());
+    let policy_file = opts.authorization_policy_file.clone();
+    let build = move |entries: Vec<AuthorizerEntry>| -> Result<Arc<dyn Authorizer>, String> {
+        let mut chain: Vec<Arc<dyn Authorizer>> = Vec::new();
+        for entry in entries {
+            match (entry.kind.as_str(), entry.webhook) {
+                ("AlwaysAllow", _) => chain.push(Arc::new(AlwaysAllow)),
+                ("AlwaysDeny", _) => chain.push(Arc::new(AlwaysDeny)),
+                ("RBAC", _) => chain.push(Arc::new(rbac.clone())),
+                ("Node", _) => chain.push(Arc::new(node.clone())),
+                ("Webhook", Some(settings)) => {
+                    chain.push(Arc::new(WebhookAuthorizer::new(settings)))
+                }
+                ("ABAC", _) => {
+                    let file = policy_file
+                        .as_deref()
+                        .ok_or("authorization-mode ABAC's authorization policy file not passed")?;
+                    chain.push(Arc::new(AbacAuthorizer::from_file(file)?));
+                }
+                (other, _) => return Err(format!("authorization-mode {other:?} is not supported")),
             }
-            (other, _) => return Err(format!("authorization-mode {other:?} is not supported")),
         }
-    }
-    Ok(Arc::new(Union(chain)))
+        Ok(Arc::new(Union(chain)))
+    };
+    let configured: Arc<dyn Authorizer> = match &opts.authorization_config {
+        Some(path) => ReloadingAuthorizer::start(path.clone(), Box::new(build))?,
+        None => build(authorizer_entries(opts)?)?,
+    };
+    Ok(Arc::new(Union(vec![privileged, configured])))
 }

@@ -198,14 +198,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // authorize: `system:masters` first, then the modes in the order given.
     let rbac = ironplane_kube::rbac::RbacAuthorizer::default();
     let node_authorizer = ironplane_kube::node_authorizer::NodeAuthorizer::new();
-    let authorizer_entries = auth::authorizer_entries(&opts)?;
-    let node_mode = authorizer_entries.iter().any(|e| e.kind == "Node");
-    let authorizer = auth::authorizer(
-        authorizer_entries,
-        opts.authorization_policy_file.as_deref(),
-        &rbac,
-        &node_authorizer,
-    )?;
+    // The Node authorizer's graph is kept when the mode is on, or may come on with a new
+    // --authorization-config.
+    let node_mode = opts.authorization_config.is_some()
+        || opts.authorization_modes().iter().any(|m| m == "Node");
+    let authorizer = auth::authorizer(&opts, &rbac, &node_authorizer)?;
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,

@@ -561,6 +561,27 @@ authorizers:
         review["spec"]["groups"],
         json!(["hooked", "system:authenticated"])
     );
+    // The file is read again when it changes: without the webhook, RBAC's `edit` binding lets
+    // carol delete.
+    std::fs::write(
+        &authorization,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- {type: Node, name: node}\n- {type: RBAC, name: rbac}\n",
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let delete =
+            s.kubectl_with_token("carol-token", &["delete", "configmap", "c", "-n", "hooked"]);
+        if delete.status.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new authorization configuration never applied: {}",
+            String::from_utf8_lossy(&delete.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]

@@ -311,6 +311,78 @@ fn webhook_settings(
     })
 }
 
+/// The authorizers of `--authorization-config`, read again when the file changes (upstream
+/// reloads the file too): a new configuration that reads, validates and builds replaces the
+/// running chain; one that does not is logged and the running chain kept.
+pub struct ReloadingAuthorizer {
+    current: std::sync::RwLock<std::sync::Arc<dyn super::Authorizer>>,
+}
+
+/// How often `--authorization-config` is looked at.
+pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Turns the file's entries into the chain they describe.
+pub type BuildChain = dyn Fn(Vec<AuthorizerEntry>) -> Result<std::sync::Arc<dyn super::Authorizer>, String>
+    + Send
+    + Sync;
+
+impl ReloadingAuthorizer {
+    /// Reads `path`, builds its chain with `build`, and starts watching the file.
+    pub fn start(path: String, build: Box<BuildChain>) -> Result<std::sync::Arc<Self>, String> {
+        let first = build(load(&path)?)?;
+        let this = std::sync::Arc::new(ReloadingAuthorizer {
+            current: std::sync::RwLock::new(first),
+        });
+        let weak = std::sync::Arc::downgrade(&this);
+        let mut seen = std::fs::read(&path).unwrap_or_default();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(RELOAD_INTERVAL).await;
+                let Some(this) = weak.upgrade() else { return };
+                let Ok(bytes) = std::fs::read(&path) else {
+                    continue;
+                };
+                if bytes == seen {
+                    continue;
+                }
+                seen = bytes;
+                match load(&path).and_then(&build) {
+                    Ok(chain) => {
+                        *this.current.write().unwrap_or_else(|e| e.into_inner()) = chain;
+                        tracing::info!(file = %path, "reloaded the authorization configuration");
+                    }
+                    Err(e) => {
+                        tracing::error!(file = %path, error = %e, "the changed authorization configuration is not used");
+                    }
+                }
+            }
+        });
+        Ok(this)
+    }
+
+    fn current(&self) -> std::sync::Arc<dyn super::Authorizer> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl super::Authorizer for ReloadingAuthorizer {
+    async fn authorize(
+        &self,
+        user: &crate::authentication::UserInfo,
+        request: &crate::request::RequestInfo,
+    ) -> super::Decision {
+        self.current().authorize(user, request).await
+    }
+
+    fn rules_for(&self, user: &crate::authentication::UserInfo, namespace: &str) -> super::Rules {
+        self.current().rules_for(user, namespace)
+    }
+}
+
 /// The legacy flags' webhook (`--authorization-webhook-config-file`, `-version`,
 /// `-cache-authorized-ttl`, `-cache-unauthorized-ttl`): named `webhook`, 30 s timeout, no
 /// match conditions, no opinion on failure.
