@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 OUT=${1:-bench-results}
 RUNS=${RUNS:-3}
 cargo build --release -p ironplane -p ironplane-bench >/dev/null
-bench=target/release/ironplane-bench
+release=${CARGO_TARGET_DIR:-target}/release
+bench=$release/ironplane-bench
 mkdir -p "$OUT"
 work=$(mktemp -d)
 port=19447
@@ -37,7 +38,7 @@ PY
 for i in $(seq 1 "$RUNS"); do
   for mode in AlwaysAllow Node,RBAC; do
     dir="$work/$mode-$i"
-    target/release/ironplane --secure-port "$port" --data-dir "$dir" \
+    "$release/ironplane" --secure-port "$port" --data-dir "$dir" \
       --token-auth-file "$work/tokens.csv" --authorization-mode "$mode" >"$dir.log" 2>&1 &
     PID=$!
     KC="$dir/kubeconfig"
