@@ -8,8 +8,9 @@
 //!
 //! The issuer's OIDC discovery documents are built here too (`discovery_documents`).
 //!
-//! Not here yet: legacy tokens of `kubernetes.io/service-account-token` Secrets (the tokens
-//! controller).
+//! Legacy tokens of `kubernetes.io/service-account-token` Secrets are made here (`legacy_token`,
+//! for the tokens controller in `controllers::serviceaccount_tokens`) and checked here against
+//! their secret (`check_legacy`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
