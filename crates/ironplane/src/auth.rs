@@ -101,7 +101,6 @@ pub fn authenticator(
         // Read again when the file changes, as upstream does.
         tokens.push(Box::new(ReloadingJwtAuthenticators::start(
             path.clone(),
-            &config,
             opts.service_account_issuer.clone(),
             TOKEN_SUCCESS_CACHE_TTL,
         )?));
@@ -254,7 +253,7 @@ pub fn authorizer(
         Ok(Arc::new(Union(chain)))
     };
     let configured: Arc<dyn Authorizer> = match &opts.authorization_config {
-        Some(path) => ReloadingAuthorizer::start(path.clone(), Box::new(build))?,
+        Some(path) => Arc::new(ReloadingAuthorizer::start(path.clone(), Box::new(build))?),
         None => build(authorizer_entries(opts)?)?,
     };
     Ok(Arc::new(Union(vec![privileged, configured])))

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::webhook::{FailurePolicy, WebhookSettings};
 use crate::cel::eval::Program;
+use crate::util::reload::Reloading;
 
 /// One authorizer of the chain.
 pub struct AuthorizerEntry {
@@ -28,19 +29,12 @@ pub struct AuthorizerEntry {
 const KNOWN_TYPES: &[&str] = &["AlwaysAllow", "AlwaysDeny", "Node", "RBAC", "Webhook"];
 const GROUP: &str = "apiserver.config.k8s.io";
 
-/// Reads and checks `--authorization-config`.
-pub fn load(path: &str) -> Result<Vec<AuthorizerEntry>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("failed to read authorization config file {path:?}: {e}"))?;
-    parse(&text)
-}
-
 fn go_duration(v: &Value) -> Option<Result<Duration, String>> {
     let text = v.as_str()?;
     Some(ironplane_protobuf::parse_go_duration(text).map(|n| Duration::from_nanos(n.max(0) as u64)))
 }
 
-/// Decodes and validates a configuration.
+/// Decodes and validates `--authorization-config`'s content.
 pub fn parse(text: &str) -> Result<Vec<AuthorizerEntry>, String> {
     let doc: Value =
         serde_yaml_ng::from_str(text).map_err(|e| format!("error unmarshaling config: {e}"))?;
@@ -314,12 +308,7 @@ fn webhook_settings(
 /// The authorizers of `--authorization-config`, read again when the file changes (upstream
 /// reloads the file too): a new configuration that reads, validates and builds replaces the
 /// running chain; one that does not is logged and the running chain kept.
-pub struct ReloadingAuthorizer {
-    current: std::sync::RwLock<std::sync::Arc<dyn super::Authorizer>>,
-}
-
-/// How often `--authorization-config` is looked at.
-pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+pub struct ReloadingAuthorizer(std::sync::Arc<Reloading<dyn super::Authorizer>>);
 
 /// Turns the file's entries into the chain they describe.
 pub type BuildChain = dyn Fn(Vec<AuthorizerEntry>) -> Result<std::sync::Arc<dyn super::Authorizer>, String>
@@ -328,43 +317,14 @@ pub type BuildChain = dyn Fn(Vec<AuthorizerEntry>) -> Result<std::sync::Arc<dyn 
 
 impl ReloadingAuthorizer {
     /// Reads `path`, builds its chain with `build`, and starts watching the file.
-    pub fn start(path: String, build: Box<BuildChain>) -> Result<std::sync::Arc<Self>, String> {
-        let first = build(load(&path)?)?;
-        let this = std::sync::Arc::new(ReloadingAuthorizer {
-            current: std::sync::RwLock::new(first),
-        });
-        let weak = std::sync::Arc::downgrade(&this);
-        let mut seen = std::fs::read(&path).unwrap_or_default();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(RELOAD_INTERVAL).await;
-                let Some(this) = weak.upgrade() else { return };
-                let Ok(bytes) = std::fs::read(&path) else {
-                    continue;
-                };
-                if bytes == seen {
-                    continue;
-                }
-                seen = bytes;
-                match load(&path).and_then(&build) {
-                    Ok(chain) => {
-                        *this.current.write().unwrap_or_else(|e| e.into_inner()) = chain;
-                        tracing::info!(file = %path, "reloaded the authorization configuration");
-                    }
-                    Err(e) => {
-                        tracing::error!(file = %path, error = %e, "the changed authorization configuration is not used");
-                    }
-                }
-            }
-        });
-        Ok(this)
-    }
-
-    fn current(&self) -> std::sync::Arc<dyn super::Authorizer> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    pub fn start(path: String, build: Box<BuildChain>) -> Result<Self, String> {
+        Reloading::start(
+            path,
+            "authorization config",
+            crate::util::reload::RELOAD_INTERVAL,
+            Box::new(move |text| parse(text).and_then(&build)),
+        )
+        .map(ReloadingAuthorizer)
     }
 }
 
@@ -375,11 +335,11 @@ impl super::Authorizer for ReloadingAuthorizer {
         user: &crate::authentication::UserInfo,
         request: &crate::request::RequestInfo,
     ) -> super::Decision {
-        self.current().authorize(user, request).await
+        self.0.current().authorize(user, request).await
     }
 
     fn rules_for(&self, user: &crate::authentication::UserInfo, namespace: &str) -> super::Rules {
-        self.current().rules_for(user, namespace)
+        self.0.current().rules_for(user, namespace)
     }
 }
 

@@ -578,6 +578,27 @@ fn request_error(e: &(dyn std::error::Error + 'static)) -> String {
     last
 }
 
+/// Sends `request` on a pooled client and reads the whole answer: its status and body, or why
+/// it could not (in the words `request_error` gives).
+async fn exchange(
+    client: &PooledClient,
+    request: http::Request<http_body_util::Full<bytes::Bytes>>,
+) -> Result<(http::StatusCode, bytes::Bytes), String> {
+    use http_body_util::BodyExt;
+    let response = client
+        .request(request)
+        .await
+        .map_err(|e| request_error(&e))?;
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, body))
+}
+
 /// POSTs `body` as JSON to a webhook over TLS, on a pooled keep-alive connection, and returns
 /// the decoded answer.
 pub async fn post_json(
@@ -586,7 +607,7 @@ pub async fn post_json(
     body: &Value,
     timeout: std::time::Duration,
 ) -> Result<Value, CallError> {
-    use http_body_util::{BodyExt, Full};
+    use http_body_util::Full;
     let url = target_url(config, timeout).map_err(CallError::Failed)?;
     let fail = |why: String| CallError::Failed(format!("Post {}: {why}", go_quote(&url)));
     if config.service.is_some() && resolver.is_none() {
@@ -604,17 +625,7 @@ pub async fn post_json(
         let request = request
             .body(Full::new(bytes::Bytes::from(bytes)))
             .map_err(|e| fail(e.to_string()))?;
-        let response = client
-            .request(request)
-            .await
-            .map_err(|e| fail(request_error(&e)))?;
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| fail(e.to_string()))?
-            .to_bytes();
+        let (status, body) = exchange(&client, request).await.map_err(fail)?;
         if !status.is_success() {
             let text = String::from_utf8_lossy(&body);
             return Err(CallError::Failed(format!(
@@ -644,7 +655,7 @@ pub async fn get_json(
     ca_bundle: &[u8],
     timeout: std::time::Duration,
 ) -> Result<Value, String> {
-    use http_body_util::{BodyExt, Full};
+    use http_body_util::Full;
     let fail = |why: String| format!("Get {}: {why}", go_quote(url));
     let config = ClientConfig {
         ca_bundle: ca_bundle.to_vec(),
@@ -656,17 +667,7 @@ pub async fn get_json(
             .header(http::header::ACCEPT, "application/json")
             .body(Full::new(bytes::Bytes::new()))
             .map_err(|e| fail(e.to_string()))?;
-        let response = client
-            .request(request)
-            .await
-            .map_err(|e| fail(request_error(&e)))?;
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| fail(e.to_string()))?
-            .to_bytes();
+        let (status, body) = exchange(&client, request).await.map_err(fail)?;
         if !status.is_success() {
             return Err(format!(
                 "{} {}: {}",

@@ -27,6 +27,7 @@ use self::keys::{Jwk, Jws};
 use super::token::TokenAuthenticator;
 use super::{AuthnError, CREDENTIAL_ID_KEY, UserInfo};
 use crate::cel::eval::{Program, Vars};
+use crate::util::reload::Reloading;
 use kube_cel::cel;
 
 /// How often keys may be fetched again for a token no known key verifies.
@@ -566,76 +567,41 @@ impl JwtAuthenticators {
 /// reloads the file too): a new configuration that reads and validates replaces the issuers
 /// (with a fresh token cache); one that does not is logged and the running one kept. Other
 /// sections of the file (`anonymous`) take effect at the next start.
-pub struct ReloadingJwtAuthenticators {
-    current: std::sync::RwLock<Arc<JwtAuthenticators>>,
-}
-
-/// How often `--authentication-config` is looked at.
-pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+pub struct ReloadingJwtAuthenticators(Arc<Reloading<JwtAuthenticators>>);
 
 impl ReloadingJwtAuthenticators {
-    /// Builds the issuers of `path` (already read and validated as `first`), and starts watching
-    /// the file. `disallowed` are the service-account issuers no JWT issuer may reuse.
+    /// Builds the issuers of `path` and starts watching the file. `disallowed` are the
+    /// service-account issuers no JWT issuer may reuse.
     pub fn start(
         path: String,
-        first: &config::AuthenticationConfiguration,
         disallowed: Vec<String>,
         success_ttl: Duration,
-    ) -> Result<Arc<Self>, String> {
-        let build =
-            move |c: &config::AuthenticationConfiguration| -> Result<JwtAuthenticators, String> {
-                let algorithms: Vec<String> =
-                    keys::ALL_ALGORITHMS.iter().map(|a| a.to_string()).collect();
-                let issuers = c
-                    .jwt
-                    .iter()
-                    .map(|j| JwtAuthenticator::new(j, &algorithms))
-                    .collect::<Result<Vec<_>, String>>()?;
-                Ok(JwtAuthenticators::new(issuers, success_ttl))
-            };
-        let this = Arc::new(ReloadingJwtAuthenticators {
-            current: std::sync::RwLock::new(Arc::new(build(first)?)),
-        });
-        let weak = Arc::downgrade(&this);
-        let mut seen = std::fs::read(&path).unwrap_or_default();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(RELOAD_INTERVAL).await;
-                let Some(this) = weak.upgrade() else { return };
-                let Ok(bytes) = std::fs::read(&path) else {
-                    continue;
-                };
-                if bytes == seen {
-                    continue;
-                }
-                seen = bytes;
-                let loaded = config::load(&path)
-                    .and_then(|c| config::validate(&c, &disallowed).map(|()| c))
-                    .and_then(|c| build(&c));
-                match loaded {
-                    Ok(new) => {
-                        *this.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
-                        tracing::info!(file = %path, "reloaded the authentication configuration");
-                    }
-                    Err(e) => {
-                        tracing::error!(file = %path, error = %e, "the changed authentication configuration is not used");
-                    }
-                }
-            }
-        });
-        Ok(this)
+    ) -> Result<Self, String> {
+        let algorithms: Vec<String> = keys::ALL_ALGORITHMS.iter().map(|a| a.to_string()).collect();
+        let build = move |text: &str| -> Result<Arc<JwtAuthenticators>, String> {
+            let c = config::parse(text)?;
+            config::validate(&c, &disallowed)?;
+            let issuers = c
+                .jwt
+                .iter()
+                .map(|j| JwtAuthenticator::new(j, &algorithms))
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Arc::new(JwtAuthenticators::new(issuers, success_ttl)))
+        };
+        Reloading::start(
+            path,
+            "authentication config",
+            crate::util::reload::RELOAD_INTERVAL,
+            Box::new(build),
+        )
+        .map(ReloadingJwtAuthenticators)
     }
 }
 
 #[async_trait]
 impl TokenAuthenticator for ReloadingJwtAuthenticators {
     async fn authenticate_token(&self, token: &str) -> Result<Option<UserInfo>, AuthnError> {
-        let current = self
-            .current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        current.authenticate_token(token).await
+        self.0.current().authenticate_token(token).await
     }
 }
 
