@@ -10,6 +10,7 @@ pub mod fields;
 pub mod gojson;
 pub mod gvk;
 pub mod labels;
+pub mod managedfields;
 pub mod object;
 pub mod patch;
 pub mod quantity;

@@ -95,6 +95,9 @@ enum Shape {
         fields: Box<[(Box<str>, SchemaRef)]>,
         additional: Option<SchemaRef>,
         preserve_unknown: bool,
+        /// The `default` of the properties that have one (server-side apply reads a missing
+        /// list-map key as its default).
+        defaults: Box<[(Box<str>, Value)]>,
     },
     Array(Option<SchemaRef>),
     Scalar,
@@ -226,6 +229,7 @@ impl Schemas {
                 fields,
                 additional,
                 preserve_unknown,
+                ..
             } => {
                 if fields.is_empty() && additional.is_some() {
                     SchemaKind::Map
@@ -244,6 +248,23 @@ impl Schemas {
     /// True when nothing below `r` is known: values there are kept as sent and patched as JSON.
     pub fn is_opaque(&self, r: SchemaRef) -> bool {
         self.kind(r) == SchemaKind::Opaque
+    }
+
+    /// The `default` of the field `name` of the object schema `r`.
+    pub fn field_default(&self, r: SchemaRef, name: &str) -> Option<&Value> {
+        match &self.resolved(r).shape {
+            Shape::Object { defaults, .. } => {
+                defaults.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `r` is `RawExtension`, which server-side apply owns as one atomic value.
+    pub fn is_raw_extension(&self, r: SchemaRef) -> bool {
+        self.definitions
+            .get(OPAQUE_DEFINITIONS[0])
+            .is_some_and(|d| std::ptr::eq(self.resolved(*d), self.resolved(r)))
     }
 
     /// The named field of an object schema.
@@ -507,10 +528,18 @@ impl Builder {
                 .map(|(name, prop)| (Box::from(name.as_str()), self.inline(prop)))
                 .collect();
             fields.sort_by(|a, b| a.0.cmp(&b.0));
+            let defaults = properties
+                .into_iter()
+                .flatten()
+                .filter_map(|(name, prop)| {
+                    Some((Box::from(name.as_str()), prop.get("default")?.clone()))
+                })
+                .collect();
             return Shape::Object {
                 fields: fields.into_boxed_slice(),
                 additional,
                 preserve_unknown,
+                defaults,
             };
         }
         match obj.get("type").and_then(Value::as_str) {
@@ -522,6 +551,7 @@ impl Builder {
                 fields: Box::new([]),
                 additional: None,
                 preserve_unknown: false,
+                defaults: Box::new([]),
             },
             Some(_) => Shape::Scalar,
             None if obj
@@ -621,6 +651,7 @@ impl Pruner<'_> {
                 fields,
                 additional,
                 preserve_unknown,
+                ..
             } => {
                 if let Value::Object(map) = value {
                     self.object(fields, *additional, *preserve_unknown, map, report, top);

@@ -1,15 +1,17 @@
 //! Merging a partial object into a whole one by the kind's schema, as structured-merge-diff
 //! merges typed values (upstream: sigs.k8s.io/structured-merge-diff `TypedValue.Merge`): fields of
 //! structs and keys of granular maps merge one by one, `set` lists take the union, `map` lists
-//! merge their items by key, and everything else (scalars, atomic maps and lists, values the
-//! schema does not describe) is replaced. Mutating admission policies' ApplyConfiguration
-//! mutations merge with it; server-side apply will build on it.
+//! merge their items by key (lists under the `merge` patch strategy too), objects the schema
+//! does not describe merge key by key, and everything else (scalars, atomic maps and lists) is
+//! replaced. Mutating admission policies' ApplyConfiguration mutations and server-side apply
+//! merge with it; what a node is comes from `managedfields::typed`'s reading of the schema.
 
 use std::collections::HashSet;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::schema::{ListType, MapType, SchemaKind, SchemaRef, Schemas};
+use crate::managedfields::typed::{self, ListRel, Node, Ty};
+use crate::schema::{MapType, SchemaKind, SchemaRef, Schemas};
 
 /// `findAtomics`: the paths (`.spec.selector`, `.spec.containers[0].args`) of atomic maps,
 /// structs and lists that `patch` sets, which a patch may not touch without replacing them whole.
@@ -43,7 +45,7 @@ fn find_atomics(
             }
         }
         (Value::Array(items), SchemaKind::List) => {
-            if matches!(schemas.list_type(s), None | Some(ListType::Atomic)) {
+            if matches!(typed::list_rel(schemas, s), ListRel::Atomic) {
                 found.push(path.clone());
             }
             for (i, item) in items.iter().enumerate() {
@@ -64,57 +66,51 @@ pub fn merge(
     live: &Value,
     patch: &Value,
 ) -> Result<Value, String> {
-    merge_value(schemas, Some(root), Some(live), patch, &mut String::new())
+    merge_typed(schemas, Ty::Schema(root), live, patch)
+}
+
+/// [`merge`] from a node of any type (server-side apply merges from the kind's root too).
+pub fn merge_typed(
+    schemas: &Schemas,
+    root: Ty,
+    live: &Value,
+    patch: &Value,
+) -> Result<Value, String> {
+    merge_value(schemas, root, Some(live), patch, &mut String::new())
 }
 
 fn merge_value(
     schemas: &Schemas,
-    schema: Option<SchemaRef>,
+    ty: Ty,
     live: Option<&Value>,
     patch: &Value,
     path: &mut String,
 ) -> Result<Value, String> {
-    let Some(s) = schema else {
-        return Ok(patch.clone());
-    };
-    match (schemas.kind(s), live, patch) {
-        (SchemaKind::Object | SchemaKind::Map, Some(Value::Object(l)), Value::Object(p))
-            if schemas.map_type(s) != Some(MapType::Atomic) =>
-        {
+    match (typed::node(schemas, ty, Some(patch)), live, patch) {
+        (Node::Map, Some(Value::Object(l)), Value::Object(p)) => {
             let mut out = l.clone();
             for (k, pv) in p {
                 let len = path.len();
                 path.push('.');
                 path.push_str(k);
-                let merged = merge_value(schemas, schemas.child(s, k), l.get(k), pv, path)?;
+                let merged =
+                    merge_value(schemas, typed::child_ty(schemas, ty, k), l.get(k), pv, path)?;
                 path.truncate(len);
                 out.insert(k.clone(), merged);
             }
             Ok(Value::Object(out))
         }
-        (SchemaKind::List, Some(Value::Array(l)), Value::Array(p)) => match schemas.list_type(s) {
-            Some(ListType::Set) => merge_list(schemas, None, l, p, |v| Ok(v.clone()), path),
-            Some(ListType::Map) => {
-                let keys: Vec<String> = schemas.list_map_keys(s).map(str::to_string).collect();
-                let key_of = |v: &Value| -> Result<Value, String> {
-                    let mut k = Map::new();
-                    for name in &keys {
-                        match v.get(name) {
-                            Some(x) => {
-                                k.insert(name.clone(), x.clone());
-                            }
-                            None => {
-                                return Err(format!(
-                                    "associative list with keys has an element that omits key field {name:?} (and doesn't have default value)"
-                                ));
-                            }
-                        }
-                    }
-                    Ok(Value::Object(k))
+        (Node::List(rel), Some(Value::Array(l)), Value::Array(p)) => match rel {
+            ListRel::Set => merge_list(schemas, Ty::Untyped, l, p, |v| Ok(v.to_string()), path),
+            ListRel::Map(_) => {
+                let items = typed::items_ty(schemas, ty);
+                // Items are matched by their key fields, a missing one read as its default.
+                let key_of = |v: &Value| -> Result<String, String> {
+                    typed::typed_item_element(schemas, items, &rel, v).map(|pe| pe.serialize())
                 };
-                merge_list(schemas, schemas.items(s), l, p, key_of, path)
+                merge_list(schemas, items, l, p, key_of, path)
             }
-            _ => Ok(patch.clone()),
+            ListRel::Atomic => Ok(patch.clone()),
         },
         _ => Ok(patch.clone()),
     }
@@ -125,14 +121,14 @@ fn merge_value(
 /// their places; new items come where the patch puts them.
 fn merge_list(
     schemas: &Schemas,
-    items: Option<SchemaRef>,
+    items: Ty,
     live: &[Value],
     patch: &[Value],
-    key_of: impl Fn(&Value) -> Result<Value, String>,
+    key_of: impl Fn(&Value) -> Result<String, String>,
     path: &mut String,
 ) -> Result<Value, String> {
-    // Keys as their JSON text, comparable and hashable.
-    let key_text = |v: &Value| key_of(v).map(|k| k.to_string());
+    // Keys as text, comparable and hashable.
+    let key_text = |v: &Value| key_of(v);
     let live_keys: Vec<String> = live.iter().map(key_text).collect::<Result<_, _>>()?;
     let patch_keys: Vec<String> = patch.iter().map(key_text).collect::<Result<_, _>>()?;
     let in_patch: HashSet<&str> = patch_keys.iter().map(String::as_str).collect();
@@ -253,7 +249,7 @@ mod tests {
         );
         assert_eq!(
             merge(&s, root, &live, &json!({"containers": [{"image": "x"}]})).err(),
-            Some("associative list with keys has an element that omits key field \"name\" (and doesn't have default value)".into())
+            Some("associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)".into())
         );
     }
 
