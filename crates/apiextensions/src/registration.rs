@@ -168,7 +168,8 @@ pub fn resource_info(crd: &Value, facts: &CrdFacts, version: &Value) -> Resource
     let name = text(version, "/name").to_string();
     let mut subresources = Vec::new();
     let subs = version.get("subresources");
-    if subs.and_then(|s| s.get("status")).is_some() {
+    let has_status = subs.and_then(|s| s.get("status")).is_some();
+    if has_status {
         subresources.push(SubresourceInfo {
             name: "status".into(),
             group: facts.group.clone(),
@@ -222,6 +223,22 @@ pub fn resource_info(crd: &Value, facts: &CrdFacts, version: &Value) -> Resource
         scale_paths,
         field_label_message: None,
         unstructured: true,
+        // The main strategy resets status when the version has the subresource; the status
+        // strategy resets metadata and spec (upstream's custom resource strategies).
+        reset_fields: if has_status {
+            vec![
+                (
+                    "".into(),
+                    apimachinery::managedfields::reset_set(&["status"]),
+                ),
+                (
+                    "status".into(),
+                    apimachinery::managedfields::reset_set(&["metadata", "spec"]),
+                ),
+            ]
+        } else {
+            Vec::new()
+        },
         // `selectableFields` (`.spec.color` → field label `spec.color`).
         selectable_fields: version
             .get("selectableFields")

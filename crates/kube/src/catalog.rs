@@ -84,6 +84,139 @@ fn immutable_fields(group: &str, resource: &str) -> &'static [ImmutableField] {
     }
 }
 
+/// The fields each strategy resets, by resource and subresource (`""` the main resource):
+/// changes there belong to no field manager (upstream's `GetResetFields`, as the REST storage
+/// exposes it — podgroups and podcertificaterequests declare none on the main resource).
+const RESET_FIELDS: &[(&str, &str, ResetRows)] = &[
+    ("apps", "daemonsets", MAIN_STATUS),
+    (
+        "apps",
+        "deployments",
+        &[("", &["status"]), ("status", &["spec", "metadata.labels"])],
+    ),
+    ("apps", "replicasets", MAIN_STATUS),
+    ("apps", "statefulsets", MAIN_STATUS),
+    ("autoscaling", "horizontalpodautoscalers", MAIN_STATUS),
+    ("batch", "jobs", MAIN_STATUS),
+    ("batch", "cronjobs", MAIN_STATUS),
+    (
+        "certificates.k8s.io",
+        "certificatesigningrequests",
+        &[
+            ("", &["spec", "status"]),
+            ("status", &["spec", "status.conditions"]),
+            ("approval", &["spec", "status.certificate"]),
+        ],
+    ),
+    (
+        "certificates.k8s.io",
+        "podcertificaterequests",
+        &[("status", &["spec"])],
+    ),
+    (
+        "",
+        "namespaces",
+        &[
+            ("", &["status"]),
+            ("status", &["spec"]),
+            ("finalize", &["status"]),
+        ],
+    ),
+    ("", "nodes", MAIN_STATUS),
+    ("", "persistentvolumes", MAIN_STATUS),
+    ("", "persistentvolumeclaims", MAIN_STATUS),
+    (
+        "",
+        "pods",
+        &[
+            ("", &["status"]),
+            (
+                "status",
+                &[
+                    "spec",
+                    "metadata.deletionTimestamp",
+                    "metadata.ownerReferences",
+                ],
+            ),
+        ],
+    ),
+    ("", "replicationcontrollers", MAIN_STATUS),
+    ("", "resourcequotas", MAIN_STATUS),
+    ("", "services", MAIN_STATUS),
+    ("networking.k8s.io", "ingresses", MAIN_STATUS),
+    ("policy", "poddisruptionbudgets", MAIN_STATUS),
+    (
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        MAIN_STATUS,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        STATUS_AND_METADATA,
+    ),
+    (
+        "internal.apiserver.k8s.io",
+        "storageversions",
+        STATUS_AND_METADATA,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "flowschemas",
+        STATUS_AND_METADATA,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+        STATUS_AND_METADATA,
+    ),
+    ("networking.k8s.io", "servicecidrs", STATUS_AND_METADATA),
+    ("resource.k8s.io", "resourceclaims", STATUS_AND_METADATA),
+    ("resource.k8s.io", "devicetaintrules", STATUS_AND_METADATA),
+    (
+        "resource.k8s.io",
+        "resourcepoolstatusrequests",
+        STATUS_AND_METADATA,
+    ),
+    (
+        "scheduling.k8s.io",
+        "podgroups",
+        &[("status", &["spec", "metadata"])],
+    ),
+    ("storage.k8s.io", "volumeattachments", STATUS_AND_METADATA),
+    (
+        "storagemigration.k8s.io",
+        "storageversionmigrations",
+        STATUS_AND_METADATA,
+    ),
+    ("apiregistration.k8s.io", "apiservices", STATUS_AND_METADATA),
+];
+
+/// A resource's reset fields: (subresource, dotted paths) rows.
+type ResetRows = &'static [(&'static str, &'static [&'static str])];
+
+/// Status is the status strategy's, the spec the main strategy's.
+const MAIN_STATUS: ResetRows = &[("", &["status"]), ("status", &["spec"])];
+/// As [`MAIN_STATUS`], and the status strategy resets all metadata too.
+const STATUS_AND_METADATA: ResetRows = &[("", &["status"]), ("status", &["spec", "metadata"])];
+
+fn reset_fields(group: &str, resource: &str) -> Vec<(String, apimachinery::managedfields::Set)> {
+    RESET_FIELDS
+        .iter()
+        .find(|(g, r, _)| *g == group && *r == resource)
+        .map(|(.., subs)| {
+            subs.iter()
+                .map(|(sub, paths)| {
+                    (
+                        sub.to_string(),
+                        apimachinery::managedfields::reset_set(paths),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What a write through `/status` keeps as stored, by resource (upstream's status strategies:
 /// `ResetObjectMetaForStatus` or `ObjectMeta = old` keeps everything a client writes; Deployment
 /// keeps its labels, Pod its owner references, APIService all four); every other kind takes the
@@ -564,6 +697,7 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
                 .then(|| "componentstatus".to_string()),
             scale_paths: None,
             unstructured: false,
+            reset_fields: reset_fields(group, name),
             deprecation_warning: deprecation_warning(
                 group,
                 version,

@@ -47,10 +47,151 @@ pub fn meta_schemas_v3() -> serde_json::Map<String, serde_json::Value> {
 /// The v2 document's definitions without descriptions, derived at build time (build.rs).
 const V2_STRUCTURAL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/v2-structural.json"));
 
+/// The defaults of list-map key fields, which upstream's OpenAPI v3 documents carry and v2
+/// leaves out (definition, field, JSON value): server-side apply reads a missing key as its
+/// default (a container port without `protocol` is the `TCP` one), as upstream's type
+/// converter, built from the v3 models, does.
+const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
+    (
+        "io.k8s.api.admissionregistration.v1.MatchCondition",
+        "name",
+        r#""""#,
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.MutatingWebhook",
+        "name",
+        r#""""#,
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingWebhook",
+        "name",
+        r#""""#,
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.Variable",
+        "name",
+        r#""""#,
+    ),
+    ("io.k8s.api.apps.v1.DaemonSetCondition", "type", r#""""#),
+    ("io.k8s.api.apps.v1.DeploymentCondition", "type", r#""""#),
+    ("io.k8s.api.apps.v1.ReplicaSetCondition", "type", r#""""#),
+    ("io.k8s.api.apps.v1.StatefulSetCondition", "type", r#""""#),
+    (
+        "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition",
+        "type",
+        r#""""#,
+    ),
+    (
+        "io.k8s.api.certificates.v1.CertificateSigningRequestCondition",
+        "type",
+        r#""""#,
+    ),
+    ("io.k8s.api.core.v1.ComponentCondition", "type", r#""""#),
+    ("io.k8s.api.core.v1.Container", "name", r#""""#),
+    ("io.k8s.api.core.v1.ContainerPort", "containerPort", r#"0"#),
+    ("io.k8s.api.core.v1.ContainerPort", "protocol", r#""TCP""#),
+    ("io.k8s.api.core.v1.EnvVar", "name", r#""""#),
+    ("io.k8s.api.core.v1.EphemeralContainer", "name", r#""""#),
+    ("io.k8s.api.core.v1.HostAlias", "ip", r#""""#),
+    ("io.k8s.api.core.v1.LocalObjectReference", "name", r#""""#),
+    ("io.k8s.api.core.v1.NamespaceCondition", "type", r#""""#),
+    ("io.k8s.api.core.v1.NodeAddress", "type", r#""""#),
+    ("io.k8s.api.core.v1.NodeCondition", "type", r#""""#),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeClaimCondition",
+        "type",
+        r#""""#,
+    ),
+    ("io.k8s.api.core.v1.PodCondition", "type", r#""""#),
+    ("io.k8s.api.core.v1.PodIP", "ip", r#""""#),
+    ("io.k8s.api.core.v1.PodResourceClaim", "name", r#""""#),
+    ("io.k8s.api.core.v1.PodResourceClaimStatus", "name", r#""""#),
+    ("io.k8s.api.core.v1.PodSchedulingGate", "name", r#""""#),
+    (
+        "io.k8s.api.core.v1.ReplicationControllerCondition",
+        "type",
+        r#""""#,
+    ),
+    ("io.k8s.api.core.v1.ResourceClaim", "name", r#""""#),
+    ("io.k8s.api.core.v1.ResourceHealth", "resourceID", r#""""#),
+    ("io.k8s.api.core.v1.ResourceStatus", "name", r#""""#),
+    ("io.k8s.api.core.v1.ServicePort", "port", r#"0"#),
+    ("io.k8s.api.core.v1.ServicePort", "protocol", r#""TCP""#),
+    (
+        "io.k8s.api.core.v1.TopologySpreadConstraint",
+        "topologyKey",
+        r#""""#,
+    ),
+    (
+        "io.k8s.api.core.v1.TopologySpreadConstraint",
+        "whenUnsatisfiable",
+        r#""""#,
+    ),
+    ("io.k8s.api.core.v1.Volume", "name", r#""""#),
+    ("io.k8s.api.core.v1.VolumeDevice", "devicePath", r#""""#),
+    ("io.k8s.api.core.v1.VolumeMount", "mountPath", r#""""#),
+    ("io.k8s.api.core.v1.VolumeMountStatus", "mountPath", r#""""#),
+    (
+        "io.k8s.api.resource.v1.AllocatedDeviceStatus",
+        "device",
+        r#""""#,
+    ),
+    (
+        "io.k8s.api.resource.v1.AllocatedDeviceStatus",
+        "driver",
+        r#""""#,
+    ),
+    (
+        "io.k8s.api.resource.v1.AllocatedDeviceStatus",
+        "pool",
+        r#""""#,
+    ),
+    (
+        "io.k8s.api.resource.v1.ResourceClaimConsumerReference",
+        "uid",
+        r#""""#,
+    ),
+    ("io.k8s.api.storage.v1.CSINodeDriver", "name", r#""""#),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition",
+        "type",
+        r#""""#,
+    ),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule",
+        "rule",
+        r#""""#,
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Condition",
+        "type",
+        r#""""#,
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference",
+        "uid",
+        r#""""#,
+    ),
+    (
+        "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition",
+        "type",
+        r#""""#,
+    ),
+];
+
 /// Parses the structural schemas of the built-in kinds.
 pub fn schemas() -> Result<Schemas, String> {
-    let doc: serde_json::Value =
+    let mut doc: serde_json::Value =
         serde_json::from_slice(V2_STRUCTURAL).map_err(|e| e.to_string())?;
+    for (definition, field, value) in KEY_DEFAULTS {
+        if let Some(prop) = doc
+            .pointer_mut(&format!("/definitions/{definition}/properties/{field}"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            let value = serde_json::from_str(value).map_err(|e| e.to_string())?;
+            prop.insert("default".into(), value);
+        }
+    }
     Ok(Schemas::from_openapi_v2(&doc))
 }
 

@@ -38,6 +38,10 @@ pub async fn handle(
     }
     let requester = Requester { user: &req.user };
     if store.info.verbs.iter().all(|v| v == "create") {
+        // Upstream's create handler takes managed fields before the review answers.
+        if let Some(mf) = super::managed_fields(api, &req, q.field_manager.as_deref(), None) {
+            store.track_update(&mf, "", None, &mut obj);
+        }
         let name = obj.name().to_string();
         store
             .admit_create_without_storage(
@@ -71,7 +75,10 @@ pub async fn handle(
             &requester,
             &req.info.namespace,
             obj,
-            &WriteOptions { dry_run: q.dry_run },
+            &WriteOptions {
+                dry_run: q.dry_run,
+                managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref(), None),
+            },
         )
         .await?;
     response::object(api, &store.info, StatusCode::CREATED, &created, n)
@@ -140,9 +147,13 @@ pub async fn handle_subresource(
         )),
     };
     let opts = crate::registry::UpdateOptions {
-        write: WriteOptions { dry_run: q.dry_run },
+        write: WriteOptions {
+            dry_run: q.dry_run,
+            managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref(), None),
+        },
         subresource: sub.name.clone(),
         is_put: false,
+        force_allow_create: false,
     };
     store
         .update(

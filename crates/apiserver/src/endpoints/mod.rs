@@ -41,6 +41,26 @@ pub struct ApiRequest {
     pub body: Bytes,
 }
 
+/// The field manager of a write request (see `registry::fieldmanager`): the `fieldManager`
+/// parameter or the User-Agent's prefix; `None` when the server has no schemas.
+pub(crate) fn managed_fields(
+    api: &ApiResources,
+    req: &ApiRequest,
+    field_manager: Option<&str>,
+    subresource: Option<&str>,
+) -> Option<crate::registry::ManagedFieldsRequest> {
+    let user_agent = req
+        .headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    Some(crate::registry::ManagedFieldsRequest {
+        schemas: api.shared_schemas()?,
+        manager: apimachinery::managedfields::manager_or_user_agent(field_manager, user_agent),
+        subresource: subresource.map(str::to_string),
+    })
+}
+
 /// Served resources by group, version and resource, plus what handlers need beside storage.
 pub struct ApiResources {
     stores: HashMap<(String, String, String), Arc<RegistryStore>>,

@@ -33,8 +33,8 @@ pub async fn handle(
         .unwrap_or("");
     let essence = ct.split(';').next().unwrap_or("").trim();
     let patch_type = match PatchType::from_content_type(essence) {
-        Some(PatchType::Apply) | None => {
-            // Server-side apply is not served yet; upstream answers unknown patch types this way.
+        None => {
+            // Upstream's answer to a patch type it does not know.
             let mut s = Status::unsupported_media_type("415: Unsupported Media Type");
             s.details = Some(Box::default());
             return Err(s);
@@ -47,7 +47,8 @@ pub async fn handle(
         }
         Some(t) => t,
     };
-    q.validate_write_options("PatchOptions", false)?;
+    let apply = patch_type == PatchType::Apply;
+    q.validate_write_options("PatchOptions", apply)?;
     let info = store.info.clone();
     let name = req.info.name.clone();
     let namespace = req.info.namespace.clone();
@@ -56,7 +57,28 @@ pub async fn handle(
     // The patch document is read once, before the update loop; a strategic merge patch is kept
     // parsed, the others as bytes for their appliers.
     let patch_doc = check_patch_document(patch_type, &body, q.field_validation)?;
+    let manager = q.field_manager.clone().unwrap_or_default();
+    let force = q.force.unwrap_or(false);
+    let apply_store = store.clone();
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
+        if apply {
+            // Server-side apply: a missing object is created from the applied configuration.
+            let schemas = api
+                .schemas()
+                .ok_or_else(|| Status::internal("server-side apply needs the OpenAPI schemas"))?;
+            let config = patch_doc.as_ref().unwrap_or(&Value::Null);
+            let applied = apply_store.apply(schemas, &sub, current, config, &manager, force)?;
+            return finish_patched(
+                api,
+                &info,
+                &name,
+                &namespace,
+                current,
+                applied,
+                q.field_validation,
+                |p| p.to_string(),
+            );
+        }
         let Some(current) = current else {
             return Err(Status::not_found(&info.group_resource(), &name));
         };
@@ -79,50 +101,39 @@ pub async fn handle(
                 )
                 .map_err(|e| e.to_status())?
             }
-            PatchType::Apply => unreachable!("rejected above"),
+            PatchType::Apply => unreachable!("applied above"),
         };
         // Upstream shows the patched JSON in the error of a JSON or merge patch, and the patch
         // map (as Go prints it) in that of a strategic merge patch.
-        let (mut patched, found) = decode_patched(
+        finish_patched(
             api,
             &info,
+            &name,
+            &namespace,
+            Some(current),
             patched,
             q.field_validation,
             |patched| match patch_doc.as_ref() {
                 Some(doc) => go_print(doc),
                 None => patched.to_string(),
             },
-        )?;
-        crate::warning::add_all(found);
-        // Upstream's checkName: the patched object keeps the URL's name and namespace.
-        if patched.name() != name.as_str() {
-            return Err(Status::bad_request(format!(
-                "the name of the object ({}) does not match the name on the URL ({name})",
-                patched.name()
-            )));
-        }
-        if !namespace.is_empty()
-            && !patched.namespace().is_empty()
-            && patched.namespace() != namespace.as_str()
-        {
-            return Err(Status::bad_request(format!(
-                "the namespace of the object ({}) does not match the namespace on the request ({namespace})",
-                patched.namespace()
-            )));
-        }
-        // A patch that keeps the stored resourceVersion is not a precondition: only one that
-        // changes it is (upstream compares the patched object with the original).
-        if patched.resource_version() == current.resource_version() {
-            patched.remove_meta("resourceVersion");
-        }
-        Ok(patched)
+        )
     };
     let opts = UpdateOptions {
-        write: WriteOptions { dry_run: q.dry_run },
-        subresource: sub,
+        write: WriteOptions {
+            dry_run: q.dry_run,
+            // An apply records its own managed fields.
+            managed_fields: if apply {
+                None
+            } else {
+                super::managed_fields(api, &req, q.field_manager.as_deref(), None)
+            },
+        },
+        subresource: sub.clone(),
         is_put: false,
+        force_allow_create: apply,
     };
-    let (updated, _) = store
+    let (updated, created) = store
         .update(
             &Requester { user: &req.user },
             &req.info.namespace,
@@ -131,7 +142,48 @@ pub async fn handle(
             &opts,
         )
         .await?;
-    response::object(api, &store.info, StatusCode::OK, &updated, n)
+    let code = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    response::object(api, &store.info, code, &updated, n)
+}
+
+/// What every patch does with its result: decoded as the kind's Go type (with the request's
+/// field validation), the name and namespace checked against the URL, and a resourceVersion
+/// kept from the stored object dropped (only a changed one is a precondition).
+#[allow(clippy::too_many_arguments)]
+fn finish_patched(
+    api: &ApiResources,
+    info: &crate::registry::ResourceInfo,
+    name: &str,
+    namespace: &str,
+    current: Option<&Value>,
+    patched: Value,
+    fv: FieldValidation,
+    shown: impl FnOnce(&Value) -> String,
+) -> Result<Value, Status> {
+    let (mut patched, found) = decode_patched(api, info, patched, fv, shown)?;
+    crate::warning::add_all(found);
+    // Upstream's checkName: the patched object keeps the URL's name and namespace.
+    if patched.name() != name {
+        return Err(Status::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            patched.name()
+        )));
+    }
+    if !namespace.is_empty() && !patched.namespace().is_empty() && patched.namespace() != namespace
+    {
+        return Err(Status::bad_request(format!(
+            "the namespace of the object ({}) does not match the namespace on the request ({namespace})",
+            patched.namespace()
+        )));
+    }
+    if current.is_some_and(|c| patched.resource_version() == c.resource_version()) {
+        patched.remove_meta("resourceVersion");
+    }
+    Ok(patched)
 }
 
 /// Reads the patch document as upstream does before applying it: with `fieldValidation` Warn or
@@ -194,6 +246,17 @@ fn check_patch_document(
                 kind(&other)
             ))),
         },
+        PatchType::Apply => {
+            let doc: Value = serde_yaml_ng::from_slice(body)
+                .map_err(|e| Status::bad_request(format!("error decoding YAML: {e}")))?;
+            match doc {
+                Value::Object(_) => Ok(Some(doc)),
+                other => Err(Status::bad_request(format!(
+                    "error decoding YAML: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                    kind(&other)
+                ))),
+            }
+        }
         _ => Ok(None),
     }
 }

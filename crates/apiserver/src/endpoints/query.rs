@@ -209,6 +209,14 @@ impl Query {
                 "may not be specified for non-apply patch",
             ));
         }
+        if kind == "PatchOptions" && apply && self.field_manager.as_deref().unwrap_or("").is_empty()
+        {
+            // kubectl sends `kubectl`; controllers must name themselves.
+            errs.push(FieldError::required(
+                &FieldPath::new("fieldManager"),
+                "is required for apply patch",
+            ));
+        }
         if let Some(manager) = &self.field_manager {
             errs.extend(apimachinery::validation::validate_field_manager(
                 manager,

@@ -115,7 +115,7 @@ pub async fn get(
 }
 
 pub async fn update(
-    _api: &ApiResources,
+    api: &ApiResources,
     store: &Arc<RegistryStore>,
     req: ApiRequest,
 ) -> Result<Response, Status> {
@@ -194,9 +194,18 @@ pub async fn update(
         }
     };
     let opts = UpdateOptions {
-        write: WriteOptions { dry_run: q.dry_run },
+        write: WriteOptions {
+            dry_run: q.dry_run,
+            managed_fields: super::managed_fields(
+                api,
+                &req,
+                q.field_manager.as_deref(),
+                Some("scale"),
+            ),
+        },
         subresource: String::new(),
         is_put: false,
+        force_allow_create: false,
     };
     let (updated, _) = store
         .update(

@@ -37,9 +37,13 @@ pub async fn handle(
         ));
     }
     let opts = UpdateOptions {
-        write: WriteOptions { dry_run: q.dry_run },
+        write: WriteOptions {
+            dry_run: q.dry_run,
+            managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref(), None),
+        },
         subresource: req.info.subresource.clone(),
         is_put: true,
+        force_allow_create: false,
     };
     let mut updater = |_: Option<&serde_json::Value>| Ok(obj.clone());
     let (updated, created) = store

@@ -4,12 +4,14 @@
 //! The registry never names a particular kind.
 
 pub mod conversion;
+mod fieldmanager;
 pub mod reflector;
 mod resource;
 mod store;
 mod strategy;
 
 pub use conversion::{Conversion, ConvertingStore, SyncConversion};
+pub use fieldmanager::ManagedFieldsRequest;
 pub use resource::{
     ImmutableField, Refusal, ResourceInfo, STATUS_RESETS_METADATA, ScalePaths, SelectableField,
     SubresourceInfo,

@@ -116,6 +116,9 @@ pub struct ResourceInfo {
     /// Served as unstructured JSON (custom resources): no protobuf in or out, and no strategic
     /// merge patch, which needs Go struct tags that such kinds do not have.
     pub unstructured: bool,
+    /// The fields each strategy resets, by subresource (`""` for the main resource): changes
+    /// there belong to no manager (upstream's `GetResetFields`).
+    pub reset_fields: Vec<(String, apimachinery::managedfields::Set)>,
 }
 
 /// What `ResetObjectMetaForStatus` keeps as stored, and what custom resources keep: every

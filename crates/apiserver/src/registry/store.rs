@@ -21,6 +21,7 @@ use storage::{
     WatchOptions, WatchStream,
 };
 
+use super::fieldmanager::ManagedFieldsRequest;
 use super::{Conversion, ResourceInfo, Strategy};
 use crate::admission::{Admission, Attributes, Operation};
 use crate::authentication::UserInfo;
@@ -37,6 +38,9 @@ pub struct Requester<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct WriteOptions {
     pub dry_run: bool,
+    /// The request's field manager: the write's changes are recorded in `managedFields`.
+    /// `None` for writes made inside the server, and for applies, which record their own.
+    pub managed_fields: Option<ManagedFieldsRequest>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -46,6 +50,8 @@ pub struct UpdateOptions {
     pub subresource: String,
     /// The update is a PUT (a full object), which may create the object when the strategy allows.
     pub is_put: bool,
+    /// The update creates a missing object whatever the strategy says (server-side apply).
+    pub force_allow_create: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -80,9 +86,11 @@ pub struct RegistryStore {
     /// How this version's objects become the storage version's and back (`None`: this is the
     /// storage version).
     conversion: Option<Arc<dyn Conversion>>,
+    /// The kind's zero object, made on first use (see `fieldmanager`).
+    pub(super) zero: std::sync::OnceLock<Value>,
 }
 
-fn now_rfc3339() -> String {
+pub(super) fn now_rfc3339() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
@@ -156,14 +164,19 @@ fn without_meta_and_status(obj: &Value) -> Value {
     v
 }
 
-/// Two objects that differ only in resourceVersion and managedFields are the same write:
-/// upstream skips such no-op updates, and so does not bump the resourceVersion.
+/// Two objects that differ only in resourceVersion and the times of their managed fields are
+/// the same write: upstream skips such no-op updates (reverting the times a no-op touched), and
+/// so does not bump the resourceVersion.
 fn same_object(a: &Value, b: &Value) -> bool {
     let strip = |v: &Value| {
         let mut v = v.clone();
         if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
-            m.remove("managedFields");
+            if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+                for e in entries.iter_mut().filter_map(Value::as_object_mut) {
+                    e.remove("time");
+                }
+            }
         }
         v
     };
@@ -186,6 +199,7 @@ impl RegistryStore {
             admission,
             key_root,
             conversion: None,
+            zero: std::sync::OnceLock::new(),
         }
     }
 
@@ -396,6 +410,9 @@ impl RegistryStore {
             obj.remove_meta("namespace");
         }
         self.strategy.default(&mut obj);
+        if let Some(mf) = &opts.managed_fields {
+            self.track_update(mf, "", None, &mut obj);
+        }
         {
             // Admission names the object being created, as upstream's create handler does.
             let name = obj.name().to_string();
@@ -526,7 +543,11 @@ impl RegistryStore {
         let sub = opts.subresource.as_str();
         loop {
             let Some(current) = self.current(&key, name).await? else {
-                if opts.is_put && sub.is_empty() && self.strategy.allow_create_on_update() {
+                // Subresources never create (upstream's status REST passes no force either).
+                if sub.is_empty()
+                    && ((opts.is_put && self.strategy.allow_create_on_update())
+                        || opts.force_allow_create)
+                {
                     let obj = updater(None)?;
                     return Ok((self.create(req, namespace, obj, &opts.write).await?, true));
                 }
@@ -578,6 +599,12 @@ impl RegistryStore {
                 }
                 let sent = new.metadata().cloned().unwrap_or_default();
                 let meta = merged.metadata_mut();
+                // An apply through /status brings its managed fields; an update's are taken
+                // again below, from the stored ones.
+                match sent.get("managedFields") {
+                    Some(v) => meta.insert("managedFields".into(), v.clone()),
+                    None => meta.remove("managedFields"),
+                };
                 for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
                     if self.info.status_keeps_metadata.contains(&field) {
                         continue;
@@ -625,6 +652,9 @@ impl RegistryStore {
                 meta.remove("resourceVersion");
             }
             self.strategy.default(&mut new);
+            if let Some(mf) = &opts.write.managed_fields {
+                self.track_update(mf, sub, Some(&old), &mut new);
+            }
             // The same attributes serve mutating and validating admission.
             let attrs = self.attributes(
                 req,
@@ -892,7 +922,7 @@ impl RegistryStore {
 /// `omitempty` maps and lists go (`labels: {}` after the last label is removed). The protobuf
 /// transcoder knows exactly these Go facts, so a round trip through it gives that form; objects
 /// it has no Go type for (custom resources) are left as they are.
-fn go_form(obj: &mut Value) {
+pub(super) fn go_form(obj: &mut Value) {
     let api_version = obj.api_version();
     let kind = obj.kind();
     if !ironplane_protobuf::supports(api_version, kind) {

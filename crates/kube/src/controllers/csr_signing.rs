@@ -368,7 +368,7 @@ pub async fn run(api: Arc<ApiResources>, ca: ClusterCa) {
             let opts = UpdateOptions {
                 write: WriteOptions::default(),
                 subresource: "status".into(),
-                is_put: false,
+                ..Default::default()
             };
             if let Err(e) = store
                 .update(

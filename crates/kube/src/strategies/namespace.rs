@@ -37,9 +37,20 @@ fn spec_finalizers(obj: &Value) -> Vec<&str> {
 pub struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
-    /// `SetDefaults_NamespaceStatus`: the phase is `Active` unless given (a status write that
-    /// leaves it out sets `Active`).
+    /// `SetDefaults_Namespace`: a named namespace carries the `kubernetes.io/metadata.name`
+    /// label; `SetDefaults_NamespaceStatus`: the phase is `Active` unless given (a status write
+    /// that leaves it out sets `Active`).
     fn default(&self, obj: &mut Value) {
+        if let Some(name) = obj
+            .pointer("/metadata/name")
+            .filter(|n| n.as_str().is_some_and(|n| !n.is_empty()))
+            .cloned()
+        {
+            if !obj["metadata"]["labels"].is_object() {
+                obj["metadata"]["labels"] = json!({});
+            }
+            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+        }
         let Some(map) = obj.as_object_mut() else {
             return;
         };

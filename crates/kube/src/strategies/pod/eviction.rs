@@ -129,9 +129,9 @@ async fn add_condition_and_delete(
             Ok(next)
         };
         let update = UpdateOptions {
-            write: WriteOptions { dry_run: false },
+            write: WriteOptions::default(),
             subresource: "status".into(),
-            is_put: false,
+            ..Default::default()
         };
         let (written, _) = pods
             .update(requester, namespace, name, &mut updater, &update)
@@ -400,9 +400,9 @@ async fn take_disruption(
         Ok(next)
     };
     let opts = UpdateOptions {
-        write: WriteOptions { dry_run: false },
+        write: WriteOptions::default(),
         subresource: "status".into(),
-        is_put: false,
+        ..Default::default()
     };
     pdbs.update(
         &Requester { user },

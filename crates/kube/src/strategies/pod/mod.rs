@@ -21,8 +21,6 @@ mod util;
 mod volumes;
 mod warnings;
 
-use super::set_default;
-
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{FieldError, FieldPath, is_dns1123_label};
@@ -124,12 +122,10 @@ impl Strategy for PodStrategy {
         }
     }
 
+    /// `priority` and `preemptionPolicy` are no defaults: the Priority admission plugin sets
+    /// them, after the create's managed fields are taken.
     fn default(&self, obj: &mut Value) {
         defaults::default_pod(obj);
-        if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
-            set_default(spec, "priority", json!(0));
-            set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
-        }
     }
 
     /// A new pod is pending, with the QoS class of its resources (a class the client sent is

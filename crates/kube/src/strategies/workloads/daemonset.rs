@@ -144,9 +144,22 @@ fn set_template_generation(obj: &mut Value, generation: i64) {
 }
 
 impl Strategy for DaemonSetStrategy {
+    /// Upstream's v1 form always has the template-generation annotation: the conversion from
+    /// the internal type writes `spec.templateGeneration`, 0 until the strategy sets it, so a
+    /// create's managed fields own it.
     fn default(&self, obj: &mut Value) {
         if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
             default_spec(spec);
+        }
+        if obj.is_object()
+            && obj
+                .pointer(&format!(
+                    "/metadata/annotations/{}",
+                    TEMPLATE_GENERATION.replace('/', "~1")
+                ))
+                .is_none()
+        {
+            set_template_generation(obj, 0);
         }
     }
 

@@ -1,0 +1,125 @@
+//! The registry's field manager: `metadata.managedFields` kept on every write that comes
+//! through the REST handlers, and server-side apply (upstream: the `FieldManager` each
+//! endpoint's `RequestScope` carries, k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager).
+//!
+//! The machinery is `apimachinery::managedfields`; this module hands it what a resource knows:
+//! the kind's schema, the fields its strategy resets per subresource, and the kind's zero
+//! object in Go's form (what a create is compared against, as upstream compares with `New()`).
+//! Writes made inside the server (controllers, bootstrap) carry no manager and are not
+//! tracked.
+
+use std::sync::Arc;
+
+use apimachinery::Status;
+use apimachinery::managedfields::{ApplyError, FieldManager, Set, Ty};
+use apimachinery::object::ObjectExt;
+use apimachinery::schema::Schemas;
+use serde_json::Value;
+
+use super::RegistryStore;
+
+/// Who writes, for the managed fields of one request.
+#[derive(Clone, Debug)]
+pub struct ManagedFieldsRequest {
+    pub schemas: Arc<Schemas>,
+    /// The `fieldManager` parameter, or the User-Agent's prefix.
+    pub manager: String,
+    /// The subresource the manager writes through when the store sees another (`scale` writes
+    /// the main resource).
+    pub subresource: Option<String>,
+}
+
+static NO_RESET: std::sync::LazyLock<Set> = std::sync::LazyLock::new(Set::new);
+
+impl RegistryStore {
+    /// The kind's zero object as upstream's `New()` gives it, in Go's JSON form (`status: {}`,
+    /// `metadata.creationTimestamp: null`); only `apiVersion` and `kind` for custom resources.
+    pub(crate) fn zero_object(&self) -> &Value {
+        self.zero.get_or_init(|| {
+            let mut zero = serde_json::json!({
+                "apiVersion": self.info.gvk().api_version(),
+                "kind": self.info.kind,
+            });
+            super::store::go_form(&mut zero);
+            zero
+        })
+    }
+
+    fn field_manager<'a>(
+        &'a self,
+        schemas: &'a Schemas,
+        subresource: &'a str,
+        api_version: &'a str,
+        now: &'a str,
+    ) -> Option<FieldManager<'a>> {
+        let root = schemas.root_for(&self.info.group, &self.info.version, &self.info.kind)?;
+        let reset = self
+            .info
+            .reset_fields
+            .iter()
+            .find(|(s, _)| s == subresource)
+            .map_or(&*NO_RESET, |(_, set)| set);
+        Some(FieldManager {
+            schemas,
+            root: Ty::Schema(root),
+            api_version,
+            kind: &self.info.kind,
+            subresource,
+            reset,
+            now,
+            zero: self.zero_object(),
+        })
+    }
+
+    /// Records an update's (or a create's, with no `live`) changes in `new`'s managed fields.
+    pub(crate) fn track_update(
+        &self,
+        mf: &ManagedFieldsRequest,
+        subresource: &str,
+        live: Option<&Value>,
+        new: &mut Value,
+    ) {
+        let api_version = self.info.gvk().api_version();
+        let now = super::store::now_rfc3339();
+        let subresource = mf.subresource.as_deref().unwrap_or(subresource);
+        let Some(fm) = self.field_manager(&mf.schemas, subresource, &api_version, &now) else {
+            return;
+        };
+        // Compared in Go's form, as upstream compares decoded Go values: an empty map a client
+        // sent is no field, a struct it left out is there empty.
+        let mut typed = new.clone();
+        super::store::go_form(&mut typed);
+        fm.update(live.unwrap_or(fm.zero), &mut typed, &mf.manager);
+        match typed.pointer("/metadata/managedFields") {
+            Some(v) => new.set_meta("managedFields", v.clone()),
+            None => {
+                new.remove_meta("managedFields");
+            }
+        }
+    }
+
+    /// Server-side apply of `config` onto `live` (None: the object does not exist yet) by
+    /// `manager`: the new object with its managed fields, or upstream's 409 for conflicts.
+    pub fn apply(
+        &self,
+        schemas: &Schemas,
+        subresource: &str,
+        live: Option<&Value>,
+        config: &Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<Value, Status> {
+        let api_version = self.info.gvk().api_version();
+        let now = super::store::now_rfc3339();
+        let fm = self
+            .field_manager(schemas, subresource, &api_version, &now)
+            .ok_or_else(|| {
+                Status::internal(format!(
+                    "no schema for {}.{}: server-side apply needs one",
+                    self.info.kind, self.info.group
+                ))
+            })?;
+        fm.apply(live.unwrap_or(fm.zero), config, manager, force)
+            .map_err(ApplyError::into_status)
+    }
+}
