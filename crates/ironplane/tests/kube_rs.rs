@@ -393,36 +393,62 @@ async fn every_patch_type_through_api_patch() {
         &BTreeMap::from([("patched".into(), "json".into())])
     );
 
-    // Server-side apply is not served yet, and Ironplane answers the apply patch type the way
-    // upstream answers a patch type it does not know: 415 UnsupportedMediaType. This assertion
-    // is expected to change when apply lands (kube-apiserver v1.36 applies it); it is exact so
-    // that the change in behaviour makes this test fail loudly and gets this check rewritten.
+    // Server-side apply: `data.a` belongs to the client that created it, so an apply that
+    // changes it conflicts (409, the field and its manager named) until it is forced.
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "merged"},
+        "data": {"a": "applied"},
+    });
     let applied = cms
         .patch(
             "merged",
             &PatchParams::apply("kube-rs-test"),
-            &Patch::Apply(json!({
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "merged"},
-                "data": {"a": "applied"},
-            })),
+            &Patch::Apply(config.clone()),
         )
         .await;
     match applied {
         Err(kube::Error::Api(status)) => {
-            assert_eq!(status.code, 415, "{status:?}");
-            assert_eq!(status.reason, "UnsupportedMediaType", "{status:?}");
+            assert_eq!(status.code, 409, "{status:?}");
+            assert_eq!(status.reason, "Conflict", "{status:?}");
+            assert!(
+                status
+                    .message
+                    .starts_with("Apply failed with 1 conflict: conflict with ")
+                    && status.message.ends_with(": .data.a"),
+                "{status:?}"
+            );
         }
-        other => {
-            panic!("server-side apply should answer 415 until it is implemented, got {other:?}")
-        }
+        other => panic!("the apply should conflict, got {other:?}"),
     }
     let read = cms.get("merged").await.expect("the ConfigMap is read");
     assert_eq!(
         read.resource_version(),
         merged.resource_version(),
         "the refused apply left the object alone"
+    );
+    let forced = cms
+        .patch(
+            "merged",
+            &PatchParams::apply("kube-rs-test").force(),
+            &Patch::Apply(config),
+        )
+        .await
+        .expect("a forced apply wins");
+    assert_eq!(
+        data_of(&forced).get("a").map(String::as_str),
+        Some("applied")
+    );
+    let managers = forced.metadata.managed_fields.clone().unwrap_or_default();
+    let ours = managers
+        .iter()
+        .find(|m| m.manager.as_deref() == Some("kube-rs-test"))
+        .expect("the applier is a manager");
+    assert_eq!(ours.operation.as_deref(), Some("Apply"));
+    assert_eq!(
+        ours.fields_v1.as_ref().map(|f| f.0.clone()),
+        Some(json!({"f:data": {"f:a": {}}}))
     );
     server.stop().await;
 }

@@ -20,15 +20,10 @@ MATCHING = os.path.join(HERE, "..", "golden", "corpus-matching.txt")
 
 # Differences that other open issues own, as (substring of the difference, reason).
 EXPECTED = [
-    ("managedFields", "server-side apply and managedFields are issue 11"),
 ]
 
 # Whole cases that other open issues own: what they check does not exist here yet.
-SERVER_SIDE_APPLY = "server-side apply is issue 11"
 EXPECTED_CASES = {
-    "cm-apply-create": SERVER_SIDE_APPLY,
-    "cm-apply-conflict": SERVER_SIDE_APPLY,
-    "cm-apply-no-field-manager": SERVER_SIDE_APPLY,
 }
 
 

@@ -5,7 +5,9 @@ upstream's replay.py, and requires every case to pass.
 Upstream's recorded corpus cannot cover every rule; these cases add one for each rule Ironplane
 implements that it does not exercise, each answer taken from upstream's own tests, source or
 documentation (the case's `rule` says which). Families are folders so that the rules of one kind
-family live together.
+family live together. Answers written before field management existed list
+`metadata.managedFields` as volatile: their rules are elsewhere, and managed fields are compared
+with upstream's own answers in the recorded corpus (corpus.py).
 
 Usage: own_corpus.py [family ...]   (KUBECONFIG names the server)."""
 import io
