@@ -250,6 +250,19 @@ impl Schemas {
         self.kind(r) == SchemaKind::Opaque
     }
 
+    /// Whether the object schema `r` keeps keys it does not declare
+    /// (`x-kubernetes-preserve-unknown-fields`, or `additionalProperties`).
+    pub fn allows_unknown_fields(&self, r: SchemaRef) -> bool {
+        match &self.resolved(r).shape {
+            Shape::Object {
+                additional,
+                preserve_unknown,
+                ..
+            } => additional.is_some() || *preserve_unknown,
+            _ => true,
+        }
+    }
+
     /// The `default` of the field `name` of the object schema `r`.
     pub fn field_default(&self, r: SchemaRef, name: &str) -> Option<&Value> {
         match &self.resolved(r).shape {

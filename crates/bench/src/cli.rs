@@ -124,6 +124,9 @@ pub enum Command {
         /// Size of the pre-created set.
         #[arg(long, default_value_t = 1000)]
         objects: u64,
+        /// Every request is an UPDATE (for the server's CPU per update).
+        #[arg(long)]
+        updates_only: bool,
     },
     /// LIST whole and paginated (limit=500), from cache (resourceVersion=0) and consistent.
     List {
@@ -264,10 +267,12 @@ impl Cli {
                 concurrency,
                 duration,
                 objects,
+                updates_only,
             } => Scenario::Mixed(MixedOptions {
                 concurrency: *concurrency,
                 duration: *duration,
                 objects: *objects,
+                updates_only: *updates_only,
                 common,
             }),
             Command::List {

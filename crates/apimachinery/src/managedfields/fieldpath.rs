@@ -375,6 +375,65 @@ impl Set {
         Set { members, children }
     }
 
+    /// [`Set::union`] in place, taking `other`'s nodes instead of copying them.
+    pub fn absorb(&mut self, other: Set) {
+        for m in other.members {
+            if let Err(i) = self.members.binary_search(&m) {
+                self.members.insert(i, m);
+            }
+        }
+        for (pe, set) in other.children {
+            match self.child_index(&pe) {
+                Ok(i) => self.children[i].1.absorb(set),
+                Err(i) => self.children.insert(i, (pe, set)),
+            }
+        }
+    }
+
+    /// [`Set::difference`] in place.
+    pub fn subtract(&mut self, other: &Set) {
+        if other.is_empty() {
+            return;
+        }
+        self.members.retain(|m| !other.has_member(m));
+        self.children.retain_mut(|(pe, set)| match other.child(pe) {
+            Some(o) => {
+                set.subtract(o);
+                !set.is_empty()
+            }
+            None => true,
+        });
+    }
+
+    /// [`Set::recursive_difference`] in place.
+    pub fn subtract_recursive(&mut self, other: &Set) {
+        if other.is_empty() {
+            return;
+        }
+        self.members.retain(|m| !other.has_member(m));
+        self.children.retain_mut(|(pe, set)| {
+            if other.has_member(pe) {
+                return false;
+            }
+            match other.child(pe) {
+                Some(o) => {
+                    set.subtract_recursive(o);
+                    !set.is_empty()
+                }
+                None => true,
+            }
+        });
+    }
+
+    /// Whether the two sets share a path (cheaper than an empty [`Set::intersection`]).
+    pub fn intersects(&self, other: &Set) -> bool {
+        self.members.iter().any(|m| other.has_member(m))
+            || self
+                .children
+                .iter()
+                .any(|(pe, set)| other.child(pe).is_some_and(|o| set.intersects(o)))
+    }
+
     /// Every path, members of a node before its children, each group in order.
     pub fn paths(&self) -> Vec<Path> {
         let mut out = Vec::new();
@@ -517,6 +576,34 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![".data", ".data.a", ".data.b"]
         );
+    }
+
+    #[test]
+    fn in_place_operations_agree_with_the_copying_ones() {
+        let mut a = Set::new();
+        for p in [
+            &["f:a", "f:x"][..],
+            &["f:a", "f:y"],
+            &["f:b"],
+            &["f:c", "f:z"],
+        ] {
+            a.insert(&self::p(p));
+        }
+        let mut b = Set::new();
+        for p in [&["f:a", "f:x"][..], &["f:c"], &["f:d"]] {
+            b.insert(&self::p(p));
+        }
+        let mut x = a.clone();
+        x.subtract(&b);
+        assert_eq!(x, a.difference(&b));
+        let mut x = a.clone();
+        x.subtract_recursive(&b);
+        assert_eq!(x, a.recursive_difference(&b));
+        let mut x = a.clone();
+        x.absorb(b.clone());
+        assert_eq!(x, a.union(&b));
+        assert!(a.intersects(&b));
+        assert!(!a.intersects(&Set::from_fields_v1(&serde_json::json!({"f:q": {}})).unwrap()));
     }
 
     #[test]

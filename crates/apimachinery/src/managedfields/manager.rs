@@ -330,7 +330,7 @@ pub fn conflict_status(conflicts: &[Conflict]) -> Status {
 }
 
 /// The metadata no manager owns (upstream's strip-meta manager).
-fn strip_set() -> Set {
+static STRIP_SET: std::sync::LazyLock<Set> = std::sync::LazyLock::new(|| {
     let mut s = Set::new();
     for p in [
         &["apiVersion"][..],
@@ -349,7 +349,7 @@ fn strip_set() -> Set {
         s.insert(&Path::fields(p).0);
     }
     s
-}
+});
 
 /// The field manager of one endpoint: a kind in one version, the main resource or a
 /// subresource, with the fields its strategy resets.
@@ -476,16 +476,18 @@ impl FieldManager<'_> {
             Ok(r) => r,
             Err(_) => unreachable!("a forced update has no conflicts"),
         };
-        let previous = managed.remove(&current).map(|e| e.set).unwrap_or_default();
-        let set = previous
-            .difference(&cmp.removed)
-            .union(&cmp.modified)
-            .union(&cmp.added)
-            .recursive_difference(self.reset)
-            .difference(&strip_set());
+        let mut set = managed.remove(&current).map(|e| e.set).unwrap_or_default();
+        set.subtract(&cmp.removed);
+        set.absorb(cmp.modified);
+        set.absorb(cmp.added);
+        set.subtract_recursive(self.reset);
+        set.subtract(&STRIP_SET);
         if !set.is_empty() {
             let merged = match managed.remove(&id) {
-                Some(prev) => set.union(&prev.set),
+                Some(prev) => {
+                    set.absorb(prev.set);
+                    set
+                }
                 None => set,
             };
             managed.put(Entry {
@@ -511,7 +513,12 @@ impl FieldManager<'_> {
         force: bool,
     ) -> Result<(Managed, Comparison), Vec<Conflict>> {
         let cmp = typed::compare(self.schemas, self.root, live, new).exclude(self.reset);
-        let changed = cmp.modified.union(&cmp.added);
+        if managed.entries.iter().all(|e| &e.id == workflow) {
+            // Nobody else to take fields from (every create).
+            return Ok((managed, cmp));
+        }
+        let mut changed = cmp.modified.clone();
+        changed.absorb(cmp.added.clone());
         let mut conflicts = Vec::new();
         let mut ids: Vec<&ManagerId> = managed
             .entries
@@ -519,12 +526,15 @@ impl FieldManager<'_> {
             .map(|e| &e.id)
             .filter(|id| *id != workflow)
             .collect();
-        ids.sort_by_key(|id| id.identifier());
+        ids.sort_by_cached_key(|id| id.identifier());
         let mut lost: Vec<(ManagerId, Set)> = Vec::new();
         for id in ids {
             let Some(entry) = managed.get(id) else {
                 continue;
             };
+            if !entry.set.intersects(&changed) && !entry.set.intersects(&cmp.removed) {
+                continue;
+            }
             let conflict = entry.set.intersection(&changed);
             if !conflict.is_empty() {
                 for path in conflict.paths() {
@@ -542,7 +552,8 @@ impl FieldManager<'_> {
         for (id, conflict) in lost {
             if let Some(i) = managed.position(&id) {
                 let e = &mut managed.entries[i];
-                e.set = e.set.difference(&conflict).difference(&cmp.removed);
+                e.set.subtract(&conflict);
+                e.set.subtract(&cmp.removed);
             }
         }
         managed.entries.retain(|e| !e.set.is_empty());
@@ -578,7 +589,7 @@ impl FieldManager<'_> {
         let mut managed = take_managed(&mut live)
             .map(|v| Managed::decode(&v))
             .transpose()
-            .map_err(|e| Status::internal(format!("failed to decode managed fields: {e}")))?
+            .map_err(|e| Status::unknown(format!("failed to decode managed fields: {e}")))?
             .unwrap_or_default();
         if managed.is_empty() {
             // What an untracked object holds belongs to `before-first-apply`.
@@ -590,8 +601,9 @@ impl FieldManager<'_> {
             self.api_version,
             self.subresource,
         );
-        let set = typed::to_field_set(self.schemas, self.root, config).map_err(|e| {
-            Status::internal(format!(
+        let set = typed::applied_field_set(self.schemas, self.root, config).map_err(|e| {
+            // Not a status upstream either: a 500 with the error's text alone.
+            Status::unknown(format!(
                 "failed to create typed patch object ({}/{}; {}, Kind={}): {e}",
                 config
                     .pointer("/metadata/namespace")
@@ -606,7 +618,7 @@ impl FieldManager<'_> {
             ))
         })?;
         let merged = crate::structured_merge::merge_typed(self.schemas, self.root, &live, config)
-            .map_err(|e| Status::internal(format!("failed to merge config: {e}")))?;
+            .map_err(|e| Status::unknown(format!("failed to merge config: {e}")))?;
         let last = managed.get(&id).map(|e| e.set.clone());
         managed.put(Entry {
             id: id.clone(),
@@ -640,7 +652,7 @@ impl FieldManager<'_> {
         let changed = new != live;
         if let Some(i) = managed.position(&id) {
             let e = &mut managed.entries[i];
-            e.set = e.set.difference(&strip_set());
+            e.set.subtract(&STRIP_SET);
             if e.set.is_empty() {
                 managed.entries.remove(i);
             } else if changed {

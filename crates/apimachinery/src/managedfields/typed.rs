@@ -178,69 +178,101 @@ fn error_path(path: &[PathElement]) -> String {
 }
 
 /// The fields `v` sets (upstream's `ToFieldSet`): leaves, keys of granular maps that are not
-/// struct fields, list items, and empty or null values.
+/// struct fields, list items, and empty or null values. Items without their keys are an error.
 pub fn to_field_set(schemas: &Schemas, root: Ty, v: &Value) -> Result<Set, String> {
+    field_set_checked(schemas, root, v, false)
+}
+
+/// [`to_field_set`] of a configuration a client applies, which is also checked against the
+/// schema as upstream types it: a field the schema does not declare is an error.
+pub fn applied_field_set(schemas: &Schemas, root: Ty, v: &Value) -> Result<Set, String> {
+    field_set_checked(schemas, root, v, true)
+}
+
+fn field_set_checked(schemas: &Schemas, root: Ty, v: &Value, strict: bool) -> Result<Set, String> {
     let mut set = Set::new();
     let mut errors = Vec::new();
-    field_set(schemas, root, v, &mut Vec::new(), &mut set, &mut errors);
-    if errors.is_empty() {
-        Ok(set)
-    } else {
-        Err(errors.join("\n"))
+    let mut walk = FieldSetWalk {
+        schemas,
+        strict,
+        set: &mut set,
+        errors: &mut errors,
+    };
+    walk.visit(root, v, &mut Vec::new());
+    match errors.len() {
+        0 => Ok(set),
+        // Upstream's `ValidationErrors`: one error alone, or a list under `errors:`.
+        1 => Err(errors.remove(0)),
+        _ => Err(format!("errors:\n  {}", errors.join("\n  "))),
     }
 }
 
-fn field_set(
-    schemas: &Schemas,
-    ty: Ty,
-    v: &Value,
-    path: &mut Vec<PathElement>,
-    set: &mut Set,
-    errors: &mut Vec<String>,
-) {
-    match node(schemas, ty, Some(v)) {
-        Node::Leaf => set.insert(path),
-        Node::Map => {
-            let Value::Object(m) = v else {
-                return;
-            };
-            for (k, cv) in m {
-                path.push(PathElement::field(k));
-                field_set(schemas, child_ty(schemas, ty, k), cv, path, set, errors);
-                let empty = cv.is_null() || cv.as_object().is_some_and(Map::is_empty);
-                if empty || !is_named_field(schemas, ty, k) {
-                    set.insert(path);
+struct FieldSetWalk<'a> {
+    schemas: &'a Schemas,
+    strict: bool,
+    set: &'a mut Set,
+    errors: &'a mut Vec<String>,
+}
+
+impl FieldSetWalk<'_> {
+    fn visit(&mut self, ty: Ty, v: &Value, path: &mut Vec<PathElement>) {
+        let schemas = self.schemas;
+        match node(schemas, ty, Some(v)) {
+            Node::Leaf => self.set.insert(path),
+            Node::Map => {
+                let Value::Object(m) = v else {
+                    return;
+                };
+                for (k, cv) in m {
+                    path.push(PathElement::field(k));
+                    if self.strict
+                        && let Ty::Schema(r) = ty
+                        && schemas.kind(r) == SchemaKind::Object
+                        && schemas.field(r, k).is_none()
+                        && !schemas.allows_unknown_fields(r)
+                    {
+                        self.errors.push(format!(
+                            "{}: field not declared in schema",
+                            error_path(path)
+                        ));
+                        path.pop();
+                        continue;
+                    }
+                    self.visit(child_ty(schemas, ty, k), cv, path);
+                    let empty = cv.is_null() || cv.as_object().is_some_and(Map::is_empty);
+                    if empty || !is_named_field(schemas, ty, k) {
+                        self.set.insert(path);
+                    }
+                    path.pop();
                 }
-                path.pop();
             }
-        }
-        Node::List(rel) => {
-            let Value::Array(items) = v else {
-                return;
-            };
-            let item_ty = items_ty(schemas, ty);
-            let mut elements = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                match typed_item_element(schemas, item_ty, &rel, item) {
-                    Ok(pe) => elements.push(pe),
-                    Err(e) => {
-                        errors.push(format!("{}: element {i}: {e}", error_path(path)));
-                        return;
+            Node::List(rel) => {
+                let Value::Array(items) = v else {
+                    return;
+                };
+                let item_ty = items_ty(schemas, ty);
+                let mut elements = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    match typed_item_element(schemas, item_ty, &rel, item) {
+                        Ok(pe) => elements.push(pe),
+                        Err(e) => {
+                            self.errors
+                                .push(format!("{}: element {i}: {e}", error_path(path)));
+                            return;
+                        }
                     }
                 }
-            }
-            for (i, item) in items.iter().enumerate() {
-                let pe = &elements[i];
-                let duplicate = elements.iter().filter(|e| *e == pe).count() > 1;
-                path.push(pe.clone());
-                if duplicate {
+                for (i, item) in items.iter().enumerate() {
+                    let pe = &elements[i];
+                    let duplicate = elements.iter().filter(|e| *e == pe).count() > 1;
+                    path.push(pe.clone());
+                    if !duplicate {
+                        self.visit(item_ty, item, path);
+                    }
                     // Upstream owns a duplicated item whole, never its fields.
-                    set.insert(path);
-                } else {
-                    field_set(schemas, item_ty, item, path, set, errors);
-                    set.insert(path);
+                    self.set.insert(path);
+                    path.pop();
                 }
-                path.pop();
             }
         }
     }
@@ -257,12 +289,9 @@ pub struct Comparison {
 impl Comparison {
     /// Drops everything at or below the paths of `excluded` (the strategy's reset fields).
     pub fn exclude(mut self, excluded: &Set) -> Self {
-        if excluded.is_empty() {
-            return self;
-        }
-        self.added = self.added.recursive_difference(excluded);
-        self.modified = self.modified.recursive_difference(excluded);
-        self.removed = self.removed.recursive_difference(excluded);
+        self.added.subtract_recursive(excluded);
+        self.modified.subtract_recursive(excluded);
+        self.removed.subtract_recursive(excluded);
         self
     }
 }
@@ -594,6 +623,12 @@ mod tests {
                               "f:finalizers": {"v:\"f\"": {}},
                               "f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:name": {}, "f:image": {}}}}})
         );
+        let unknown = json!({"spec": {"replicas": 1, "bogus": 1}, "extra": true});
+        assert_eq!(
+            applied_field_set(&s, root, &unknown).unwrap_err(),
+            "errors:\n  .extra: field not declared in schema\n  .spec.bogus: field not declared in schema"
+        );
+        assert!(to_field_set(&s, root, &unknown).is_ok());
         let bad = json!({"spec": {"containers": [{"image": "i"}]}});
         assert_eq!(
             to_field_set(&s, root, &bad).unwrap_err(),

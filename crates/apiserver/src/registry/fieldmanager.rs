@@ -90,8 +90,11 @@ impl RegistryStore {
         let mut typed = new.clone();
         super::store::go_form(&mut typed);
         fm.update(live.unwrap_or(fm.zero), &mut typed, &mf.manager);
-        match typed.pointer("/metadata/managedFields") {
-            Some(v) => new.set_meta("managedFields", v.clone()),
+        match typed
+            .pointer_mut("/metadata/managedFields")
+            .map(Value::take)
+        {
+            Some(v) => new.set_meta("managedFields", v),
             None => {
                 new.remove_meta("managedFields");
             }

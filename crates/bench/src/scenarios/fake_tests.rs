@@ -63,6 +63,23 @@ async fn create_by_duration_keeps_objects_with_client_certificate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_updates_only_sends_nothing_but_updates() {
+    let server = FakeServer::start(FakeAuth::Token("t".to_string())).await;
+    let cfg = config(&server, "updates");
+    let scenario = Scenario::Mixed(MixedOptions {
+        concurrency: 2,
+        duration: Duration::from_millis(500),
+        objects: 20,
+        updates_only: true,
+        ..Default::default()
+    });
+    let result = run_scenario(&cfg, &scenario).await.unwrap();
+    let updates = result.row("update").unwrap().count;
+    assert!(updates > 0);
+    assert_eq!(result.row("all").unwrap().count, updates);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_counts_add_up() {
     let server = FakeServer::start(FakeAuth::Token("t".to_string())).await;
     let cfg = config(&server, "mixed");

@@ -3,8 +3,9 @@
 //! It owns the mix: GET 60 %, LIST with a label selector 10 %, UPDATE 20 %, CREATE and DELETE
 //! 10 % together (each worker deletes objects it created itself, so deletes never race with each
 //! other). Updates are unconditional PUTs (no resourceVersion, which ConfigMaps allow) that change
-//! the data, so no request fails on a conflict between workers. It must not touch objects outside
-//! its set.
+//! the data, so no request fails on a conflict between workers. With `updates_only` every request
+//! is such an update (the server's CPU per update alone). It must not touch objects outside its
+//! set.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -33,6 +34,8 @@ pub struct MixedOptions {
     pub duration: Duration,
     /// Size of the pre-created set.
     pub objects: u64,
+    /// Every request is an UPDATE.
+    pub updates_only: bool,
     pub common: CommonOptions,
 }
 
@@ -42,6 +45,7 @@ impl Default for MixedOptions {
             concurrency: 16,
             duration: Duration::from_secs(10),
             objects: 1000,
+            updates_only: false,
             common: CommonOptions::default(),
         }
     }
@@ -126,6 +130,7 @@ async fn measure(
     let deadline = Instant::now() + options.duration;
     let base = workspace.configmaps_path();
     let objects = options.objects;
+    let updates_only = options.updates_only;
     let mut workers = tokio::task::JoinSet::new();
     for worker in 0..options.concurrency {
         let client = client.clone();
@@ -138,7 +143,7 @@ async fn measure(
             let mut own: std::collections::VecDeque<String> = std::collections::VecDeque::new();
             let mut sequence = 0u64;
             while Instant::now() < deadline && !tally.stopped() {
-                let roll = rng.below(100);
+                let roll = if updates_only { 80 } else { rng.below(100) };
                 let verb = match roll {
                     0..60 => Verb::Get,
                     60..70 => Verb::List,

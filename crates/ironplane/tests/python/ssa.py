@@ -90,6 +90,24 @@ check("dry run", status == 201 and answer["data"] == {"k": "v"}
 status, _, _ = raw.request("GET", "/api/v1/namespaces/default/configmaps/dry")
 check("dry run stores nothing", status == 404, status)
 
+# Managed fields travel in every form of the object, as upstream's do.
+PY = "/api/v1/namespaces/default/configmaps/py"
+for accept, pick in (
+        ("application/json;as=Table;v=v1;g=meta.k8s.io", lambda d: d["rows"][0]["object"]["metadata"]),
+        ("application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io", lambda d: d["metadata"]),
+        ("application/yaml", None)):
+    status, _, answer = raw.request("GET", PY, headers={"Accept": accept})
+    if pick is None:
+        import yaml
+        meta = yaml.safe_load(answer)["metadata"]
+    else:
+        meta = pick(json.loads(answer))
+    check(f"managed fields in {accept}", status == 200
+          and [m["manager"] for m in meta.get("managedFields", [])] == ["py-two"], meta)
+status, _, answer = raw.request("GET", PY, headers={"Accept": "application/vnd.kubernetes.protobuf"})
+check("managed fields in protobuf", status == 200 and b"py-two" in answer and b"f:data" in answer,
+      answer[:80])
+
 if failures:
     print(f"{len(failures)} failed: {', '.join(failures)}")
     sys.exit(1)
