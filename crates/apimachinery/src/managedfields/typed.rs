@@ -225,7 +225,11 @@ impl FieldSetWalk<'_> {
                 };
                 for (k, cv) in m {
                     path.push(PathElement::field(k));
+                    // A kind's type fields are always declared (custom resources' schemas
+                    // may leave them out; upstream's converter adds them).
+                    let type_meta = path.len() == 1 && (k == "apiVersion" || k == "kind");
                     if self.strict
+                        && !type_meta
                         && let Ty::Schema(r) = ty
                         && schemas.kind(r) == SchemaKind::Object
                         && schemas.field(r, k).is_none()

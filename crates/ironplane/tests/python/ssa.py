@@ -72,6 +72,11 @@ status, answer = apply(CM, '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"n
                            '"managedFields":[{"manager":"x"}]}}')
 check("managedFields sent", status == 400 and answer["message"] == "metadata.managedFields must be nil",
       answer)
+# A field the kind does not declare: upstream's typed conversion refuses it, not as a status.
+status, answer = apply(CM, '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bad"},"spec":{}}')
+check("undeclared field", status == 500 and answer.get("reason", "") == "" and answer["message"] ==
+      "failed to create typed patch object (/bad; /v1, Kind=ConfigMap): .spec: field not declared in schema",
+      answer)
 # A container without its key: the key's default (an empty name) makes it an item, which
 # validation then refuses.
 status, answer = apply("/api/v1/namespaces/default/pods/p",
