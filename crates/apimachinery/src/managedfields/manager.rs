@@ -802,7 +802,8 @@ pub fn manager_or_user_agent(field_manager: Option<&str>, user_agent: &str) -> S
     out
 }
 
-/// The path `.metadata.labels` as elements, for reset-field tables written as dotted paths.
+/// The set of the dotted field paths `paths` (`metadata.labels`), the form reset-field tables
+/// are written in.
 pub fn reset_set(paths: &[&str]) -> Set {
     let mut s = Set::new();
     for p in paths {

@@ -105,13 +105,14 @@ fn is_named_field(schemas: &Schemas, ty: Ty, key: &str) -> bool {
     matches!(ty, Ty::Schema(r) if schemas.field(r, key).is_some())
 }
 
-/// The path element of a list item: its key fields (a missing key field counts as its
-/// schema default, and is left out when it has none), or its value in a set.
+/// The path element of a list item: its key fields (a missing one left out), or its value in a
+/// set.
 pub fn item_element(rel: &ListRel, item: &Value) -> Result<PathElement, String> {
     item_element_with(rel, item, |_| None)
 }
 
-/// [`item_element`] with the key defaults of the list's item schema.
+/// [`item_element`] with the key defaults of the list's item schema: a missing key field
+/// counts as its default, and is left out when it has none.
 pub(crate) fn typed_item_element(
     schemas: &Schemas,
     item_ty: Ty,
