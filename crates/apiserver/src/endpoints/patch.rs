@@ -54,12 +54,11 @@ pub async fn handle(
     let namespace = req.info.namespace.clone();
     let sub = req.info.subresource.clone();
     let body = req.body.clone();
-    // The patch document is read once, before the update loop; a strategic merge patch is kept
-    // parsed, the others as bytes for their appliers.
+    // The patch document is read once, before the update loop; a strategic merge patch and an
+    // applied configuration are kept parsed, the others as bytes for their appliers.
     let patch_doc = check_patch_document(patch_type, &body, q.field_validation)?;
     let manager = q.field_manager.clone().unwrap_or_default();
     let force = q.force.unwrap_or(false);
-    let apply_store = store.clone();
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
         if apply {
             // Server-side apply: a missing object is created from the applied configuration.
@@ -67,7 +66,7 @@ pub async fn handle(
                 .schemas()
                 .ok_or_else(|| Status::internal("server-side apply needs the OpenAPI schemas"))?;
             let config = patch_doc.as_ref().unwrap_or(&Value::Null);
-            let applied = apply_store.apply(schemas, &sub, current, config, &manager, force)?;
+            let applied = store.apply(schemas, &sub, current, config, &manager, force)?;
             return finish_patched(
                 api,
                 &info,
