@@ -175,10 +175,7 @@ fn converted_objects(answer: &Value, api_version: &str, uid: &str) -> Result<Vec
     if api_version == "apiextensions.k8s.io/v1"
         && (got_version != api_version || got_kind != "ConversionReview")
     {
-        let shown = |v: &str, k: &str| match v.split_once('/') {
-            Some((g, ver)) => format!("{g}/{ver}, Kind={k}"),
-            None => format!("/{v}, Kind={k}"),
-        };
+        let shown = apimachinery::gvk::go_gvk_string;
         return Err(format!(
             "expected webhook response of {}, got {}",
             shown(api_version, "ConversionReview"),

@@ -81,6 +81,15 @@ impl GroupVersionKind {
     }
 }
 
+/// An `apiVersion` and kind as Go prints a `schema.GroupVersionKind` in messages:
+/// `apps/v1, Kind=Deployment`, `/v1, Kind=ConfigMap` for the core group.
+pub fn go_gvk_string(api_version: &str, kind: &str) -> String {
+    match api_version.split_once('/') {
+        Some((group, version)) => format!("{group}/{version}, Kind={kind}"),
+        None => format!("/{api_version}, Kind={kind}"),
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupVersionResource {
     pub group: String,

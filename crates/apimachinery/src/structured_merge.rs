@@ -106,7 +106,7 @@ fn merge_value(
                 let items = typed::items_ty(schemas, ty);
                 // Items are matched by their key fields, a missing one read as its default.
                 let key_of = |v: &Value| -> Result<String, String> {
-                    typed::typed_item_element(schemas, items, &rel, v).map(|pe| pe.serialize())
+                    typed::item_element(schemas, items, &rel, v).map(|pe| pe.serialize())
                 };
                 merge_list(schemas, items, l, p, key_of, path)
             }

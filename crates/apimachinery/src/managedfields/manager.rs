@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::fieldpath::{Path, PathElement, Set};
 use super::typed::{self, Comparison, Ty};
+use crate::object::ObjectExt;
 use crate::schema::Schemas;
 use crate::status::{Reason, Status, StatusCause, StatusDetails};
 
@@ -238,8 +239,6 @@ fn seconds(t: &Option<String>) -> i64 {
 /// annotation in step.
 const KUBECTL: &str = "kubectl";
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-/// Upstream's limit on the total size of an object's annotations.
-const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
 /// After kubectl's server-side apply, an object that carries the last-applied annotation gets
 /// the applied configuration there (without the annotation itself), so that a later
@@ -274,7 +273,7 @@ fn update_last_applied(obj: &mut Value, config: &Value) {
         .iter()
         .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
         .sum();
-    if size > TOTAL_ANNOTATION_SIZE_LIMIT {
+    if size > crate::validation::TOTAL_ANNOTATION_SIZE_LIMIT_BYTES {
         annotations.remove(LAST_APPLIED);
     }
 }
@@ -406,12 +405,6 @@ fn set_managed(obj: &mut Value, managed: &Managed) {
     }
 }
 
-fn has_uid(obj: &Value) -> bool {
-    obj.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .is_some_and(|u| !u.is_empty())
-}
-
 /// `managedFields: []` (or one empty entry): the client resets the managed fields.
 fn is_reset(v: &Value) -> bool {
     match v.as_array() {
@@ -445,7 +438,7 @@ impl FieldManager<'_> {
             None => live_managed(),
         };
         // An existing object whose managed fields are gone stays untracked until an apply.
-        if managed.is_empty() && has_uid(live) {
+        if managed.is_empty() && !live.uid().is_empty() {
             return;
         }
         let managed = self.update_managed(live, new, managed, manager);
@@ -577,8 +570,8 @@ impl FieldManager<'_> {
         let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
         if api_version != self.api_version || kind != self.kind {
             return Err(Status::bad_request(format!(
-                "invalid object type: {}, Kind={kind}",
-                gv_display(api_version)
+                "invalid object type: {}",
+                crate::gvk::go_gvk_string(api_version, kind)
             ))
             .into());
         }
@@ -604,7 +597,7 @@ impl FieldManager<'_> {
         let set = typed::applied_field_set(self.schemas, self.root, config).map_err(|e| {
             // Not a status upstream either: a 500 with the error's text alone.
             Status::unknown(format!(
-                "failed to create typed patch object ({}/{}; {}, Kind={}): {e}",
+                "failed to create typed patch object ({}/{}; {}): {e}",
                 config
                     .pointer("/metadata/namespace")
                     .and_then(Value::as_str)
@@ -613,8 +606,7 @@ impl FieldManager<'_> {
                     .pointer("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or(""),
-                gv_display(self.api_version),
-                self.kind,
+                crate::gvk::go_gvk_string(self.api_version, self.kind),
             ))
         })?;
         let merged = crate::structured_merge::merge_typed(self.schemas, self.root, &live, config)
@@ -712,16 +704,6 @@ impl FieldManager<'_> {
             merged,
             &merged_set.difference(&pruned_set).intersection(&last),
         )
-    }
-}
-
-/// A group version as Go prints the group and version of a `schema.GroupVersionKind`
-/// (`apps/v1`, and `/v1` for the core group).
-fn gv_display(api_version: &str) -> String {
-    if api_version.contains('/') {
-        api_version.to_string()
-    } else {
-        format!("/{api_version}")
     }
 }
 

@@ -105,15 +105,9 @@ fn is_named_field(schemas: &Schemas, ty: Ty, key: &str) -> bool {
     matches!(ty, Ty::Schema(r) if schemas.field(r, key).is_some())
 }
 
-/// The path element of a list item: its key fields (a missing one left out), or its value in a
-/// set.
-pub fn item_element(rel: &ListRel, item: &Value) -> Result<PathElement, String> {
-    item_element_with(rel, item, |_| None)
-}
-
-/// [`item_element`] with the key defaults of the list's item schema: a missing key field
-/// counts as its default, and is left out when it has none.
-pub(crate) fn typed_item_element(
+/// The path element of a list item: its key fields, or its value in a set. A missing key field
+/// counts as its default in the list's item schema, and is left out when it has none.
+pub(crate) fn item_element(
     schemas: &Schemas,
     item_ty: Ty,
     rel: &ListRel,
@@ -258,7 +252,7 @@ impl FieldSetWalk<'_> {
                 let item_ty = items_ty(schemas, ty);
                 let mut elements = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
-                    match typed_item_element(schemas, item_ty, &rel, item) {
+                    match item_element(schemas, item_ty, &rel, item) {
                         Ok(pe) => elements.push(pe),
                         Err(e) => {
                             self.errors
@@ -405,7 +399,7 @@ fn group_items<'v>(
 ) -> Vec<(PathElement, Vec<&'v Value>)> {
     let mut out: Vec<(PathElement, Vec<&Value>)> = Vec::new();
     for item in list.and_then(Value::as_array).into_iter().flatten() {
-        let Ok(pe) = typed_item_element(schemas, item_ty, rel, item) else {
+        let Ok(pe) = item_element(schemas, item_ty, rel, item) else {
             continue;
         };
         match out.iter_mut().find(|(p, _)| *p == pe) {
@@ -555,7 +549,7 @@ fn remove(schemas: &Schemas, ty: Ty, v: &Value, set: &Set) -> Option<Value> {
             let mut out = Vec::with_capacity(items.len());
             let mut had_matches = false;
             for item in items {
-                let Ok(pe) = typed_item_element(schemas, item_ty, &rel, item) else {
+                let Ok(pe) = item_element(schemas, item_ty, &rel, item) else {
                     out.push(item.clone());
                     continue;
                 };

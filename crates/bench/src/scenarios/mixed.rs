@@ -143,8 +143,8 @@ async fn measure(
             let mut own: std::collections::VecDeque<String> = std::collections::VecDeque::new();
             let mut sequence = 0u64;
             while Instant::now() < deadline && !tally.stopped() {
-                let roll = if updates_only { 80 } else { rng.below(100) };
-                let verb = match roll {
+                let verb = match rng.below(100) {
+                    _ if updates_only => Verb::Update,
                     0..60 => Verb::Get,
                     60..70 => Verb::List,
                     70..90 => Verb::Update,

@@ -153,11 +153,8 @@ impl Strategy for DaemonSetStrategy {
         }
         if obj.is_object()
             && obj
-                .pointer(&format!(
-                    "/metadata/annotations/{}",
-                    TEMPLATE_GENERATION.replace('/', "~1")
-                ))
-                .is_none()
+                .annotations()
+                .is_none_or(|a| !a.contains_key(TEMPLATE_GENERATION))
         {
             set_template_generation(obj, 0);
         }
