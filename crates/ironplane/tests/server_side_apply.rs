@@ -346,3 +346,116 @@ fn python_client_applies_and_bad_input_gets_upstream_answers() {
     let out = s.python(&common::tests_dir().join("python/ssa.py"), &[]);
     assert!(out.contains("server-side apply: ok"), "{out}");
 }
+
+/// Managers who wrote in another version of the kind see a write in their version: an
+/// autoscaling/v1 apply of `targetCPUUtilizationPercentage` conflicts with the autoscaling/v2
+/// applier of `metrics` (atomic there), an update through v2 takes the field from the v1
+/// applier, and one applier moving from v2 to v1 prunes in the version it applied last.
+#[test]
+fn managers_of_other_versions_see_writes_in_their_version() {
+    let s = Server::start();
+    let v2 = "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: h, namespace: default}\nspec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: d}\n  minReplicas: 2\n  maxReplicas: 5\n  metrics:\n  - type: Resource\n    resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}\n";
+    let v1 = |extra: &str| {
+        format!(
+            "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata: {{name: h, namespace: default}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: d}}\n  maxReplicas: 5\n{extra}"
+        )
+    };
+    let hpa = |s: &Server| get(s, &["horizontalpodautoscalers.v2.autoscaling", "h"]);
+    let fields_of = |obj: &Value, manager: &str| {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .and_then(|m| m.iter().find(|e| e["manager"] == manager).cloned())
+            .map(|e| (e["apiVersion"].clone(), e["fieldsV1"].clone()))
+    };
+    s.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager=a", "-f", "-"],
+        v2,
+    );
+    let cpu70 = v1("  targetCPUUtilizationPercentage: 70\n");
+    let err = s
+        .kubectl_stdin_output(
+            &["apply", "--server-side", "--field-manager=b", "-f", "-"],
+            &cpu70,
+        )
+        .stderr;
+    let err = String::from_utf8_lossy(&err);
+    assert!(
+        err.contains(r#"Apply failed with 1 conflict: conflict with "a": .spec.metrics"#),
+        "{err}"
+    );
+    s.kubectl_stdin(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=b",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ],
+        &cpu70,
+    );
+    let obj = hpa(&s);
+    assert_eq!(
+        obj["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+        70
+    );
+    // `a` lost `metrics` (seen in v2) but shares what `b` applied with the same values.
+    assert_eq!(
+        fields_of(&obj, "a"),
+        Some((
+            "autoscaling/v2".into(),
+            serde_json::json!({"f:spec": {"f:maxReplicas": {}, "f:minReplicas": {}, "f:scaleTargetRef": {"f:apiVersion": {}, "f:kind": {}, "f:name": {}}}})
+        ))
+    );
+    assert_eq!(
+        fields_of(&obj, "b"),
+        Some((
+            "autoscaling/v1".into(),
+            // v1's scaleTargetRef is an atomic struct.
+            serde_json::json!({"f:spec": {"f:maxReplicas": {}, "f:scaleTargetRef": {}, "f:targetCPUUtilizationPercentage": {}}})
+        ))
+    );
+
+    // An update through v2 changes what `b` owns in v1: `b` loses it.
+    s.kubectl(&[
+        "patch",
+        "horizontalpodautoscalers.v2.autoscaling",
+        "h",
+        "--type=json",
+        "--field-manager=c",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/metrics/0/resource/target/averageUtilization","value":80}]"#,
+    ]);
+    let obj = hpa(&s);
+    assert_eq!(
+        fields_of(&obj, "b").map(|f| f.1),
+        Some(serde_json::json!({"f:spec": {"f:maxReplicas": {}, "f:scaleTargetRef": {}}}))
+    );
+    assert_eq!(
+        fields_of(&obj, "c"),
+        Some((
+            "autoscaling/v2".into(),
+            serde_json::json!({"f:spec": {"f:metrics": {}}})
+        ))
+    );
+
+    // `a` now applies in v1 without `minReplicas`: pruned in v2, where `a` applied it, and
+    // only `a` owned it, so it goes (and comes back as the default); `metrics` stays (`c`).
+    s.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager=a", "-f", "-"],
+        &v1(""),
+    );
+    let obj = hpa(&s);
+    assert_eq!(obj["spec"]["minReplicas"], 1);
+    assert_eq!(
+        obj["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+        80
+    );
+    assert_eq!(
+        fields_of(&obj, "a"),
+        Some((
+            "autoscaling/v1".into(),
+            serde_json::json!({"f:spec": {"f:maxReplicas": {}, "f:scaleTargetRef": {}}})
+        ))
+    );
+}

@@ -11,6 +11,8 @@
 //! more than ten folded into `ancient-changes`, and an object that never had managed fields
 //! left untracked until its first apply (`before-first-apply` then owns what is there).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::fieldpath::{Path, PathElement, Set};
@@ -350,6 +352,35 @@ static STRIP_SET: std::sync::LazyLock<Set> = std::sync::LazyLock::new(|| {
     s
 });
 
+/// The kind's objects in its other versions, for managers who wrote in another version than the
+/// request's (upstream's `merge.Converter` over the scheme's or the CRD's conversion).
+pub trait VersionConverter {
+    /// `obj` (which carries its own `apiVersion`) in `api_version`; `Ok(None)` when the kind has
+    /// no such version (upstream's missing-version error: the managers of that version are
+    /// dropped); `Err` when the conversion itself failed.
+    fn convert(&self, obj: &Value, api_version: &str) -> Result<Option<Value>, String>;
+}
+
+/// The converter of a kind served in one version: any other version is missing.
+pub struct OneVersion;
+
+impl VersionConverter for OneVersion {
+    fn convert(&self, obj: &Value, api_version: &str) -> Result<Option<Value>, String> {
+        Ok(
+            (obj.get("apiVersion").and_then(Value::as_str) == Some(api_version))
+                .then(|| obj.clone()),
+        )
+    }
+}
+
+/// A comparison in one version, with what it added or modified (what other managers of that
+/// version lose, or conflict on).
+struct VersionedComparison {
+    api_version: String,
+    cmp: Comparison,
+    changed: Set,
+}
+
 /// The field manager of one endpoint: a kind in one version, the main resource or a
 /// subresource, with the fields its strategy resets.
 pub struct FieldManager<'a> {
@@ -367,6 +398,8 @@ pub struct FieldManager<'a> {
     /// what a create is compared against, and what an untracked object's first apply
     /// attributes its fields against.
     pub zero: &'a Value,
+    /// The kind in its other versions.
+    pub converter: &'a dyn VersionConverter,
 }
 
 /// Why an apply failed.
@@ -416,8 +449,10 @@ fn is_reset(v: &Value) -> bool {
 
 impl FieldManager<'_> {
     /// Records an update's changes (create: `live` is the kind's zero object) in
-    /// `new.metadata.managedFields` (upstream's `FieldManager.Update`). `manager` is the
-    /// request's `fieldManager`, or the prefix of its User-Agent.
+    /// `new.metadata.managedFields` (upstream's `FieldManager.UpdateNoErrors`). `manager` is the
+    /// request's `fieldManager`, or the prefix of its User-Agent. When the managers cannot be
+    /// worked out (a conversion to another manager's version failed), the object loses its
+    /// managed fields rather than keep wrong ones, as upstream does.
     pub fn update(&self, live: &Value, new: &mut Value, manager: &str) {
         let sent = take_managed(new);
         let live_managed = || {
@@ -441,8 +476,10 @@ impl FieldManager<'_> {
         if managed.is_empty() && !live.uid().is_empty() {
             return;
         }
-        let managed = self.update_managed(live, new, managed, manager);
-        set_managed(new, &managed);
+        match self.update_managed(live, new, managed, manager) {
+            Ok(managed) => set_managed(new, &managed),
+            Err(_) => set_managed(new, &Managed::default()),
+        }
     }
 
     /// The managers after `live` became `new` through an update by `manager`.
@@ -452,7 +489,7 @@ impl FieldManager<'_> {
         new: &Value,
         managed: Managed,
         manager: &str,
-    ) -> Managed {
+    ) -> Result<Managed, Status> {
         let manager = if manager.is_empty() {
             "unknown"
         } else {
@@ -467,7 +504,8 @@ impl FieldManager<'_> {
         let current = ManagerId::new(CURRENT_OPERATION, Operation::Update, "", "");
         let (mut managed, cmp) = match self.smd_update(live, new, managed, &current, true) {
             Ok(r) => r,
-            Err(_) => unreachable!("a forced update has no conflicts"),
+            Err(ApplyError::Status(s)) => return Err(s),
+            Err(ApplyError::Conflicts(_)) => unreachable!("a forced update has no conflicts"),
         };
         let mut set = managed.remove(&current).map(|e| e.set).unwrap_or_default();
         set.subtract(&cmp.removed);
@@ -492,11 +530,78 @@ impl FieldManager<'_> {
             });
         }
         cap_update_managers(&mut managed);
-        managed
+        Ok(managed)
     }
 
-    /// structured-merge-diff's `update`: other managers lose what changed; without `force`,
-    /// changes to what they own are conflicts.
+    /// The kind's type in `api_version`; `None` when the kind is not served in it.
+    fn root_in(&self, api_version: &str) -> Option<Ty> {
+        if api_version == self.api_version {
+            return Some(self.root);
+        }
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.schemas
+            .root_for(group, version, self.kind)
+            .map(Ty::Schema)
+    }
+
+    /// `obj` in `api_version`, with the kind's type there; `None` when the kind has no such
+    /// version.
+    fn in_version<'v>(
+        &self,
+        obj: &'v Value,
+        api_version: &str,
+    ) -> Result<Option<(Cow<'v, Value>, Ty)>, Status> {
+        let Some(root) = self.root_in(api_version) else {
+            return Ok(None);
+        };
+        let from = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(self.api_version);
+        if from == api_version {
+            return Ok(Some((Cow::Borrowed(obj), root)));
+        }
+        match self.converter.convert(obj, api_version) {
+            Ok(Some(v)) => Ok(Some((Cow::Owned(v), root))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(Status::unknown(e)),
+        }
+    }
+
+    /// Managers of versions the kind no longer has are dropped (upstream's reconciliation of
+    /// managed fields with the schema skips, and so forgets, them).
+    fn drop_missing_versions(&self, managed: &mut Managed) {
+        managed
+            .entries
+            .retain(|e| self.root_in(&e.api_version).is_some());
+    }
+
+    /// What changed from `live` to `new` seen in `api_version`; `None` when the kind has no
+    /// such version.
+    fn compare_in(
+        &self,
+        live: &Value,
+        new: &Value,
+        api_version: &str,
+    ) -> Result<Option<VersionedComparison>, Status> {
+        let (Some((old, root)), Some((new, _))) = (
+            self.in_version(live, api_version)?,
+            self.in_version(new, api_version)?,
+        ) else {
+            return Ok(None);
+        };
+        let cmp = typed::compare(self.schemas, root, &old, &new).exclude(self.reset);
+        let mut changed = cmp.modified.clone();
+        changed.absorb(cmp.added.clone());
+        Ok(Some(VersionedComparison {
+            api_version: api_version.to_string(),
+            cmp,
+            changed,
+        }))
+    }
+
+    /// structured-merge-diff's `update`: other managers lose what changed (seen in the version
+    /// each of them wrote in); without `force`, changes to what they own are conflicts.
     fn smd_update(
         &self,
         live: &Value,
@@ -504,7 +609,8 @@ impl FieldManager<'_> {
         mut managed: Managed,
         workflow: &ManagerId,
         force: bool,
-    ) -> Result<(Managed, Comparison), Vec<Conflict>> {
+    ) -> Result<(Managed, Comparison), ApplyError> {
+        self.drop_missing_versions(&mut managed);
         let cmp = typed::compare(self.schemas, self.root, live, new).exclude(self.reset);
         if managed.entries.iter().all(|e| &e.id == workflow) {
             // Nobody else to take fields from (every create).
@@ -512,6 +618,11 @@ impl FieldManager<'_> {
         }
         let mut changed = cmp.modified.clone();
         changed.absorb(cmp.added.clone());
+        let mut versions = vec![VersionedComparison {
+            api_version: self.api_version.to_string(),
+            cmp,
+            changed,
+        }];
         let mut conflicts = Vec::new();
         let mut ids: Vec<&ManagerId> = managed
             .entries
@@ -520,37 +631,62 @@ impl FieldManager<'_> {
             .filter(|id| *id != workflow)
             .collect();
         ids.sort_by_cached_key(|id| id.identifier());
-        let mut lost: Vec<(ManagerId, Set)> = Vec::new();
+        // (manager, what it conflicts on, the comparison of its version); `None`: its version
+        // is gone.
+        let mut lost: Vec<(ManagerId, Option<(Set, usize)>)> = Vec::new();
         for id in ids {
             let Some(entry) = managed.get(id) else {
                 continue;
             };
-            if !entry.set.intersects(&changed) && !entry.set.intersects(&cmp.removed) {
+            let at = match versions
+                .iter()
+                .position(|v| v.api_version == entry.api_version)
+            {
+                Some(i) => i,
+                None => match self.compare_in(live, new, &entry.api_version)? {
+                    Some(v) => {
+                        versions.push(v);
+                        versions.len() - 1
+                    }
+                    None => {
+                        lost.push((id.clone(), None));
+                        continue;
+                    }
+                },
+            };
+            let v = &versions[at];
+            if !entry.set.intersects(&v.changed) && !entry.set.intersects(&v.cmp.removed) {
                 continue;
             }
-            let conflict = entry.set.intersection(&changed);
-            if !conflict.is_empty() {
-                for path in conflict.paths() {
-                    conflicts.push(Conflict {
-                        manager: id.clone(),
-                        path,
-                    });
-                }
+            let conflict = entry.set.intersection(&v.changed);
+            for path in conflict.paths() {
+                conflicts.push(Conflict {
+                    manager: id.clone(),
+                    path,
+                });
             }
-            lost.push((id.clone(), conflict));
+            lost.push((id.clone(), Some((conflict, at))));
         }
         if !force && !conflicts.is_empty() {
-            return Err(conflicts);
+            return Err(ApplyError::Conflicts(conflicts));
         }
-        for (id, conflict) in lost {
-            if let Some(i) = managed.position(&id) {
-                let e = &mut managed.entries[i];
-                e.set.subtract(&conflict);
-                e.set.subtract(&cmp.removed);
+        for (id, lost) in lost {
+            let Some(i) = managed.position(&id) else {
+                continue;
+            };
+            match lost {
+                Some((conflict, at)) => {
+                    let e = &mut managed.entries[i];
+                    e.set.subtract(&conflict);
+                    e.set.subtract(&versions[at].cmp.removed);
+                }
+                None => {
+                    managed.entries.remove(i);
+                }
             }
         }
         managed.entries.retain(|e| !e.set.is_empty());
-        Ok((managed, cmp))
+        Ok((managed, versions.swap_remove(0).cmp))
     }
 
     /// Server-side apply of `config` to `live` (the zero object when there is none) by
@@ -586,8 +722,9 @@ impl FieldManager<'_> {
             .unwrap_or_default();
         if managed.is_empty() {
             // What an untracked object holds belongs to `before-first-apply`.
-            managed = self.update_managed(self.zero, &live, managed, BEFORE_FIRST_APPLY);
+            managed = self.update_managed(self.zero, &live, managed, BEFORE_FIRST_APPLY)?;
         }
+        self.drop_missing_versions(&mut managed);
         let id = ManagerId::new(
             manager,
             Operation::Apply,
@@ -611,23 +748,25 @@ impl FieldManager<'_> {
         })?;
         let merged = crate::structured_merge::merge_typed(self.schemas, self.root, &live, config)
             .map_err(|e| Status::unknown(format!("failed to merge config: {e}")))?;
-        let last = managed.get(&id).map(|e| e.set.clone());
+        let last = managed.get(&id).cloned();
         managed.put(Entry {
             id: id.clone(),
             set: set.recursive_difference(self.reset),
             api_version: self.api_version.to_string(),
             applied: true,
-            time: managed.get(&id).and_then(|e| e.time.clone()),
+            time: last.as_ref().and_then(|e| e.time.clone()),
         });
         let new = match &last {
-            Some(last) if !last.is_empty() => self.prune(&merged, &managed, last),
+            Some(last) if !last.set.is_empty() => self
+                .prune(&merged, &managed, last)
+                .map_err(|e| Status::unknown(format!("failed to prune fields: {}", e.message)))?,
             _ => merged,
         };
         let (mut managed, _) = match self.smd_update(&live, &new, managed.clone(), &id, force) {
             Ok(r) => r,
             // kubectl's first server-side apply of an object it applied client-side owns what
             // its last-applied annotation says, as far as the object still holds it.
-            Err(conflicts) if manager == KUBECTL => {
+            Err(ApplyError::Conflicts(conflicts)) if manager == KUBECTL => {
                 let allowed = self.allowed_by_last_applied(&live).unwrap_or_default();
                 let left: Vec<Conflict> = conflicts
                     .into_iter()
@@ -636,10 +775,9 @@ impl FieldManager<'_> {
                 if !left.is_empty() {
                     return Err(ApplyError::Conflicts(left));
                 }
-                self.smd_update(&live, &new, managed, &id, true)
-                    .map_err(ApplyError::Conflicts)?
+                self.smd_update(&live, &new, managed, &id, true)?
             }
-            Err(conflicts) => return Err(ApplyError::Conflicts(conflicts)),
+            Err(e) => return Err(e),
         };
         let changed = new != live;
         if let Some(i) = managed.position(&id) {
@@ -680,30 +818,57 @@ impl FieldManager<'_> {
         )
     }
 
-    /// Removes what `manager` applied last time (`last`) and no longer applies, unless
-    /// another manager owns it (upstream's `prune`, with its add-back steps).
-    fn prune(&self, merged: &Value, managed: &Managed, last: &Set) -> Value {
+    /// Removes what `manager` applied last time (`last`, in the version it applied in) and no
+    /// longer applies, unless another manager owns it (upstream's `prune`, with its add-back
+    /// steps, each done in the version of the sets it reads).
+    fn prune(&self, merged: &Value, managed: &Managed, last: &Entry) -> Result<Value, Status> {
         let s = self.schemas;
-        let ensure = |set: &Set| typed::ensure_named_fields_are_members(s, self.root, set);
-        let field_set = |v: &Value| typed::to_field_set(s, self.root, v).unwrap_or_default();
-        let last = ensure(last);
-        let pruned = typed::remove_items(s, self.root, merged, &last);
-        // Add back what others (or this apply) still own.
-        let owned = managed
-            .entries
-            .iter()
-            .fold(Set::new(), |acc, e| acc.union(&e.set));
-        let merged_set = ensure(&field_set(merged));
-        let keep = ensure(&field_set(&pruned)).union(&ensure(&owned));
-        let pruned = typed::remove_items(s, self.root, merged, &merged_set.difference(&keep));
+        let Some((merged_last, ty)) = self.in_version(merged, &last.api_version)? else {
+            return Ok(merged.clone());
+        };
+        let ensure = |ty: Ty, set: &Set| typed::ensure_named_fields_are_members(s, ty, set);
+        let field_set = |ty: Ty, v: &Value| typed::to_field_set(s, ty, v).unwrap_or_default();
+        let last_set = ensure(ty, &last.set);
+        let mut pruned = typed::remove_items(s, ty, &merged_last, &last_set);
+        // Add back what others (or this apply) still own, version by version, the pruned
+        // version first.
+        let mut owned: Vec<(&str, Set)> = vec![(last.api_version.as_str(), Set::new())];
+        for e in &managed.entries {
+            match owned.iter_mut().find(|(v, _)| *v == e.api_version) {
+                Some((_, set)) => set.absorb(e.set.clone()),
+                None => owned.push((&e.api_version, e.set.clone())),
+            }
+        }
+        let mut merged_at: Cow<Value> = Cow::Borrowed(&*merged_last);
+        for (version, owned) in &owned {
+            let (Some((m, ty)), Some((p, _))) = (
+                self.in_version(&merged_at, version)?,
+                self.in_version(&pruned, version)?,
+            ) else {
+                continue;
+            };
+            let merged_set = ensure(ty, &field_set(ty, &m));
+            let keep = ensure(ty, &field_set(ty, &p)).union(&ensure(ty, owned));
+            let next = typed::remove_items(s, ty, &m, &merged_set.difference(&keep));
+            merged_at = Cow::Owned(m.into_owned());
+            pruned = next;
+        }
         // Add back what was never the applier's to remove.
-        let pruned_set = ensure(&field_set(&pruned));
-        typed::remove_items(
+        let Some((pruned_last, _)) = self.in_version(&pruned, &last.api_version)? else {
+            return Ok(merged.clone());
+        };
+        let merged_set = ensure(ty, &field_set(ty, &merged_last));
+        let pruned_set = ensure(ty, &field_set(ty, &pruned_last));
+        let out = typed::remove_items(
             s,
-            self.root,
-            merged,
-            &merged_set.difference(&pruned_set).intersection(&last),
-        )
+            ty,
+            &merged_last,
+            &merged_set.difference(&pruned_set).intersection(&last_set),
+        );
+        match self.in_version(&out, self.api_version)? {
+            Some((v, _)) => Ok(v.into_owned()),
+            None => Ok(merged.clone()),
+        }
     }
 }
 
@@ -833,6 +998,7 @@ mod tests {
             reset,
             now,
             zero,
+            converter: &OneVersion,
         }
     }
 
@@ -961,6 +1127,33 @@ mod tests {
             panic!("expected a refusal");
         };
         assert_eq!(s.message, "invalid object type: /v1, Kind=Secret");
+    }
+
+    #[test]
+    fn managers_of_versions_the_kind_lacks_are_dropped() {
+        let s = schemas();
+        let (reset, zero) = (
+            Set::new(),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+        );
+        let fm = manager(&s, &reset, &zero, "2026-01-01T00:00:00Z");
+        let entry = |version: &str| {
+            json!({"manager": format!("m-{version}"), "operation": "Update", "apiVersion": version,
+                   "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:x": {}}}})
+        };
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": "c", "uid": "u",
+                                       "managedFields": [entry("v1"), entry("v9")]},
+                          "data": {"x": "1"}});
+        let mut next = live.clone();
+        next["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("managedFields");
+        next["data"]["y"] = json!("2");
+        fm.update(&live, &mut next, "editor");
+        let names: Vec<String> = entries(&next).into_iter().map(|e| e.0).collect();
+        assert_eq!(names, ["m-v1", "editor"]);
     }
 
     #[test]

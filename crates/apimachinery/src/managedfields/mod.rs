@@ -12,6 +12,7 @@ pub mod typed;
 
 pub use fieldpath::{Path, PathElement, Set};
 pub use manager::{
-    ApplyError, FieldManager, Managed, conflict_status, manager_or_user_agent, reset_set,
+    ApplyError, FieldManager, Managed, OneVersion, VersionConverter, conflict_status,
+    manager_or_user_agent, reset_set,
 };
 pub use typed::Ty;

@@ -54,10 +54,21 @@ pub(crate) fn managed_fields(
         .get(http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    let info = &req.info;
     Some(crate::registry::ManagedFieldsRequest {
         schemas: api.shared_schemas()?,
         manager: apimachinery::managedfields::manager_or_user_agent(field_manager, user_agent),
         subresource: subresource.map(str::to_string),
+        versions: api
+            .order
+            .iter()
+            .filter(|s| {
+                s.info.group == info.api_group
+                    && s.info.resource == info.resource
+                    && s.info.version != info.api_version
+            })
+            .cloned()
+            .collect(),
     })
 }
 

@@ -57,16 +57,16 @@ pub async fn handle(
     // The patch document is read once, before the update loop; a strategic merge patch and an
     // applied configuration are kept parsed, the others as bytes for their appliers.
     let patch_doc = check_patch_document(patch_type, &body, q.field_validation)?;
-    let manager = q.field_manager.clone().unwrap_or_default();
+    let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref(), None);
     let force = q.force.unwrap_or(false);
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
         if apply {
             // Server-side apply: a missing object is created from the applied configuration.
-            let schemas = api
-                .schemas()
+            let mf = managed_fields
+                .as_ref()
                 .ok_or_else(|| Status::internal("server-side apply needs the OpenAPI schemas"))?;
             let config = patch_doc.as_ref().unwrap_or(&Value::Null);
-            let applied = store.apply(schemas, &sub, current, config, &manager, force)?;
+            let applied = store.apply(mf, &sub, current, config, force)?;
             return finish_patched(
                 api,
                 &info,
@@ -122,11 +122,7 @@ pub async fn handle(
         write: WriteOptions {
             dry_run: q.dry_run,
             // An apply records its own managed fields.
-            managed_fields: if apply {
-                None
-            } else {
-                super::managed_fields(api, &req, q.field_manager.as_deref(), None)
-            },
+            managed_fields: if apply { None } else { managed_fields.clone() },
         },
         subresource: sub.clone(),
         is_put: false,

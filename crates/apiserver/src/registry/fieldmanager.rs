@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use apimachinery::Status;
-use apimachinery::managedfields::{ApplyError, FieldManager, Set, Ty};
+use apimachinery::managedfields::{ApplyError, FieldManager, Set, Ty, VersionConverter};
 use apimachinery::object::ObjectExt;
 use apimachinery::schema::Schemas;
 use serde_json::Value;
@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::RegistryStore;
 
 /// Who writes, for the managed fields of one request.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ManagedFieldsRequest {
     pub schemas: Arc<Schemas>,
     /// The `fieldManager` parameter, or the User-Agent's prefix.
@@ -27,6 +27,66 @@ pub struct ManagedFieldsRequest {
     /// The subresource the manager writes through when the store sees another (`scale` writes
     /// the main resource).
     pub subresource: Option<String>,
+    /// The kind's stores in its other served versions, to see a write as the managers who
+    /// wrote in another version see it.
+    pub versions: Vec<Arc<RegistryStore>>,
+}
+
+impl std::fmt::Debug for ManagedFieldsRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagedFieldsRequest")
+            .field("manager", &self.manager)
+            .field("subresource", &self.subresource)
+            .field(
+                "versions",
+                &self
+                    .versions
+                    .iter()
+                    .map(|s| &s.info.version)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Converts through the stores of the kind's served versions (their `Conversion`s: the built-in
+/// kinds' functions, or a CRD's schema or webhook).
+struct StoreVersions<'a> {
+    own: &'a RegistryStore,
+    others: &'a [Arc<RegistryStore>],
+}
+
+impl StoreVersions<'_> {
+    fn find(&self, api_version: &str) -> Option<&RegistryStore> {
+        let served = |s: &RegistryStore| s.info.gvk().api_version() == api_version;
+        if served(self.own) {
+            return Some(self.own);
+        }
+        self.others.iter().map(|s| &**s).find(|s| served(s))
+    }
+}
+
+impl VersionConverter for StoreVersions<'_> {
+    fn convert(&self, obj: &Value, api_version: &str) -> Result<Option<Value>, String> {
+        let from_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let (Some(from), Some(to)) = (self.find(from_version), self.find(api_version)) else {
+            return Ok(None);
+        };
+        let mut converting = Box::pin(from.convert_to(obj.clone(), to));
+        // The built-in kinds and CRDs without a webhook convert without waiting; a conversion
+        // webhook is waited for on this worker thread, as upstream's field manager waits.
+        let done = match futures_util::FutureExt::now_or_never(&mut converting) {
+            Some(done) => done,
+            None => {
+                let handle = tokio::runtime::Handle::try_current().map_err(|e| e.to_string())?;
+                if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+                    return Err("a conversion webhook cannot be waited for here".into());
+                }
+                tokio::task::block_in_place(|| handle.block_on(converting))
+            }
+        };
+        done.map(Some).map_err(|s| s.message)
+    }
 }
 
 static NO_RESET: std::sync::LazyLock<Set> = std::sync::LazyLock::new(Set::new);
@@ -48,6 +108,7 @@ impl RegistryStore {
     fn field_manager<'a>(
         &'a self,
         schemas: &'a Schemas,
+        converter: &'a dyn VersionConverter,
         subresource: &'a str,
         api_version: &'a str,
         now: &'a str,
@@ -68,6 +129,7 @@ impl RegistryStore {
             reset,
             now,
             zero: self.zero_object(),
+            converter,
         })
     }
 
@@ -82,7 +144,12 @@ impl RegistryStore {
         let api_version = self.info.gvk().api_version();
         let now = super::store::now_rfc3339();
         let subresource = mf.subresource.as_deref().unwrap_or(subresource);
-        let Some(fm) = self.field_manager(&mf.schemas, subresource, &api_version, &now) else {
+        let converter = StoreVersions {
+            own: self,
+            others: &mf.versions,
+        };
+        let Some(fm) = self.field_manager(&mf.schemas, &converter, subresource, &api_version, &now)
+        else {
             return;
         };
         // Compared in Go's form, as upstream compares decoded Go values: an empty map a client
@@ -105,24 +172,27 @@ impl RegistryStore {
     /// `manager`: the new object with its managed fields, or upstream's 409 for conflicts.
     pub fn apply(
         &self,
-        schemas: &Schemas,
+        mf: &ManagedFieldsRequest,
         subresource: &str,
         live: Option<&Value>,
         config: &Value,
-        manager: &str,
         force: bool,
     ) -> Result<Value, Status> {
         let api_version = self.info.gvk().api_version();
         let now = super::store::now_rfc3339();
+        let converter = StoreVersions {
+            own: self,
+            others: &mf.versions,
+        };
         let fm = self
-            .field_manager(schemas, subresource, &api_version, &now)
+            .field_manager(&mf.schemas, &converter, subresource, &api_version, &now)
             .ok_or_else(|| {
                 Status::internal(format!(
                     "no schema for {}.{}: server-side apply needs one",
                     self.info.kind, self.info.group
                 ))
             })?;
-        fm.apply(live.unwrap_or(fm.zero), config, manager, force)
+        fm.apply(live.unwrap_or(fm.zero), config, &mf.manager, force)
             .map_err(ApplyError::into_status)
     }
 }
