@@ -459,3 +459,10 @@ fn managers_of_other_versions_see_writes_in_their_version() {
         ))
     );
 }
+
+#[test]
+fn scale_subresource_writes_and_applies_own_the_replicas_path() {
+    let s = Server::start();
+    let out = s.python(&common::tests_dir().join("python/ssa_scale.py"), &[]);
+    assert!(out.contains("scale managed fields: ok"), "{out}");
+}

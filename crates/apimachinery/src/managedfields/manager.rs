@@ -127,7 +127,7 @@ impl Managed {
         self.entries.iter().position(|e| &e.id == id)
     }
 
-    fn get(&self, id: &ManagerId) -> Option<&Entry> {
+    pub(crate) fn get(&self, id: &ManagerId) -> Option<&Entry> {
         self.position(id).map(|i| &self.entries[i])
     }
 
@@ -135,7 +135,7 @@ impl Managed {
         self.position(id).map(|i| self.entries.remove(i))
     }
 
-    fn put(&mut self, entry: Entry) {
+    pub(crate) fn put(&mut self, entry: Entry) {
         match self.position(&entry.id) {
             Some(i) => self.entries[i] = entry,
             None => self.entries.push(entry),

@@ -3,11 +3,13 @@
 //!
 //! `fieldpath` is the vocabulary (paths, sets, `fieldsV1`), `typed` reads objects through
 //! their schema (field sets, comparisons, removals), `manager` moves ownership on updates and
-//! applies and keeps `metadata.managedFields`. The registry calls [`FieldManager`] on every
-//! write; nothing here knows HTTP or storage.
+//! applies and keeps `metadata.managedFields`, `scale` carries managers between a parent and
+//! its Scale. The registry calls [`FieldManager`] on every write; nothing here knows HTTP or
+//! storage.
 
 pub mod fieldpath;
 pub mod manager;
+pub mod scale;
 pub mod typed;
 
 pub use fieldpath::{Path, PathElement, Set};

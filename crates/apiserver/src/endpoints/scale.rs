@@ -17,6 +17,7 @@ use super::get::accept;
 use super::negotiation::{View, negotiate};
 use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
+use crate::registry::fieldmanager::ScaleChange;
 use crate::registry::{RegistryStore, Requester, ResourceInfo, UpdateOptions, WriteOptions};
 
 /// The selector in its string form: from a `LabelSelector` (apps kinds) or a plain map
@@ -93,6 +94,18 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
     })
 }
 
+/// The applied Scale configuration of a server-side apply (a YAML or JSON object).
+fn applied_scale(body: &[u8]) -> Result<Value, Status> {
+    let doc: Value = serde_yaml_ng::from_slice(body)
+        .map_err(|e| Status::bad_request(format!("error decoding YAML: {e}")))?;
+    if !doc.is_object() {
+        return Err(Status::bad_request(
+            "error decoding YAML: json: cannot unmarshal into Go value of type map[string]interface {}",
+        ));
+    }
+    Ok(doc)
+}
+
 pub async fn get(
     _api: &ApiResources,
     store: &Arc<RegistryStore>,
@@ -136,14 +149,25 @@ pub async fn update(
     if !is_put
         && !matches!(
             patch_type,
-            Some(PatchType::Json | PatchType::Merge | PatchType::Strategic)
+            Some(PatchType::Json | PatchType::Merge | PatchType::Strategic | PatchType::Apply)
         )
     {
         return Err(Status::unsupported_media_type(
             "415: Unsupported Media Type",
         ));
     }
+    let apply = !is_put && patch_type == Some(PatchType::Apply);
+    if apply {
+        q.validate_write_options("PatchOptions", true)?;
+    }
     let body = req.body.clone();
+    let config = if apply {
+        Some(applied_scale(&body)?)
+    } else {
+        None
+    };
+    let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref(), None);
+    let force = q.force.unwrap_or(false);
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
         let Some(current) = current else {
             return Err(Status::not_found(
@@ -152,14 +176,19 @@ pub async fn update(
             ));
         };
         let old_scale = scale_of(&store.info, current);
-        let new_scale = match (&incoming, patch_type) {
-            (Some(s), _) => s.clone(),
-            (None, Some(PatchType::Json)) => {
-                apply_json_patch(&old_scale, &body).map_err(|e| e.to_status())?
+        let change = match (&incoming, patch_type, &config) {
+            (Some(s), _, _) => ScaleChange::Update(s.clone()),
+            (None, _, Some(config)) => ScaleChange::Apply { config, force },
+            (None, Some(PatchType::Json), _) => {
+                ScaleChange::Update(apply_json_patch(&old_scale, &body).map_err(|e| e.to_status())?)
             }
             // A Scale has no lists, so a strategic merge patch of it is a merge patch.
-            (None, _) => apply_merge_patch(&old_scale, &body).map_err(|e| e.to_status())?,
+            (None, _, _) => ScaleChange::Update(
+                apply_merge_patch(&old_scale, &body).map_err(|e| e.to_status())?,
+            ),
         };
+        let (new_scale, managed) =
+            store.scale_write(managed_fields.as_ref(), current, old_scale, change)?;
         let replicas = new_scale
             .pointer("/spec/replicas")
             .and_then(Value::as_i64)
@@ -183,8 +212,15 @@ pub async fn update(
             Some(paths) => set_at(&mut parent, &paths.spec_replicas, json!(replicas)),
             None => parent["spec"]["replicas"] = json!(replicas),
         }
+        match managed {
+            Some(entries) => parent.set_meta("managedFields", entries),
+            None => {
+                parent.remove_meta("managedFields");
+            }
+        }
+        // An apply names no resourceVersion to hold to (the one it read is the parent's).
         match new_scale.resource_version() {
-            rv if !rv.is_empty() && rv != current.resource_version() => Err(
+            rv if !apply && !rv.is_empty() && rv != current.resource_version() => Err(
                 Status::stale_resource_version(&store.info.group_resource(), &req.info.name),
             ),
             _ => {
@@ -196,12 +232,8 @@ pub async fn update(
     let opts = UpdateOptions {
         write: WriteOptions {
             dry_run: q.dry_run,
-            managed_fields: super::managed_fields(
-                api,
-                &req,
-                q.field_manager.as_deref(),
-                Some("scale"),
-            ),
+            // The Scale's field manager records the write (`scale_write`).
+            managed_fields: None,
         },
         subresource: String::new(),
         is_put: false,

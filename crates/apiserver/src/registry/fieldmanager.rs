@@ -11,7 +11,10 @@
 use std::sync::Arc;
 
 use apimachinery::Status;
-use apimachinery::managedfields::{ApplyError, FieldManager, Set, Ty, VersionConverter};
+use apimachinery::managedfields::scale::{self, ReplicasPath, ScaleHandler};
+use apimachinery::managedfields::{
+    ApplyError, FieldManager, OneVersion, Set, Ty, VersionConverter,
+};
 use apimachinery::object::ObjectExt;
 use apimachinery::schema::Schemas;
 use serde_json::Value;
@@ -90,6 +93,21 @@ impl VersionConverter for StoreVersions<'_> {
 }
 
 static NO_RESET: std::sync::LazyLock<Set> = std::sync::LazyLock::new(Set::new);
+
+/// The zero `autoscaling/v1 Scale` in Go's form.
+static SCALE_ZERO: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    let mut zero = serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale"});
+    super::store::go_form(&mut zero);
+    zero
+});
+
+/// What a write through `/scale` does to the Scale.
+pub enum ScaleChange<'a> {
+    /// The Scale after a PUT or a patch.
+    Update(Value),
+    /// Server-side apply of a Scale configuration.
+    Apply { config: &'a Value, force: bool },
+}
 
 impl RegistryStore {
     /// The kind's zero object as upstream's `New()` gives it, in Go's JSON form (`status: {}`,
@@ -194,5 +212,89 @@ impl RegistryStore {
             })?;
         fm.apply(live.unwrap_or(fm.zero), config, &mf.manager, force)
             .map_err(ApplyError::into_status)
+    }
+
+    /// The replicas path of the kind in `api_version`, among the versions it is served in.
+    fn replicas_path(&self, others: &[Arc<RegistryStore>], api_version: &str) -> ReplicasPath {
+        let served = |s: &RegistryStore| s.info.gvk().api_version() == api_version;
+        let Some(store) = std::iter::once(self)
+            .chain(others.iter().map(|s| &**s))
+            .find(|s| served(s))
+        else {
+            return ReplicasPath::UnknownVersion;
+        };
+        if store.info.subresource("scale").is_none() {
+            return ReplicasPath::NoScale;
+        }
+        let pointer = store
+            .info
+            .scale_paths
+            .as_ref()
+            .map_or("/spec/replicas", |p| p.spec_replicas.as_str());
+        ReplicasPath::At(scale::pointer_path(pointer))
+    }
+
+    /// A write through `/scale` of `current` (upstream's `scaleUpdatedObjectInfo` with the
+    /// Scale's field manager): the Scale is tracked with the parent's managers of the replicas
+    /// path, and they go back to the parent. Returns the new Scale and the parent's managed
+    /// fields after the write.
+    pub(crate) fn scale_write(
+        &self,
+        mf: Option<&ManagedFieldsRequest>,
+        current: &Value,
+        mut old_scale: Value,
+        change: ScaleChange<'_>,
+    ) -> Result<(Value, Option<Value>), Status> {
+        let kept = || current.pointer("/metadata/managedFields").cloned();
+        let Some(mf) = mf else {
+            return match change {
+                ScaleChange::Update(new) => Ok((new, kept())),
+                ScaleChange::Apply { .. } => Err(Status::internal(
+                    "server-side apply needs the OpenAPI schemas",
+                )),
+            };
+        };
+        // Custom resources' Scale has no schema among theirs: its fields are deduced from the
+        // values, as upstream's custom resource handler reads it.
+        let root = mf
+            .schemas
+            .root_for("autoscaling", "v1", "Scale")
+            .map_or(Ty::Deduced, Ty::Schema);
+        let parent = scale::managed_of(current);
+        let api_version = self.info.gvk().api_version();
+        let paths = |v: &str| self.replicas_path(&mf.versions, v);
+        let handler = ScaleHandler {
+            parent: &parent,
+            api_version: &api_version,
+            replicas_path: &paths,
+        };
+        super::store::go_form(&mut old_scale);
+        if let Some(entries) = handler.to_subresource().encode() {
+            old_scale.set_meta("managedFields", entries);
+        }
+        let now = super::store::now_rfc3339();
+        let fm = FieldManager {
+            schemas: &mf.schemas,
+            root,
+            api_version: "autoscaling/v1",
+            kind: "Scale",
+            subresource: "scale",
+            reset: &NO_RESET,
+            now: &now,
+            zero: &SCALE_ZERO,
+            converter: &OneVersion,
+        };
+        let new_scale = match change {
+            ScaleChange::Update(mut new) => {
+                super::store::go_form(&mut new);
+                fm.update(&old_scale, &mut new, &mf.manager);
+                new
+            }
+            ScaleChange::Apply { config, force } => fm
+                .apply(&old_scale, config, &mf.manager, force)
+                .map_err(ApplyError::into_status)?,
+        };
+        let managed = handler.to_parent(&scale::managed_of(&new_scale)).encode();
+        Ok((new_scale, managed))
     }
 }

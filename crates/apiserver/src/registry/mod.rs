@@ -4,7 +4,7 @@
 //! The registry never names a particular kind.
 
 pub mod conversion;
-mod fieldmanager;
+pub(crate) mod fieldmanager;
 pub mod reflector;
 mod resource;
 mod store;
