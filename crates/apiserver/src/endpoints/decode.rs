@@ -17,12 +17,37 @@ use crate::registry::ResourceInfo;
 
 /// Decodes a body in the request's Content-Type into JSON.
 pub fn decode_value(req: &ApiRequest) -> Result<Value, Status> {
+    decode_body(req, false).map(|(value, _)| value)
+}
+
+/// Decodes a body in the request's Content-Type into JSON and, with `duplicates`, says what Go's
+/// strict decoder says of the keys it gives twice (the last one is kept): in JSON one `duplicate
+/// field "a.b"` each, in YAML go-yaml's one `yaml: unmarshal errors:` text naming them all (upstream
+/// runs sigs.k8s.io/yaml's `YAMLToJSONStrict` over a YAML body before its strict JSON decoding).
+fn decode_body(req: &ApiRequest, duplicates: bool) -> Result<(Value, Vec<String>), Status> {
     let ct = req
         .headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
-    let encoding = body_encoding(ct)?;
-    parse(&req.body, encoding)
+    match body_encoding(ct)? {
+        Encoding::Yaml => {
+            let doc = yaml_to_json(&req.body)?;
+            let found = match duplicates {
+                true => doc.strict_error().into_iter().collect(),
+                false => Vec::new(),
+            };
+            Ok((doc.value, found))
+        }
+        Encoding::Json => {
+            let value = parse(&req.body, Encoding::Json)?;
+            let found = match duplicates {
+                true => duplicate_fields(&req.body),
+                false => Vec::new(),
+            };
+            Ok((value, found))
+        }
+        Encoding::Protobuf => Ok((parse(&req.body, Encoding::Protobuf)?, Vec::new())),
+    }
 }
 
 /// How deep a decoded object may nest. The protobuf decoder refuses deeper messages before it
@@ -90,15 +115,7 @@ pub fn parse(body: &[u8], encoding: Encoding) -> Result<Value, Status> {
         Encoding::Json => {
             parse_json(body).map_err(|what| Status::bad_request(json_error(body, &what)))
         }
-        Encoding::Yaml => {
-            let value = yaml_to_json(body)?;
-            if nests_deeper_than(&value, MAX_OBJECT_DEPTH) {
-                return Err(Status::bad_request(format!(
-                    "error converting YAML to JSON: yaml: exceeded max depth of {MAX_OBJECT_DEPTH}"
-                )));
-            }
-            Ok(value)
-        }
+        Encoding::Yaml => yaml_to_json(body).map(|doc| doc.value),
         Encoding::Protobuf => {
             let value =
                 ironplane_protobuf::decode(body).map_err(|e| Status::bad_request(e.to_string()))?;
@@ -148,20 +165,53 @@ fn json_error(body: &[u8], what: &str) -> String {
     format!("couldn't get version/kind; json parse error: {what} ({shown})")
 }
 
-pub fn yaml_to_json(body: &[u8]) -> Result<Value, Status> {
-    let v: Value = serde_yaml_ng::from_slice(body).map_err(|e| {
+/// A YAML body as JSON, as upstream's sigs.k8s.io/yaml converts it (see [`apimachinery::yaml`]:
+/// the last of duplicate keys wins, merge keys merge), with go-yaml's strict complaints about
+/// keys given twice; held to [`MAX_OBJECT_DEPTH`] by a walk of the result.
+pub fn yaml_to_json(body: &[u8]) -> Result<apimachinery::yaml::Document, Status> {
+    let refused =
+        |what: &str| Status::bad_request(format!("error converting YAML to JSON: yaml: {what}"));
+    let doc = apimachinery::yaml::to_json(body).map_err(|e| {
         // Say it in go-yaml's words where the two libraries refuse the same thing.
         let text = e.to_string();
-        let what = if text.starts_with("recursion limit exceeded") {
-            format!("exceeded max depth of {MAX_OBJECT_DEPTH}")
+        if text.starts_with("recursion limit exceeded") {
+            refused(&format!("exceeded max depth of {MAX_OBJECT_DEPTH}"))
         } else if text.starts_with("repetition limit exceeded") {
-            "document contains excessive aliasing".to_string()
+            refused("document contains excessive aliasing")
+        } else if text.contains(apimachinery::yaml::MERGE_NOT_MAP) {
+            refused(apimachinery::yaml::MERGE_NOT_MAP)
         } else {
-            text
-        };
-        Status::bad_request(format!("error converting YAML to JSON: yaml: {what}"))
+            refused(&text)
+        }
     })?;
-    Ok(v)
+    if nests_deeper_than(&doc.value, MAX_OBJECT_DEPTH) {
+        return Err(refused(&format!(
+            "exceeded max depth of {MAX_OBJECT_DEPTH}"
+        )));
+    }
+    Ok(doc)
+}
+
+/// The warnings upstream's handlers make of strict decoding errors (`addStrictDecodingWarnings`
+/// in k8s.io/apiserver's handlers/rest.go): go-yaml's `yaml: unmarshal errors:` text (bare, or
+/// as sigs.k8s.io/yaml's `UnmarshalStrict` wraps it) becomes one warning per line it lists, as
+/// `line 5: key "name" already set in map`; any other error is one warning as it is.
+pub(crate) fn strict_decoding_warnings(errors: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in errors {
+        let listed = e
+            .strip_prefix(apimachinery::yaml::UNMARSHAL_ERRORS)
+            .or_else(|| {
+                e.strip_prefix("error converting YAML to JSON: ")
+                    .and_then(|rest| rest.strip_prefix(apimachinery::yaml::UNMARSHAL_ERRORS))
+            })
+            .and_then(|rest| rest.strip_prefix('\n'));
+        match listed {
+            Some(lines) => out.extend(lines.split('\n').map(|l| l.trim().to_string())),
+            None => out.push(e.clone()),
+        }
+    }
+    out
 }
 
 /// Decodes the body of a create or update of `info`: fills a missing apiVersion/kind from the
@@ -178,8 +228,10 @@ pub fn decode_object(
         Some((av, k)) => (av.to_string(), k.to_string()),
         None => (info.api_version(), info.kind.clone()),
     };
-    let mut obj = match decode_value(req) {
-        Ok(v) => v,
+    // Go's strict decoder reports keys given twice (the last one wins when fields are not
+    // checked) before the fields it does not know.
+    let (mut obj, duplicates) = match decode_body(req, fv != FieldValidation::Ignore) {
+        Ok(decoded) => decoded,
         Err(mut s) if s.code == 400 && !s.message.starts_with("error converting YAML") => {
             s.message = format!(
                 "the object provided is unrecognized (must be of type {expected_kind}): {}",
@@ -247,21 +299,6 @@ pub fn decode_object(
             "{expected_kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: {e}"
         )));
     }
-    // Go's strict JSON decoder reports keys given twice in an object (the last one wins when
-    // fields are not checked), before the fields it does not know.
-    let is_json = matches!(
-        body_encoding(
-            req.headers
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-        ),
-        Ok(Encoding::Json)
-    );
-    let duplicates = if fv != FieldValidation::Ignore && is_json {
-        duplicate_fields(&req.body)
-    } else {
-        Vec::new()
-    };
     let warnings = checked_fields(
         api,
         &mut obj,
@@ -594,17 +631,14 @@ fn checked_fields(
     }
     match fv {
         FieldValidation::Ignore => Ok(Vec::new()),
-        FieldValidation::Warn => Ok(unknown),
+        FieldValidation::Warn => Ok(strict_decoding_warnings(&unknown)),
         FieldValidation::Strict if unknown.is_empty() => Ok(Vec::new()),
         FieldValidation::Strict => {
+            // Upstream's strictDecodingError: its errors joined by ", " (no brackets).
             let url_version = version;
-            let detail = if unknown.len() == 1 {
-                unknown[0].clone()
-            } else {
-                format!("[{}]", unknown.join(", "))
-            };
             Err(Status::bad_request(format!(
-                "{kind} in version \"{url_version}\" cannot be handled as a {kind}: strict decoding error: {detail}"
+                "{kind} in version \"{url_version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                unknown.join(", ")
             )))
         }
     }
@@ -625,5 +659,48 @@ mod tests {
             ]
         );
         assert!(duplicate_fields(br#"{"a":{"b":1},"c":{"b":2}}"#).is_empty());
+    }
+
+    #[test]
+    fn yaml_strict_errors_warn_once_per_line_they_list() {
+        let errors = [
+            "yaml: unmarshal errors:\n  line 5: key \"name\" already set in map\n  line 12: key 1 already set in map",
+            "error converting YAML to JSON: yaml: unmarshal errors:\n  line 3: key \"a\" already set in map",
+            r#"unknown field "spec.x""#,
+            "yaml: unmarshal errors: not a list",
+        ]
+        .map(String::from);
+        assert_eq!(
+            strict_decoding_warnings(&errors),
+            [
+                r#"line 5: key "name" already set in map"#,
+                "line 12: key 1 already set in map",
+                r#"line 3: key "a" already set in map"#,
+                r#"unknown field "spec.x""#,
+                "yaml: unmarshal errors: not a list",
+            ]
+        );
+    }
+
+    #[test]
+    fn yaml_bodies_keep_the_last_duplicate_and_say_so_in_go_yamls_words() {
+        let doc = yaml_to_json(b"a: 1\nb:\n  c: 2\n  c: 3\na: 4\n").unwrap();
+        assert_eq!(doc.value, serde_json::json!({"a": 4, "b": {"c": 3}}));
+        assert_eq!(
+            doc.strict_error().unwrap(),
+            "yaml: unmarshal errors:\n  line 4: key \"c\" already set in map\n  line 5: key \"a\" already set in map"
+        );
+        let err = yaml_to_json(b"a: {<<: 1}\n").unwrap_err();
+        assert_eq!(
+            err.message,
+            "error converting YAML to JSON: yaml: map merge requires map or sequence of maps as the value"
+        );
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(
+            yaml_to_json(deep.as_bytes()).unwrap_err().message,
+            format!(
+                "error converting YAML to JSON: yaml: exceeded max depth of {MAX_OBJECT_DEPTH}"
+            )
+        );
     }
 }

@@ -11,7 +11,7 @@ use apimachinery::patch::{
 use http::StatusCode;
 use serde_json::Value;
 
-use super::decode::{decode_patched, parse_json};
+use super::decode::{decode_patched, parse_json, strict_decoding_warnings};
 use super::get::{OBJECT_VIEWS, accept};
 use super::negotiation::negotiate;
 use super::query::FieldValidation;
@@ -55,8 +55,9 @@ pub async fn handle(
     let sub = req.info.subresource.clone();
     let body = req.body.clone();
     // The patch document is read once, before the update loop; a strategic merge patch and an
-    // applied configuration are kept parsed, the others as bytes for their appliers.
-    let patch_doc = check_patch_document(patch_type, &body, q.field_validation)?;
+    // applied configuration are kept parsed, the others as bytes for their appliers. An applied
+    // configuration's keys given twice are go-yaml's strict complaint, judged after the apply.
+    let (patch_doc, strict_yaml) = check_patch_document(patch_type, &body, q.field_validation)?;
     let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref(), None);
     let force = q.force.unwrap_or(false);
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
@@ -67,6 +68,23 @@ pub async fn handle(
                 .ok_or_else(|| Status::internal("server-side apply needs the OpenAPI schemas"))?;
             let config = patch_doc.as_ref().unwrap_or(&Value::Null);
             let applied = store.apply(mf, &sub, current, config, force)?;
+            // Upstream's applyPatcher checks the configuration with sigs.k8s.io/yaml's
+            // `UnmarshalStrict` once the apply succeeded (an apply error wins): Strict refuses
+            // it, Warn warns of each duplicate key.
+            if let Some(err) = &strict_yaml {
+                let err = format!("error converting YAML to JSON: {err}");
+                match q.field_validation {
+                    FieldValidation::Strict => {
+                        return Err(Status::bad_request(format!(
+                            "error strict decoding YAML: {err}"
+                        )));
+                    }
+                    FieldValidation::Warn => {
+                        crate::warning::add_all(strict_decoding_warnings(&[err]));
+                    }
+                    FieldValidation::Ignore => {}
+                }
+            }
             return finish_patched(
                 api,
                 &info,
@@ -184,8 +202,44 @@ fn finish_patched(
 /// Reads the patch document as upstream does before applying it: with `fieldValidation` Warn or
 /// Strict, JSON and merge patches are decoded into their Go shapes (a list of operations, a
 /// map) and refused with `error decoding patch: ...`; a strategic merge patch is always decoded
-/// into a map. Returns the parsed strategic patch.
+/// into a map, an applied configuration (YAML) too, as sigs.k8s.io/yaml's `Unmarshal` reads it
+/// (the last of duplicate keys wins, merge keys merge). Returns the parsed strategic patch or
+/// applied configuration and, for the latter under Warn or Strict, go-yaml's strict complaint
+/// about its duplicate keys.
 fn check_patch_document(
+    patch_type: PatchType,
+    body: &[u8],
+    fv: FieldValidation,
+) -> Result<(Option<Value>, Option<String>), Status> {
+    if patch_type == PatchType::Apply {
+        let doc = apimachinery::yaml::to_json(body).map_err(|e| {
+            let text = e.to_string();
+            match text.contains(apimachinery::yaml::MERGE_NOT_MAP) {
+                // go-yaml's fatal error, as sigs.k8s.io/yaml's `Unmarshal` wraps it.
+                true => Status::bad_request(format!(
+                    "error decoding YAML: error converting YAML to JSON: yaml: {}",
+                    apimachinery::yaml::MERGE_NOT_MAP
+                )),
+                false => Status::bad_request(format!("error decoding YAML: {text}")),
+            }
+        })?;
+        let strict = match fv {
+            FieldValidation::Ignore => None,
+            _ => doc.strict_error(),
+        };
+        return match doc.value {
+            doc @ Value::Object(_) => Ok((Some(doc), strict)),
+            other => Err(Status::bad_request(format!(
+                "error decoding YAML: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                go_json_type(&other)
+            ))),
+        };
+    }
+    check_other_patch_document(patch_type, body, fv).map(|doc| (doc, None))
+}
+
+/// [`check_patch_document`] for the patch types that are JSON.
+fn check_other_patch_document(
     patch_type: PatchType,
     body: &[u8],
     fv: FieldValidation,
@@ -241,17 +295,6 @@ fn check_patch_document(
                 kind(&other)
             ))),
         },
-        PatchType::Apply => {
-            let doc: Value = serde_yaml_ng::from_slice(body)
-                .map_err(|e| Status::bad_request(format!("error decoding YAML: {e}")))?;
-            match doc {
-                Value::Object(_) => Ok(Some(doc)),
-                other => Err(Status::bad_request(format!(
-                    "error decoding YAML: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-                    kind(&other)
-                ))),
-            }
-        }
         _ => Ok(None),
     }
 }
