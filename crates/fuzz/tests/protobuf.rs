@@ -381,6 +381,24 @@ proptest! {
         prop_assert_eq!(twice, once);
     }
 
+    /// `go_form` is the round trip JSON → protobuf → JSON without the wire: the same object for
+    /// whatever encodes (free-form values, perturbed into every JSON type), an error for
+    /// whatever does not.
+    #[test]
+    fn go_form_is_the_round_trip(object in stored_object(), edits in prop::collection::vec(perturb(), 0..4), free in free_form_object(), use_free in any::<bool>()) {
+        let mut object = if use_free { free } else { object };
+        for edit in &edits {
+            apply_perturb(&mut object, edit);
+        }
+        let walked = ironplane_protobuf::go_form(&object);
+        let round = encode(&object).and_then(|bytes| decode(&bytes));
+        match (walked, round) {
+            (Ok(walked), Ok(round)) => prop_assert_eq!(walked, round),
+            (Err(_), Err(_)) => {}
+            (walked, round) => prop_assert!(false, "go_form {:?}, round trip {:?}", walked, round),
+        }
+    }
+
     /// The watch frame of an object decodes to `{type, object}` with the object's round trip.
     #[test]
     fn watch_events_round_trip(object in stored_object(), event_type in "[A-Z]{0,10}") {

@@ -428,7 +428,7 @@ fn json_kind(value: &Value) -> &'static str {
 
 /// A quantity as Go writes it back; text that is no quantity (refused before it gets here by
 /// the type check) is kept as it is.
-fn canonical_quantity(text: &str) -> String {
+pub(crate) fn canonical_quantity(text: &str) -> String {
     match apimachinery::quantity::Quantity::parse(text.trim()) {
         Ok(q) => q.canonical(),
         Err(_) => text.to_string(),

@@ -17,6 +17,7 @@
 mod check;
 mod decode;
 mod encode;
+mod normalize;
 pub mod openapi_v2;
 mod render;
 mod schema;
@@ -138,6 +139,30 @@ pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
     Ok(out)
 }
 
+/// The object as Go's encoding/json writes it after unmarshalling it into its Go type: what
+/// [`decode`] of [`encode`] gives (fields the type lacks dropped, nil and empty collections as Go
+/// writes them, non-pointer structs present, times, quantities and the other special types in
+/// their Go form), computed in one walk of the JSON, without the wire.
+pub fn go_form(obj: &Value) -> Result<Value, ProtobufError> {
+    let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or_default();
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    let schema = schema();
+    let id = schema
+        .resolve(api_version, kind)
+        .ok_or_else(|| ProtobufError::UnknownKind {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        })?;
+    let mut out = serde_json::Map::new();
+    out.insert("kind".to_string(), Value::String(kind.to_string()));
+    out.insert(
+        "apiVersion".to_string(),
+        Value::String(api_version.to_string()),
+    );
+    normalize::Normalizer { schema, depth: 1 }.fields_into(id, obj, &mut out)?;
+    Ok(Value::Object(out))
+}
+
 /// Encode one watch event frame for `;stream=watch`: 4-byte big-endian length + a meta/v1
 /// `WatchEvent{type, object: RawExtension{raw: envelope of the object}}`. As upstream's stream
 /// shows, the frame holds the bare WatchEvent message; only the object inside is an envelope.
@@ -188,13 +213,7 @@ pub fn normalize_go_message(full_name: &str, value: &Value) -> Result<Value, Pro
     let id = schema
         .message_named(full_name)
         .ok_or_else(|| malformed(format!("the schema has no {full_name}")))?;
-    let mut raw = Vec::with_capacity(128);
-    encode::Encoder {
-        schema,
-        depth: Default::default(),
-    }
-    .message(id, value, &mut raw)?;
-    decode::message_to_json(schema, id, &raw)
+    normalize::Normalizer { schema, depth: 0 }.message(id, value)
 }
 
 /// Whether objects of this apiVersion and kind have a protobuf form (every built-in kind and

@@ -920,20 +920,34 @@ impl RegistryStore {
 /// decodes into. Structs that are not pointers are always there (a Pod's `status: {}`, a pod
 /// template's `metadata: {}`), fields without `omitempty` show their zero values, empty
 /// `omitempty` maps and lists go (`labels: {}` after the last label is removed). The protobuf
-/// transcoder knows exactly these Go facts, so a round trip through it gives that form; objects
-/// it has no Go type for (custom resources) are left as they are.
+/// transcoder knows exactly these Go facts, so a round trip through it gives that form
+/// (`ironplane_protobuf::go_form` walks the JSON to the same answer); objects it has no Go type
+/// for (custom resources) are left as they are.
 pub(super) fn go_form(obj: &mut Value) {
     let api_version = obj.api_version();
     let kind = obj.kind();
     if !ironplane_protobuf::supports(api_version, kind) {
         return;
     }
-    match ironplane_protobuf::encode(obj).and_then(|bytes| ironplane_protobuf::decode(&bytes)) {
+    // The walk gives what the round trip through the transcoder gives, without the wire.
+    match ironplane_protobuf::go_form(obj) {
         Ok(go) => *obj = go,
         // The decoder already refused what Go could not hold; log anything else and keep the
         // object as it is.
         Err(e) => tracing::warn!(error = %e, kind, "object has no Go form"),
     }
+}
+
+/// [`go_form`] of a copy of `obj`.
+pub(super) fn go_form_of(obj: &Value) -> Value {
+    if ironplane_protobuf::supports(obj.api_version(), obj.kind())
+        && let Ok(go) = ironplane_protobuf::go_form(obj)
+    {
+        return go;
+    }
+    let mut copy = obj.clone();
+    go_form(&mut copy);
+    copy
 }
 
 impl RegistryStore {

@@ -76,9 +76,7 @@ fn convert(obj: &Value, to_events: bool) -> Value {
 
 /// The object as Go's encoder writes its type (zero values of non-omitempty fields filled).
 fn go_form(obj: &mut Value) {
-    if let Ok(go) =
-        ironplane_protobuf::encode(obj).and_then(|bytes| ironplane_protobuf::decode(&bytes))
-    {
+    if let Ok(go) = ironplane_protobuf::go_form(obj) {
         *obj = go;
     }
 }

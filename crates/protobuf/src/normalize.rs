@@ -1,0 +1,449 @@
+//! JSON → Go's JSON, without the wire in between: the object Go's encoding/json would write
+//! after unmarshalling `value` into its Go struct, which is what [`crate::decode`] of
+//! [`crate::encode`] gives, read off the same schema in one walk instead of writing and
+//! parsing protobuf. Every write of a built-in object takes this form once or twice (storage,
+//! field management), so the walk is the cheap way to the same answer.
+//!
+//! The rules are the two halves' rules composed: a field the struct does not have is dropped;
+//! nil (JSON `null` or absent) pointers, slices and maps, and empty slices and maps (which Go's
+//! marshaller does not write), come back as `null`, or not at all under `omitempty`; non-pointer
+//! structs are always there; scalars take their zero value when `null` and leave under
+//! `omitempty` when zero; the special types write themselves as their `MarshalJSON` does.
+//! Anything the encoder would refuse is an error here too, and the caller falls back to the
+//! round trip, which says why.
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use crate::ProtobufError;
+use crate::schema::{Cardinality, Field, MessageId, Schema, Special, Type};
+use crate::time;
+
+fn invalid(message: impl Into<String>) -> ProtobufError {
+    ProtobufError::Invalid {
+        path: String::new(),
+        message: message.into(),
+    }
+}
+
+pub(crate) struct Normalizer<'s> {
+    pub schema: &'s Schema,
+    pub depth: usize,
+}
+
+impl Normalizer<'_> {
+    /// A message's JSON: an object for plain structs, what the special type writes otherwise.
+    pub(crate) fn message(&mut self, id: MessageId, value: &Value) -> Result<Value, ProtobufError> {
+        self.depth += 1;
+        if self.depth > crate::MAX_DEPTH {
+            return Err(ProtobufError::TooDeep);
+        }
+        let result = match self.schema.messages[id].special {
+            Special::None => {
+                let mut out = Map::new();
+                self.fields_into(id, value, &mut out)
+                    .map(|()| Value::Object(out))
+            }
+            special => self.special(id, special, value),
+        };
+        self.depth -= 1;
+        result
+    }
+
+    /// The fields of a plain struct built from `value` (an object or null), written into `out`.
+    pub(crate) fn fields_into(
+        &mut self,
+        id: MessageId,
+        value: &Value,
+        out: &mut Map<String, Value>,
+    ) -> Result<(), ProtobufError> {
+        let empty = Map::new();
+        let object = match value {
+            Value::Object(object) => object,
+            Value::Null => &empty,
+            other => {
+                return Err(invalid(format!("expected an object, got {}", kind(other))));
+            }
+        };
+        let schema = self.schema;
+        for field in &schema.messages[id].fields {
+            if field.inline {
+                let Type::Message(inner) = field.ty else {
+                    return Err(invalid("an inline field that is not a struct"));
+                };
+                self.depth += 1;
+                let result = self.fields_into(inner, value, out);
+                self.depth -= 1;
+                result?;
+                continue;
+            }
+            let value = object.get(&*field.json).unwrap_or(&Value::Null);
+            self.field(field, value, out)?;
+        }
+        Ok(())
+    }
+
+    fn field(
+        &mut self,
+        field: &Field,
+        value: &Value,
+        out: &mut Map<String, Value>,
+    ) -> Result<(), ProtobufError> {
+        let key = || field.json.to_string();
+        // What a nil pointer, slice or map writes: null, unless omitempty.
+        let absent = |out: &mut Map<String, Value>| {
+            if !field.omitempty {
+                out.insert(key(), Value::Null);
+            }
+        };
+        match field.cardinality {
+            Cardinality::Map => {
+                let entries = match value {
+                    Value::Null => {
+                        absent(out);
+                        return Ok(());
+                    }
+                    Value::Object(entries) => entries,
+                    other => {
+                        return Err(invalid(format!("expected an object, got {}", kind(other))));
+                    }
+                };
+                if entries.is_empty() {
+                    absent(out);
+                    return Ok(());
+                }
+                let mut map = Map::new();
+                for (k, v) in entries {
+                    let v = match field.ty {
+                        Type::Message(id) => self.message(id, v)?,
+                        Type::Bytes if v.is_null() => Value::Null,
+                        Type::Bytes => rebase64(v)?,
+                        ty => scalar(ty, v)?,
+                    };
+                    map.insert(k.clone(), v);
+                }
+                out.insert(key(), Value::Object(map));
+            }
+            Cardinality::Repeated => {
+                let items = match value {
+                    Value::Null => {
+                        absent(out);
+                        return Ok(());
+                    }
+                    Value::Array(items) => items,
+                    other => {
+                        return Err(invalid(format!("expected an array, got {}", kind(other))));
+                    }
+                };
+                if items.is_empty() {
+                    absent(out);
+                    return Ok(());
+                }
+                let mut list = Vec::with_capacity(items.len());
+                for item in items {
+                    list.push(match field.ty {
+                        Type::Message(id) => self.message(id, item)?,
+                        Type::Bytes => rebase64(item)?,
+                        ty => scalar(ty, item)?,
+                    });
+                }
+                out.insert(key(), Value::Array(list));
+            }
+            Cardinality::Single => match field.ty {
+                Type::Message(id) => {
+                    let special = self.schema.messages[id].special;
+                    if special == Special::Strings {
+                        // A named slice: nil when null, else its strings (an empty one stays,
+                        // unless omitempty).
+                        if value.is_null() {
+                            absent(out);
+                            return Ok(());
+                        }
+                        let items = strings(value)?;
+                        if !(field.omitempty && items.is_empty()) {
+                            out.insert(key(), Value::Array(items));
+                        }
+                        return Ok(());
+                    }
+                    if field.pointer && value.is_null() {
+                        absent(out);
+                        return Ok(());
+                    }
+                    let v = self.message(id, value)?;
+                    // omitempty never drops a struct; omitzero drops the zero value, which for
+                    // the only omitzero field (a metav1.Time) is the one that writes null.
+                    if !(field.omitzero && v.is_null()) {
+                        out.insert(key(), v);
+                    }
+                }
+                Type::Bytes => {
+                    if value.is_null() {
+                        absent(out);
+                        return Ok(());
+                    }
+                    let bytes = decode_base64(value)?;
+                    if !(field.omitempty && bytes.is_empty()) {
+                        out.insert(
+                            key(),
+                            Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                        );
+                    }
+                }
+                ty => {
+                    if field.pointer && value.is_null() {
+                        absent(out);
+                        return Ok(());
+                    }
+                    let v = scalar(ty, value)?;
+                    if field.pointer || !(field.omitempty && is_zero(&v)) {
+                        out.insert(key(), v);
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+
+    fn special(
+        &mut self,
+        id: MessageId,
+        special: Special,
+        value: &Value,
+    ) -> Result<Value, ProtobufError> {
+        Ok(match special {
+            Special::None => Value::Null,
+            Special::Time | Special::MicroTime => {
+                let Some(text) = string_or_null(value, "a time")? else {
+                    return Ok(Value::Null);
+                };
+                let (seconds, nanos) = time::parse_rfc3339(text).map_err(invalid)?;
+                if seconds == time::ZERO_TIME_SECONDS {
+                    // Go's zero time writes null (with or without nanoseconds on the wire).
+                    Value::Null
+                } else if special == Special::Time {
+                    Value::String(time::format_rfc3339(seconds))
+                } else {
+                    Value::String(time::format_rfc3339_micro(seconds, nanos))
+                }
+            }
+            Special::Duration => {
+                let nanos = match string_or_null(value, "a duration")? {
+                    Some(text) => time::parse_duration(text).map_err(invalid)?,
+                    None => 0,
+                };
+                Value::String(time::format_duration(nanos))
+            }
+            Special::Quantity => {
+                let text = match value {
+                    Value::String(text) => crate::encode::canonical_quantity(text),
+                    Value::Number(number) => crate::encode::canonical_quantity(&number.to_string()),
+                    Value::Null => "0".to_string(),
+                    other => {
+                        return Err(invalid(format!("expected a quantity, got {}", kind(other))));
+                    }
+                };
+                // What the wire reads back: an empty string is the zero quantity, "0".
+                Value::String(if text.is_empty() {
+                    "0".to_string()
+                } else {
+                    text
+                })
+            }
+            Special::IntOrString => match value {
+                Value::Null => Value::from(0),
+                Value::String(text) => Value::String(text.clone()),
+                Value::Number(_) => Value::from(int32(value)?),
+                other => {
+                    return Err(invalid(format!(
+                        "expected a number or string, got {}",
+                        kind(other)
+                    )));
+                }
+            },
+            // The JSON travels as text and is read back: the same value.
+            Special::RawExtension | Special::RawJson => value.clone(),
+            Special::Strings => Value::Array(strings(value)?),
+            Special::SchemaOrBool => match value {
+                Value::Bool(allows) => Value::Bool(*allows),
+                Value::Object(_) => self.message(self.field_message(id, 2)?, value)?,
+                Value::Null => Value::Bool(false),
+                other => {
+                    return Err(invalid(format!(
+                        "boolean or JSON schema expected, got {}",
+                        kind(other)
+                    )));
+                }
+            },
+            Special::SchemaOrArray => {
+                let schema = self.field_message(id, 1)?;
+                match value {
+                    Value::Object(_) => self.message(schema, value)?,
+                    Value::Array(items) if !items.is_empty() => Value::Array(
+                        items
+                            .iter()
+                            .map(|item| self.message(schema, item))
+                            .collect::<Result<_, _>>()?,
+                    ),
+                    _ => Value::Null,
+                }
+            }
+            Special::SchemaOrStringArray => {
+                let schema = self.field_message(id, 1)?;
+                match value {
+                    Value::Object(_) => self.message(schema, value)?,
+                    Value::Array(_) => {
+                        let items = strings(value)?;
+                        if items.is_empty() {
+                            Value::Null
+                        } else {
+                            Value::Array(items)
+                        }
+                    }
+                    _ => Value::Null,
+                }
+            }
+            Special::Unknown => return Err(invalid("runtime.Unknown cannot be built from JSON")),
+        })
+    }
+
+    fn field_message(&self, id: MessageId, number: u32) -> Result<MessageId, ProtobufError> {
+        let message = &self.schema.messages[id];
+        match message
+            .field_index(number)
+            .map(|index| message.fields[index].ty)
+        {
+            Some(Type::Message(id)) => Ok(id),
+            _ => Err(invalid(format!(
+                "{} has no message field {number}",
+                message.name
+            ))),
+        }
+    }
+}
+
+/// A scalar as it comes back from the wire: null is the zero value, an integral float an
+/// integer, a double without a fraction an integer.
+fn scalar(ty: Type, value: &Value) -> Result<Value, ProtobufError> {
+    Ok(match ty {
+        Type::String => Value::String(
+            string_or_null(value, "a string")?
+                .unwrap_or_default()
+                .to_string(),
+        ),
+        Type::Bool => match value {
+            Value::Bool(flag) => Value::Bool(*flag),
+            Value::Null => Value::Bool(false),
+            other => {
+                return Err(invalid(format!("expected a boolean, got {}", kind(other))));
+            }
+        },
+        Type::Int32 => Value::from(int32(value)?),
+        Type::Int64 => Value::from(int64(value)?),
+        Type::Double => {
+            let f = match value {
+                Value::Number(n) => n.as_f64().unwrap_or_default(),
+                Value::Null => 0.0,
+                other => {
+                    return Err(invalid(format!("expected a number, got {}", kind(other))));
+                }
+            };
+            if !f.is_finite() {
+                return Err(invalid(format!("unsupported float value {f}")));
+            }
+            if f.fract() == 0.0 && f.abs() < 1e15 {
+                Value::from(f as i64)
+            } else {
+                serde_json::Number::from_f64(f)
+                    .map(Value::Number)
+                    .ok_or_else(|| invalid(format!("unsupported float value {f}")))?
+            }
+        }
+        Type::Bytes | Type::Message(_) => return Err(invalid("not a scalar")),
+    })
+}
+
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.is_empty(),
+        Value::Bool(flag) => !flag,
+        Value::Number(number) => number.as_f64() == Some(0.0),
+        _ => false,
+    }
+}
+
+fn int64(value: &Value) -> Result<i64, ProtobufError> {
+    match value {
+        Value::Null => Ok(0),
+        Value::Number(number) => number
+            .as_i64()
+            .or_else(|| {
+                number
+                    .as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
+                    .map(|f| f as i64)
+            })
+            .ok_or_else(|| invalid(format!("cannot unmarshal number {number} into an integer"))),
+        other => Err(invalid(format!("expected a number, got {}", kind(other)))),
+    }
+}
+
+fn int32(value: &Value) -> Result<i32, ProtobufError> {
+    let wide = int64(value)?;
+    i32::try_from(wide).map_err(|_| invalid(format!("number {wide} overflows int32")))
+}
+
+fn string_or_null<'v>(value: &'v Value, what: &str) -> Result<Option<&'v str>, ProtobufError> {
+    match value {
+        Value::String(text) => Ok(Some(text)),
+        Value::Null => Ok(None),
+        other => Err(invalid(format!("expected {what}, got {}", kind(other)))),
+    }
+}
+
+/// A string list: null items are empty strings, as the wire holds them.
+fn strings(value: &Value) -> Result<Vec<Value>, ProtobufError> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| {
+                string_or_null(item, "a string")
+                    .map(|s| Value::String(s.unwrap_or_default().to_string()))
+            })
+            .collect(),
+        other => Err(invalid(format!(
+            "expected an array of strings, got {}",
+            kind(other)
+        ))),
+    }
+}
+
+fn decode_base64(value: &Value) -> Result<Vec<u8>, ProtobufError> {
+    match value {
+        Value::String(text) => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| invalid(format!("illegal base64 data: {e}"))),
+        Value::Null => Ok(Vec::new()),
+        other => Err(invalid(format!(
+            "expected a base64 string, got {}",
+            kind(other)
+        ))),
+    }
+}
+
+fn rebase64(value: &Value) -> Result<Value, ProtobufError> {
+    Ok(Value::String(
+        base64::engine::general_purpose::STANDARD.encode(decode_base64(value)?),
+    ))
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
