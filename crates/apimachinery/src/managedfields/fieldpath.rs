@@ -39,7 +39,12 @@ impl PathElement {
     /// The element as `fieldsV1` writes it: `f:name`, `k:{...}`, `v:...`, `i:0`.
     pub fn serialize(&self) -> String {
         match self {
-            PathElement::Field(name) => format!("f:{name}"),
+            PathElement::Field(name) => {
+                let mut out = String::with_capacity(name.len() + 2);
+                out.push_str("f:");
+                out.push_str(name);
+                out
+            }
             PathElement::Key(fields) => {
                 let mut out = String::from("k:{");
                 for (i, (name, value)) in fields.iter().enumerate() {
@@ -280,6 +285,33 @@ impl Set {
             }
         };
         self.children[i].1.insert(rest);
+    }
+
+    /// The subtree at `path`, made when missing.
+    pub(crate) fn node_mut(&mut self, path: &[PathElement]) -> &mut Set {
+        match path.split_first() {
+            None => self,
+            Some((first, rest)) => self.child_mut(first).node_mut(rest),
+        }
+    }
+
+    /// The subtree below `pe`, made when missing.
+    pub(crate) fn child_mut(&mut self, pe: &PathElement) -> &mut Set {
+        let i = match self.child_index(pe) {
+            Ok(i) => i,
+            Err(i) => {
+                self.children.insert(i, (pe.clone(), Set::new()));
+                i
+            }
+        };
+        &mut self.children[i].1
+    }
+
+    /// Adds `pe` as a member of this node.
+    pub(crate) fn insert_member(&mut self, pe: PathElement) {
+        if let Err(i) = self.members.binary_search(&pe) {
+            self.members.insert(i, pe);
+        }
     }
 
     pub fn has(&self, path: &[PathElement]) -> bool {

@@ -346,6 +346,21 @@ fn compare_node(
     path: &mut Vec<PathElement>,
     c: &mut Comparison,
 ) {
+    // A subtree only one side has is added or removed whole: its paths are written below
+    // their parent in one descent rather than each from the root.
+    if let Some((last, parent)) = path.split_last() {
+        match (l, r) {
+            (None, Some(v)) => {
+                whole_subtree(schemas, ty, v, c.added.node_mut(parent), last.clone());
+                return;
+            }
+            (Some(v), None) => {
+                whole_subtree(schemas, ty, v, c.removed.node_mut(parent), last.clone());
+                return;
+            }
+            _ => {}
+        }
+    }
     let shape = node(schemas, ty, r.or(l));
     match shape {
         Node::Leaf => return compare_leaf(l, r, path, c),
@@ -388,6 +403,45 @@ fn compare_node(
         (Some(_), None) => c.removed.insert(path),
         _ => {}
     }
+}
+
+/// Every path [`compare_node`] finds at or below `v` when the other side has nothing there,
+/// written into `at` (the set of `v`'s parent) under `pe`: each node is a path of its own; an
+/// item that appears twice in a list is owned whole.
+fn whole_subtree(schemas: &Schemas, ty: Ty, v: &Value, at: &mut Set, pe: PathElement) {
+    match node(schemas, ty, Some(v)) {
+        Node::Leaf => {}
+        Node::Map => {
+            if let Some(m) = v.as_object().filter(|m| !m.is_empty()) {
+                let below = at.child_mut(&pe);
+                for (k, cv) in m {
+                    whole_subtree(
+                        schemas,
+                        child_ty(schemas, ty, k),
+                        cv,
+                        below,
+                        PathElement::field(k),
+                    );
+                }
+            }
+        }
+        Node::List(rel) => {
+            if v.as_array().is_some_and(|a| !a.is_empty()) {
+                let item_ty = items_ty(schemas, ty);
+                let groups = group_items(schemas, item_ty, &rel, Some(v));
+                if !groups.is_empty() {
+                    let below = at.child_mut(&pe);
+                    for (item_pe, items) in groups {
+                        match items.as_slice() {
+                            [item] => whole_subtree(schemas, item_ty, item, below, item_pe),
+                            _ => below.insert_member(item_pe),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    at.insert_member(pe);
 }
 
 /// The items of a list grouped by path element, in first-seen order.

@@ -172,8 +172,7 @@ impl RegistryStore {
         };
         // Compared in Go's form, as upstream compares decoded Go values: an empty map a client
         // sent is no field, a struct it left out is there empty.
-        let mut typed = new.clone();
-        super::store::go_form(&mut typed);
+        let mut typed = super::store::go_form_of(new);
         fm.update(live.unwrap_or(fm.zero), &mut typed, &mf.manager);
         match typed
             .pointer_mut("/metadata/managedFields")
