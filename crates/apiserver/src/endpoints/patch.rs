@@ -71,20 +71,7 @@ pub async fn handle(
             // Upstream's applyPatcher checks the configuration with sigs.k8s.io/yaml's
             // `UnmarshalStrict` once the apply succeeded (an apply error wins): Strict refuses
             // it, Warn warns of each duplicate key.
-            if let Some(err) = &strict_yaml {
-                let err = format!("error converting YAML to JSON: {err}");
-                match q.field_validation {
-                    FieldValidation::Strict => {
-                        return Err(Status::bad_request(format!(
-                            "error strict decoding YAML: {err}"
-                        )));
-                    }
-                    FieldValidation::Warn => {
-                        crate::warning::add_all(strict_decoding_warnings(&[err]));
-                    }
-                    FieldValidation::Ignore => {}
-                }
-            }
+            applied_yaml_strictness(strict_yaml.as_deref(), q.field_validation)?;
             return finish_patched(
                 api,
                 &info,
@@ -199,6 +186,29 @@ fn finish_patched(
     Ok(patched)
 }
 
+/// What `fieldValidation` makes of go-yaml's strict complaint about an applied configuration
+/// (`check_patch_document`'s second answer), once the apply succeeded: Strict refuses it, Warn
+/// warns of each duplicate key.
+pub(super) fn applied_yaml_strictness(
+    strict_yaml: Option<&str>,
+    fv: FieldValidation,
+) -> Result<(), Status> {
+    let Some(err) = strict_yaml else {
+        return Ok(());
+    };
+    let err = format!("error converting YAML to JSON: {err}");
+    match fv {
+        FieldValidation::Strict => Err(Status::bad_request(format!(
+            "error strict decoding YAML: {err}"
+        ))),
+        FieldValidation::Warn => {
+            crate::warning::add_all(strict_decoding_warnings(&[err]));
+            Ok(())
+        }
+        FieldValidation::Ignore => Ok(()),
+    }
+}
+
 /// Reads the patch document as upstream does before applying it: with `fieldValidation` Warn or
 /// Strict, JSON and merge patches are decoded into their Go shapes (a list of operations, a
 /// map) and refused with `error decoding patch: ...`; a strategic merge patch is always decoded
@@ -206,7 +216,7 @@ fn finish_patched(
 /// (the last of duplicate keys wins, merge keys merge). Returns the parsed strategic patch or
 /// applied configuration and, for the latter under Warn or Strict, go-yaml's strict complaint
 /// about its duplicate keys.
-fn check_patch_document(
+pub(super) fn check_patch_document(
     patch_type: PatchType,
     body: &[u8],
     fv: FieldValidation,

@@ -94,18 +94,6 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
     })
 }
 
-/// The applied Scale configuration of a server-side apply (a YAML or JSON object).
-fn applied_scale(body: &[u8]) -> Result<Value, Status> {
-    let doc: Value = serde_yaml_ng::from_slice(body)
-        .map_err(|e| Status::bad_request(format!("error decoding YAML: {e}")))?;
-    if !doc.is_object() {
-        return Err(Status::bad_request(
-            "error decoding YAML: json: cannot unmarshal into Go value of type map[string]interface {}",
-        ));
-    }
-    Ok(doc)
-}
-
 pub async fn get(
     _api: &ApiResources,
     store: &Arc<RegistryStore>,
@@ -161,10 +149,10 @@ pub async fn update(
         q.validate_write_options("PatchOptions", true)?;
     }
     let body = req.body.clone();
-    let config = if apply {
-        Some(applied_scale(&body)?)
+    let (config, strict_yaml) = if apply {
+        super::patch::check_patch_document(PatchType::Apply, &body, q.field_validation)?
     } else {
-        None
+        (None, None)
     };
     let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref(), None);
     let force = q.force.unwrap_or(false);
@@ -189,6 +177,9 @@ pub async fn update(
         };
         let (new_scale, managed) =
             store.scale_write(managed_fields.as_ref(), current, old_scale, change)?;
+        if apply {
+            super::patch::applied_yaml_strictness(strict_yaml.as_deref(), q.field_validation)?;
+        }
         let replicas = new_scale
             .pointer("/spec/replicas")
             .and_then(Value::as_i64)

@@ -126,6 +126,12 @@ for kind, prefix, resource, api_version in KINDS:
           "invalid object type: apps/v1, Kind=Deployment", answer)
     status, answer = call("PATCH", path + "/scale", SCALE % 3, APPLY)
     check(f"{kind}: no field manager", status == 422, answer)
+    dup = "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: test\nspec:\n  replicas: 3\n  replicas: 5\n"
+    status, answer = call("PATCH", path + "/scale?fieldManager=scale_test&fieldValidation=Strict", dup, APPLY)
+    check(f"{kind}: duplicate keys under Strict", status == 400 and answer["message"] ==
+          'error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 7: key "replicas" already set in map',
+          answer)
+    check(f"{kind}: nothing written", owners(path)[:2] == (5, ["scale_test"]), owners(path))
     status, answer = call("PATCH", f"{prefix}/namespaces/default/{resource}/missing/scale?fieldManager=x",
                           SCALE % 3, APPLY)
     check(f"{kind}: missing parent", status == 404, answer)
