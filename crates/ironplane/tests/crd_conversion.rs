@@ -221,3 +221,83 @@ fn custom_resources_convert_through_a_webhook_by_url_and_by_service() {
         "{err}"
     );
 }
+
+/// Server-side apply across versions converted by the webhook: an applier of `v2`'s
+/// `spec.replicas` conflicts with the `v1` applier of `spec.size` (the field the webhook maps it
+/// to), named by its own version's path; forced, it takes the field over.
+#[test]
+fn appliers_of_other_versions_see_the_webhooks_conversion() {
+    let hook = Webhook::start();
+    let s = Server::start();
+    let url = format!("https://127.0.0.1:{}/convert", hook.port);
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &crd(json!({"url": url, "caBundle": hook.ca_bundle()})).to_string(),
+    );
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/gadgets.conv.example.com",
+        "--timeout=10s",
+    ]);
+    let gadget = |version: &str, spec: Value| {
+        json!({"apiVersion": format!("conv.example.com/{version}"), "kind": "Gadget",
+            "metadata": {"name": "g", "namespace": "default"}, "spec": spec})
+        .to_string()
+    };
+    s.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager=a", "-f", "-"],
+        &gadget("v1", json!({"size": 3})),
+    );
+    let v2 = gadget("v2", json!({"replicas": 5}));
+    let out = s.kubectl_stdin_output(
+        &["apply", "--server-side", "--field-manager=b", "-f", "-"],
+        &v2,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"Apply failed with 1 conflict: conflict with "a": .spec.size"#),
+        "{err}"
+    );
+    s.kubectl_stdin(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=b",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ],
+        &v2,
+    );
+    let obj = json_of(&s.kubectl(&[
+        "get",
+        "gadgets.v1.conv.example.com",
+        "g",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]));
+    assert_eq!(obj["spec"], json!({"size": 5}));
+    let managers: Vec<(String, String, Value)> = obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or("").to_string(),
+                e["apiVersion"].as_str().unwrap_or("").to_string(),
+                e["fieldsV1"].clone(),
+            )
+        })
+        .collect();
+    // `a` lost its only field and is gone; `b` owns `spec.replicas` in v2.
+    assert_eq!(
+        managers,
+        vec![(
+            "b".to_string(),
+            "conv.example.com/v2".to_string(),
+            json!({"f:spec": {"f:replicas": {}}})
+        )]
+    );
+}
