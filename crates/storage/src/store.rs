@@ -8,7 +8,7 @@
 //! with upstream's continue tokens, and predicates. It must not know any particular kind: which
 //! labels and fields an object exposes comes from the caller's [`AttrsFn`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use apimachinery::object::ObjectExt;
@@ -86,12 +86,23 @@ impl Object {
     /// the resourceVersion can be spliced into the bytes.
     fn from_parts(
         key: &str,
-        mut value: Value,
+        value: Value,
         stored: &[u8],
         resource_version: i64,
         attrs: &AttrsFn,
     ) -> Result<Object, StorageError> {
-        let computed = compute_attrs(attrs, &value);
+        let computed = Arc::new(compute_attrs(attrs, &value));
+        Self::from_parts_with(key, value, stored, resource_version, computed)
+    }
+
+    /// [`Object::from_parts`] with the attributes already computed.
+    fn from_parts_with(
+        key: &str,
+        mut value: Value,
+        stored: &[u8],
+        resource_version: i64,
+        computed: Arc<Attrs>,
+    ) -> Result<Object, StorageError> {
         let spliceable = value
             .metadata()
             .is_some_and(|m| !m.contains_key("resourceVersion"));
@@ -109,7 +120,23 @@ impl Object {
             key: Arc::from(key),
             bytes: Bytes::from(bytes),
             resource_version,
-            attrs: Arc::new(computed),
+            attrs: computed,
+        })
+    }
+
+    /// The object from its stored bytes (no resourceVersion in them) and its attributes, known
+    /// from the write that stored it; `None` when the resourceVersion cannot be spliced in.
+    fn from_written(
+        key: &str,
+        stored: &[u8],
+        resource_version: i64,
+        attrs: Arc<Attrs>,
+    ) -> Option<Object> {
+        Some(Object {
+            key: Arc::from(key),
+            bytes: Bytes::from(splice_resource_version(stored, resource_version)?),
+            resource_version,
+            attrs,
         })
     }
 
@@ -518,11 +545,44 @@ const WATCH_BUFFER: usize = 256;
 pub struct KvStore {
     kv: Arc<dyn Kv>,
     attrs: AttrsFn,
+    written: Arc<Written>,
+}
+
+/// What this store just wrote, by key: the stored bytes and their attributes, so that the watch
+/// event of the write takes the attributes instead of parsing the object again. The first watch
+/// that sees the write takes its entry; entries no watch takes are dropped when there are many.
+#[derive(Default)]
+struct Written(std::sync::Mutex<HashMap<String, (Bytes, Arc<Attrs>)>>);
+
+/// How many writes no watch has seen are remembered.
+const WRITTEN_MAX: usize = 4096;
+
+impl Written {
+    fn put(&self, key: &str, bytes: Bytes, attrs: Arc<Attrs>) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= WRITTEN_MAX {
+            map.clear();
+        }
+        map.insert(key.to_string(), (bytes, attrs));
+    }
+
+    /// The attributes of `key` when `stored` is what this store wrote there.
+    fn take(&self, key: &str, stored: &[u8]) -> Option<Arc<Attrs>> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(key) {
+            Some((bytes, _)) if bytes.as_ref() == stored => map.remove(key).map(|(_, a)| a),
+            _ => None,
+        }
+    }
 }
 
 impl KvStore {
     pub fn new(kv: Arc<dyn Kv>, attrs: AttrsFn) -> Self {
-        Self { kv, attrs }
+        Self {
+            kv,
+            attrs,
+            written: Arc::default(),
+        }
     }
 
     /// The backend.
@@ -714,9 +774,12 @@ impl Store for KvStore {
 
     async fn create(&self, key: &str, obj: Value) -> Result<Object, StorageError> {
         let (obj, bytes) = Self::prepare(key, obj)?;
-        match self.kv.create(key, Bytes::from(bytes.clone())).await? {
+        let attrs = Arc::new(compute_attrs(&self.attrs, &obj));
+        let bytes = Bytes::from(bytes);
+        self.written.put(key, bytes.clone(), attrs.clone());
+        match self.kv.create(key, bytes.clone()).await? {
             TxnOutcome::Succeeded { revision, .. } => {
-                Object::from_parts(key, obj, &bytes, revision, &self.attrs)
+                Object::from_parts_with(key, obj, &bytes, revision, attrs)
             }
             TxnOutcome::Failed { .. } => Err(StorageError::AlreadyExists {
                 key: key.to_string(),
@@ -746,13 +809,16 @@ impl Store for KvStore {
         if current.value.as_ref() == bytes.as_slice() {
             return self.object(&current);
         }
+        let attrs = Arc::new(compute_attrs(&self.attrs, &obj));
+        let bytes = Bytes::from(bytes);
+        self.written.put(key, bytes.clone(), attrs.clone());
         match self
             .kv
-            .update(key, Bytes::from(bytes.clone()), expected_resource_version)
+            .update(key, bytes.clone(), expected_resource_version)
             .await?
         {
             TxnOutcome::Succeeded { revision, .. } => {
-                Object::from_parts(key, obj, &bytes, revision, &self.attrs)
+                Object::from_parts_with(key, obj, &bytes, revision, attrs)
             }
             TxnOutcome::Failed { current: None } => Err(StorageError::NotFound {
                 key: key.to_string(),
@@ -838,6 +904,7 @@ impl Store for KvStore {
         if let Some(source) = source {
             let task = KvWatch {
                 attrs: self.attrs.clone(),
+                written: self.written.clone(),
                 scope,
                 predicate: opts.predicate.clone(),
                 allow_bookmarks: opts.allow_bookmarks,
@@ -949,6 +1016,7 @@ where
 /// The task behind one `KvStore` watch: initial events, then the backend's events as objects.
 struct KvWatch {
     attrs: AttrsFn,
+    written: Arc<Written>,
     scope: WatchScope,
     predicate: Predicate,
     allow_bookmarks: bool,
@@ -1010,13 +1078,21 @@ impl KvWatch {
                     if !self.scope.contains(&kv.key) {
                         return Ok(None);
                     }
-                    let Some(object) = undecodable_left_out(Object::from_stored(
-                        &kv.key,
-                        &kv.value,
-                        kv.mod_revision,
-                        &self.attrs,
-                    )) else {
-                        return Ok(None);
+                    // A write of this store: its attributes are known, no parse needed.
+                    let written = self.written.take(&kv.key, &kv.value).and_then(|attrs| {
+                        Object::from_written(&kv.key, &kv.value, kv.mod_revision, attrs)
+                    });
+                    let object = match written {
+                        Some(object) => object,
+                        None => match undecodable_left_out(Object::from_stored(
+                            &kv.key,
+                            &kv.value,
+                            kv.mod_revision,
+                            &self.attrs,
+                        )) {
+                            Some(object) => object,
+                            None => return Ok(None),
+                        },
                     };
                     let Some(prev) = prev else {
                         return Ok(filter_event(
