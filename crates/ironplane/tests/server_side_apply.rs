@@ -466,3 +466,40 @@ fn scale_subresource_writes_and_applies_own_the_replicas_path() {
     let out = s.python(&common::tests_dir().join("python/ssa_scale.py"), &[]);
     assert!(out.contains("scale managed fields: ok"), "{out}");
 }
+
+/// What the server writes itself carries the managers upstream's writers have: kube-apiserver
+/// for what it bootstraps, kube-controller-manager for what the controllers write.
+#[test]
+fn server_writes_carry_upstream_managers() {
+    let s = Server::start();
+    let ns = get(&s, &["namespace", "default"]);
+    assert_eq!(
+        managers(&ns),
+        vec![(
+            "kube-apiserver".into(),
+            "Update".into(),
+            String::new(),
+            serde_json::json!({"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/metadata.name": {}}}})
+        )]
+    );
+    // The root CA publisher runs in the background: wait for its ConfigMap.
+    s.kubectl(&[
+        "wait",
+        "--for=create",
+        "configmap/kube-root-ca.crt",
+        "--timeout=20s",
+    ]);
+    let ca = get(&s, &["configmap", "kube-root-ca.crt"]);
+    assert_eq!(
+        managers(&ca),
+        vec![(
+            "kube-controller-manager".into(),
+            "Update".into(),
+            String::new(),
+            serde_json::json!({"f:data": {".": {}, "f:ca.crt": {}},
+                "f:metadata": {"f:annotations": {".": {}, "f:kubernetes.io/description": {}}}})
+        )]
+    );
+    let svc = get(&s, &["service", "kubernetes"]);
+    assert_eq!(managers(&svc)[0].0, "kube-apiserver");
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use apimachinery::object::ObjectExt;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
+use apiserver::registry::{RegistryStore, Requester, UpdateOptions};
 use chrono::{SecondsFormat, Utc};
 use rand::Rng;
 use serde_json::{Value, json};
@@ -45,7 +45,7 @@ pub async fn run(
     let namespaces = served(api, "", "namespaces")?;
     for ns in SYSTEM_NAMESPACES {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        create_unless_exists(namespaces, &requester, "", obj).await?;
+        create_unless_exists(api, namespaces, &requester, "", obj).await?;
     }
     ensure_default_service_cidr(api, allocator, &requester).await?;
     ensure_kubernetes_service(api, allocator, &requester, secure_port).await?;
@@ -62,14 +62,27 @@ fn served<'a>(
         .ok_or_else(|| format!("{resource} are not served"))
 }
 
+/// The manager upstream's own writes are recorded under (its loopback clients' User-Agent).
+pub(crate) const API_SERVER_MANAGER: &str = "kube-apiserver";
+
+/// The options of the server's own update of `store`.
+pub(crate) fn own_update(api: &ApiResources, store: &RegistryStore) -> UpdateOptions {
+    UpdateOptions {
+        write: api.internal_write(store, API_SERVER_MANAGER),
+        ..UpdateOptions::default()
+    }
+}
+
 async fn create_unless_exists(
+    api: &ApiResources,
     store: &RegistryStore,
     req: &Requester<'_>,
     ns: &str,
     obj: Value,
 ) -> Result<bool, String> {
     let what = format!("{} {}", obj.kind(), obj.name());
-    match store.create(req, ns, obj, &WriteOptions::default()).await {
+    let write = api.internal_write(store, API_SERVER_MANAGER);
+    match store.create(req, ns, obj, &write).await {
         Ok(_) => Ok(true),
         Err(s) if s.code == 409 => Ok(false),
         Err(s) => Err(format!("creating {what}: {}", s.message)),
@@ -142,7 +155,8 @@ async fn restore_allocations(
     }
     for (ip, ns, name) in held {
         if !existing.contains(&ip.to_string()) {
-            create_unless_exists(addresses, req, "", ip_address_object(ip, &ns, &name)).await?;
+            create_unless_exists(api, addresses, req, "", ip_address_object(ip, &ns, &name))
+                .await?;
         }
     }
     Ok(())
@@ -167,7 +181,7 @@ async fn ensure_default_service_cidr(
         "metadata": {"name": KUBERNETES},
         "spec": {"cidrs": [allocator.cidr()]},
     });
-    create_unless_exists(cidrs, req, "", obj).await?;
+    create_unless_exists(api, cidrs, req, "", obj).await?;
     let current = cidrs
         .get("", KUBERNETES, ResourceVersion::Unset)
         .await
@@ -195,7 +209,7 @@ async fn ensure_default_service_cidr(
     };
     let opts = UpdateOptions {
         subresource: "status".into(),
-        ..Default::default()
+        ..own_update(api, cidrs)
     };
     cidrs
         .update(req, "", KUBERNETES, &mut updater, &opts)
@@ -229,7 +243,7 @@ async fn ensure_kubernetes_service(
     {
         Ok(o) => o.value().map_err(|e| e.to_string())?,
         Err(s) if s.code == 404 => {
-            create_unless_exists(services, req, "default", svc).await?;
+            create_unless_exists(api, services, req, "default", svc).await?;
             return Ok(());
         }
         Err(s) => return Err(s.message),
@@ -250,7 +264,7 @@ async fn ensure_kubernetes_service(
             "default",
             KUBERNETES,
             &mut updater,
-            &UpdateOptions::default(),
+            &own_update(api, services),
         )
         .await
         .map(|_| ())
@@ -271,7 +285,14 @@ async fn ensure_kubernetes_endpoints(
         "metadata": {"name": KUBERNETES, "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
         "subsets": [{"addresses": [{"ip": advertise.to_string()}], "ports": [port.clone()]}],
     });
-    ensure(served(api, "", "endpoints")?, req, endpoints, &["subsets"]).await?;
+    ensure(
+        api,
+        served(api, "", "endpoints")?,
+        req,
+        endpoints,
+        &["subsets"],
+    )
+    .await?;
     let address_type = if advertise.is_ipv6() { "IPv6" } else { "IPv4" };
     let slice = json!({
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -281,6 +302,7 @@ async fn ensure_kubernetes_endpoints(
         "ports": [port],
     });
     ensure(
+        api,
         served(api, "discovery.k8s.io", "endpointslices")?,
         req,
         slice,
@@ -294,6 +316,7 @@ async fn ensure_kubernetes_endpoints(
 /// endpoint validation, which upstream's reconciler also meets; they are written to storage
 /// as they are, so that the `kubernetes` Service still has its endpoints.
 async fn ensure(
+    api: &ApiResources,
     store: &RegistryStore,
     req: &Requester<'_>,
     desired: Value,
@@ -308,7 +331,12 @@ async fn ensure(
     };
     let Some(current) = current else {
         return match store
-            .create(req, &ns, desired.clone(), &WriteOptions::default())
+            .create(
+                req,
+                &ns,
+                desired.clone(),
+                &api.internal_write(store, API_SERVER_MANAGER),
+            )
             .await
         {
             Ok(_) => Ok(()),
@@ -336,7 +364,7 @@ async fn ensure(
         return Ok(());
     }
     let mut updater = |_: Option<&Value>| Ok(wanted.clone());
-    let opts = UpdateOptions::default();
+    let opts = own_update(api, store);
     match store.update(req, &ns, &name, &mut updater, &opts).await {
         Ok(_) => Ok(()),
         Err(s) if s.code == 422 => {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::{Requester, WriteOptions};
+use apiserver::registry::Requester;
 use serde_json::{Value, json};
 use storage::ResourceVersion;
 
@@ -61,7 +61,7 @@ async fn ensure(
             &Requester { user: &user },
             &namespace,
             obj,
-            &WriteOptions::default(),
+            &api.internal_write(store, crate::bootstrap::API_SERVER_MANAGER),
         )
         .await
     {
@@ -184,7 +184,7 @@ async fn renew_lease(api: &ApiResources, name: &str, holder: &str) -> Result<(),
             "kube-system",
             name,
             &mut updater,
-            &Default::default(),
+            &crate::bootstrap::own_update(api, store),
         )
         .await
         .map(|_| ())
@@ -231,7 +231,7 @@ pub async fn cluster_authentication_info(
             "kube-system",
             "extension-apiserver-authentication",
             &mut updater,
-            &apiserver::registry::UpdateOptions::default(),
+            &crate::bootstrap::own_update(api, store),
         )
         .await
         .map(|_| ())

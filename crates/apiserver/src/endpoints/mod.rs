@@ -26,7 +26,7 @@ use apimachinery::schema::Schemas;
 use bytes::Bytes;
 
 use crate::authentication::UserInfo;
-use crate::registry::{RegistryStore, ResourceInfo};
+use crate::registry::{RegistryStore, ResourceInfo, WriteOptions};
 use crate::request::RequestInfo;
 pub use response::{Body, Response};
 pub use table::{DefaultTableConvertor, TableConvertor};
@@ -59,16 +59,7 @@ pub(crate) fn managed_fields(
         schemas: api.shared_schemas()?,
         manager: apimachinery::managedfields::manager_or_user_agent(field_manager, user_agent),
         subresource: subresource.map(str::to_string),
-        versions: api
-            .order
-            .iter()
-            .filter(|s| {
-                s.info.group == info.api_group
-                    && s.info.resource == info.resource
-                    && s.info.version != info.api_version
-            })
-            .cloned()
-            .collect(),
+        versions: api.other_versions(&info.api_group, &info.resource, &info.api_version),
     })
 }
 
@@ -116,6 +107,40 @@ impl ApiResources {
     }
 
     /// The schemas as a shared handle (for those that keep them past a request).
+    /// The stores of `group/resource` in its served versions other than `version`.
+    fn other_versions(
+        &self,
+        group: &str,
+        resource: &str,
+        version: &str,
+    ) -> Vec<Arc<RegistryStore>> {
+        self.order
+            .iter()
+            .filter(|s| {
+                s.info.group == group && s.info.resource == resource && s.info.version != version
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The options of a write the server makes itself to `store`, its changes recorded in
+    /// managed fields under `manager`, as upstream records its loopback clients
+    /// (`kube-apiserver`) and the controller manager's (`kube-controller-manager`).
+    pub fn internal_write(&self, store: &RegistryStore, manager: &str) -> WriteOptions {
+        let info = &store.info;
+        WriteOptions {
+            dry_run: false,
+            managed_fields: self.shared_schemas().map(|schemas| {
+                crate::registry::ManagedFieldsRequest {
+                    schemas,
+                    manager: manager.to_string(),
+                    subresource: None,
+                    versions: self.other_versions(&info.group, &info.resource, &info.version),
+                }
+            }),
+        }
+    }
+
     pub fn shared_schemas(&self) -> Option<Arc<Schemas>> {
         self.loaded_schemas().clone()
     }

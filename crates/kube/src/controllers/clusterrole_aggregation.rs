@@ -103,7 +103,10 @@ pub async fn run(api: Arc<ApiResources>) {
                     "",
                     name,
                     &mut updater,
-                    &UpdateOptions::default(),
+                    &UpdateOptions {
+                        write: api.internal_write(&store, super::CONTROLLER_MANAGER),
+                        ..UpdateOptions::default()
+                    },
                 )
                 .await
             {

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use apimachinery::object::ObjectExt;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::{self, Delta};
-use apiserver::registry::{Requester, UpdateOptions, WriteOptions};
+use apiserver::registry::{Requester, UpdateOptions};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rcgen::{
@@ -366,7 +366,7 @@ pub async fn run(api: Arc<ApiResources>, ca: ClusterCa) {
                 Ok(next)
             };
             let opts = UpdateOptions {
-                write: WriteOptions::default(),
+                write: api.internal_write(&store, super::CONTROLLER_MANAGER),
                 subresource: "status".into(),
                 ..Default::default()
             };

@@ -9,6 +9,9 @@
 //! (`serviceaccount_tokens`: `kubernetes.io/service-account-token` secrets filled in with legacy
 //! tokens).
 
+/// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
+pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
+
 pub mod clusterrole_aggregation;
 pub mod csr_signing;
 mod namespace;

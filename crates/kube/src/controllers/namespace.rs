@@ -127,6 +127,7 @@ async fn finish(api: &ApiResources, extra: &ExtraStores, ns: &str) -> bool {
         Ok(v)
     };
     let opts = UpdateOptions {
+        write: api.internal_write(namespaces, super::CONTROLLER_MANAGER),
         subresource: "finalize".into(),
         ..Default::default()
     };

@@ -32,6 +32,7 @@ pub async fn run_root_ca_publisher(api: Arc<ApiResources>, root_ca: String) {
     ) else {
         return;
     };
+    let write = api.internal_write(&configmaps, super::CONTROLLER_MANAGER);
     loop {
         let (Some(mut ns_events), Some(mut cm_events)) = (
             watch(&namespaces, false).await,
@@ -68,7 +69,9 @@ pub async fn run_root_ca_publisher(api: Arc<ApiResources>, root_ca: String) {
                 }
             }
             for ns in std::mem::take(&mut queue) {
-                if let Err(e) = sync_namespace(&namespaces, &configmaps, &ns, &root_ca).await {
+                if let Err(e) =
+                    sync_namespace(&namespaces, &configmaps, &ns, &root_ca, &write).await
+                {
                     tracing::debug!(namespace = %ns, error = %e, "root CA publish failed; retrying");
                     failed.insert(ns);
                 }
@@ -106,6 +109,7 @@ async fn sync_namespace(
     configmaps: &RegistryStore,
     ns: &str,
     root_ca: &str,
+    write: &WriteOptions,
 ) -> Result<(), String> {
     let namespace = match namespaces.get("", ns, ResourceVersion::Unset).await {
         Ok(o) => o.value().map_err(|e| e.to_string())?,
@@ -131,10 +135,7 @@ async fn sync_namespace(
                              "annotations": {DESCRIPTION_ANNOTATION: DESCRIPTION}},
                 "data": data,
             });
-            return match configmaps
-                .create(&requester, ns, cm, &WriteOptions::default())
-                .await
-            {
+            return match configmaps.create(&requester, ns, cm, write).await {
                 // Gone or terminating namespaces, and a create that lost a race, are done.
                 Ok(_) => Ok(()),
                 Err(s) if matches!(s.code, 403 | 404 | 409) => Ok(()),
@@ -166,7 +167,10 @@ async fn sync_namespace(
             ns,
             ROOT_CA_CONFIGMAP,
             &mut update,
-            &UpdateOptions::default(),
+            &UpdateOptions {
+                write: write.clone(),
+                ..UpdateOptions::default()
+            },
         )
         .await
         .map(|_| ())

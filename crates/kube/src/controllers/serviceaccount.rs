@@ -35,6 +35,7 @@ pub async fn run_serviceaccount_controller(api: Arc<ApiResources>) {
     ) else {
         return;
     };
+    let write = api.internal_write(&accounts, super::CONTROLLER_MANAGER);
     loop {
         let (Some(mut ns_events), Some(mut sa_events)) =
             (watch(&namespaces).await, watch(&accounts).await)
@@ -71,7 +72,7 @@ pub async fn run_serviceaccount_controller(api: Arc<ApiResources>) {
                 }
             }
             for ns in std::mem::take(&mut queue) {
-                if let Err(e) = sync_namespace(&namespaces, &accounts, &ns).await {
+                if let Err(e) = sync_namespace(&namespaces, &accounts, &ns, &write).await {
                     tracing::debug!(namespace = %ns, error = %e, "service account sync failed; retrying");
                     failed.insert(ns);
                 }
@@ -102,6 +103,7 @@ async fn sync_namespace(
     namespaces: &RegistryStore,
     accounts: &RegistryStore,
     ns: &str,
+    write: &WriteOptions,
 ) -> Result<(), String> {
     let namespace = match namespaces.get("", ns, ResourceVersion::Unset).await {
         Ok(o) => o.value().map_err(|e| e.to_string())?,
@@ -124,10 +126,7 @@ async fn sync_namespace(
             "kind": "ServiceAccount",
             "metadata": {"name": name, "namespace": ns},
         });
-        match accounts
-            .create(&requester, ns, account, &WriteOptions::default())
-            .await
-        {
+        match accounts.create(&requester, ns, account, write).await {
             Ok(_) => {}
             Err(s) if s.code == 409 => {}
             Err(s) => return Err(s.message),

@@ -161,7 +161,10 @@ async fn process(api: &ApiResources, store: &RegistryStore, p: &Pending) -> Resu
             ns,
             name,
             &mut updater,
-            &UpdateOptions::default(),
+            &UpdateOptions {
+                write: api.internal_write(store, super::CONTROLLER_MANAGER),
+                ..UpdateOptions::default()
+            },
         )
         .await
     {

@@ -11,7 +11,7 @@
 use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::{DeleteOptions, Requester, UpdateOptions, WriteOptions};
+use apiserver::registry::{DeleteOptions, Requester};
 use serde_json::{Map, Value, json};
 use storage::ResourceVersion;
 
@@ -259,14 +259,12 @@ pub async fn reconcile(api: &ApiResources) -> Result<(), String> {
             Err(s) if s.code == 404 => None,
             Err(s) => return Err(format!("reading {resource} {name}: {}", s.message)),
         };
+        let write = api.internal_write(store, crate::bootstrap::API_SERVER_MANAGER);
         let create = |object: Value| {
             let store = store.clone();
-            let (ns, requester) = (ns.clone(), &requester);
+            let (ns, requester, write) = (ns.clone(), &requester, &write);
             async move {
-                match store
-                    .create(requester, &ns, object, &WriteOptions::default())
-                    .await
-                {
+                match store.create(requester, &ns, object, write).await {
                     Ok(_) => Ok(()),
                     Err(s) if s.code == 409 => Ok(()),
                     Err(s) => Err(format!("creating {resource}: {}", s.message)),
@@ -299,7 +297,7 @@ pub async fn reconcile(api: &ApiResources) -> Result<(), String> {
         };
         tracing::info!(resource, name = %name, "reconciling bootstrap RBAC object");
         let mut updater = |_: Option<&Value>| Ok(updated.clone());
-        let opts = UpdateOptions::default();
+        let opts = crate::bootstrap::own_update(api, store);
         store
             .update(&requester, &ns, &name, &mut updater, &opts)
             .await
