@@ -5,8 +5,10 @@
 //! The machinery is `apimachinery::managedfields`; this module hands it what a resource knows:
 //! the kind's schema, the fields its strategy resets per subresource, and the kind's zero
 //! object in Go's form (what a create is compared against, as upstream compares with `New()`).
-//! Writes made inside the server (controllers, bootstrap) carry no manager and are not
-//! tracked.
+//! Writes made inside the server name their manager as upstream's writers are named
+//! (`ApiResources::internal_write`: kube-apiserver, kube-controller-manager); the service-account
+//! token controller's, the eviction subresource's and the cluster IP allocator's IPAddress writes
+//! are not tracked yet.
 
 use std::sync::Arc;
 
