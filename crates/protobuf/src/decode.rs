@@ -522,7 +522,7 @@ fn scalar(ty: Type, value: WireValue) -> Result<Value, ProtobufError> {
 }
 
 /// A float64 as Go's JSON encoder writes it: integral values have no fraction (`5`, not `5.0`).
-fn double(value: f64) -> Result<Value, ProtobufError> {
+pub(crate) fn double(value: f64) -> Result<Value, ProtobufError> {
     if !value.is_finite() {
         return Err(malformed(format!("unsupported float value {value}")));
     }
@@ -543,7 +543,7 @@ fn zero_scalar(ty: Type) -> Value {
     }
 }
 
-fn is_zero_scalar(value: &Value) -> bool {
+pub(crate) fn is_zero_scalar(value: &Value) -> bool {
     match value {
         Value::String(text) => text.is_empty(),
         Value::Bool(flag) => !flag,

@@ -23,7 +23,7 @@ pub(crate) struct Encoder<'s> {
     pub depth: std::cell::Cell<usize>,
 }
 
-fn invalid(message: impl Into<String>) -> ProtobufError {
+pub(crate) fn invalid(message: impl Into<String>) -> ProtobufError {
     ProtobufError::Invalid {
         path: String::new(),
         message: message.into(),
@@ -346,7 +346,7 @@ fn scalar(number: u32, ty: Type, value: &Value, out: &mut Vec<u8>) -> Result<(),
     Ok(())
 }
 
-fn int64(value: &Value) -> Result<i64, ProtobufError> {
+pub(crate) fn int64(value: &Value) -> Result<i64, ProtobufError> {
     match value {
         Value::Null => Ok(0),
         Value::Number(number) => number
@@ -366,12 +366,15 @@ fn int64(value: &Value) -> Result<i64, ProtobufError> {
     }
 }
 
-fn int32(value: &Value) -> Result<i32, ProtobufError> {
+pub(crate) fn int32(value: &Value) -> Result<i32, ProtobufError> {
     let wide = int64(value)?;
     i32::try_from(wide).map_err(|_| invalid(format!("number {wide} overflows int32")))
 }
 
-fn string_or_null<'v>(value: &'v Value, what: &str) -> Result<Option<&'v str>, ProtobufError> {
+pub(crate) fn string_or_null<'v>(
+    value: &'v Value,
+    what: &str,
+) -> Result<Option<&'v str>, ProtobufError> {
     match value {
         Value::String(text) => Ok(Some(text)),
         Value::Null => Ok(None),
@@ -402,7 +405,7 @@ fn string_array(value: &Value) -> Result<Vec<&str>, ProtobufError> {
 }
 
 /// Go's encoding/json reads a `[]byte` from standard base64 with padding.
-fn decode_base64(value: &Value) -> Result<Vec<u8>, ProtobufError> {
+pub(crate) fn decode_base64(value: &Value) -> Result<Vec<u8>, ProtobufError> {
     match value {
         Value::String(text) => base64::engine::general_purpose::STANDARD
             .decode(text)
@@ -415,7 +418,7 @@ fn decode_base64(value: &Value) -> Result<Vec<u8>, ProtobufError> {
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -105,18 +105,24 @@ pub fn decode(bytes: &[u8]) -> Result<Value, ProtobufError> {
     decode::unknown_to_json(schema(), body)
 }
 
-/// Encode a JSON object (apiVersion/kind tell the message type; lists use kind `XxxList`) into an
-/// envelope.
-pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
+/// The message of an object's `apiVersion` and `kind`, with the two.
+fn resolve(obj: &Value) -> Result<(schema::MessageId, &str, &str), ProtobufError> {
     let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or_default();
     let (api_version, kind) = (text("apiVersion"), text("kind"));
-    let schema = schema();
-    let id = schema
+    let id = schema()
         .resolve(api_version, kind)
         .ok_or_else(|| ProtobufError::UnknownKind {
             api_version: api_version.to_string(),
             kind: kind.to_string(),
         })?;
+    Ok((id, api_version, kind))
+}
+
+/// Encode a JSON object (apiVersion/kind tell the message type; lists use kind `XxxList`) into an
+/// envelope.
+pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
+    let (id, api_version, kind) = resolve(obj)?;
+    let schema = schema();
     let mut raw = Vec::with_capacity(256);
     encode::Encoder {
         schema,
@@ -144,15 +150,8 @@ pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
 /// writes them, non-pointer structs present, times, quantities and the other special types in
 /// their Go form), computed in one walk of the JSON, without the wire.
 pub fn go_form(obj: &Value) -> Result<Value, ProtobufError> {
-    let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or_default();
-    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    let (id, api_version, kind) = resolve(obj)?;
     let schema = schema();
-    let id = schema
-        .resolve(api_version, kind)
-        .ok_or_else(|| ProtobufError::UnknownKind {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
-        })?;
     let mut out = serde_json::Map::new();
     out.insert("kind".to_string(), Value::String(kind.to_string()));
     out.insert(

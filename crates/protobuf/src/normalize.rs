@@ -16,15 +16,10 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use crate::ProtobufError;
+use crate::decode::{double, is_zero_scalar as is_zero};
+use crate::encode::{decode_base64, int32, int64, invalid, json_kind as kind, string_or_null};
 use crate::schema::{Cardinality, Field, MessageId, Schema, Special, Type};
 use crate::time;
-
-fn invalid(message: impl Into<String>) -> ProtobufError {
-    ProtobufError::Invalid {
-        path: String::new(),
-        message: message.into(),
-    }
-}
 
 pub(crate) struct Normalizer<'s> {
     pub schema: &'s Schema,
@@ -347,57 +342,10 @@ fn scalar(ty: Type, value: &Value) -> Result<Value, ProtobufError> {
                     return Err(invalid(format!("expected a number, got {}", kind(other))));
                 }
             };
-            if !f.is_finite() {
-                return Err(invalid(format!("unsupported float value {f}")));
-            }
-            if f.fract() == 0.0 && f.abs() < 1e15 {
-                Value::from(f as i64)
-            } else {
-                serde_json::Number::from_f64(f)
-                    .map(Value::Number)
-                    .ok_or_else(|| invalid(format!("unsupported float value {f}")))?
-            }
+            double(f)?
         }
         Type::Bytes | Type::Message(_) => return Err(invalid("not a scalar")),
     })
-}
-
-fn is_zero(value: &Value) -> bool {
-    match value {
-        Value::String(text) => text.is_empty(),
-        Value::Bool(flag) => !flag,
-        Value::Number(number) => number.as_f64() == Some(0.0),
-        _ => false,
-    }
-}
-
-fn int64(value: &Value) -> Result<i64, ProtobufError> {
-    match value {
-        Value::Null => Ok(0),
-        Value::Number(number) => number
-            .as_i64()
-            .or_else(|| {
-                number
-                    .as_f64()
-                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
-                    .map(|f| f as i64)
-            })
-            .ok_or_else(|| invalid(format!("cannot unmarshal number {number} into an integer"))),
-        other => Err(invalid(format!("expected a number, got {}", kind(other)))),
-    }
-}
-
-fn int32(value: &Value) -> Result<i32, ProtobufError> {
-    let wide = int64(value)?;
-    i32::try_from(wide).map_err(|_| invalid(format!("number {wide} overflows int32")))
-}
-
-fn string_or_null<'v>(value: &'v Value, what: &str) -> Result<Option<&'v str>, ProtobufError> {
-    match value {
-        Value::String(text) => Ok(Some(text)),
-        Value::Null => Ok(None),
-        other => Err(invalid(format!("expected {what}, got {}", kind(other)))),
-    }
 }
 
 /// A string list: null items are empty strings, as the wire holds them.
@@ -418,32 +366,8 @@ fn strings(value: &Value) -> Result<Vec<Value>, ProtobufError> {
     }
 }
 
-fn decode_base64(value: &Value) -> Result<Vec<u8>, ProtobufError> {
-    match value {
-        Value::String(text) => base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|e| invalid(format!("illegal base64 data: {e}"))),
-        Value::Null => Ok(Vec::new()),
-        other => Err(invalid(format!(
-            "expected a base64 string, got {}",
-            kind(other)
-        ))),
-    }
-}
-
 fn rebase64(value: &Value) -> Result<Value, ProtobufError> {
     Ok(Value::String(
         base64::engine::general_purpose::STANDARD.encode(decode_base64(value)?),
     ))
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }

@@ -550,27 +550,42 @@ pub struct KvStore {
 
 /// What this store just wrote, by key: the stored bytes and their attributes, so that the watch
 /// event of the write takes the attributes instead of parsing the object again. The first watch
-/// that sees the write takes its entry; entries no watch takes are dropped when there are many.
+/// that sees the write takes its entry; entries no watch takes are dropped when there are many
+/// or they hold too many bytes.
 #[derive(Default)]
-struct Written(std::sync::Mutex<HashMap<String, (Bytes, Arc<Attrs>)>>);
+struct Written(std::sync::Mutex<WrittenMap>);
 
-/// How many writes no watch has seen are remembered.
+#[derive(Default)]
+struct WrittenMap {
+    entries: HashMap<String, (Bytes, Arc<Attrs>)>,
+    bytes: usize,
+}
+
+/// How many writes no watch has seen are remembered, and how many bytes they may hold.
 const WRITTEN_MAX: usize = 4096;
+const WRITTEN_MAX_BYTES: usize = 64 << 20;
 
 impl Written {
     fn put(&self, key: &str, bytes: Bytes, attrs: Arc<Attrs>) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= WRITTEN_MAX {
-            map.clear();
+        if map.entries.len() >= WRITTEN_MAX || map.bytes + bytes.len() > WRITTEN_MAX_BYTES {
+            *map = WrittenMap::default();
         }
-        map.insert(key.to_string(), (bytes, attrs));
+        map.bytes += bytes.len();
+        if let Some((old, _)) = map.entries.insert(key.to_string(), (bytes, attrs)) {
+            map.bytes -= old.len();
+        }
     }
 
     /// The attributes of `key` when `stored` is what this store wrote there.
     fn take(&self, key: &str, stored: &[u8]) -> Option<Arc<Attrs>> {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match map.get(key) {
-            Some((bytes, _)) if bytes.as_ref() == stored => map.remove(key).map(|(_, a)| a),
+        match map.entries.get(key) {
+            Some((bytes, _)) if bytes.as_ref() == stored => {
+                let (bytes, attrs) = map.entries.remove(key)?;
+                map.bytes -= bytes.len();
+                Some(attrs)
+            }
             _ => None,
         }
     }
@@ -1175,6 +1190,23 @@ fn undecodable_left_out(object: Result<Object, StorageError>) -> Option<Object> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_written_entry_is_taken_once_by_the_matching_bytes_and_bounded() {
+        let written = Written::default();
+        let attrs = Arc::new(Attrs::default());
+        written.put("/k", Bytes::from_static(b"{\"a\":1}"), attrs.clone());
+        assert!(written.take("/k", b"{\"a\":2}").is_none(), "other bytes");
+        assert!(written.take("/other", b"{\"a\":1}").is_none(), "other key");
+        assert!(written.take("/k", b"{\"a\":1}").is_some());
+        assert!(written.take("/k", b"{\"a\":1}").is_none(), "taken once");
+        // Past the byte budget, what no watch took is forgotten.
+        let big = Bytes::from(vec![b' '; WRITTEN_MAX_BYTES / 2 + 1]);
+        written.put("/a", big.clone(), attrs.clone());
+        written.put("/b", big.clone(), attrs);
+        assert!(written.take("/a", &big).is_none());
+        assert!(written.take("/b", &big).is_some());
+    }
 
     #[test]
     fn splices_resource_version_into_metadata() {
