@@ -288,17 +288,26 @@ impl Encoder<'_> {
     }
 
     fn field_message(&self, id: MessageId, number: u32) -> Result<MessageId, ProtobufError> {
-        let message = &self.schema.messages[id];
-        match message
-            .field_index(number)
-            .map(|index| message.fields[index].ty)
-        {
-            Some(Type::Message(id)) => Ok(id),
-            _ => Err(invalid(format!(
-                "{} has no message field {number}",
-                message.name
-            ))),
-        }
+        field_message(self.schema, id, number)
+    }
+}
+
+/// The message type of field `number` of message `id` (the parts of the special schema types).
+pub(crate) fn field_message(
+    schema: &Schema,
+    id: MessageId,
+    number: u32,
+) -> Result<MessageId, ProtobufError> {
+    let message = &schema.messages[id];
+    match message
+        .field_index(number)
+        .map(|index| message.fields[index].ty)
+    {
+        Some(Type::Message(id)) => Ok(id),
+        _ => Err(invalid(format!(
+            "{} has no message field {number}",
+            message.name
+        ))),
     }
 }
 

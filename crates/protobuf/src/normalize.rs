@@ -302,17 +302,7 @@ impl Normalizer<'_> {
     }
 
     fn field_message(&self, id: MessageId, number: u32) -> Result<MessageId, ProtobufError> {
-        let message = &self.schema.messages[id];
-        match message
-            .field_index(number)
-            .map(|index| message.fields[index].ty)
-        {
-            Some(Type::Message(id)) => Ok(id),
-            _ => Err(invalid(format!(
-                "{} has no message field {number}",
-                message.name
-            ))),
-        }
+        crate::encode::field_message(self.schema, id, number)
     }
 }
 
