@@ -39,7 +39,7 @@ pub async fn handle(
     let requester = Requester { user: &req.user };
     if store.info.verbs.iter().all(|v| v == "create") {
         // Upstream's create handler takes managed fields before the review answers.
-        if let Some(mf) = super::managed_fields(api, &req, q.field_manager.as_deref(), None) {
+        if let Some(mf) = super::managed_fields(api, &req, q.field_manager.as_deref()) {
             store.track_update(&mf, "", None, &mut obj);
         }
         let name = obj.name().to_string();
@@ -77,7 +77,7 @@ pub async fn handle(
             obj,
             &WriteOptions {
                 dry_run: q.dry_run,
-                managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref(), None),
+                managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref()),
             },
         )
         .await?;
@@ -149,7 +149,7 @@ pub async fn handle_subresource(
     let opts = crate::registry::UpdateOptions {
         write: WriteOptions {
             dry_run: q.dry_run,
-            managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref(), None),
+            managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref()),
         },
         subresource: sub.name.clone(),
         is_put: false,

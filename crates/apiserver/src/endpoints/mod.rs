@@ -47,7 +47,6 @@ pub(crate) fn managed_fields(
     api: &ApiResources,
     req: &ApiRequest,
     field_manager: Option<&str>,
-    subresource: Option<&str>,
 ) -> Option<crate::registry::ManagedFieldsRequest> {
     let user_agent = req
         .headers
@@ -58,7 +57,6 @@ pub(crate) fn managed_fields(
     Some(crate::registry::ManagedFieldsRequest {
         schemas: api.shared_schemas()?,
         manager: apimachinery::managedfields::manager_or_user_agent(field_manager, user_agent),
-        subresource: subresource.map(str::to_string),
         versions: api.other_versions(&info.api_group, &info.resource, &info.api_version),
     })
 }
@@ -134,7 +132,6 @@ impl ApiResources {
                 crate::registry::ManagedFieldsRequest {
                     schemas,
                     manager: manager.to_string(),
-                    subresource: None,
                     versions: self.other_versions(&info.group, &info.resource, &info.version),
                 }
             }),

@@ -58,7 +58,7 @@ pub async fn handle(
     // applied configuration are kept parsed, the others as bytes for their appliers. An applied
     // configuration's keys given twice are go-yaml's strict complaint, judged after the apply.
     let (patch_doc, strict_yaml) = check_patch_document(patch_type, &body, q.field_validation)?;
-    let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref(), None);
+    let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref());
     let force = q.force.unwrap_or(false);
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
         if apply {

@@ -154,7 +154,7 @@ pub async fn update(
     } else {
         (None, None)
     };
-    let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref(), None);
+    let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref());
     let force = q.force.unwrap_or(false);
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
         let Some(current) = current else {

@@ -39,7 +39,7 @@ pub async fn handle(
     let opts = UpdateOptions {
         write: WriteOptions {
             dry_run: q.dry_run,
-            managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref(), None),
+            managed_fields: super::managed_fields(api, &req, q.field_manager.as_deref()),
         },
         subresource: req.info.subresource.clone(),
         is_put: true,

@@ -29,9 +29,6 @@ pub struct ManagedFieldsRequest {
     pub schemas: Arc<Schemas>,
     /// The `fieldManager` parameter, or the User-Agent's prefix.
     pub manager: String,
-    /// The subresource the manager writes through when the store sees another (`scale` writes
-    /// the main resource).
-    pub subresource: Option<String>,
     /// The kind's stores in its other served versions, to see a write as the managers who
     /// wrote in another version see it.
     pub versions: Vec<Arc<RegistryStore>>,
@@ -41,7 +38,6 @@ impl std::fmt::Debug for ManagedFieldsRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ManagedFieldsRequest")
             .field("manager", &self.manager)
-            .field("subresource", &self.subresource)
             .field(
                 "versions",
                 &self
@@ -63,12 +59,19 @@ struct StoreVersions<'a> {
 
 impl StoreVersions<'_> {
     fn find(&self, api_version: &str) -> Option<&RegistryStore> {
-        let served = |s: &RegistryStore| s.info.gvk().api_version() == api_version;
-        if served(self.own) {
-            return Some(self.own);
-        }
-        self.others.iter().map(|s| &**s).find(|s| served(s))
+        served_in(self.own, self.others, api_version)
     }
+}
+
+/// The store of `own`'s kind that serves `api_version`: `own` or one of `others`.
+fn served_in<'a>(
+    own: &'a RegistryStore,
+    others: &'a [Arc<RegistryStore>],
+    api_version: &str,
+) -> Option<&'a RegistryStore> {
+    std::iter::once(own)
+        .chain(others.iter().map(|s| &**s))
+        .find(|s| s.info.gvk().api_version() == api_version)
 }
 
 impl VersionConverter for StoreVersions<'_> {
@@ -163,7 +166,6 @@ impl RegistryStore {
     ) {
         let api_version = self.info.gvk().api_version();
         let now = super::store::now_rfc3339();
-        let subresource = mf.subresource.as_deref().unwrap_or(subresource);
         let converter = StoreVersions {
             own: self,
             others: &mf.versions,
@@ -174,7 +176,7 @@ impl RegistryStore {
         };
         // Compared in Go's form, as upstream compares decoded Go values: an empty map a client
         // sent is no field, a struct it left out is there empty.
-        let mut typed = super::store::go_form_of(new);
+        let mut typed = super::store::go_form_of(new).unwrap_or_else(|| new.clone());
         fm.update(live.unwrap_or(fm.zero), &mut typed, &mf.manager);
         match typed
             .pointer_mut("/metadata/managedFields")
@@ -217,11 +219,7 @@ impl RegistryStore {
 
     /// The replicas path of the kind in `api_version`, among the versions it is served in.
     fn replicas_path(&self, others: &[Arc<RegistryStore>], api_version: &str) -> ReplicasPath {
-        let served = |s: &RegistryStore| s.info.gvk().api_version() == api_version;
-        let Some(store) = std::iter::once(self)
-            .chain(others.iter().map(|s| &**s))
-            .find(|s| served(s))
-        else {
+        let Some(store) = served_in(self, others, api_version) else {
             return ReplicasPath::UnknownVersion;
         };
         if store.info.subresource("scale").is_none() {

@@ -924,30 +924,23 @@ impl RegistryStore {
 /// (`ironplane_protobuf::go_form` walks the JSON to the same answer); objects it has no Go type
 /// for (custom resources) are left as they are.
 pub(super) fn go_form(obj: &mut Value) {
-    let api_version = obj.api_version();
-    let kind = obj.kind();
-    if !ironplane_protobuf::supports(api_version, kind) {
-        return;
-    }
-    // The walk gives what the round trip through the transcoder gives, without the wire.
-    match ironplane_protobuf::go_form(obj) {
-        Ok(go) => *obj = go,
-        // The decoder already refused what Go could not hold; log anything else and keep the
-        // object as it is.
-        Err(e) => tracing::warn!(error = %e, kind, "object has no Go form"),
+    if let Some(go) = go_form_of(obj) {
+        *obj = go;
     }
 }
 
-/// [`go_form`] of a copy of `obj`.
-pub(super) fn go_form_of(obj: &Value) -> Value {
-    if ironplane_protobuf::supports(obj.api_version(), obj.kind())
-        && let Ok(go) = ironplane_protobuf::go_form(obj)
-    {
-        return go;
+/// The Go form of `obj` (see [`go_form`]), or `None` when it has none to give: a custom
+/// resource, or an object the walk refuses (logged; the decoder already refused what Go could
+/// not hold).
+pub(super) fn go_form_of(obj: &Value) -> Option<Value> {
+    let kind = obj.kind();
+    if !ironplane_protobuf::supports(obj.api_version(), kind) {
+        return None;
     }
-    let mut copy = obj.clone();
-    go_form(&mut copy);
-    copy
+    // The walk gives what the round trip through the transcoder gives, without the wire.
+    ironplane_protobuf::go_form(obj)
+        .inspect_err(|e| tracing::warn!(error = %e, kind, "object has no Go form"))
+        .ok()
 }
 
 impl RegistryStore {
