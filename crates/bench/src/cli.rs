@@ -12,8 +12,8 @@ use clap::{Parser, Subcommand};
 use crate::error::BenchError;
 use crate::report::{ScenarioResult, compare_table};
 use crate::scenarios::{
-    AdmissionLoad, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions,
-    MemoryOptions, MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
+    AdmissionLoad, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, GcOptions,
+    ListOptions, MemoryOptions, MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
 };
 
 /// Drives a Kubernetes API server (Ironplane or kube-apiserver) through its public API and
@@ -193,6 +193,23 @@ pub enum Command {
         #[arg(long, default_value = "2s", value_parser = parse_duration)]
         settle: Duration,
     },
+    /// The garbage collector's soak: N owners with D dependents each, the owners deleted at
+    /// once, timed until every dependent is collected; RSS per round with --server-pid.
+    Gc {
+        #[arg(long, default_value_t = 10_000)]
+        owners: u64,
+        #[arg(long, default_value_t = 3)]
+        dependents: u64,
+        #[arg(long, default_value_t = 2)]
+        rounds: u32,
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        #[arg(long, default_value = "300s", value_parser = parse_duration)]
+        max_wait: Duration,
+        /// Pause before each RSS reading.
+        #[arg(long, default_value = "2s", value_parser = parse_duration)]
+        settle: Duration,
+    },
     /// Prints b/a for every figure of two result files written with --json.
     Compare { a: PathBuf, b: PathBuf },
 }
@@ -313,6 +330,22 @@ impl Cli {
                 objects: *objects,
                 settle: *settle,
                 concurrency: *concurrency,
+                common,
+            }),
+            Command::Gc {
+                owners,
+                dependents,
+                rounds,
+                concurrency,
+                max_wait,
+                settle,
+            } => Scenario::Gc(GcOptions {
+                owners: *owners,
+                dependents: *dependents,
+                rounds: *rounds,
+                concurrency: *concurrency,
+                max_wait: *max_wait,
+                settle: *settle,
                 common,
             }),
             Command::Crd {

@@ -377,35 +377,64 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         }
         None => Arc::new(Vec::new),
     };
-    tokio::spawn(ironplane_kube::controllers::run_namespace_controller(
-        resources.clone(),
-        custom_resources.clone(),
-    ));
-    tokio::spawn(ironplane_kube::resource_quota_controller::run(
-        resources.clone(),
-        custom_resources,
-        quotas,
-    ));
-    tokio::spawn(ironplane_kube::controllers::run_serviceaccount_controller(
-        resources.clone(),
-    ));
+    // The controllers kube-controller-manager would run, as `--controllers` selects them.
+    let selection = opts.controller_selection()?;
+    let on = |name: &str| selection.enabled(name);
+    if on("namespace-controller") {
+        tokio::spawn(ironplane_kube::controllers::run_namespace_controller(
+            resources.clone(),
+            custom_resources.clone(),
+        ));
+    }
+    if on("resourcequota-controller") {
+        tokio::spawn(ironplane_kube::resource_quota_controller::run(
+            resources.clone(),
+            custom_resources.clone(),
+            quotas,
+        ));
+    }
+    if on("garbage-collector-controller") {
+        tokio::spawn(ironplane_kube::controllers::garbage_collector::run(
+            resources.clone(),
+            custom_resources.clone(),
+        ));
+    }
+    if on("serviceaccount-controller") {
+        tokio::spawn(ironplane_kube::controllers::run_serviceaccount_controller(
+            resources.clone(),
+        ));
+    }
     // The CA the admin kubeconfig trusts, for pods' `kube-api-access-*` volumes.
-    tokio::spawn(ironplane_kube::controllers::run_root_ca_publisher(
-        resources.clone(),
-        pki.ca_cert_pem.clone(),
-    ));
-    tokio::spawn(ironplane_kube::controllers::serviceaccount_tokens::run(
-        resources.clone(),
-        tokens.clone(),
-        pki.ca_cert_pem.clone(),
-    ));
-    tokio::spawn(ironplane_kube::controllers::run_storage_protection_controller(resources.clone()));
-    tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
-        resources.clone(),
-    ));
+    if on("root-ca-certificate-publisher-controller") {
+        tokio::spawn(ironplane_kube::controllers::run_root_ca_publisher(
+            resources.clone(),
+            pki.ca_cert_pem.clone(),
+        ));
+    }
+    if on("serviceaccount-token-controller") {
+        tokio::spawn(ironplane_kube::controllers::serviceaccount_tokens::run(
+            resources.clone(),
+            tokens.clone(),
+            pki.ca_cert_pem.clone(),
+        ));
+    }
+    let protection = ironplane_kube::controllers::storage_protection::CONTROLLER_NAMES.map(on);
+    if protection.contains(&true) {
+        tokio::spawn(
+            ironplane_kube::controllers::run_storage_protection_controller(
+                resources.clone(),
+                protection,
+            ),
+        );
+    }
+    if on("clusterrole-aggregation-controller") {
+        tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
+            resources.clone(),
+        ));
+    }
     // The csrsigning controller signs with the CA that verifies client certificates (the
     // generated one unless --client-ca-file names another, whose key this server lacks).
-    if opts.client_ca_file.is_none() {
+    if on("certificatesigningrequest-signing-controller") && opts.client_ca_file.is_none() {
         tokio::spawn(ironplane_kube::controllers::csr_signing::run(
             resources.clone(),
             ironplane_kube::controllers::csr_signing::ClusterCa {

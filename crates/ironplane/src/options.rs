@@ -166,6 +166,12 @@ pub struct Options {
     /// lifetime of those whose request asks none (kube-controller-manager's flag).
     #[arg(long, default_value = "8760h0m0s", value_parser = parse_duration)]
     pub cluster_signing_duration: Duration,
+    /// The controllers Ironplane runs in-process, with kube-controller-manager's syntax and
+    /// names: `*` (every controller on by default), `name` (on), `-name` (off), comma-separated.
+    /// Every kube-controller-manager name is accepted; controllers Ironplane does not implement
+    /// (workloads, nodes, volumes) are left to a kube-controller-manager beside it.
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
     /// The range Service cluster IPs come from.
     #[arg(long, default_value = "10.0.0.0/24")]
     pub service_cluster_ip_range: String,
@@ -266,9 +272,18 @@ impl Options {
             &self.service_node_port_range,
         )?;
         self.admission_plugins()?;
+        self.controller_selection()?;
         self.validate_authorization()?;
         self.validate_authentication()?;
         Ok(())
+    }
+
+    /// `--controllers`, checked as kube-controller-manager checks it.
+    pub fn controller_selection(
+        &self,
+    ) -> Result<ironplane_kube::controllers::selection::Selection, String> {
+        ironplane_kube::controllers::selection::Selection::parse(&self.controllers)
+            .map_err(|errs| errs.join(", "))
     }
 
     /// `--authorization-mode` (default `Node,RBAC`).

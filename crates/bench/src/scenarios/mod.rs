@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod crd;
 pub mod create;
+pub mod gc;
 pub mod list;
 pub mod memory;
 pub mod mixed;
@@ -36,6 +37,7 @@ use crate::stats::{ProcSample, sample_process};
 pub use admission::AdmissionLoad;
 pub use crd::CrdOptions;
 pub use create::{CreateKind, CreateOptions};
+pub use gc::GcOptions;
 pub use list::ListOptions;
 pub use memory::MemoryOptions;
 pub use mixed::MixedOptions;
@@ -132,6 +134,7 @@ pub enum Scenario {
     Watch(WatchOptions),
     Memory(MemoryOptions),
     Crd(CrdOptions),
+    Gc(GcOptions),
 }
 
 impl Scenario {
@@ -144,6 +147,7 @@ impl Scenario {
             Scenario::Watch(_) => "watch",
             Scenario::Memory(_) => "memory",
             Scenario::Crd(_) => "crd",
+            Scenario::Gc(_) => "gc",
         }
     }
 
@@ -157,6 +161,7 @@ impl Scenario {
             Scenario::Watch(o) => o.validate(),
             Scenario::Memory(o) => o.validate(),
             Scenario::Crd(o) => o.validate(),
+            Scenario::Gc(o) => o.validate(),
         }
     }
 }
@@ -186,6 +191,7 @@ pub async fn run_scenario(
         Scenario::Watch(o) => watch::run(cfg, o).await,
         Scenario::Memory(o) => memory::run(cfg, o).await,
         Scenario::Crd(o) => crd::run(cfg, o).await,
+        Scenario::Gc(o) => gc::run(cfg, o).await,
     }
 }
 

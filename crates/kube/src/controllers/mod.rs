@@ -7,18 +7,22 @@
 //! (`storage_protection`: the finalizers StorageObjectInUseProtection adds are removed from deleted
 //! volumes, claims and volume attributes classes nothing uses), and the tokens controller
 //! (`serviceaccount_tokens`: `kubernetes.io/service-account-token` secrets filled in with legacy
-//! tokens).
+//! tokens), and the garbage collector (`garbage_collector`: objects whose owners are gone are
+//! deleted; foreground and orphan deletion). `selection` is `--controllers`: which of them run,
+//! by kube-controller-manager's names.
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
 pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 
 pub mod clusterrole_aggregation;
 pub mod csr_signing;
+pub mod garbage_collector;
 mod namespace;
 mod root_ca_publisher;
+pub mod selection;
 mod serviceaccount;
 pub mod serviceaccount_tokens;
-mod storage_protection;
+pub mod storage_protection;
 
 use std::sync::Arc;
 

@@ -39,9 +39,16 @@ fn user() -> UserInfo {
 /// An object waiting for its finalizer to be removed: which of `PROTECTED`, namespace, name.
 type Pending = (usize, String, String);
 
-/// Watches the protected resources and removes the finalizer of deleted objects nothing uses.
-/// Runs until the process ends.
-pub async fn run_storage_protection_controller(api: Arc<ApiResources>) {
+/// The upstream controller of each row of [`PROTECTED`], for `--controllers`.
+pub const CONTROLLER_NAMES: [&str; 3] = [
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
+    "volumeattributesclass-protection-controller",
+];
+
+/// Watches the protected resources and removes the finalizer of deleted objects nothing uses,
+/// for the rows whose controller `enabled[i]` says runs. Runs until the process ends.
+pub async fn run_storage_protection_controller(api: Arc<ApiResources>, enabled: [bool; 3]) {
     let stores: Vec<Arc<RegistryStore>> = PROTECTED
         .iter()
         .filter_map(|(g, r, _)| api.get(g, "v1", r).cloned())
@@ -51,6 +58,9 @@ pub async fn run_storage_protection_controller(api: Arc<ApiResources>) {
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Pending>(1024);
     for (i, store) in stores.iter().enumerate() {
+        if !enabled[i] {
+            continue;
+        }
         tokio::spawn(watch_deletions(store.clone(), i, tx.clone()));
     }
     drop(tx);

@@ -1,0 +1,357 @@
+//! The in-process garbage collector against the real binary, driven by kubectl: a
+//! Deployment → ReplicaSet → Pod chain (made by the test, as no workload controller runs here)
+//! deleted in the background, in the foreground (the owner waits while a dependent is held by
+//! a finalizer) and with orphaning; a custom resource owning a ConfigMap; dependents whose
+//! owner never existed or lives in another namespace; a cluster-scoped dependent of a
+//! namespaced owner, which upstream leaves alone; and `--controllers` turning it off.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+use serde_json::{Value, json};
+
+fn get(s: &Server, ns: &str, what: &str) -> Option<Value> {
+    let out = s.kubectl_output(&["-n", ns, "get", what, "-o", "json"]);
+    if out.status.success() {
+        Some(serde_json::from_slice(&out.stdout).expect("JSON"))
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("NotFound"), "kubectl get {what}: {err}");
+        None
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_gone(s: &Server, ns: &str, what: &str) {
+    wait_until(&format!("{what} to be collected"), || {
+        get(s, ns, what).is_none()
+    });
+}
+
+fn uid(v: &Value) -> String {
+    v["metadata"]["uid"].as_str().expect("a uid").to_string()
+}
+
+fn owner(api_version: &str, kind: &str, of: &Value) -> Value {
+    json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": of["metadata"]["name"],
+        "uid": of["metadata"]["uid"],
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+fn create(s: &Server, obj: Value) -> Value {
+    let out = s.kubectl_stdin(&["create", "-o", "json", "-f", "-"], &obj.to_string());
+    serde_json::from_str(&out).expect("the created object")
+}
+
+/// A Deployment, a ReplicaSet it controls and a Pod the ReplicaSet controls, in `ns`.
+fn chain(s: &Server, ns: &str, pod_finalizers: &[&str]) -> (Value, Value, Value) {
+    let labels = json!({"app": "web"});
+    let template = json!({
+        "metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    });
+    let d = create(
+        s,
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"selector": {"matchLabels": labels}, "template": template},
+        }),
+    );
+    let rs = create(
+        s,
+        json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-1", "namespace": ns,
+                         "ownerReferences": [owner("apps/v1", "Deployment", &d)]},
+            "spec": {"selector": {"matchLabels": labels}, "template": template},
+        }),
+    );
+    let pod = create(
+        s,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1-a", "namespace": ns, "labels": labels,
+                         "finalizers": pod_finalizers,
+                         "ownerReferences": [owner("apps/v1", "ReplicaSet", &rs)]},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        }),
+    );
+    (d, rs, pod)
+}
+
+/// A namespace whose `default` ServiceAccount exists (pods need it to be admitted).
+fn namespace(s: &Server, ns: &str) {
+    s.kubectl(&["create", "namespace", ns]);
+    wait_until("the default service account", || {
+        get(s, ns, "serviceaccount/default").is_some()
+    });
+}
+
+#[test]
+fn background_deletion_collects_the_whole_chain() {
+    let s = Server::start();
+    namespace(&s, "bg");
+    chain(&s, "bg", &[]);
+    s.kubectl(&["-n", "bg", "delete", "deployment", "web"]);
+    assert!(
+        get(&s, "bg", "deployment/web").is_none(),
+        "the owner goes at once"
+    );
+    wait_gone(&s, "bg", "replicaset/web-1");
+    wait_gone(&s, "bg", "pod/web-1-a");
+}
+
+#[test]
+fn foreground_deletion_waits_for_blocking_dependents() {
+    let s = Server::start();
+    namespace(&s, "fg");
+    // The pod is held by a finalizer of the test's, so the foreground wait can be seen.
+    chain(&s, "fg", &["example.com/hold"]);
+    s.kubectl(&[
+        "-n",
+        "fg",
+        "delete",
+        "deployment",
+        "web",
+        "--cascade=foreground",
+        "--wait=false",
+    ]);
+    // The pod is being deleted and held; the ReplicaSet (which has a dependent) and the
+    // Deployment wait for it with the foregroundDeletion finalizer.
+    wait_until("the pod to be marked for deletion", || {
+        get(&s, "fg", "pod/web-1-a").is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string())
+    });
+    for what in ["replicaset/web-1", "deployment/web"] {
+        let o = get(&s, "fg", what).unwrap_or_else(|| panic!("{what} waits for its dependents"));
+        assert!(
+            o["metadata"]["deletionTimestamp"].is_string(),
+            "{what}: {o}"
+        );
+        assert_eq!(
+            o["metadata"]["finalizers"],
+            json!(["foregroundDeletion"]),
+            "{what}"
+        );
+    }
+    // Releasing the pod lets the chain finish, owner last.
+    s.kubectl(&[
+        "-n",
+        "fg",
+        "patch",
+        "pod",
+        "web-1-a",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    wait_gone(&s, "fg", "pod/web-1-a");
+    wait_gone(&s, "fg", "replicaset/web-1");
+    wait_gone(&s, "fg", "deployment/web");
+}
+
+#[test]
+fn orphan_deletion_releases_the_dependents() {
+    let s = Server::start();
+    namespace(&s, "or");
+    let (_, rs, _) = chain(&s, "or", &[]);
+    s.kubectl(&[
+        "-n",
+        "or",
+        "delete",
+        "deployment",
+        "web",
+        "--cascade=orphan",
+    ]);
+    assert!(get(&s, "or", "deployment/web").is_none());
+    // The ReplicaSet stays, no longer owned; the pod stays owned by the ReplicaSet.
+    let rs_now = get(&s, "or", "replicaset/web-1").expect("the orphaned ReplicaSet stays");
+    assert!(
+        rs_now["metadata"].get("ownerReferences").is_none(),
+        "{rs_now}"
+    );
+    let pod = get(&s, "or", "pod/web-1-a").expect("the pod stays");
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], uid(&rs));
+    // And it is still collected with its own owner.
+    s.kubectl(&["-n", "or", "delete", "replicaset", "web-1"]);
+    wait_gone(&s, "or", "pod/web-1-a");
+}
+
+#[test]
+fn a_custom_resource_takes_its_configmap_with_it() {
+    let s = Server::start();
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#,
+    );
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=20s",
+    ]);
+    let w = create(
+        &s,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": "w", "namespace": "default"}}),
+    );
+    create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "w-config", "namespace": "default",
+                            "ownerReferences": [owner("example.com/v1", "Widget", &w)]}}),
+    );
+    // The dependent of a custom resource is seen, and survives while its owner lives.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(get(&s, "default", "configmap/w-config").is_some());
+    s.kubectl(&["delete", "widget", "w"]);
+    wait_gone(&s, "default", "configmap/w-config");
+}
+
+#[test]
+fn dependents_of_missing_owners_are_collected_and_invalid_ones_left() {
+    let s = Server::start();
+    s.kubectl(&["create", "namespace", "a"]);
+    s.kubectl(&["create", "namespace", "b"]);
+    // An owner that never existed.
+    create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "lost", "namespace": "a", "ownerReferences": [
+                   {"apiVersion": "v1", "kind": "ConfigMap", "name": "never",
+                    "uid": "00000000-0000-0000-0000-000000000001"}]}}),
+    );
+    // An owner in another namespace: looked for in the dependent's own, so absent.
+    let real = create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "owner", "namespace": "a"}}),
+    );
+    create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "elsewhere", "namespace": "b",
+                            "ownerReferences": [owner("v1", "ConfigMap", &real)]}}),
+    );
+    // A cluster-scoped dependent of a namespaced owner: invalid, and upstream leaves it.
+    create(
+        &s,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "held-by-a-configmap",
+                            "ownerReferences": [owner("v1", "ConfigMap", &real)]}}),
+    );
+    // A cluster-scoped owner of a namespaced dependent is valid, and kept while it lives.
+    let cluster_owner = create(
+        &s,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "cluster-owner"}}),
+    );
+    create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "cluster-owned", "namespace": "b",
+                            "ownerReferences": [owner("rbac.authorization.k8s.io/v1", "ClusterRole", &cluster_owner)]}}),
+    );
+    wait_gone(&s, "a", "configmap/lost");
+    wait_gone(&s, "b", "configmap/elsewhere");
+    assert!(get(&s, "a", "configmap/owner").is_some());
+    assert!(get(&s, "", "clusterrole/held-by-a-configmap").is_some());
+    assert!(get(&s, "b", "configmap/cluster-owned").is_some());
+    s.kubectl(&["delete", "clusterrole", "cluster-owner"]);
+    wait_gone(&s, "b", "configmap/cluster-owned");
+}
+
+#[test]
+fn two_owners_keep_a_dependent_until_both_are_gone() {
+    let s = Server::start();
+    let o1 = create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "o1", "namespace": "default"}}),
+    );
+    let o2 = create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "o2", "namespace": "default"}}),
+    );
+    let mut r2 = owner("v1", "Secret", &o2);
+    r2["controller"] = json!(false);
+    create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "shared", "namespace": "default",
+                            "ownerReferences": [owner("v1", "ConfigMap", &o1), r2]}}),
+    );
+    s.kubectl(&["delete", "configmap", "o1"]);
+    // The gone owner's reference is removed; the other keeps the dependent.
+    wait_until("the dangling reference to be removed", || {
+        get(&s, "default", "configmap/shared").is_some_and(|d| {
+            d["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|r| r.len() == 1 && r[0]["uid"] == uid(&o2))
+        })
+    });
+    s.kubectl(&["delete", "secret", "o2"]);
+    wait_gone(&s, "default", "configmap/shared");
+}
+
+#[test]
+fn controllers_flag_turns_the_collector_off_and_refuses_unknown_names() {
+    let s = Server::start_with(&["--controllers=*,-garbagecollector"]);
+    create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "lost", "namespace": "default", "ownerReferences": [
+                   {"apiVersion": "v1", "kind": "ConfigMap", "name": "never",
+                    "uid": "00000000-0000-0000-0000-000000000001"}]}}),
+    );
+    // Other controllers still run: a new namespace gets its service account...
+    s.kubectl(&["create", "namespace", "still-on"]);
+    wait_until("the default service account", || {
+        get(&s, "still-on", "serviceaccount/default").is_some()
+    });
+    // ...while the dangling dependent stays.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(get(&s, "default", "configmap/lost").is_some());
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironplane"))
+        .args(["--secure-port", "0", "--data-dir"])
+        .arg(s.dir.path().join("other"))
+        .arg("--controllers=*,-nope,garbage")
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "\"nope\" is not in the list of known controllers, \"garbage\" is not in the list of known controllers"
+        ),
+        "{err}"
+    );
+}

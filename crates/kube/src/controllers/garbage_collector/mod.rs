@@ -1,0 +1,419 @@
+//! The garbage collector (upstream: pkg/controller/garbagecollector, kube-controller-manager's
+//! `garbage-collector-controller`): objects whose owners are gone are deleted, owners deleted
+//! in the foreground wait for their blocking dependents, and owners deleted with the `orphan`
+//! finalizer release their dependents first.
+//!
+//! - `graph`: the dependency graph, kept from a watch of every resource that can be listed,
+//!   watched and deleted (built-in and custom; Events excluded, as upstream excludes them),
+//!   never by re-listing.
+//! - `worker`: what is done to one item, reading the live object and its owners.
+//! - This module: the monitors (one list-then-watch per stored resource, custom resources
+//!   joining and leaving as their CRDs do), the two work queues with upstream's semantics (an
+//!   item queued once, an item changed while worked on queued again, failures retried with
+//!   exponential backoff), and up to [`WORKERS`] items worked on at once.
+
+mod graph;
+mod worker;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::endpoints::ApiResources;
+use apiserver::registry::RegistryStore;
+use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::ExtraStores;
+use graph::{DeletionState, Graph, Identity, Observed, Uid, Work};
+use worker::{Client, Meta, Outcome};
+
+/// Items worked on at once (kube-controller-manager's `--concurrent-gc-syncs` default).
+const WORKERS: usize = 20;
+
+/// How often the set of watched resources is compared with the served ones (custom resources
+/// come and go with their CRDs).
+const RESYNC_RESOURCES: Duration = Duration::from_secs(1);
+
+/// Backoff of an item that failed: 5 ms doubling per failure, at most a minute.
+const BACKOFF_BASE: Duration = Duration::from_millis(5);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// A change a monitor saw.
+enum Change {
+    Replace {
+        api_version: String,
+        kind: String,
+        items: Vec<Observed>,
+    },
+    Upsert(Observed),
+    Deleted(Uid),
+}
+
+/// Runs the garbage collector until the process ends.
+pub async fn run(api: Arc<ApiResources>, extra: ExtraStores) {
+    let client = Arc::new(Client::new(api, extra));
+    let (tx, mut changes) = mpsc::unbounded_channel::<Change>();
+    let mut monitors: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+    let mut graph = Graph::default();
+    let mut deletes = Queue::default();
+    let mut orphans = Queue::default();
+    let mut jobs: JoinSet<(Kind, Uid, Outcome)> = JoinSet::new();
+    let mut resync = tokio::time::interval(RESYNC_RESOURCES);
+    loop {
+        let next_due = deletes
+            .next_due()
+            .into_iter()
+            .chain(orphans.next_due())
+            .min();
+        tokio::select! {
+            Some(change) = changes.recv() => {
+                let mut work = Work::default();
+                apply(&mut graph, change, &mut work);
+                // Take what else is waiting before starting work, as upstream's single graph
+                // goroutine drains its queue.
+                while let Ok(change) = changes.try_recv() {
+                    apply(&mut graph, change, &mut work);
+                }
+                schedule(&client, work, &mut deletes, &mut orphans);
+            }
+            Some(done) = jobs.join_next(), if !jobs.is_empty() => {
+                let Ok((kind, uid, outcome)) = done else { continue };
+                let queue = match kind {
+                    Kind::Delete => &mut deletes,
+                    Kind::Orphan => &mut orphans,
+                };
+                let mut work = Work::default();
+                match outcome {
+                    Outcome::Done(next) => {
+                        // An item that exists but has not been seen by a watch yet is looked
+                        // at again until it is.
+                        if kind == Kind::Delete && graph.contains(&uid) && !graph.is_observed(&uid) {
+                            queue.done(&uid);
+                            queue.retry(uid.clone());
+                        } else {
+                            queue.forget(&uid);
+                            queue.done(&uid);
+                        }
+                        work.delete.extend(next);
+                    }
+                    Outcome::Requeue(why) => {
+                        tracing::debug!(%uid, error = %why, "garbage collector: retrying");
+                        queue.done(&uid);
+                        queue.retry(uid);
+                    }
+                    Outcome::VirtualDelete(id) => {
+                        queue.forget(&uid);
+                        queue.done(&uid);
+                        graph.virtual_delete(&id, &mut work);
+                    }
+                }
+                schedule(&client, work, &mut deletes, &mut orphans);
+            }
+            _ = resync.tick() => {
+                sync_monitors(&client, &mut monitors, &tx);
+            }
+            _ = sleep_until(next_due), if next_due.is_some() => {
+                deletes.promote();
+                orphans.promote();
+            }
+        }
+        // Start work while workers are free.
+        while jobs.len() < WORKERS {
+            let (kind, uid) = if let Some(uid) = orphans.pop() {
+                (Kind::Orphan, uid)
+            } else if let Some(uid) = deletes.pop() {
+                (Kind::Delete, uid)
+            } else {
+                break;
+            };
+            let queue = match kind {
+                Kind::Delete => &mut deletes,
+                Kind::Orphan => &mut orphans,
+            };
+            // An item no longer in the graph is done with (upstream skips such nodes).
+            let Some(view) = graph.view(&uid) else {
+                queue.forget(&uid);
+                queue.done(&uid);
+                continue;
+            };
+            let client = client.clone();
+            jobs.spawn(async move {
+                let outcome = match kind {
+                    Kind::Delete => worker::attempt_to_delete(&client, &view).await,
+                    Kind::Orphan => worker::attempt_to_orphan(&client, &view).await,
+                };
+                (kind, uid, outcome)
+            });
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Delete,
+    Orphan,
+}
+
+fn apply(graph: &mut Graph, change: Change, work: &mut Work) {
+    match change {
+        Change::Replace {
+            api_version,
+            kind,
+            items,
+        } => graph.replace(&api_version, &kind, items, work),
+        Change::Upsert(o) => graph.observe(o, work),
+        Change::Deleted(uid) => graph.observed_deleted(&uid, work),
+    }
+}
+
+fn schedule(client: &Client, work: Work, deletes: &mut Queue, orphans: &mut Queue) {
+    if !work.absent.is_empty() {
+        let mut absent = client.absent.lock().expect("not poisoned");
+        for id in work.absent {
+            absent.add(id);
+        }
+    }
+    for uid in work.delete {
+        deletes.add(uid);
+    }
+    for uid in work.delete_later {
+        deletes.retry(uid);
+    }
+    for uid in work.orphan {
+        orphans.add(uid);
+    }
+}
+
+/// Starts a monitor for every watched resource that has none, and stops those of resources
+/// no longer served (upstream's `resyncMonitors`).
+fn sync_monitors(
+    client: &Client,
+    monitors: &mut HashMap<String, tokio::task::AbortHandle>,
+    tx: &mpsc::UnboundedSender<Change>,
+) {
+    let mut wanted: HashSet<String> = HashSet::new();
+    for store in client.watched_stores() {
+        let key = store.prefix("");
+        wanted.insert(key.clone());
+        monitors
+            .entry(key)
+            .or_insert_with(|| tokio::spawn(monitor(store, tx.clone())).abort_handle());
+    }
+    monitors.retain(|key, handle| {
+        let keep = wanted.contains(key);
+        if !keep {
+            handle.abort();
+        }
+        keep
+    });
+}
+
+/// Lists, then watches, one resource, handing what it sees to the graph; lists again when the
+/// watch ends.
+async fn monitor(store: Arc<RegistryStore>, tx: mpsc::UnboundedSender<Change>) {
+    let info = store.info.clone();
+    let api_version = if info.group.is_empty() {
+        info.version.clone()
+    } else {
+        format!("{}/{}", info.group, info.version)
+    };
+    let observed = |bytes: &[u8]| -> Option<Observed> {
+        let m = Meta::read(bytes)?;
+        if m.uid.is_empty() {
+            return None;
+        }
+        let state = DeletionState::of(m.deletion_timestamp.is_some(), m.finalizers());
+        Some(Observed {
+            identity: Identity {
+                api_version: api_version.clone(),
+                kind: info.kind.clone(),
+                name: m.name,
+                uid: Arc::from(m.uid.as_str()),
+                namespace: m.namespace,
+            },
+            owners: m.owner_references.unwrap_or_default(),
+            state,
+        })
+    };
+    loop {
+        let listed = store
+            .list(
+                "",
+                &ListOptions {
+                    resource_version: ResourceVersion::Unset,
+                    ..Default::default()
+                },
+            )
+            .await;
+        let list = match listed {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(resource = %info.resource, error = %e.message, "garbage collector cannot list; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let items = list
+            .items
+            .iter()
+            .filter_map(|o| observed(&o.bytes))
+            .collect();
+        let replace = Change::Replace {
+            api_version: api_version.clone(),
+            kind: info.kind.clone(),
+            items,
+        };
+        if tx.send(replace).is_err() {
+            return;
+        }
+        let opts = WatchOptions {
+            resource_version: ResourceVersion::Exact(list.resource_version),
+            send_initial_events: None,
+            allow_bookmarks: false,
+            predicate: None,
+        };
+        let Ok(mut events) = store.watch("", &opts).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        while let Some(event) = events.recv().await {
+            let change = match event {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                    observed(&o.bytes).map(Change::Upsert)
+                }
+                WatchEvent::Deleted(o) => Meta::read(&o.bytes)
+                    .filter(|m| !m.uid.is_empty())
+                    .map(|m| Change::Deleted(Arc::from(m.uid.as_str()))),
+                WatchEvent::Bookmark { .. } => None,
+                WatchEvent::Error(_) => break,
+            };
+            if let Some(change) = change
+                && tx.send(change).is_err()
+            {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A work queue with client-go's semantics: an item waits once however often it is added; an
+/// item added while it is worked on waits again once that work ends; failures back off.
+#[derive(Default)]
+struct Queue {
+    ready: VecDeque<Uid>,
+    queued: HashSet<Uid>,
+    running: HashSet<Uid>,
+    dirty: HashSet<Uid>,
+    delayed: BTreeMap<Instant, Vec<Uid>>,
+    failures: HashMap<Uid, u32>,
+}
+
+impl Queue {
+    fn add(&mut self, uid: Uid) {
+        if self.running.contains(&uid) {
+            self.dirty.insert(uid);
+        } else if self.queued.insert(uid.clone()) {
+            self.ready.push_back(uid);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Uid> {
+        let uid = self.ready.pop_front()?;
+        self.queued.remove(&uid);
+        self.running.insert(uid.clone());
+        Some(uid)
+    }
+
+    fn done(&mut self, uid: &Uid) {
+        self.running.remove(uid);
+        if self.dirty.remove(uid) {
+            self.add(uid.clone());
+        }
+    }
+
+    fn forget(&mut self, uid: &Uid) {
+        self.failures.remove(uid);
+    }
+
+    /// Adds `uid` after its backoff.
+    fn retry(&mut self, uid: Uid) {
+        let n = self.failures.entry(uid.clone()).or_insert(0);
+        let delay = BACKOFF_BASE
+            .saturating_mul(1u32 << (*n).min(20))
+            .min(BACKOFF_MAX);
+        *n += 1;
+        self.delayed
+            .entry(Instant::now() + delay)
+            .or_default()
+            .push(uid);
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.delayed.keys().next().copied()
+    }
+
+    /// Moves the items whose backoff is over to the ready ones.
+    fn promote(&mut self) {
+        let now = Instant::now();
+        let later = self.delayed.split_off(&(now + Duration::from_nanos(1)));
+        let due = std::mem::replace(&mut self.delayed, later);
+        for uid in due.into_values().flatten() {
+            self.add(uid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_waits_once_and_comes_back_if_added_while_running() {
+        let mut q = Queue::default();
+        let a: Uid = Arc::from("a");
+        q.add(a.clone());
+        q.add(a.clone());
+        assert_eq!(q.pop().as_deref(), Some("a"));
+        assert_eq!(q.pop(), None);
+        q.add(a.clone());
+        assert_eq!(q.pop(), None, "running: not handed out twice");
+        q.done(&a);
+        assert_eq!(q.pop().as_deref(), Some("a"));
+        q.done(&a);
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn failures_back_off_and_come_back() {
+        let mut q = Queue::default();
+        let a: Uid = Arc::from("a");
+        let before = Instant::now();
+        q.retry(a.clone());
+        q.retry(a.clone());
+        q.retry(a.clone());
+        // 5 ms, 10 ms, 20 ms: each failure waits twice as long.
+        let last = *q.delayed.keys().last().unwrap();
+        assert!(
+            last >= before + Duration::from_millis(20),
+            "{:?}",
+            last - before
+        );
+        assert_eq!(q.failures[&a], 3);
+        std::thread::sleep(Duration::from_millis(30));
+        q.promote();
+        assert_eq!(q.pop().as_deref(), Some("a"));
+        q.forget(&a);
+        assert!(q.failures.is_empty());
+    }
+}
