@@ -432,6 +432,21 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             resources.clone(),
         ));
     }
+    if on("ttl-after-finished-controller") {
+        tokio::spawn(ironplane_kube::controllers::ttl_after_finished::run(
+            resources.clone(),
+        ));
+    }
+    if on("token-cleaner-controller") {
+        tokio::spawn(ironplane_kube::controllers::bootstrap::run_token_cleaner(
+            resources.clone(),
+        ));
+    }
+    if on("bootstrap-signer-controller") {
+        tokio::spawn(
+            ironplane_kube::controllers::bootstrap::run_bootstrap_signer(resources.clone()),
+        );
+    }
     // The csrsigning controller signs with the CA that verifies client certificates (the
     // generated one unless --client-ca-file names another, whose key this server lacks).
     if on("certificatesigningrequest-signing-controller") && opts.client_ca_file.is_none() {

@@ -8,14 +8,19 @@
 //! volumes, claims and volume attributes classes nothing uses), and the tokens controller
 //! (`serviceaccount_tokens`: `kubernetes.io/service-account-token` secrets filled in with legacy
 //! tokens), and the garbage collector (`garbage_collector`: objects whose owners are gone are
-//! deleted; foreground and orphan deletion). `selection` is `--controllers`: which of them run,
+//! deleted; foreground and orphan deletion), the TTL-after-finished controller
+//! (`ttl_after_finished`: finished Jobs deleted after their TTL) and the bootstrap token
+//! controllers (`bootstrap`: the token cleaner and the `cluster-info` signer), the last two over
+//! `expiry` (objects deleted when a time they carry has passed). `selection` is `--controllers`: which of them run,
 //! by kube-controller-manager's names.
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
 pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 
+pub mod bootstrap;
 pub mod clusterrole_aggregation;
 pub mod csr_signing;
+mod expiry;
 pub mod garbage_collector;
 mod namespace;
 mod root_ca_publisher;
@@ -23,6 +28,7 @@ pub mod selection;
 mod serviceaccount;
 pub mod serviceaccount_tokens;
 pub mod storage_protection;
+pub mod ttl_after_finished;
 
 use std::sync::Arc;
 
