@@ -203,6 +203,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let node_mode = opts.authorization_config.is_some()
         || opts.authorization_modes().iter().any(|m| m == "Node");
     let authorizer = auth::authorizer(&opts, &rbac, &node_authorizer)?;
+    // The CSR approving controller puts its access reviews to the same authorizer.
+    let csr_authorizer = authorizer.clone();
     let builtin = ironplane_kube::install(
         kv.clone(),
         &opts.etcd_prefix,
@@ -429,6 +431,17 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     }
     if on("clusterrole-aggregation-controller") {
         tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
+            resources.clone(),
+        ));
+    }
+    if on("certificatesigningrequest-approving-controller") {
+        tokio::spawn(ironplane_kube::controllers::csr_approving::run(
+            resources.clone(),
+            csr_authorizer,
+        ));
+    }
+    if on("certificatesigningrequest-cleaner-controller") {
+        tokio::spawn(ironplane_kube::controllers::csr_cleaner::run(
             resources.clone(),
         ));
     }

@@ -31,7 +31,7 @@ const SHORT: Duration = Duration::from_secs(8 * 3600);
 const RETRY: Duration = Duration::from_secs(1);
 
 const CLIENT: &str = "kubernetes.io/kube-apiserver-client";
-const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+pub(super) const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
 
 /// The cluster CA, as PEM texts.
@@ -44,7 +44,7 @@ pub struct ClusterCa {
     pub duration: Duration,
 }
 
-fn has_true_condition(csr: &Value, kind: &str) -> bool {
+pub(super) fn has_true_condition(csr: &Value, kind: &str) -> bool {
     csr.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
@@ -54,16 +54,16 @@ fn has_true_condition(csr: &Value, kind: &str) -> bool {
 }
 
 /// What of the request the signers look at.
-struct Request {
+pub(super) struct Request {
     organizations: Vec<String>,
-    common_name: String,
+    pub(super) common_name: String,
     dns: usize,
     ips: usize,
     emails: usize,
     uris: usize,
 }
 
-fn parse_request(pem: &str) -> Result<Request, String> {
+pub(super) fn parse_request(pem: &str) -> Result<Request, String> {
     let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
         .map_err(|e| format!("PEM block type must be CERTIFICATE REQUEST: {e}"))?;
     use x509_parser::prelude::FromDer;
@@ -117,7 +117,7 @@ fn go_list(list: &[&str]) -> String {
 
 /// The signer's checks (`isKubeAPIServerClient`, `ValidateKubeletClientCSR`,
 /// `ValidateKubeletServingCSR`), with upstream's messages.
-fn check(signer: &str, req: &Request, usages: &[&str]) -> Result<(), String> {
+pub(super) fn check(signer: &str, req: &Request, usages: &[&str]) -> Result<(), String> {
     let set = usage_set(usages);
     let equals = |want: &[&str]| set == usage_set(want);
     match signer {

@@ -11,7 +11,9 @@
 //! deleted; foreground and orphan deletion), the TTL-after-finished controller
 //! (`ttl_after_finished`: finished Jobs deleted after their TTL) and the bootstrap token
 //! controllers (`bootstrap`: the token cleaner and the `cluster-info` signer), the last two over
-//! `expiry` (objects deleted when a time they carry has passed). `selection` is `--controllers`: which of them run,
+//! `expiry` (objects deleted when a time they carry has passed), and the CSR approving and
+//! cleaner controllers (`csr_approving`: kubelet client requests approved after an access
+//! review of their requester; `csr_cleaner`: old requests deleted). `selection` is `--controllers`: which of them run,
 //! by kube-controller-manager's names.
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
@@ -19,6 +21,8 @@ pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 
 pub mod bootstrap;
 pub mod clusterrole_aggregation;
+pub mod csr_approving;
+pub mod csr_cleaner;
 pub mod csr_signing;
 mod expiry;
 pub mod garbage_collector;

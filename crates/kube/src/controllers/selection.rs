@@ -151,6 +151,8 @@ pub const RUN_IN_PROCESS: &[&str] = &[
     "volumeattributesclass-protection-controller",
     "clusterrole-aggregation-controller",
     "certificatesigningrequest-signing-controller",
+    "certificatesigningrequest-approving-controller",
+    "certificatesigningrequest-cleaner-controller",
     "ttl-after-finished-controller",
     "bootstrap-signer-controller",
     "token-cleaner-controller",
