@@ -27,12 +27,17 @@ which is the same for a one-process server.
   pkg/internal/testing/certs/tinyca.go              ECDSA P-256 CAs and certificates, PKCS#8 keys
   pkg/envtest/server.go                             Environment.Start: the "admin" user in
                                                     system:masters, waitForDefaultNamespace
+  pkg/envtest/webhook.go                            WebhookInstallOptions: setupCA (the caBundle
+                                                    is the webhook's serving certificate itself),
+                                                    updateClientConfig (the URL is
+                                                    https://host:port/ + the service's path)
 
 Environment: KUBEBUILDER_ASSETS (the asset directory). Prints "envtest replay: ok" at the end.
 """
 import base64
 import datetime
 import glob
+import http.server
 import hashlib
 import ipaddress
 import json
@@ -45,6 +50,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -62,8 +68,18 @@ STOP_TIMEOUT = 20.0
 POLL_INTERVAL = 0.1
 
 
+# The processes started and not yet stopped, killed if the replay fails half-way.
+RUNNING = []
+
+
 def fail(msg):
     print(f"FAIL {msg}", flush=True)
+    for p in RUNNING:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        except OSError:
+            pass
     sys.exit(1)
 
 
@@ -179,6 +195,7 @@ class Process:
         started = time.monotonic()
         self.proc = subprocess.Popen([bin_path(self.name)] + self.args, stdout=log, stderr=log,
                                      stdin=subprocess.DEVNULL, process_group=0)
+        RUNNING.append(self.proc)
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE  # InsecureSkipVerify, as pollURLUntilOK does
@@ -212,6 +229,7 @@ class Process:
             self.proc.wait()
             fail(f"timeout waiting for process {self.name} to stop:\n{self.log()}")
         elapsed = time.monotonic() - started
+        RUNNING.remove(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
         # envtest does not look at the exit status; a clean stop exits 0 all the same.
         if code != 0:
@@ -479,6 +497,10 @@ def main():
         fail(f"the token authenticates as {name!r}: {who.stderr.decode()}")
     print("objects, a CRD, RBAC and service-account tokens work through kubectl", flush=True)
 
+    # A validating webhook installed as WebhookInstallOptions installs it, served the way a
+    # test's webhook server serves it, rejecting every request.
+    envtest_webhook(admin, ns)
+
     # ControlPlane.Stop: the API server first (with a watch still open, as a test's manager
     # often leaves one), then etcd; each directory goes after its process.
     watch = subprocess.Popen([bin_path("kubectl"), f"--kubeconfig={admin}", "-n", ns, "get",
@@ -494,6 +516,86 @@ def main():
     for leftover in glob.glob(os.path.join(tempfile.gettempdir(), "envtest-replay-*")):
         os.remove(leftover)
     print(f"envtest replay: ok (kube-apiserver stopped in {stopped:.2f}s)", flush=True)
+
+
+class Rejecting(http.server.BaseHTTPRequestHandler):
+    """An admission webhook that denies everything, at /failing only."""
+
+    def do_POST(self):
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path.split("?")[0] != "/failing":
+            self.send_response(404)
+            self.end_headers()
+            return
+        body = json.dumps({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": False,
+                         "status": {"code": 403, "reason": "Forbidden",
+                                    "message": "Always denied"}},
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def envtest_webhook(admin, ns):
+    port, host = suggest_port()  # generateHostPort
+    hook_ca = TinyCA()  # setupCA: names localhost, the serving host (and an empty external name)
+    crt, key = hook_ca.make("localhost", ["envtest"], ExtendedKeyUsageOID.SERVER_AUTH,
+                            dns=["localhost"], ips=[host])
+    cert_dir = tempfile.mkdtemp(prefix="envtest-serving-certs-")
+    write(os.path.join(cert_dir, "tls.crt"), crt)
+    write(os.path.join(cert_dir, "tls.key"), key)
+    server = http.server.ThreadingHTTPServer((host, port), Rejecting)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.path.join(cert_dir, "tls.crt"), os.path.join(cert_dir, "tls.key"))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # updateClientConfig: the service reference becomes a URL, host:port + "/" + path, and
+    # the caBundle is LocalServingCAData, which is the serving certificate.
+    url = f"https://{host}:{port}/" + "/failing"
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "deployment-validation-webhook-config"},
+        "webhooks": [{
+            "name": "deployment-validation.kubebuilder.io",
+            "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}],
+            "failurePolicy": "Fail", "matchPolicy": "Equivalent", "sideEffects": "None",
+            "clientConfig": {"url": url, "caBundle": base64.b64encode(crt).decode()},
+            "admissionReviewVersions": ["v1"],
+        }],
+    }
+    kubectl(admin, "create", "-f", "-", stdin=json.dumps(config))
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "test-deployment", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"foo": "bar"}},
+                 "template": {"metadata": {"labels": {"foo": "bar"}},
+                              "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}},
+    }
+    # As the test does: Eventually, within a second, the create is refused by the webhook.
+    deadline = time.monotonic() + 1
+    while True:
+        out = subprocess.run([bin_path("kubectl"), f"--kubeconfig={admin}", "create", "-f", "-"],
+                             input=json.dumps(deployment).encode(), capture_output=True)
+        err = out.stderr.decode()
+        if out.returncode != 0 and "Always denied" in err:
+            break
+        if time.monotonic() > deadline:
+            fail(f"the webhook did not deny the deployment: {err}{out.stdout.decode()}")
+        time.sleep(0.05)
+    server.shutdown()
+    kubectl(admin, "delete", "validatingwebhookconfiguration",
+            "deployment-validation-webhook-config")
+    shutil.rmtree(cert_dir, ignore_errors=True)
+    print("a webhook installed as envtest installs it denies requests", flush=True)
 
 
 def as_strings(defaults):
