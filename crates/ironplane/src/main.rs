@@ -1,6 +1,11 @@
 //! `ironplane`: parse flags, start, serve until SIGTERM or SIGINT, then stop gracefully.
+//! Installed as `kube-apiserver` it takes kube-apiserver's command line as envtest passes it,
+//! and as `etcd` it is envtest's stand-in etcd (`envtest`).
+
+mod envtest;
 
 use clap::Parser;
+use envtest::Mode;
 use ironplane::Options;
 
 /// jemalloc, with its background threads purging freed pages, gives memory back to the system
@@ -18,15 +23,44 @@ fn log_filter(v: u8) -> &'static str {
     }
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let opts = Options::parse();
+fn init_logging(verbosity: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(opts.verbosity)));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(verbosity)));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match Mode::of_program(std::env::args_os().next().as_deref()) {
+        Mode::Ironplane => serve(Options::parse(), Mode::Ironplane, &[]).await,
+        Mode::KubeApiserver => {
+            let parsed = match envtest::parse_kube_apiserver(std::env::args_os()) {
+                Ok(Some(parsed)) => parsed,
+                Ok(None) => return std::process::ExitCode::SUCCESS,
+                Err(e) => e.exit(),
+            };
+            let code = serve(parsed.options, Mode::KubeApiserver, &parsed.notes).await;
+            // The temporary data directory, if any, goes once the store is closed.
+            drop(parsed.temp_dir);
+            code
+        }
+        Mode::Etcd => {
+            init_logging(0);
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            envtest::etcd::run(&args, wait_for_signal()).await
+        }
+    }
+}
+
+/// Starts the server, serves until SIGTERM or SIGINT, then stops gracefully.
+async fn serve(opts: Options, mode: Mode, notes: &[String]) -> std::process::ExitCode {
+    init_logging(opts.verbosity);
+    for note in notes {
+        tracing::info!("{note}");
+    }
     // As Go's runtime does for kube-apiserver: use every descriptor the hard limit allows, since
     // each client connection holds one.
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
@@ -39,13 +73,16 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let kubeconfig =
-        std::fs::canonicalize(&running.kubeconfig).unwrap_or_else(|_| running.kubeconfig.clone());
     eprintln!("Ironplane is serving on https://{}", running.addr);
-    eprintln!(
-        "To use kubectl with it:\n  export KUBECONFIG={}",
-        kubeconfig.display()
-    );
+    // As kube-apiserver, clients bring their own credentials (envtest makes its own users).
+    if mode == Mode::Ironplane {
+        let kubeconfig = std::fs::canonicalize(&running.kubeconfig)
+            .unwrap_or_else(|_| running.kubeconfig.clone());
+        eprintln!(
+            "To use kubectl with it:\n  export KUBECONFIG={}",
+            kubeconfig.display()
+        );
+    }
     let (stop, done) = running.stop_handle();
     wait_for_signal().await;
     eprintln!("shutting down");

@@ -321,6 +321,8 @@ impl CallError {
 
 /// The URL a call goes to (`url`, or `https://<service>.<namespace>.svc:<port><path>`, which
 /// the dialer resolves through the `ServiceResolver`), with upstream's `?timeout=` parameter.
+/// The path is cleaned as client-go's REST client cleans it (`path.Join("/", path)`), so that
+/// `https://host//hook/` is called as `https://host/hook`.
 fn target_url(config: &ClientConfig, timeout: std::time::Duration) -> Result<String, String> {
     let query = format!("timeout={}s", timeout.as_secs());
     if let Some(url) = &config.url {
@@ -328,10 +330,7 @@ fn target_url(config: &ClientConfig, timeout: std::time::Duration) -> Result<Str
         let uri: http::Uri = url
             .parse()
             .map_err(|e| format!("invalid webhook URL {url:?}: {e}"))?;
-        let path = match uri.path() {
-            "" => "/",
-            p => p,
-        };
+        let path = clean_path(uri.path());
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
         let query = match uri.query() {
             Some(q) => format!("{q}{sep}{query}"),
@@ -342,15 +341,27 @@ fn target_url(config: &ClientConfig, timeout: std::time::Duration) -> Result<Str
     let Some(service) = &config.service else {
         return Err("webhook has neither a url nor a service".into());
     };
-    let path = if service.path.is_empty() {
-        "/"
-    } else {
-        &service.path
-    };
+    let path = clean_path(&service.path);
     Ok(format!(
         "https://{}.{}.svc:{}{path}?{query}",
         service.name, service.namespace, service.port
     ))
+}
+
+/// Go's `path.Join("/", p)`: a rooted path without empty or `.` segments, `..` resolved (not
+/// above the root), and no trailing slash.
+fn clean_path(p: &str) -> String {
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in p.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
+        }
+    }
+    format!("/{}", segments.join("/"))
 }
 
 /// The TLS configuration for a webhook: its `caBundle`, or without one the system's trusted
@@ -359,20 +370,24 @@ fn tls_config(
     ca_bundle: &[u8],
     identity: Option<&(Vec<u8>, Vec<u8>)>,
 ) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    if ca_bundle.is_empty() {
-        roots = system_roots().clone();
-    }
     let mut reader = ca_bundle;
-    for cert in rustls_pemfile::certs(&mut reader).flatten() {
-        roots.add(cert).map_err(|e| format!("x509: {e}"))?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots);
+    let bundle: Vec<_> = rustls_pemfile::certs(&mut reader).flatten().collect();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let config = if ca_bundle.is_empty() {
+        builder.with_root_certificates(system_roots().clone())
+    } else if bundle.is_empty() {
+        // A bundle without a certificate trusts nothing.
+        builder.with_root_certificates(rustls::RootCertStore::empty())
+    } else {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(BundleVerifier::new(
+                bundle, provider,
+            )?))
+    };
     let config = match identity {
         None => config.with_no_client_auth(),
         Some((cert, key)) => {
@@ -389,6 +404,109 @@ fn tls_config(
     };
     // hyper-rustls sets ALPN itself (HTTP/1.1 only, as upstream's webhook client speaks).
     Ok(config)
+}
+
+/// Verifies a webhook's serving certificate against its `caBundle` as Go's `x509.Verify` does:
+/// the serving certificate itself found in the bundle, or else a chain to one of the bundle's
+/// certificates. The first is what controller-runtime's envtest relies on: its `caBundle` is
+/// the webhook's serving certificate, not the CA that signed it, which webpki alone refuses (an
+/// unknown issuer). A certificate taken from the bundle is still checked for its validity
+/// period, the server's name and the serverAuth usage, as Go checks them.
+#[derive(Debug)]
+struct BundleVerifier {
+    chains: std::sync::Arc<rustls::client::WebPkiServerVerifier>,
+    bundle: Vec<rustls::pki_types::CertificateDer<'static>>,
+}
+
+impl BundleVerifier {
+    fn new(
+        bundle: Vec<rustls::pki_types::CertificateDer<'static>>,
+        provider: std::sync::Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<BundleVerifier, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in &bundle {
+            roots.add(cert.clone()).map_err(|e| format!("x509: {e}"))?;
+        }
+        let chains = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            std::sync::Arc::new(roots),
+            provider,
+        )
+        .build()
+        .map_err(|e| format!("x509: {e}"))?;
+        Ok(BundleVerifier { chains, bundle })
+    }
+
+    /// Go's checks of a serving certificate that is itself a root.
+    fn check_pinned(
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        server_name: &rustls::pki_types::ServerName<'_>,
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<(), rustls::Error> {
+        use rustls::{CertificateError, Error};
+        let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
+            .map_err(|_| Error::InvalidCertificate(CertificateError::BadEncoding))?;
+        let validity = cert.validity();
+        let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+        if now < validity.not_before.timestamp() {
+            return Err(Error::InvalidCertificate(CertificateError::NotValidYet));
+        }
+        if now > validity.not_after.timestamp() {
+            return Err(Error::InvalidCertificate(CertificateError::Expired));
+        }
+        if let Ok(Some(eku)) = cert.extended_key_usage() {
+            let eku = &eku.value;
+            if !(eku.any || eku.server_auth) {
+                return Err(Error::InvalidCertificate(CertificateError::InvalidPurpose));
+            }
+        }
+        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)
+    }
+}
+
+impl rustls::client::danger::ServerCertVerifier for BundleVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        // As Go's `Verify`: a serving certificate found in the roots is its own chain.
+        if self
+            .bundle
+            .iter()
+            .any(|c| c.as_ref() == end_entity.as_ref())
+        {
+            return Self::check_pinned(end_entity, server_name, now)
+                .map(|()| rustls::client::danger::ServerCertVerified::assertion());
+        }
+        self.chains
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.chains.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.chains.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.chains.supported_verify_schemes()
+    }
 }
 
 /// The system's trusted certificates, read once (certificates it cannot parse are skipped, as
@@ -685,5 +803,79 @@ pub async fn get_json(
         Err(_) => Err(fail(
             "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+
+    /// A serving certificate for 127.0.0.1 signed by a CA, as envtest's tiny CA makes them
+    /// (PEM and DER), and another one signed by another CA.
+    fn certs() -> (String, CertificateDer<'static>, CertificateDer<'static>) {
+        let serving_from_a_new_ca = || {
+            let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            ca.distinguished_name = rcgen::DistinguishedName::new();
+            ca.distinguished_name
+                .push(rcgen::DnType::CommonName, "envtest-environment");
+            let issuer = rcgen::Issuer::new(ca, rcgen::KeyPair::generate().unwrap());
+            let mut p = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+            p.distinguished_name = rcgen::DistinguishedName::new();
+            p.distinguished_name
+                .push(rcgen::DnType::CommonName, "localhost");
+            p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+            p.signed_by(&rcgen::KeyPair::generate().unwrap(), &issuer)
+                .unwrap()
+        };
+        let serving = serving_from_a_new_ca();
+        let other = serving_from_a_new_ca();
+        (serving.pem(), serving.der().clone(), other.der().clone())
+    }
+
+    fn verify(bundle_pem: &str, cert: &CertificateDer<'_>, name: &str) -> Result<(), String> {
+        let bundle = rustls_pemfile::certs(&mut bundle_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = BundleVerifier::new(bundle, provider)?;
+        let name = ServerName::try_from(name.to_string()).unwrap();
+        verifier
+            .verify_server_cert(cert, &[], &name, &[], UnixTime::now())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_path_is_cleaned_as_client_go_cleans_it() {
+        let url = |u: &str| {
+            let config = ClientConfig {
+                url: Some(u.to_string()),
+                ..Default::default()
+            };
+            target_url(&config, std::time::Duration::from_secs(10)).unwrap()
+        };
+        // controller-runtime's envtest joins host and path with a slash of its own.
+        assert_eq!(
+            url("https://127.0.0.1:9443//failing"),
+            "https://127.0.0.1:9443/failing?timeout=10s"
+        );
+        assert_eq!(url("https://h/validate/"), "https://h/validate?timeout=10s");
+        assert_eq!(url("https://h"), "https://h/?timeout=10s");
+        assert_eq!(url("https://h/a/./b/../c"), "https://h/a/c?timeout=10s");
+        assert_eq!(url("https://h/../x"), "https://h/x?timeout=10s");
+    }
+
+    #[test]
+    fn a_serving_certificate_in_the_bundle_is_trusted_as_go_trusts_it() {
+        // envtest's caBundle is the webhook's serving certificate itself.
+        let (serving_pem, serving, other) = certs();
+        verify(&serving_pem, &serving, "127.0.0.1").expect("the pinned certificate");
+        // Still only for its own names, and only itself.
+        assert!(verify(&serving_pem, &serving, "127.0.0.2").is_err());
+        let err = verify(&serving_pem, &other, "127.0.0.1").unwrap_err();
+        assert!(err.contains("UnknownIssuer"), "{err}");
     }
 }
