@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
-use apiserver::registry::{DeleteOptions, Requester, UpdateOptions};
+use apiserver::registry::{DeleteOptions, RegistryStore, Requester, UpdateOptions};
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
 use storage::{
@@ -499,6 +499,44 @@ fn new_storage(
     Cacher::with_options(inner, key_root, attrs, options)
 }
 
+/// The storage version's REST for a CRD that serves no version, so that its custom resources
+/// can still be deleted (upstream's finalizer reaches them through the storage version whether
+/// or not it is served).
+fn cleanup_store(handler: &CrdHandler, crd: &Value) -> Option<Arc<RegistryStore>> {
+    let mut serving = crd.clone();
+    for v in serving.pointer_mut("/spec/versions")?.as_array_mut()? {
+        if v.get("storage").and_then(Value::as_bool) == Some(true) {
+            v["served"] = Value::Bool(true);
+        }
+    }
+    let facts = CrdFacts::of(&serving)?;
+    let key_root = format!(
+        "{}/{}/{}/",
+        handler.storage.prefix.trim_end_matches('/'),
+        facts.group,
+        facts.plural
+    );
+    let storage = handler
+        .caches
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key_root.clone())
+        .or_insert_with(|| new_storage(handler, &serving, &facts, &key_root))
+        .clone();
+    let (api, _) = registration::build(
+        &serving,
+        &facts,
+        storage,
+        &handler.admission,
+        &handler.storage.prefix,
+        &handler.shutdown,
+        handler.resolver.clone(),
+    );
+    api.all()
+        .find(|s| s.info.storage_version.is_none())
+        .cloned()
+}
+
 /// Upstream's CRD finalizer: deletes the CRD's custom resources (through the REST lifecycle, so
 /// their own finalizers hold them), and once none is left removes the cleanup finalizer. True
 /// when the CRD is finished.
@@ -519,12 +557,12 @@ async fn finalize(handler: &CrdHandler, requester: &Requester<'_>, crd: &Value) 
             );
             write_status(handler, requester, &name, status.get("status").cloned()).await;
         }
-        let Some(store) = entry
+        let served = entry
             .api
             .all()
             .find(|s| s.info.storage_version.is_none())
-            .cloned()
-        else {
+            .cloned();
+        let Some(store) = served.or_else(|| cleanup_store(handler, crd)) else {
             return false;
         };
         let items = match store.list("", &ListOptions::default()).await {

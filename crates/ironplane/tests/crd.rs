@@ -637,3 +637,41 @@ spec:
         "list2.c.example.com/l10"
     );
 }
+
+/// A CRD that no longer serves any version is still deleted with its custom resources:
+/// upstream's finalizer reaches them through the storage version, served or not.
+#[test]
+fn a_crd_serving_no_version_is_deleted_with_its_custom_resources() {
+    let s = Server::start();
+    let crd = |served: bool| {
+        format!(
+            r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: gadgets.off.example.com}}
+spec:
+  group: off.example.com
+  scope: Namespaced
+  names: {{plural: gadgets, kind: Gadget}}
+  versions:
+  - {{name: v1, served: {served}, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}
+"#
+        )
+    };
+    s.kubectl_stdin(&["apply", "-f", "-"], &crd(true));
+    established(&s, "gadgets.off.example.com");
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: off.example.com/v1\nkind: Gadget\nmetadata: {name: g, namespace: default}\n",
+    );
+    s.kubectl_stdin(&["apply", "-f", "-"], &crd(false));
+    s.kubectl(&["delete", "crd", "gadgets.off.example.com", "--timeout=20s"]);
+    // Served again under a new CRD of the same name: the old custom resource is gone.
+    s.kubectl_stdin(&["apply", "-f", "-"], &crd(true));
+    established(&s, "gadgets.off.example.com");
+    let names = s.kubectl(&["get", "gadgets.off.example.com", "-A", "-o", "name"]);
+    assert_eq!(
+        names.trim(),
+        "",
+        "the custom resource was deleted with its CRD"
+    );
+}
