@@ -1,11 +1,12 @@
 //! NamespaceLifecycle (upstream:
 //! plugin/pkg/admission/namespace/lifecycle): no new objects in a namespace that does not exist
-//! (404) or is being deleted (403), and the system namespaces cannot be deleted.
+//! (404) or is being deleted (403, with upstream's `NamespaceTerminating` cause), and the system
+//! namespaces cannot be deleted.
 
 use std::sync::{Arc, OnceLock};
 
 use apimachinery::object::ObjectExt;
-use apimachinery::{GroupResource, Status};
+use apimachinery::{GroupResource, Status, StatusCause};
 use apiserver::admission::{Attributes, Operation, ValidatingPlugin};
 use apiserver::endpoints::ApiResources;
 use async_trait::async_trait;
@@ -67,14 +68,25 @@ impl ValidatingPlugin for NamespaceLifecycle {
         if ns.deletion_timestamp().is_some()
             || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
         {
-            return Err(Status::forbidden(
+            // The `NamespaceTerminating` cause is how controllers (kube-controller-manager's
+            // workload, endpoints and service account controllers) tell a refusal they should
+            // ignore from one they should retry and report.
+            let mut refusal = Status::forbidden(
                 &attrs.resource.group_resource(),
                 attrs.name,
                 format!(
                     "unable to create new content in namespace {} because it is being terminated",
                     attrs.namespace
                 ),
-            ));
+            );
+            if let Some(d) = refusal.details.as_mut() {
+                d.causes.push(StatusCause {
+                    reason: "NamespaceTerminating".into(),
+                    message: format!("namespace {} is being terminated", attrs.namespace),
+                    field: "metadata.namespace".into(),
+                });
+            }
+            return Err(refusal);
         }
         Ok(())
     }

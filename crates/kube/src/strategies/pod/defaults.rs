@@ -1,7 +1,8 @@
 //! Upstream's defaults for pods and pod specs (pkg/apis/core/v1/defaults.go and the declarative
 //! defaults of k8s.io/api/core/v1): `SetDefaults_PodSpec` and everything inside a pod spec for
 //! every pod spec, `SetDefaults_Pod` for pods only. Also the v1 conversion's handling of the
-//! deprecated `serviceAccount` field, which follows `serviceAccountName`.
+//! deprecated `serviceAccount` field, which follows `serviceAccountName`, and of the status's
+//! single `podIP`, which the internal type keeps only as the first of `podIPs`.
 
 use serde_json::{Value, json};
 
@@ -225,8 +226,47 @@ fn sync_service_account(spec: &mut Value) {
     }
 }
 
+/// The v1 `podIP` and `podIPs` agree after the round trip through the internal type, which
+/// holds only the list: a single `podIP` becomes the list when the list is empty or starts
+/// elsewhere (the single field wins, as older kubelets write only it), and an empty `podIP`
+/// is the list's first address. Controllers that read `podIPs` (endpoints, endpoint slices)
+/// see the address of a pod whose status names only `podIP`.
+fn pair_pod_ips(pod: &mut Value) {
+    let Some(status) = pod.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let single = status
+        .get("podIP")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let first = status
+        .get("podIPs")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .map(|ip| {
+            ip.get("ip")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        });
+    match (single, first) {
+        (Some(s), Some(f)) if s != f => {
+            status.insert("podIPs".into(), json!([{"ip": s}]));
+        }
+        (Some(s), None) => {
+            status.insert("podIPs".into(), json!([{"ip": s}]));
+        }
+        (None, Some(f)) if !f.is_empty() => {
+            status.insert("podIP".into(), json!(f));
+        }
+        _ => {}
+    }
+}
+
 /// `SetDefaults_Pod`: what only pods (not templates) get.
 pub fn default_pod(pod: &mut Value) {
+    pair_pod_ips(pod);
     let Some(spec) = pod.get_mut("spec").filter(|s| s.is_object()) else {
         return;
     };
@@ -333,6 +373,24 @@ mod tests {
         assert_eq!(spec["volumes"][1]["image"]["pullPolicy"], "IfNotPresent");
         assert_eq!(spec["serviceAccountName"], "sa");
         assert_eq!(spec["enableServiceLinks"], true);
+    }
+
+    #[test]
+    fn pod_ip_and_pod_ips_agree() {
+        let mut only_single = json!({"spec": {}, "status": {"podIP": "10.2.0.7"}});
+        default_pod(&mut only_single);
+        assert_eq!(only_single["status"]["podIPs"], json!([{"ip": "10.2.0.7"}]));
+        let mut only_list =
+            json!({"spec": {}, "status": {"podIPs": [{"ip": "10.2.0.7"}, {"ip": "fd00::7"}]}});
+        default_pod(&mut only_list);
+        assert_eq!(only_list["status"]["podIP"], "10.2.0.7");
+        assert_eq!(only_list["status"]["podIPs"].as_array().unwrap().len(), 2);
+        let mut differing = json!({"spec": {}, "status": {"podIP": "10.2.0.8", "podIPs": [{"ip": "10.2.0.7"}, {"ip": "fd00::7"}]}});
+        default_pod(&mut differing);
+        assert_eq!(differing["status"]["podIPs"], json!([{"ip": "10.2.0.8"}]));
+        let mut neither = json!({"spec": {}, "status": {"phase": "Pending"}});
+        default_pod(&mut neither);
+        assert_eq!(neither["status"], json!({"phase": "Pending"}));
     }
 
     #[test]
