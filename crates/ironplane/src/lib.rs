@@ -403,6 +403,15 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
         resources.clone(),
     ));
+    tokio::spawn(ironplane_kube::controllers::run_endpoints_controller(
+        resources.clone(),
+    ));
+    tokio::spawn(ironplane_kube::controllers::run_endpointslice_controller(
+        resources.clone(),
+    ));
+    tokio::spawn(
+        ironplane_kube::controllers::run_endpointslice_mirroring_controller(resources.clone()),
+    );
     // The csrsigning controller signs with the CA that verifies client certificates (the
     // generated one unless --client-ca-file names another, whose key this server lacks).
     if opts.client_ca_file.is_none() {

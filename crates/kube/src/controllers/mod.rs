@@ -7,13 +7,16 @@
 //! (`storage_protection`: the finalizers StorageObjectInUseProtection adds are removed from deleted
 //! volumes, claims and volume attributes classes nothing uses), and the tokens controller
 //! (`serviceaccount_tokens`: `kubernetes.io/service-account-token` secrets filled in with legacy
-//! tokens).
+//! tokens), and the endpoints, EndpointSlice and EndpointSlice mirroring controllers
+//! (`endpoints`: where each Service's pods are, as Endpoints and EndpointSlices; a selectorless
+//! Service's hand-written Endpoints mirrored into EndpointSlices).
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
 pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 
 pub mod clusterrole_aggregation;
 pub mod csr_signing;
+mod endpoints;
 mod namespace;
 mod root_ca_publisher;
 mod serviceaccount;
@@ -25,6 +28,9 @@ use std::sync::Arc;
 use apiserver::authentication::UserInfo;
 use apiserver::registry::RegistryStore;
 
+pub use endpoints::{
+    run_endpoints_controller, run_endpointslice_controller, run_endpointslice_mirroring_controller,
+};
 pub use namespace::run_namespace_controller;
 pub use root_ca_publisher::{ROOT_CA_CONFIGMAP, run_root_ca_publisher};
 pub use serviceaccount::run_serviceaccount_controller;
