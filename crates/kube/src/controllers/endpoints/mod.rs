@@ -3,7 +3,7 @@
 //! do (upstream: pkg/controller/endpoint, pkg/controller/endpointslice,
 //! pkg/controller/endpointslicemirroring and the k8s.io/endpointslice library):
 //!
-//! - `endpoints`: one Endpoints object per Service with a selector, its subsets packed from the
+//! - `endpoint`: one Endpoints object per Service with a selector, its subsets packed from the
 //!   selected pods;
 //! - `slices`: the EndpointSlices of every Service with a selector, at most 100 endpoints each,
 //!   updated in place;
@@ -21,14 +21,14 @@
 //! on failures, metrics, and the controllers' flags (`--max-endpoints-per-slice` and the batch
 //! periods are upstream's defaults).
 
-mod endpoints;
+mod endpoint;
 mod mirroring;
 mod model;
 mod runtime;
 mod slices;
 mod subsets;
 
-pub use endpoints::run as run_endpoints_controller;
+pub use endpoint::run as run_endpoints_controller;
 pub use mirroring::run as run_endpointslice_mirroring_controller;
 pub use slices::run as run_endpointslice_controller;
 

@@ -376,7 +376,7 @@ mod tests {
         assert!(q.pop_due(Instant::now()).is_empty());
         // An event runs it at once.
         q.add(k.clone());
-        assert_eq!(q.pop_due(Instant::now()), [k.clone()]);
+        assert_eq!(q.pop_due(Instant::now()), vec![k.clone()]);
         q.retry(k.clone(), Duration::from_secs(1), Duration::from_secs(3));
         q.retry(k.clone(), Duration::from_secs(1), Duration::from_secs(3));
         q.retry(k.clone(), Duration::from_secs(1), Duration::from_secs(3));
