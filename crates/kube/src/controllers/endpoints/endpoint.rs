@@ -185,7 +185,11 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
                 shared.update(|inner| inner.state.endpoints.deleted(key.clone(), rv));
                 Ok(())
             }
-            Ok(None) => Ok(()),
+            // Already gone: the index may still hold it until the deletion event arrives.
+            Ok(None) => {
+                shared.update(|inner| inner.state.endpoints.forget(key));
+                Ok(())
+            }
             Err(s) => Err(s.message),
         },
         Action::Create(obj) => match writer.create(&key.0, obj).await {

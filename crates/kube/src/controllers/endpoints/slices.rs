@@ -821,7 +821,10 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
         let slice_key = (key.0.clone(), slice.name().to_string());
         match writer.delete(&slice_key).await {
             Ok(Some(rv)) => shared.update(|inner| inner.state.slices.deleted(slice_key, rv)),
-            Ok(None) => {}
+            // Already gone: the index may still hold it until the deletion event arrives.
+            Ok(None) => {
+                shared.update(|inner| inner.state.slices.forget(&slice_key));
+            }
             Err(s) => {
                 return Err(format!(
                     "deleting EndpointSlice {}: {}",
