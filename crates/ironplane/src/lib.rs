@@ -460,6 +460,21 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             ironplane_kube::controllers::bootstrap::run_bootstrap_signer(resources.clone()),
         );
     }
+    if on("endpoints-controller") {
+        tokio::spawn(ironplane_kube::controllers::run_endpoints_controller(
+            resources.clone(),
+        ));
+    }
+    if on("endpointslice-controller") {
+        tokio::spawn(ironplane_kube::controllers::run_endpointslice_controller(
+            resources.clone(),
+        ));
+    }
+    if on("endpointslice-mirroring-controller") {
+        tokio::spawn(
+            ironplane_kube::controllers::run_endpointslice_mirroring_controller(resources.clone()),
+        );
+    }
     // The csrsigning controller signs with the CA that verifies client certificates (the
     // generated one unless --client-ca-file names another, whose key this server lacks).
     if on("certificatesigningrequest-signing-controller") && opts.client_ca_file.is_none() {

@@ -7,7 +7,9 @@
 //! (`storage_protection`: the finalizers StorageObjectInUseProtection adds are removed from deleted
 //! volumes, claims and volume attributes classes nothing uses), and the tokens controller
 //! (`serviceaccount_tokens`: `kubernetes.io/service-account-token` secrets filled in with legacy
-//! tokens), and the garbage collector (`garbage_collector`: objects whose owners are gone are
+//! tokens), the endpoints, EndpointSlice and EndpointSlice mirroring controllers
+//! (`endpoints`: where each Service's pods are, as Endpoints and EndpointSlices; a selectorless
+//! Service's hand-written Endpoints mirrored into EndpointSlices), the garbage collector (`garbage_collector`: objects whose owners are gone are
 //! deleted; foreground and orphan deletion), the TTL-after-finished controller
 //! (`ttl_after_finished`: finished Jobs deleted after their TTL) and the bootstrap token
 //! controllers (`bootstrap`: the token cleaner and the `cluster-info` signer), the last two over
@@ -24,6 +26,7 @@ pub mod clusterrole_aggregation;
 pub mod csr_approving;
 pub mod csr_cleaner;
 pub mod csr_signing;
+mod endpoints;
 mod expiry;
 pub mod garbage_collector;
 mod namespace;
@@ -39,6 +42,9 @@ use std::sync::Arc;
 use apiserver::authentication::UserInfo;
 use apiserver::registry::RegistryStore;
 
+pub use endpoints::{
+    run_endpoints_controller, run_endpointslice_controller, run_endpointslice_mirroring_controller,
+};
 pub use namespace::run_namespace_controller;
 pub use root_ca_publisher::{ROOT_CA_CONFIGMAP, run_root_ca_publisher};
 pub use serviceaccount::run_serviceaccount_controller;

@@ -141,6 +141,9 @@ const KNOWN: &[Known] = &[
 /// in `--controllers` and left to kube-controller-manager.
 pub const RUN_IN_PROCESS: &[&str] = &[
     "namespace-controller",
+    "endpoints-controller",
+    "endpointslice-controller",
+    "endpointslice-mirroring-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",

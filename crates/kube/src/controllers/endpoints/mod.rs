@@ -1,0 +1,46 @@
+//! The controllers that publish where a Service's pods are, as kube-controller-manager's
+//! `endpoints-controller`, `endpointslice-controller` and `endpointslice-mirroring-controller`
+//! do (upstream: pkg/controller/endpoint, pkg/controller/endpointslice,
+//! pkg/controller/endpointslicemirroring and the k8s.io/endpointslice library):
+//!
+//! - `endpoint`: one Endpoints object per Service with a selector, its subsets packed from the
+//!   selected pods;
+//! - `slices`: the EndpointSlices of every Service with a selector, at most 100 endpoints each,
+//!   updated in place;
+//! - `mirroring`: the Endpoints a user writes for a Service without a selector, mirrored into
+//!   EndpointSlices.
+//!
+//! Each keeps its own index of what it watches (`model`: Services, Pods and Nodes reduced to
+//! what the controllers read; `runtime::Objects`: the objects it writes, which its own writes
+//! update at once) and works a queue of keys; nothing is listed again per event. None of them
+//! touches the `kubernetes` Service's Endpoints and EndpointSlice, which the server itself
+//! writes (`bootstrap`): the Service has no selector, its Endpoints carry
+//! `endpointslice.kubernetes.io/skip-mirror`, and its slice has no `managed-by` label.
+//!
+//! Left out, compared to upstream: topology-aware hints and `trafficDistribution` hints, Events
+//! on failures, metrics, and the controllers' flags (`--max-endpoints-per-slice` and the batch
+//! periods are upstream's defaults).
+
+mod endpoint;
+mod mirroring;
+mod model;
+mod runtime;
+mod slices;
+mod subsets;
+
+pub use endpoint::run as run_endpoints_controller;
+pub use mirroring::run as run_endpointslice_mirroring_controller;
+pub use slices::run as run_endpointslice_controller;
+
+/// `endpointslice.kubernetes.io/managed-by`.
+const LABEL_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+/// `kubernetes.io/service-name`.
+const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// `service.kubernetes.io/headless`: on the Endpoints and slices of a Service without a
+/// cluster IP.
+const LABEL_HEADLESS: &str = "service.kubernetes.io/headless";
+/// `endpoints.kubernetes.io/last-change-trigger-time`.
+const ANNOTATION_TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
+/// The annotation a leader-election record on an Endpoints object carries; such Endpoints are
+/// neither cleaned up nor mirrored.
+const ANNOTATION_LEADER: &str = "control-plane.alpha.kubernetes.io/leader";
