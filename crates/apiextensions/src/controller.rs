@@ -446,15 +446,7 @@ fn install(handler: &CrdHandler, crds: &[(Arc<Value>, Object)], desired: &[Value
                     .entry(key_root.clone())
                     .or_insert_with(|| new_storage(handler, &full, &facts, &key_root))
                     .clone();
-                let (api, infos) = registration::build(
-                    &full,
-                    &facts,
-                    storage,
-                    &handler.admission,
-                    &handler.storage.prefix,
-                    &handler.shutdown,
-                    handler.resolver.clone(),
-                );
+                let (api, infos) = build(handler, &full, &facts, storage);
                 Arc::new(Entry {
                     fingerprint,
                     api,
@@ -474,6 +466,27 @@ fn install(handler: &CrdHandler, crds: &[(Arc<Value>, Object)], desired: &[Value
     caches.retain(|k, _| used_keys.contains(k));
     drop(caches);
     handler.replace(served);
+}
+
+/// The REST of a CRD's versions over `storage`, with the handler's admission and settings.
+fn build(
+    handler: &CrdHandler,
+    crd: &Value,
+    facts: &CrdFacts,
+    storage: Arc<dyn Store>,
+) -> (
+    Arc<apiserver::endpoints::ApiResources>,
+    Vec<apiserver::registry::ResourceInfo>,
+) {
+    registration::build(
+        crd,
+        facts,
+        storage,
+        &handler.admission,
+        &handler.storage.prefix,
+        &handler.shutdown,
+        handler.resolver.clone(),
+    )
 }
 
 fn new_storage(
@@ -523,15 +536,7 @@ fn cleanup_store(handler: &CrdHandler, crd: &Value) -> Option<Arc<RegistryStore>
         .entry(key_root.clone())
         .or_insert_with(|| new_storage(handler, &serving, &facts, &key_root))
         .clone();
-    let (api, _) = registration::build(
-        &serving,
-        &facts,
-        storage,
-        &handler.admission,
-        &handler.storage.prefix,
-        &handler.shutdown,
-        handler.resolver.clone(),
-    );
+    let (api, _) = build(handler, &serving, &facts, storage);
     api.all()
         .find(|s| s.info.storage_version.is_none())
         .cloned()

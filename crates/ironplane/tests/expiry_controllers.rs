@@ -6,31 +6,12 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::Server;
-use serde_json::{Value, json};
-
-fn get(s: &Server, ns: &str, what: &str) -> Option<Value> {
-    let out = s.kubectl_output(&["-n", ns, "get", what, "-o", "json"]);
-    if out.status.success() {
-        Some(serde_json::from_slice(&out.stdout).expect("JSON"))
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("NotFound"), "kubectl get {what}: {err}");
-        None
-    }
-}
-
-fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use common::{Server, wait_until};
+use serde_json::json;
 
 fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
@@ -72,10 +53,10 @@ fn a_finished_job_goes_after_its_ttl() {
         ]);
     }
     wait_until("the finished Job to be deleted", 15, || {
-        get(&s, "default", "job/short").is_none()
+        s.get_json("default", "job/short").is_none()
     });
     assert!(
-        get(&s, "default", "job/long").is_some(),
+        s.get_json("default", "job/long").is_some(),
         "a Job whose TTL has not passed stays"
     );
 }
@@ -106,9 +87,13 @@ fn bootstrap_tokens_expire_and_sign_cluster_info_when_the_controllers_are_named(
     );
     s.kubectl_stdin(&["create", "-f", "-"], &token_secret("bbbbbb", &[]));
     wait_until("the expired token to be deleted", 15, || {
-        get(&s, "kube-system", "secret/bootstrap-token-aaaaaa").is_none()
+        s.get_json("kube-system", "secret/bootstrap-token-aaaaaa")
+            .is_none()
     });
-    assert!(get(&s, "kube-system", "secret/bootstrap-token-bbbbbb").is_some());
+    assert!(
+        s.get_json("kube-system", "secret/bootstrap-token-bbbbbb")
+            .is_some()
+    );
 
     // cluster-info, as kubeadm writes it, gets the signature of the token that may sign.
     let kubeconfig = "apiVersion: v1\nkind: Config\nclusters: []\n";
@@ -126,7 +111,9 @@ fn bootstrap_tokens_expire_and_sign_cluster_info_when_the_controllers_are_named(
     );
     let mut signature = String::new();
     wait_until("cluster-info to be signed", 15, || {
-        let cm = get(&s, "kube-public", "configmap/cluster-info").expect("cluster-info");
+        let cm = s
+            .get_json("kube-public", "configmap/cluster-info")
+            .expect("cluster-info");
         match cm["data"]["jws-kubeconfig-cccccc"].as_str() {
             Some(sig) => {
                 signature = sig.to_string();
@@ -135,7 +122,7 @@ fn bootstrap_tokens_expire_and_sign_cluster_info_when_the_controllers_are_named(
             None => false,
         }
     });
-    let cm = get(&s, "kube-public", "configmap/cluster-info").unwrap();
+    let cm = s.get_json("kube-public", "configmap/cluster-info").unwrap();
     assert!(
         cm["data"].get("jws-kubeconfig-bbbbbb").is_none(),
         "a token without usage-bootstrap-signing does not sign: {}",
@@ -164,7 +151,7 @@ fn bootstrap_tokens_expire_and_sign_cluster_info_when_the_controllers_are_named(
         "bootstrap-token-cccccc",
     ]);
     wait_until("the signature to be removed", 15, || {
-        let cm = get(&s, "kube-public", "configmap/cluster-info").unwrap();
+        let cm = s.get_json("kube-public", "configmap/cluster-info").unwrap();
         cm["data"].get("jws-kubeconfig-cccccc").is_none()
     });
 }
@@ -179,5 +166,8 @@ fn bootstrap_token_controllers_are_off_by_default() {
     );
     // The TTL controller (on by default) is running; the token cleaner is not.
     std::thread::sleep(Duration::from_secs(2));
-    assert!(get(&s, "kube-system", "secret/bootstrap-token-dddddd").is_some());
+    assert!(
+        s.get_json("kube-system", "secret/bootstrap-token-dddddd")
+            .is_some()
+    );
 }

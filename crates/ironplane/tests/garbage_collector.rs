@@ -7,33 +7,14 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::Server;
+use common::{Server, wait_until};
 use serde_json::{Value, json};
 
-fn get(s: &Server, ns: &str, what: &str) -> Option<Value> {
-    let out = s.kubectl_output(&["-n", ns, "get", what, "-o", "json"]);
-    if out.status.success() {
-        Some(serde_json::from_slice(&out.stdout).expect("JSON"))
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("NotFound"), "kubectl get {what}: {err}");
-        None
-    }
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn wait_gone(s: &Server, ns: &str, what: &str) {
-    wait_until(&format!("{what} to be collected"), || {
-        get(s, ns, what).is_none()
+    wait_until(&format!("{what} to be collected"), 15, || {
+        s.get_json(ns, what).is_none()
     });
 }
 
@@ -97,8 +78,8 @@ fn chain(s: &Server, ns: &str, pod_finalizers: &[&str]) -> (Value, Value, Value)
 /// A namespace whose `default` ServiceAccount exists (pods need it to be admitted).
 fn namespace(s: &Server, ns: &str) {
     s.kubectl(&["create", "namespace", ns]);
-    wait_until("the default service account", || {
-        get(s, ns, "serviceaccount/default").is_some()
+    wait_until("the default service account", 15, || {
+        s.get_json(ns, "serviceaccount/default").is_some()
     });
 }
 
@@ -109,7 +90,7 @@ fn background_deletion_collects_the_whole_chain() {
     chain(&s, "bg", &[]);
     s.kubectl(&["-n", "bg", "delete", "deployment", "web"]);
     assert!(
-        get(&s, "bg", "deployment/web").is_none(),
+        s.get_json("bg", "deployment/web").is_none(),
         "the owner goes at once"
     );
     wait_gone(&s, "bg", "replicaset/web-1");
@@ -133,11 +114,14 @@ fn foreground_deletion_waits_for_blocking_dependents() {
     ]);
     // The pod is being deleted and held; the ReplicaSet (which has a dependent) and the
     // Deployment wait for it with the foregroundDeletion finalizer.
-    wait_until("the pod to be marked for deletion", || {
-        get(&s, "fg", "pod/web-1-a").is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string())
+    wait_until("the pod to be marked for deletion", 15, || {
+        s.get_json("fg", "pod/web-1-a")
+            .is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string())
     });
     for what in ["replicaset/web-1", "deployment/web"] {
-        let o = get(&s, "fg", what).unwrap_or_else(|| panic!("{what} waits for its dependents"));
+        let o = s
+            .get_json("fg", what)
+            .unwrap_or_else(|| panic!("{what} waits for its dependents"));
         assert!(
             o["metadata"]["deletionTimestamp"].is_string(),
             "{what}: {o}"
@@ -177,14 +161,16 @@ fn orphan_deletion_releases_the_dependents() {
         "web",
         "--cascade=orphan",
     ]);
-    assert!(get(&s, "or", "deployment/web").is_none());
+    assert!(s.get_json("or", "deployment/web").is_none());
     // The ReplicaSet stays, no longer owned; the pod stays owned by the ReplicaSet.
-    let rs_now = get(&s, "or", "replicaset/web-1").expect("the orphaned ReplicaSet stays");
+    let rs_now = s
+        .get_json("or", "replicaset/web-1")
+        .expect("the orphaned ReplicaSet stays");
     assert!(
         rs_now["metadata"].get("ownerReferences").is_none(),
         "{rs_now}"
     );
-    let pod = get(&s, "or", "pod/web-1-a").expect("the pod stays");
+    let pod = s.get_json("or", "pod/web-1-a").expect("the pod stays");
     assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], uid(&rs));
     // And it is still collected with its own owner.
     s.kubectl(&["-n", "or", "delete", "replicaset", "web-1"]);
@@ -231,7 +217,7 @@ spec:
     );
     // The dependent of a custom resource is seen, and survives while its owner lives.
     std::thread::sleep(Duration::from_millis(300));
-    assert!(get(&s, "default", "configmap/w-config").is_some());
+    assert!(s.get_json("default", "configmap/w-config").is_some());
     s.kubectl(&["delete", "widget", "w"]);
     wait_gone(&s, "default", "configmap/w-config");
 }
@@ -282,9 +268,9 @@ fn dependents_of_missing_owners_are_collected_and_invalid_ones_left() {
     );
     wait_gone(&s, "a", "configmap/lost");
     wait_gone(&s, "b", "configmap/elsewhere");
-    assert!(get(&s, "a", "configmap/owner").is_some());
-    assert!(get(&s, "", "clusterrole/held-by-a-configmap").is_some());
-    assert!(get(&s, "b", "configmap/cluster-owned").is_some());
+    assert!(s.get_json("a", "configmap/owner").is_some());
+    assert!(s.get_json("", "clusterrole/held-by-a-configmap").is_some());
+    assert!(s.get_json("b", "configmap/cluster-owned").is_some());
     s.kubectl(&["delete", "clusterrole", "cluster-owner"]);
     wait_gone(&s, "b", "configmap/cluster-owned");
 }
@@ -310,8 +296,8 @@ fn two_owners_keep_a_dependent_until_both_are_gone() {
     );
     s.kubectl(&["delete", "configmap", "o1"]);
     // The gone owner's reference is removed; the other keeps the dependent.
-    wait_until("the dangling reference to be removed", || {
-        get(&s, "default", "configmap/shared").is_some_and(|d| {
+    wait_until("the dangling reference to be removed", 15, || {
+        s.get_json("default", "configmap/shared").is_some_and(|d| {
             d["metadata"]["ownerReferences"]
                 .as_array()
                 .is_some_and(|r| r.len() == 1 && r[0]["uid"] == uid(&o2))
@@ -333,12 +319,12 @@ fn controllers_flag_turns_the_collector_off_and_refuses_unknown_names() {
     );
     // Other controllers still run: a new namespace gets its service account...
     s.kubectl(&["create", "namespace", "still-on"]);
-    wait_until("the default service account", || {
-        get(&s, "still-on", "serviceaccount/default").is_some()
+    wait_until("the default service account", 15, || {
+        s.get_json("still-on", "serviceaccount/default").is_some()
     });
     // ...while the dangling dependent stays.
     std::thread::sleep(Duration::from_millis(500));
-    assert!(get(&s, "default", "configmap/lost").is_some());
+    assert!(s.get_json("default", "configmap/lost").is_some());
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironplane"))
         .args(["--secure-port", "0", "--data-dir"])

@@ -20,6 +20,15 @@ pub struct Server {
     pub url: String,
 }
 
+/// Polls `done` every 50 ms until it holds; panics naming `what` after `secs` seconds.
+pub fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn kubectl_path() -> String {
     std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
 }
@@ -119,6 +128,19 @@ impl Server {
             String::from_utf8_lossy(&out.stdout)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl get <what> -o json` in `ns` ("" for cluster-scoped): the object, or `None` when
+    /// it is not found (any other failure panics).
+    pub fn get_json(&self, ns: &str, what: &str) -> Option<serde_json::Value> {
+        let out = self.kubectl_output(&["-n", ns, "get", what, "-o", "json"]);
+        if out.status.success() {
+            Some(serde_json::from_slice(&out.stdout).expect("kubectl prints JSON"))
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("NotFound"), "kubectl get {what}: {err}");
+            None
+        }
     }
 
     /// Waits until the root CA publisher has put `kube-root-ca.crt` in the namespace (as every

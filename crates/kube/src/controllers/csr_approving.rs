@@ -7,13 +7,12 @@
 //! answers for the requester recorded in the request's spec. The approval is the `Approved`
 //! condition with reason `AutoApproved`, written through `/approval`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
 use apiserver::authorization::Authorizer;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::reflector::{self, Delta};
 use apiserver::registry::{Requester, UpdateOptions};
 use apiserver::request::RequestInfo;
 use base64::Engine;
@@ -38,51 +37,7 @@ const RECOGNIZERS: [(bool, &str, &str); 2] = [
 
 /// The requester recorded in the request's spec (what a SubjectAccessReview of it names).
 fn requester(csr: &Value) -> UserInfo {
-    let strings = |p: &str| -> Vec<String> {
-        csr.pointer(p)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let extra = csr
-        .pointer("/spec/extra")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| {
-                    let vals = v
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .map(str::to_string)
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    (k.clone(), vals)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    UserInfo {
-        name: csr
-            .pointer("/spec/username")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        uid: csr
-            .pointer("/spec/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        groups: strings("/spec/groups"),
-        extra,
-    }
+    crate::strategies::review::spec_user(csr.get("spec").unwrap_or(&Value::Null), "username")
 }
 
 /// Which recognizers match `csr`: a pending kubelet client request, and whether its common
@@ -130,20 +85,7 @@ pub async fn run(api: Arc<ApiResources>, authorizer: Arc<dyn Authorizer>) {
     else {
         return;
     };
-    let pending: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let wake = Arc::new(tokio::sync::Notify::new());
-    {
-        let (pending, wake) = (pending.clone(), wake.clone());
-        tokio::spawn(reflector::run(store.clone(), move |delta| {
-            let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-            match delta {
-                Delta::Replace(items) => p.extend(items),
-                Delta::Upsert(v) => p.push(v),
-                Delta::Deleted(_) => return,
-            }
-            wake.notify_one();
-        }));
-    }
+    let (pending, wake) = super::csr_signing::feed(store.clone());
     let user = super::kube_system_account("certificate-controller");
     loop {
         wake.notified().await;

@@ -313,14 +313,11 @@ fn decide(ca: &ClusterCa, csr: &Value) -> Option<Action> {
     }
 }
 
-/// Watches CertificateSigningRequests and signs the approved ones. Runs until the process ends.
-pub async fn run(api: Arc<ApiResources>, ca: ClusterCa) {
-    let Some(store) = api
-        .get("certificates.k8s.io", "v1", "certificatesigningrequests")
-        .cloned()
-    else {
-        return;
-    };
+/// CertificateSigningRequests to look at, fed by a list and a watch: every added or changed
+/// request is pushed and the returned `Notify` woken.
+pub(super) type Feed = (Arc<Mutex<Vec<Value>>>, Arc<tokio::sync::Notify>);
+
+pub(super) fn feed(store: Arc<apiserver::registry::RegistryStore>) -> Feed {
     let pending: Arc<Mutex<Vec<Value>>> = Arc::default();
     let wake = Arc::new(tokio::sync::Notify::new());
     {
@@ -335,6 +332,18 @@ pub async fn run(api: Arc<ApiResources>, ca: ClusterCa) {
             wake.notify_one();
         }));
     }
+    (pending, wake)
+}
+
+/// Watches CertificateSigningRequests and signs the approved ones. Runs until the process ends.
+pub async fn run(api: Arc<ApiResources>, ca: ClusterCa) {
+    let Some(store) = api
+        .get("certificates.k8s.io", "v1", "certificatesigningrequests")
+        .cloned()
+    else {
+        return;
+    };
+    let (pending, wake) = feed(store.clone());
     let user = super::kube_system_account("certificate-controller");
     loop {
         wake.notified().await;

@@ -25,7 +25,7 @@ mod pod;
 mod rbac;
 mod resourcequota;
 mod resources;
-mod review;
+pub(crate) mod review;
 mod runtimeclass;
 mod scheduling;
 mod secret;

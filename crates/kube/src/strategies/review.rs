@@ -59,8 +59,9 @@ fn review_request(spec: &Value) -> RequestInfo {
     }
 }
 
-/// The user a SubjectAccessReview or LocalSubjectAccessReview names in its spec.
-fn spec_user(spec: &Value) -> UserInfo {
+/// The user a SubjectAccessReview or LocalSubjectAccessReview names in its spec (its name under
+/// `name_field`: `user` there, `username` in a CertificateSigningRequest's spec).
+pub(crate) fn spec_user(spec: &Value, name_field: &str) -> UserInfo {
     let extra = spec
         .get("extra")
         .and_then(Value::as_object)
@@ -82,7 +83,7 @@ fn spec_user(spec: &Value) -> UserInfo {
         })
         .unwrap_or_default();
     UserInfo {
-        name: str_at(spec, "user").into(),
+        name: str_at(spec, name_field).into(),
         uid: str_at(spec, "uid").into(),
         groups: strs_at(spec, "groups")
             .into_iter()
@@ -414,7 +415,7 @@ impl Strategy for AccessReviewStrategy {
         let subject = if kind == "SelfSubjectAccessReview" {
             user.clone()
         } else {
-            spec_user(spec)
+            spec_user(spec, "user")
         };
         let decision = self
             .authorizer
