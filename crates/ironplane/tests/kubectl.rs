@@ -547,8 +547,9 @@ fn sigterm_stops_cleanly() {
 #[test]
 fn orphan_and_foreground_deletes_wait_for_the_garbage_collector() {
     // As with kube-apiserver alone (no kube-controller-manager), the propagation finalizer
-    // keeps the object, marked for deletion, until someone removes the finalizer.
-    let s = Server::start();
+    // keeps the object, marked for deletion, until someone removes the finalizer: the
+    // in-process collector (which would remove it at once) is turned off.
+    let s = Server::start_with(&["--controllers=*,-garbage-collector-controller"]);
     s.kubectl(&["create", "configmap", "orphaned"]);
     s.kubectl(&["create", "configmap", "foreground"]);
     s.kubectl(&[
