@@ -67,12 +67,18 @@ fn main() {
         .enable_all()
         .build()
         .expect("a current-thread runtime");
-    report("TestServer::start, current-thread runtime", &measure(&current, runs));
+    report(
+        "TestServer::start, current-thread runtime",
+        &measure(&current, runs),
+    );
     drop(current);
     let multi = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("a multi-thread runtime");
-    report("TestServer::start, 2 worker threads", &measure(&multi, runs));
+    report(
+        "TestServer::start, 2 worker threads",
+        &measure(&multi, runs),
+    );
 }

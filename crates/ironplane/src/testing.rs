@@ -135,10 +135,7 @@ pub enum Error {
     NotACrd { document: usize, found: String },
     #[cfg(feature = "kube-client")]
     #[error("{action}: {source}")]
-    Api {
-        action: String,
-        source: kube::Error,
-    },
+    Api { action: String, source: kube::Error },
     #[error("{what} after {waited:?}: {last}")]
     Timeout {
         what: String,
@@ -540,10 +537,9 @@ mod kube_client {
                     format!("CustomResourceDefinition {name} is not Established"),
                     self.wait_timeout,
                     || async {
-                        let object = api
-                            .get(name)
-                            .await
-                            .map_err(api_error(format!("reading CustomResourceDefinition {name}")))?;
+                        let object = api.get(name).await.map_err(api_error(format!(
+                            "reading CustomResourceDefinition {name}"
+                        )))?;
                         match established(&object) {
                             Ok(true) => Ok(Ok(())),
                             Ok(false) => Ok(Err(format!(
@@ -605,9 +601,10 @@ mod kube_client {
                 format!("namespace {name} has no default ServiceAccount"),
                 self.wait_timeout,
                 || async {
-                    let found = accounts.get_opt("default").await.map_err(api_error(format!(
-                        "reading ServiceAccount {name}/default"
-                    )))?;
+                    let found = accounts
+                        .get_opt("default")
+                        .await
+                        .map_err(api_error(format!("reading ServiceAccount {name}/default")))?;
                     if found.is_some() {
                         return Ok(Ok(()));
                     }
@@ -654,7 +651,7 @@ mod kube_client {
                         c.name.clone(),
                         c.served
                             .iter()
-                            .map(|r| format!("{}/{} {}", r.api_version, r.plural, r.kind))
+                            .map(|r| format!("{} {} {}", r.api_version, r.plural, r.kind))
                             .collect(),
                     )
                 })
