@@ -106,6 +106,7 @@ use crate::{Options, Running};
 /// How long `start()` waits for the post-start hooks unless told otherwise.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `install_crds` and the namespace waits wait unless told otherwise.
+#[cfg(feature = "kube-client")]
 const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What went wrong starting a test server or waiting for something in it.
@@ -136,12 +137,14 @@ pub enum Error {
     #[cfg(feature = "kube-client")]
     #[error("{action}: {source}")]
     Api { action: String, source: kube::Error },
+    #[cfg(feature = "kube-client")]
     #[error("{what} after {waited:?}: {last}")]
     Timeout {
         what: String,
         waited: Duration,
         last: String,
     },
+    #[cfg(feature = "kube-client")]
     #[error("{0}")]
     Refused(String),
 }
@@ -151,6 +154,7 @@ pub enum Error {
 pub struct Builder {
     flags: Vec<OsString>,
     ready_timeout: Duration,
+    #[cfg(feature = "kube-client")]
     wait_timeout: Duration,
 }
 
@@ -181,6 +185,7 @@ impl Builder {
     }
 
     /// How long `install_crds`, `create_namespace` and `wait_for_namespace` wait (default 30 s).
+    #[cfg(feature = "kube-client")]
     pub fn wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = timeout;
         self
@@ -242,6 +247,7 @@ impl Builder {
             kubeconfig: running.kubeconfig.clone(),
             url,
             data_dir,
+            #[cfg(feature = "kube-client")]
             wait_timeout: self.wait_timeout,
             running: Some(running),
             dir,
@@ -261,6 +267,7 @@ pub struct TestServer {
     pub url: String,
     /// The data directory: the store, the PKI and the kubeconfig.
     pub data_dir: PathBuf,
+    #[cfg(feature = "kube-client")]
     wait_timeout: Duration,
     running: Option<Running>,
     dir: Option<tempfile::TempDir>,
@@ -280,6 +287,7 @@ impl TestServer {
         Builder {
             flags: Vec::new(),
             ready_timeout: READY_TIMEOUT,
+            #[cfg(feature = "kube-client")]
             wait_timeout: WAIT_TIMEOUT,
         }
     }
