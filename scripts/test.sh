@@ -28,6 +28,9 @@ fi
 # One release build shared by unit, integration and end-to-end tests.
 if command -v cargo-nextest >/dev/null 2>&1 || cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --release --workspace --no-fail-fast "$@"
+  # nextest does not run doc tests; `ironplane::testing`'s example is one. The same package
+  # selection as above, so that the build's features (and artifacts) are the same.
+  cargo test --release --workspace --doc
 else
   cargo test --release --workspace --no-fail-fast "$@"
 fi

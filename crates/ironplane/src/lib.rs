@@ -112,6 +112,17 @@ fn read(path: &std::path::Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
 }
 
+/// The meta/v1 schemas that custom resources' OpenAPI documents refer to. They are a function of
+/// embedded data only, so they are read once per process: a process that starts several servers
+/// (tests do) inflates and parses the core group's v3 document once, not at every start.
+fn meta_schemas_v3() -> serde_json::Map<String, serde_json::Value> {
+    static SCHEMAS: std::sync::OnceLock<serde_json::Map<String, serde_json::Value>> =
+        std::sync::OnceLock::new();
+    SCHEMAS
+        .get_or_init(ironplane_kube::openapi::meta_schemas_v3)
+        .clone()
+}
+
 /// Validates options, builds the whole server, binds the port and starts serving.
 pub async fn start(opts: Options) -> Result<Running, String> {
     let started = Instant::now();
@@ -238,7 +249,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             prefix: opts.etcd_prefix.clone(),
             watch_cache_size: opts.default_watch_cache_size,
         },
-        ironplane_kube::openapi::meta_schemas_v3(),
+        meta_schemas_v3(),
         ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
             .map(|r| r as Arc<dyn apiserver::util::webhook::ServiceResolver>),
     );
