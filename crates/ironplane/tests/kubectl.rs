@@ -1119,3 +1119,82 @@ fn service_networking_objects_are_bootstrapped_and_follow_services() {
         "{left}"
     );
 }
+
+/// `kubectl get --sort-by` asks for Tables whose rows carry the whole object
+/// (`includeObject=Object`) and sorts on a field outside metadata; `None` leaves the row's
+/// object out, and an unknown value is upstream's 400.
+#[test]
+fn tables_carry_what_include_object_asks_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "root-token,root,uid-0,\"system:masters\"\n").unwrap();
+    let s = Server::start_with(&["--token-auth-file", tokens.to_str().unwrap()]);
+    for (name, rank) in [("a", "3"), ("b", "1"), ("c", "2")] {
+        s.kubectl(&[
+            "create",
+            "configmap",
+            name,
+            &format!("--from-literal=rank={rank}"),
+        ]);
+    }
+    let sorted = s.kubectl(&[
+        "get",
+        "configmaps",
+        "a",
+        "b",
+        "c",
+        "--sort-by=.data.rank",
+        "--no-headers",
+        "-o",
+        "custom-columns=NAME:.metadata.name",
+    ]);
+    assert_eq!(
+        sorted.split_whitespace().collect::<Vec<_>>(),
+        ["b", "c", "a"]
+    );
+    let plain = s.kubectl(&["get", "configmaps", "--sort-by=.data.rank", "--no-headers"]);
+    let names: Vec<&str> = plain
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| ["a", "b", "c"].contains(n))
+        .collect();
+    assert_eq!(names, ["b", "c", "a"], "{plain}");
+
+    let table = |include: &str| {
+        let answer = common::raw_https(
+            &format!(
+                "{}/api/v1/namespaces/default/configmaps/a?includeObject={include}",
+                s.url
+            ),
+            "GET",
+            &[
+                ("Authorization", "Bearer root-token"),
+                ("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"),
+            ],
+            None,
+        );
+        let (code, body) = answer.split_once(' ').expect("a status and a body");
+        (
+            code.to_string(),
+            serde_json::from_str::<serde_json::Value>(body).unwrap(),
+        )
+    };
+    let (code, t) = table("Object");
+    assert_eq!(code, "200");
+    let row = &t["rows"][0]["object"];
+    assert_eq!(row["kind"], "ConfigMap");
+    assert_eq!(row["apiVersion"], "v1");
+    assert_eq!(row["data"]["rank"], "3");
+    let (_, t) = table("Metadata");
+    assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    assert!(t["rows"][0]["object"].get("data").is_none());
+    let (_, t) = table("None");
+    assert_eq!(t["rows"][0]["object"], serde_json::Value::Null);
+    let (code, status) = table("Everything");
+    assert_eq!(code, "400");
+    assert_eq!(
+        status["message"],
+        "unrecognized includeObject value: \"Everything\""
+    );
+    assert_eq!(status["reason"], "BadRequest");
+}

@@ -26,7 +26,7 @@ pub async fn handle(
     } else {
         OBJECT_VIEWS
     };
-    let n = negotiate(accept(&req), views)?;
+    let n = negotiate(accept(&req), views)?.with_table_options(&req.query)?;
     let q = Query::parse(&req.query)?;
     q.validate_write_options("CreateOptions", false)?;
     let (mut obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;

@@ -23,7 +23,7 @@ pub async fn handle(
     store: &Arc<RegistryStore>,
     req: ApiRequest,
 ) -> Result<Response, Status> {
-    let n = negotiate(accept(&req), OBJECT_VIEWS)?;
+    let n = negotiate(accept(&req), OBJECT_VIEWS)?.with_table_options(&req.query)?;
     let q = Query::parse(&req.query)?;
     let obj = store
         .get(

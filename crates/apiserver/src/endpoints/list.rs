@@ -63,7 +63,7 @@ pub async fn handle(
     store: &Arc<RegistryStore>,
     req: ApiRequest,
 ) -> Result<Response, Status> {
-    let n = negotiate(accept(&req), LIST_VIEWS)?;
+    let n = negotiate(accept(&req), LIST_VIEWS)?.with_table_options(&req.query)?;
     let q = Query::parse(&req.query)?;
     q.validate_list_options(false)?;
     let opts = ListOptions {

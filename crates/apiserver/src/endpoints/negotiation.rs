@@ -47,6 +47,20 @@ pub struct Negotiated {
     pub view: View,
     /// `meta.k8s.io` API version the view was asked in (`v1` or `v1beta1`).
     pub view_version: &'static str,
+    /// What a Table's rows carry.
+    pub include_object: IncludeObject,
+}
+
+/// `includeObject` of meta.k8s.io's TableOptions: what each row of a Table carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// `null`.
+    None,
+    /// The object's metadata as PartialObjectMetadata (the default).
+    #[default]
+    Metadata,
+    /// The whole object, in the version asked for (what `kubectl get --sort-by` reads).
+    Object,
 }
 
 impl Negotiated {
@@ -54,7 +68,32 @@ impl Negotiated {
         encoding: Encoding::Json,
         view: View::Object,
         view_version: "v1",
+        include_object: IncludeObject::Metadata,
     };
+
+    /// Reads the request's TableOptions when the view is a Table (upstream decodes them only
+    /// then): `includeObject` is `Object`, `Metadata` (or empty) or `None`; anything else is
+    /// upstream's 400.
+    pub fn with_table_options(mut self, query: &str) -> Result<Negotiated, Status> {
+        if self.view != View::Table {
+            return Ok(self);
+        }
+        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+            if k == "includeObject" {
+                self.include_object = match &*v {
+                    "" | "Metadata" => IncludeObject::Metadata,
+                    "Object" => IncludeObject::Object,
+                    "None" => IncludeObject::None,
+                    other => {
+                        return Err(Status::bad_request(format!(
+                            "unrecognized includeObject value: {other:?}"
+                        )));
+                    }
+                };
+            }
+        }
+        Ok(self)
+    }
 }
 
 struct MediaRange<'a> {
@@ -137,6 +176,7 @@ pub fn negotiate(accept: Option<&str>, allowed: &[View]) -> Result<Negotiated, S
             encoding,
             view,
             view_version: version,
+            include_object: IncludeObject::Metadata,
         });
     }
     Err(Status::not_acceptable(format!(

@@ -118,6 +118,7 @@ pub fn object(
                 None,
                 n.view_version,
                 true,
+                n.include_object,
             );
             value(code, &table, n)
         }
@@ -213,6 +214,7 @@ pub fn list(
                 Some(meta),
                 n.view_version,
                 true,
+                n.include_object,
             );
             value(StatusCode::OK, &t, n)
         }

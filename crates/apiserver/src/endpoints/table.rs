@@ -6,6 +6,7 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::ApiResources;
+use super::negotiation::IncludeObject;
 use crate::registry::ResourceInfo;
 
 pub trait TableConvertor: Send + Sync {
@@ -36,8 +37,22 @@ impl TableConvertor for DefaultTableConvertor {
     }
 }
 
-/// A Table of `objects`. Rows carry the object's metadata as PartialObjectMetadata (upstream's
-/// default `includeObject=Metadata`), which kubectl reads for namespaces and names.
+/// What a row of a Table carries for `obj` (upstream's `asTable`): its metadata as
+/// PartialObjectMetadata by default (which kubectl reads for namespaces and names), the whole
+/// object for `includeObject=Object`, nothing for `None`.
+pub fn row_object(obj: &Value, version: &str, include: IncludeObject) -> Value {
+    match include {
+        IncludeObject::Metadata => json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": format!("meta.k8s.io/{version}"),
+            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        }),
+        IncludeObject::Object => obj.clone(),
+        IncludeObject::None => Value::Null,
+    }
+}
+
+/// A Table of `objects`, their rows carrying what `include` says.
 pub fn table(
     api: &ApiResources,
     info: &ResourceInfo,
@@ -45,6 +60,7 @@ pub fn table(
     list_meta: Option<Value>,
     version: &str,
     with_columns: bool,
+    include: IncludeObject,
 ) -> Value {
     let now = Utc::now();
     let rows: Vec<Value> = objects
@@ -52,11 +68,7 @@ pub fn table(
         .map(|o| {
             json!({
                 "cells": api.tables.cells(info, o, now),
-                "object": {
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": format!("meta.k8s.io/{version}"),
-                    "metadata": o.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                },
+                "object": row_object(o, version, include),
             })
         })
         .collect();

@@ -18,7 +18,7 @@ pub async fn handle(
     store: &Arc<RegistryStore>,
     req: ApiRequest,
 ) -> Result<Response, Status> {
-    let n = negotiate(accept(&req), OBJECT_VIEWS)?;
+    let n = negotiate(accept(&req), OBJECT_VIEWS)?.with_table_options(&req.query)?;
     let q = Query::parse(&req.query)?;
     q.validate_write_options("UpdateOptions", false)?;
     let (obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;

@@ -35,7 +35,8 @@ pub async fn handle(
     store: &Arc<RegistryStore>,
     req: ApiRequest,
 ) -> Result<Response, Status> {
-    let n = negotiate(accept(&req), &[View::Object, View::Table])?;
+    let n =
+        negotiate(accept(&req), &[View::Object, View::Table])?.with_table_options(&req.query)?;
     let q = Query::parse(&req.query)?;
     q.validate_list_options(true)?;
     let mut pred_query = q.clone();
@@ -159,7 +160,7 @@ fn encode_event(
                     "metadata": {"resourceVersion": v.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)},
                     "rows": [{
                         "cells": tables.cells(info, &v, now),
-                        "object": {"kind": "PartialObjectMetadata", "apiVersion": format!("meta.k8s.io/{}", n.view_version), "metadata": v.get("metadata").cloned().unwrap_or(Value::Null)},
+                        "object": super::table::row_object(&v, n.view_version, n.include_object),
                     }],
                 });
                 // Column definitions travel with the first table of the stream only.
