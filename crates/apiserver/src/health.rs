@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Check {
     pub name: String,
     pub ok: Arc<AtomicBool>,
+    /// Woken at every `set`, for work that must wait for a hook (`passed`).
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl Check {
@@ -17,11 +19,27 @@ impl Check {
         Self {
             name: name.into(),
             ok: Arc::new(AtomicBool::new(ok)),
+            changed: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
     pub fn set(&self, ok: bool) {
         self.ok.store(ok, Ordering::Release);
+        self.changed.notify_waiters();
+    }
+
+    /// Returns once the check passes (at once if it does already).
+    pub async fn passed(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the flag is read, so a `set` in between is not missed.
+            changed.as_mut().enable();
+            if self.is_ok() {
+                return;
+            }
+            changed.await;
+        }
     }
 
     pub fn is_ok(&self) -> bool {
@@ -136,5 +154,23 @@ mod tests {
         assert!(a.body.ends_with("readyz check passed\n"));
         assert_eq!(h.answer("readyz", Some("ping"), "").unwrap().body, "ok");
         assert!(h.answer("readyz", Some("nope"), "").is_none());
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_hook_ends_when_it_passes() {
+        let hook = Check::new("poststarthook/rbac/bootstrap-roles", false);
+        let waiter = tokio::spawn({
+            let hook = hook.clone();
+            async move { hook.passed().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "a failing hook was waited past");
+        hook.set(true);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("the wait ended")
+            .expect("the waiter");
+        // A hook that passed already is not waited for.
+        hook.passed().await;
     }
 }

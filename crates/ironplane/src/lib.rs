@@ -360,6 +360,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         });
     }
     // Post-start hooks.
+    let bootstrap_roles_hook = system_hooks
+        .iter()
+        .find(|hook| hook.name == "poststarthook/rbac/bootstrap-roles")
+        .cloned();
     {
         let resources = resources.clone();
         let allocator = allocator.clone();
@@ -441,9 +445,17 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         );
     }
     if on("clusterrole-aggregation-controller") {
-        tokio::spawn(ironplane_kube::controllers::clusterrole_aggregation::run(
-            resources.clone(),
-        ));
+        // Its writes pass the RBAC escalation check through the controller's own bootstrap
+        // role, so it starts once the bootstrap policy is stored (upstream's runs in another
+        // process, which starts after the server is ready).
+        let roles_stored = bootstrap_roles_hook.clone();
+        let resources = resources.clone();
+        tokio::spawn(async move {
+            if let Some(hook) = roles_stored {
+                hook.passed().await;
+            }
+            ironplane_kube::controllers::clusterrole_aggregation::run(resources).await;
+        });
     }
     if on("certificatesigningrequest-approving-controller") {
         tokio::spawn(ironplane_kube::controllers::csr_approving::run(

@@ -572,6 +572,14 @@ fn bootstrap_policy_is_reconciled_at_every_start_and_aggregated() {
         view["metadata"]["labels"]["kubernetes.io/bootstrapping"],
         "rbac-defaults"
     );
+    // The controller started after the bootstrap policy was stored, so none of its writes was
+    // refused as an escalation on the way.
+    let refused: Vec<String> = s
+        .log_lines()
+        .into_iter()
+        .filter(|l| l.contains("not currently held"))
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
     // A new role labelled for `view` joins it (the aggregation controller).
     s.kubectl_stdin(
         &["create", "-f", "-"],

@@ -69,7 +69,7 @@ pub fn install(
     admission_setup: &admission::Setup<'_>,
 ) -> Result<BuiltinApi, String> {
     let mut resources = ApiResources::new(Arc::new(table::BuiltinTables));
-    resources.set_schema_loader(openapi::schemas);
+    resources.set_schema_loader(openapi::shared_schemas);
     let lookup: Arc<std::sync::OnceLock<Arc<ApiResources>>> = Arc::new(std::sync::OnceLock::new());
     let admission = admission::default_plugins(lookup.clone(), admission_setup)?;
     let ctx = strategies::StrategyContext {

@@ -2,6 +2,8 @@
 //! compressed data, and the structural schemas read from v2 (for unknown-field pruning and
 //! strategic merge patches).
 
+use std::sync::{Arc, OnceLock};
+
 use apimachinery::schema::Schemas;
 use apiserver::openapi::{GzDoc, OpenApi};
 use bytes::Bytes;
@@ -178,6 +180,14 @@ const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
         r#""""#,
     ),
 ];
+
+/// The structural schemas of the built-in kinds, parsed once per process: they are the same for
+/// every server, and a process that starts many (a test suite on `ironplane::testing`) would
+/// otherwise parse them for each.
+pub fn shared_schemas() -> Result<Arc<Schemas>, String> {
+    static SCHEMAS: OnceLock<Result<Arc<Schemas>, String>> = OnceLock::new();
+    SCHEMAS.get_or_init(|| schemas().map(Arc::new)).clone()
+}
 
 /// Parses the structural schemas of the built-in kinds.
 pub fn schemas() -> Result<Schemas, String> {

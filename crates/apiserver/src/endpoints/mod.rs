@@ -70,7 +70,7 @@ pub struct ApiResources {
     /// patches: parsed once, on first use (start-up warms them off the request path, but a
     /// request never proceeds without them).
     schemas: std::sync::OnceLock<Option<Arc<Schemas>>>,
-    schema_loader: Option<fn() -> Result<Schemas, String>>,
+    schema_loader: Option<fn() -> Result<Arc<Schemas>, String>>,
     /// Flipped at shutdown: open watches end cleanly instead of being cut.
     pub shutdown: tokio::sync::watch::Sender<bool>,
 }
@@ -88,7 +88,7 @@ impl ApiResources {
     }
 
     /// Where `schemas()` gets its schemas from.
-    pub fn set_schema_loader(&mut self, loader: fn() -> Result<Schemas, String>) {
+    pub fn set_schema_loader(&mut self, loader: fn() -> Result<Arc<Schemas>, String>) {
         self.schema_loader = Some(loader);
     }
 
@@ -146,7 +146,6 @@ impl ApiResources {
         self.schemas.get_or_init(|| {
             let loader = self.schema_loader?;
             loader()
-                .map(Arc::new)
                 .map_err(|e| tracing::error!(error = %e, "cannot load OpenAPI schemas"))
                 .ok()
         })

@@ -18,6 +18,8 @@ pub struct Server {
     pub child: Child,
     pub dir: tempfile::TempDir,
     pub url: String,
+    /// Every line the server has written to stderr so far (its log).
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// Polls `done` every 50 ms until it holds; panics naming `what` after `secs` seconds.
@@ -59,20 +61,31 @@ impl Server {
             .expect("the ironplane binary starts");
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                // Keep draining after the address line so the server never blocks on a full pipe.
-                if !sent && let Some(url) = line.strip_prefix("Ironplane is serving on ") {
-                    let _ = tx.send(url.trim().to_string());
-                    sent = true;
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        std::thread::spawn({
+            let log = log.clone();
+            move || {
+                let mut sent = false;
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    // Keep draining after the address line so the server never blocks on a full
+                    // pipe.
+                    if !sent && let Some(url) = line.strip_prefix("Ironplane is serving on ") {
+                        let _ = tx.send(url.trim().to_string());
+                        sent = true;
+                    }
+                    log.lock().unwrap_or_else(|e| e.into_inner()).push(line);
                 }
             }
         });
         let url = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("the server announces its address");
-        let s = Server { child, dir, url };
+        let s = Server {
+            child,
+            dir,
+            url,
+            log,
+        };
         s.wait_ready();
         s
     }
@@ -88,6 +101,11 @@ impl Server {
             .args(args)
             .output()
             .expect("kubectl runs")
+    }
+
+    /// The lines of the server's log so far.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn kubeconfig(&self) -> PathBuf {

@@ -244,65 +244,76 @@ fn reconciled(existing: &Value, expected: &Value, is_role: bool) -> Option<Value
     (out != *existing).then_some(out)
 }
 
-/// `rbac/bootstrap-roles`: creates or reconciles every object of the policy.
+/// `rbac/bootstrap-roles`: creates or reconciles every object of the policy. The objects are
+/// independent of each other, so they are written concurrently: the store commits the writes that
+/// arrive together in one transaction, where one after another each waited for its own commit.
 pub async fn reconcile(api: &ApiResources) -> Result<(), String> {
     let user = apiserver_user();
     let requester = Requester { user: &user };
-    for PolicyObject { resource, object } in policy() {
-        let store = api
-            .get(GROUP, "v1", resource)
-            .ok_or_else(|| format!("{resource} are not served"))?;
-        let (ns, name) = (object.namespace().to_string(), object.name().to_string());
-        // From the watch cache: a stale copy makes the update conflict and the hook run again.
-        let existing = match store.get(&ns, &name, ResourceVersion::Any).await {
-            Ok(o) => Some(o.value().map_err(|e| e.to_string())?),
-            Err(s) if s.code == 404 => None,
-            Err(s) => return Err(format!("reading {resource} {name}: {}", s.message)),
-        };
-        let write = api.internal_write(store, crate::bootstrap::API_SERVER_MANAGER);
-        let create = |object: Value| {
-            let store = store.clone();
-            let (ns, requester, write) = (ns.clone(), &requester, &write);
-            async move {
-                match store.create(requester, &ns, object, write).await {
-                    Ok(_) => Ok(()),
-                    Err(s) if s.code == 409 => Ok(()),
-                    Err(s) => Err(format!("creating {resource}: {}", s.message)),
-                }
+    let writes = policy()
+        .into_iter()
+        .map(|object| reconcile_one(api, &requester, object));
+    futures_util::future::try_join_all(writes).await?;
+    Ok(())
+}
+
+/// Creates one object of the policy, or reconciles the stored one with it.
+async fn reconcile_one(
+    api: &ApiResources,
+    requester: &Requester<'_>,
+    PolicyObject { resource, object }: PolicyObject,
+) -> Result<(), String> {
+    let store = api
+        .get(GROUP, "v1", resource)
+        .ok_or_else(|| format!("{resource} are not served"))?;
+    let (ns, name) = (object.namespace().to_string(), object.name().to_string());
+    // From the watch cache: a stale copy makes the update conflict and the hook run again.
+    let existing = match store.get(&ns, &name, ResourceVersion::Any).await {
+        Ok(o) => Some(o.value().map_err(|e| e.to_string())?),
+        Err(s) if s.code == 404 => None,
+        Err(s) => return Err(format!("reading {resource} {name}: {}", s.message)),
+    };
+    let write = api.internal_write(store, crate::bootstrap::API_SERVER_MANAGER);
+    let create = |object: Value| {
+        let store = store.clone();
+        let (ns, write) = (ns.clone(), &write);
+        async move {
+            match store.create(requester, &ns, object, write).await {
+                Ok(_) => Ok(()),
+                Err(s) if s.code == 409 => Ok(()),
+                Err(s) => Err(format!("creating {resource}: {}", s.message)),
             }
-        };
-        let Some(existing) = existing else {
-            create(object).await?;
-            continue;
-        };
-        if existing.pointer(&format!(
-            "/metadata/annotations/{}",
-            AUTOUPDATE.replace('/', "~1")
-        )) == Some(&json!("false"))
-        {
-            continue;
         }
-        let is_role = matches!(resource, "clusterroles" | "roles");
-        if !is_role && existing.get("roleRef") != object.get("roleRef") {
-            // A binding's roleRef cannot change: upstream deletes and recreates it.
-            store
-                .delete(&requester, &ns, &name, &DeleteOptions::default())
-                .await
-                .map_err(|s| format!("deleting {resource} {name}: {}", s.message))?;
-            create(object).await?;
-            continue;
-        }
-        let Some(updated) = reconciled(&existing, &object, is_role) else {
-            continue;
-        };
-        tracing::info!(resource, name = %name, "reconciling bootstrap RBAC object");
-        let mut updater = |_: Option<&Value>| Ok(updated.clone());
-        let opts = crate::bootstrap::own_update(api, store);
-        store
-            .update(&requester, &ns, &name, &mut updater, &opts)
-            .await
-            .map_err(|s| format!("updating {resource} {name}: {}", s.message))?;
+    };
+    let Some(existing) = existing else {
+        return create(object).await;
+    };
+    if existing.pointer(&format!(
+        "/metadata/annotations/{}",
+        AUTOUPDATE.replace('/', "~1")
+    )) == Some(&json!("false"))
+    {
+        return Ok(());
     }
+    let is_role = matches!(resource, "clusterroles" | "roles");
+    if !is_role && existing.get("roleRef") != object.get("roleRef") {
+        // A binding's roleRef cannot change: upstream deletes and recreates it.
+        store
+            .delete(requester, &ns, &name, &DeleteOptions::default())
+            .await
+            .map_err(|s| format!("deleting {resource} {name}: {}", s.message))?;
+        return create(object).await;
+    }
+    let Some(updated) = reconciled(&existing, &object, is_role) else {
+        return Ok(());
+    };
+    tracing::info!(resource, name = %name, "reconciling bootstrap RBAC object");
+    let mut updater = |_: Option<&Value>| Ok(updated.clone());
+    let opts = crate::bootstrap::own_update(api, store);
+    store
+        .update(requester, &ns, &name, &mut updater, &opts)
+        .await
+        .map_err(|s| format!("updating {resource} {name}: {}", s.message))?;
     Ok(())
 }
 
