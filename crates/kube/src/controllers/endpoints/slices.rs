@@ -27,10 +27,10 @@ use apiserver::registry::reflector::Delta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::model::{Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
 use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer, namespace_closed};
 use super::subsets::ObjectRef;
 use super::{ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
+use model::{Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
 
 /// The managed-by value of this controller's slices.
 pub(super) const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
@@ -165,7 +165,7 @@ impl Slice {
     }
 
     pub fn labels(&self) -> BTreeMap<String, String> {
-        super::model::string_map(self.meta.get("labels"))
+        model::string_map(self.meta.get("labels"))
     }
 
     pub fn set_labels(&mut self, labels: BTreeMap<String, String>) {
@@ -248,7 +248,7 @@ fn address_types(svc: &Service) -> BTreeSet<&'static str> {
         return types;
     }
     if !svc.headless() {
-        let v6 = super::model::parse_ip_sloppy(&svc.cluster_ip).is_some_and(|ip| ip.is_ipv6());
+        let v6 = model::parse_ip_sloppy(&svc.cluster_ip).is_some_and(|ip| ip.is_ipv6());
         types.insert(if v6 { "IPv6" } else { "IPv4" });
         return types;
     }
@@ -645,8 +645,13 @@ pub async fn run(api: Arc<ApiResources>) {
         State::default(),
         &["services", "pods", "nodes", "endpointslices"],
     );
-    shared.watch(services, "services", on_services);
-    shared.watch(pods, "pods", on_pods);
+    shared.watch(services, "services", |inner, delta| {
+        model::on_services(&mut inner.state.services, &mut inner.queue, delta);
+    });
+    shared.watch(pods, "pods", |inner, delta| {
+        let state = &mut inner.state;
+        model::on_pods(&state.services, &mut state.pods, &mut inner.queue, delta);
+    });
     shared.watch(nodes, "nodes", on_nodes);
     shared.watch(slices, "endpointslices", on_slices);
     let worker = shared.clone();
@@ -656,50 +661,6 @@ pub async fn run(api: Arc<ApiResources>) {
             async move { sync(&shared, &writer, &key).await }
         })
         .await;
-}
-
-fn on_services(inner: &mut Inner<State>, delta: Delta) {
-    match delta {
-        Delta::Replace(items) => {
-            let fresh: Vec<Service> = items.iter().map(Service::from_value).collect();
-            for svc in &fresh {
-                inner.queue.add(svc.key());
-            }
-            inner.state.services.replace(fresh);
-        }
-        Delta::Upsert(v) => {
-            let svc = Service::from_value(&v);
-            inner.queue.add(svc.key());
-            inner.state.services.insert(svc);
-        }
-        Delta::Deleted(v) => {
-            let key = key_of(&v);
-            inner.state.services.remove(&key);
-            inner.queue.add(key);
-        }
-    }
-}
-
-fn on_pods(inner: &mut Inner<State>, delta: Delta) {
-    let state = &mut inner.state;
-    let keys = match delta {
-        Delta::Replace(items) => {
-            state.pods.replace(items.iter().map(Pod::from_value));
-            state.services.all().map(Service::key).collect()
-        }
-        Delta::Upsert(v) => {
-            let pod = Pod::from_value(&v);
-            let old = state.pods.insert(pod.clone());
-            super::model::services_for_pod_change(&state.services, old.as_ref(), Some(&pod))
-        }
-        Delta::Deleted(v) => {
-            let old = state.pods.remove(&key_of(&v));
-            super::model::services_for_pod_change(&state.services, old.as_ref(), None)
-        }
-    };
-    for key in keys {
-        inner.queue.add(key);
-    }
 }
 
 /// Nodes are read for their zones; upstream syncs no Service when they change (without hints).
