@@ -17,8 +17,9 @@ use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::Delta;
 use serde_json::{Map, Value, json};
 
+use super::managed_slices::{Plan, apply_plan};
 use super::model::{Key, key_of, parse_ip_sloppy, string_map};
-use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer, namespace_closed};
+use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer};
 use super::slices::{Conditions, Endpoint, EndpointSet, Slice, SlicePort, controller_ref};
 use super::subsets::{self, Address};
 use super::{ANNOTATION_LEADER, ANNOTATION_TRIGGER_TIME, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
@@ -117,15 +118,6 @@ fn new_slice(
         endpoints: Vec::new(),
         ports: ports.to_vec(),
     }
-}
-
-/// The mirroring's plan: slices to create, to update (named, at the resourceVersion they were
-/// read at) and to delete.
-#[derive(Debug, Default)]
-struct Plan {
-    create: Vec<Slice>,
-    update: Vec<Slice>,
-    delete: Vec<Slice>,
 }
 
 /// `reconcile`: the changes that bring `existing` (the slices mirrored for these Endpoints) to
@@ -465,7 +457,7 @@ fn on_slices(inner: &mut Inner<State>, delta: Delta) {
 }
 
 async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), String> {
-    let (plan, deleting) = shared.update(|inner| {
+    let (mut plan, deleting) = shared.update(|inner| {
         let state = &inner.state;
         let mirrored: Vec<Slice> = state
             .slices
@@ -491,45 +483,10 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
         }
     });
     // No new slices for Endpoints being deleted.
-    if !deleting {
-        for slice in plan.create {
-            match writer.create(&key.0, slice.to_value()).await {
-                Ok(created) => shared.update(|inner| inner.state.slices.wrote(created)),
-                Err(s) if namespace_closed(&s) => return Ok(()),
-                Err(s) => return Err(format!("creating an EndpointSlice: {}", s.message)),
-            }
-        }
+    if deleting {
+        plan.create.clear();
     }
-    for slice in plan.update {
-        match writer.update(slice.to_value()).await {
-            Ok(updated) => shared.update(|inner| inner.state.slices.wrote(updated)),
-            Err(s) => {
-                return Err(format!(
-                    "updating EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
-            }
-        }
-    }
-    for slice in plan.delete {
-        let slice_key = (key.0.clone(), slice.name().to_string());
-        match writer.delete(&slice_key).await {
-            Ok(Some(rv)) => shared.update(|inner| inner.state.slices.deleted(slice_key, rv)),
-            // Already gone: the index may still hold it until the deletion event arrives.
-            Ok(None) => {
-                shared.update(|inner| inner.state.slices.forget(&slice_key));
-            }
-            Err(s) => {
-                return Err(format!(
-                    "deleting EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
-            }
-        }
-    }
-    Ok(())
+    apply_plan(shared, writer, &key.0, plan, |state| &mut state.slices).await
 }
 
 #[cfg(test)]

@@ -27,10 +27,11 @@ use apiserver::registry::reflector::Delta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer, namespace_closed};
+use super::managed_slices::{Plan, apply_plan};
+use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
+use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer};
 use super::subsets::ObjectRef;
 use super::{ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
-use model::{Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
 
 /// The managed-by value of this controller's slices.
 pub(super) const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
@@ -218,16 +219,6 @@ impl Slice {
 pub(super) fn controller_ref(kind: &str, name: &str, uid: &str) -> Value {
     json!({"apiVersion": "v1", "kind": kind, "name": name, "uid": uid,
            "controller": true, "blockOwnerDeletion": true})
-}
-
-/// The changes a sync makes.
-#[derive(Debug, Default)]
-pub(super) struct Plan {
-    pub create: Vec<Slice>,
-    pub update: Vec<Slice>,
-    pub delete: Vec<Slice>,
-    /// Pods left out for now (their node is unknown): the Service is tried again later.
-    pub errors: Vec<String>,
 }
 
 /// The zone of each known node (`None`: a node without a zone label).
@@ -751,54 +742,17 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
         let plan = reconcile(svc, &pods, &state.nodes, existing, MAX_ENDPOINTS_PER_SLICE);
         Some((plan, trigger.map(rfc3339_nano), svc.deleting))
     });
-    let Some((plan, trigger, deleting)) = planned else {
+    let Some((mut plan, trigger, deleting)) = planned else {
         return Ok(());
     };
     // No new slices for a Service being deleted: the garbage collector would race them.
-    if !deleting {
-        for mut slice in plan.create {
-            slice.set_trigger_time(trigger.as_deref());
-            match writer.create(&key.0, slice.to_value()).await {
-                Ok(created) => shared.update(|inner| inner.state.slices.wrote(created)),
-                Err(s) if namespace_closed(&s) => return Ok(()),
-                Err(s) => return Err(format!("creating an EndpointSlice: {}", s.message)),
-            }
-        }
+    if deleting {
+        plan.create.clear();
     }
-    for mut slice in plan.update {
+    for slice in plan.create.iter_mut().chain(&mut plan.update) {
         slice.set_trigger_time(trigger.as_deref());
-        match writer.update(slice.to_value()).await {
-            Ok(updated) => shared.update(|inner| inner.state.slices.wrote(updated)),
-            Err(s) => {
-                return Err(format!(
-                    "updating EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
-            }
-        }
     }
-    for slice in plan.delete {
-        let slice_key = (key.0.clone(), slice.name().to_string());
-        match writer.delete(&slice_key).await {
-            Ok(Some(rv)) => shared.update(|inner| inner.state.slices.deleted(slice_key, rv)),
-            // Already gone: the index may still hold it until the deletion event arrives.
-            Ok(None) => {
-                shared.update(|inner| inner.state.slices.forget(&slice_key));
-            }
-            Err(s) => {
-                return Err(format!(
-                    "deleting EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
-            }
-        }
-    }
-    match plan.errors.first() {
-        Some(e) => Err(e.clone()),
-        None => Ok(()),
-    }
+    apply_plan(shared, writer, &key.0, plan, |state| &mut state.slices).await
 }
 
 #[cfg(test)]
