@@ -1,10 +1,19 @@
 //! The EndpointSlices the EndpointSlice controller and the mirroring controller manage: the
 //! changes a sync makes to them, and their writing — creates, then updates, then deletes, each
 //! written slice put into the controller's index at once. What a controller adds to its slices
-//! before they are written (the EndpointSlice controller's trigger time) is its own.
+//! before they are written (the EndpointSlice controller's trigger time) is its own. Also the
+//! watch of slices that keeps a controller's index of those it manages.
 
-use super::runtime::{Objects, Shared, Writer, namespace_closed};
+use std::time::Duration;
+
+use apimachinery::object::ObjectExt;
+use apiserver::registry::reflector::Delta;
+use serde_json::Value;
+
+use super::model::{Key, key_of};
+use super::runtime::{Applied, Objects, Queue, Shared, Writer, namespace_closed};
 use super::slices::Slice;
+use super::{LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
 
 /// The changes a sync makes.
 #[derive(Debug, Default)]
@@ -68,5 +77,70 @@ pub(super) async fn apply_plan<S: Send + 'static>(
     match plan.errors.first() {
         Some(e) => Err(e.clone()),
         None => Ok(()),
+    }
+}
+
+/// Whether `slice` is labelled as managed by `controller`.
+fn managed_by(slice: &Value, controller: &str) -> bool {
+    slice
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(LABEL_MANAGED_BY))
+        .and_then(Value::as_str)
+        == Some(controller)
+}
+
+/// The Service a slice is of (for a mirrored slice, the Endpoints of that name): its
+/// `kubernetes.io/service-name` label.
+pub(super) fn service_key_of(slice: &Value) -> Option<Key> {
+    let name = slice
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(LABEL_SERVICE_NAME))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())?;
+    Some((slice.namespace().to_string(), name.to_string()))
+}
+
+/// A change to EndpointSlices, for a controller whose index `slices` holds those `controller`
+/// manages. A change someone else made to one of them (or a slice taken over from, or handed
+/// to, another manager) syncs the key its slices are of after `delay`; the echoes of the
+/// controller's own writes do not.
+pub(super) fn on_slices(
+    slices: &mut Objects,
+    queue: &mut Queue,
+    controller: &str,
+    delay: Duration,
+    delta: Delta,
+) {
+    let managed = |v: &Value| managed_by(v, controller);
+    let mut touched: Vec<Key> = Vec::new();
+    match delta {
+        Delta::Replace(items) => {
+            let old = slices.replace(items.into_iter().filter(managed));
+            // Slices that went away while the watch was down.
+            touched.extend(
+                old.into_iter()
+                    .filter(|(k, _)| slices.get(k).is_none())
+                    .filter_map(|(_, v)| service_key_of(&v)),
+            );
+        }
+        Delta::Upsert(v) => {
+            if managed(&v) {
+                let now = service_key_of(&v);
+                if let Applied::Changed(old) = slices.upsert(v) {
+                    touched.extend(old.as_ref().and_then(service_key_of));
+                    touched.extend(now);
+                }
+            } else if let Some(old) = slices.forget(&key_of(&v)) {
+                touched.extend(service_key_of(&old));
+            }
+        }
+        Delta::Deleted(v) => {
+            if managed(&v) && slices.remove(&v).is_some() {
+                touched.extend(service_key_of(&v));
+            }
+        }
+    }
+    for key in touched {
+        queue.add_after(key, delay);
     }
 }

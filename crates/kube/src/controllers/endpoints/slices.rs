@@ -27,9 +27,9 @@ use apiserver::registry::reflector::Delta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::managed_slices::{Plan, apply_plan};
-use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
-use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer};
+use super::managed_slices::{Plan, apply_plan, on_slices, service_key_of};
+use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, rfc3339_nano};
+use super::runtime::{Backoff, Inner, Objects, Shared, Writer};
 use super::subsets::ObjectRef;
 use super::{ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
 
@@ -600,22 +600,6 @@ struct State {
     triggers: TriggerTimes,
 }
 
-fn managed(v: &Value) -> bool {
-    v.pointer("/metadata/labels")
-        .and_then(|l| l.get(LABEL_MANAGED_BY))
-        .and_then(Value::as_str)
-        == Some(CONTROLLER_NAME)
-}
-
-fn service_key_of(slice: &Value) -> Option<Key> {
-    let name = slice
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(LABEL_SERVICE_NAME))
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())?;
-    Some((slice.namespace().to_string(), name.to_string()))
-}
-
 /// Watches Services, Pods, Nodes and EndpointSlices and keeps the slices of every selecting
 /// Service. Runs until the process ends.
 pub async fn run(api: Arc<ApiResources>) {
@@ -644,7 +628,10 @@ pub async fn run(api: Arc<ApiResources>) {
         model::on_pods(&state.services, &mut state.pods, &mut inner.queue, delta);
     });
     shared.watch(nodes, "nodes", on_nodes);
-    shared.watch(slices, "endpointslices", on_slices);
+    shared.watch(slices, "endpointslices", |inner, delta| {
+        let (slices, queue) = (&mut inner.state.slices, &mut inner.queue);
+        on_slices(slices, queue, CONTROLLER_NAME, SLICE_CHANGE_DELAY, delta);
+    });
     let worker = shared.clone();
     worker
         .work("endpointslice", BACKOFF, move |key| {
@@ -676,46 +663,6 @@ fn on_nodes(inner: &mut Inner<State>, delta: Delta) {
         Delta::Deleted(v) => {
             nodes.remove(v.name());
         }
-    }
-}
-
-/// The index holds this controller's slices. A change someone else made to one of them (or a
-/// slice taken over from, or handed to, another manager) syncs its Service after a moment; the
-/// echoes of its own writes do not.
-fn on_slices(inner: &mut Inner<State>, delta: Delta) {
-    let mut touched: Vec<Key> = Vec::new();
-    match delta {
-        Delta::Replace(items) => {
-            let old = inner
-                .state
-                .slices
-                .replace(items.into_iter().filter(managed));
-            // Slices that went away while the watch was down.
-            touched.extend(
-                old.into_iter()
-                    .filter(|(k, _)| inner.state.slices.get(k).is_none())
-                    .filter_map(|(_, v)| service_key_of(&v)),
-            );
-        }
-        Delta::Upsert(v) => {
-            if managed(&v) {
-                let now = service_key_of(&v);
-                if let Applied::Changed(old) = inner.state.slices.upsert(v) {
-                    touched.extend(old.as_ref().and_then(service_key_of));
-                    touched.extend(now);
-                }
-            } else if let Some(old) = inner.state.slices.forget(&key_of(&v)) {
-                touched.extend(service_key_of(&old));
-            }
-        }
-        Delta::Deleted(v) => {
-            if managed(&v) && inner.state.slices.remove(&v).is_some() {
-                touched.extend(service_key_of(&v));
-            }
-        }
-    }
-    for key in touched {
-        inner.queue.add_after(key, SLICE_CHANGE_DELAY);
     }
 }
 
