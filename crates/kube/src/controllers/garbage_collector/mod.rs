@@ -7,8 +7,8 @@
 //!   watched and deleted (built-in and custom; Events excluded, as upstream excludes them),
 //!   never by re-listing.
 //! - `worker`: what is done to one item, reading the live object and its owners.
-//! - This module: the monitors (one list-then-watch per stored resource, custom resources
-//!   joining and leaving as their CRDs do), the two work queues with upstream's semantics (an
+//! - This module: the monitors (one reflector per stored resource, reading only metadata,
+//!   custom resources joining and leaving as their CRDs do), the two work queues with upstream's semantics (an
 //!   item queued once, an item changed while worked on queued again, failures retried with
 //!   exponential backoff), and up to [`WORKERS`] items worked on at once.
 
