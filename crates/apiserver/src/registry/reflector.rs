@@ -1,27 +1,42 @@
 //! Keeps a consumer in step with one resource of the registry by a list and then a watch, listing
 //! again whenever the watch ends (upstream: client-go's Reflector, as in-process informers use
-//! it). What the consumer builds from the changes — a name map, an index — is its own.
+//! it). What the consumer builds from the changes — a name map, an index — is its own, and so is
+//! how much of each stored object it reads: `run` hands over whole values, `run_decoded` what a
+//! consumer's own decoding makes of the stored bytes (the garbage collector reads only metadata).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
+use storage::{ListOptions, Object, ResourceVersion, WatchEvent, WatchOptions};
 
 use super::RegistryStore;
 
-/// One change, in the order the store made them.
-pub enum Delta {
+/// One change, in the order the store made them, of objects as the consumer decodes them
+/// (whole values unless it says otherwise).
+pub enum Delta<T = Value> {
     /// A fresh list: everything the consumer held before is replaced.
-    Replace(Vec<Value>),
+    Replace(Vec<T>),
     /// Added or modified.
-    Upsert(Value),
-    Deleted(Value),
+    Upsert(T),
+    Deleted(T),
 }
 
 /// Lists and watches every namespace of `store` until the process ends, handing each change to
-/// `apply`. A failed list is retried after 200 ms; a watch that ends is followed by a new list.
-pub async fn run(store: Arc<RegistryStore>, mut apply: impl FnMut(Delta) + Send) {
+/// `apply` as whole values. A failed list is retried after 200 ms; a watch that ends is followed
+/// by a new list.
+pub async fn run(store: Arc<RegistryStore>, apply: impl FnMut(Delta) + Send) {
+    run_decoded(store, |o: &Object| o.value().ok(), apply).await
+}
+
+/// `run`, with each object read by `decode`; an object it gives `None` for is left out (an
+/// object that cannot be decoded is skipped, as a list skips it). Generic, so that a consumer's
+/// decoding costs no more than writing it out here.
+pub async fn run_decoded<T>(
+    store: Arc<RegistryStore>,
+    decode: impl Fn(&Object) -> Option<T> + Send,
+    mut apply: impl FnMut(Delta<T>) + Send,
+) {
     loop {
         let listed = store
             .list(
@@ -40,7 +55,7 @@ pub async fn run(store: Arc<RegistryStore>, mut apply: impl FnMut(Delta) + Send)
                 continue;
             }
         };
-        let items = list.items.iter().filter_map(|o| o.value().ok()).collect();
+        let items = list.items.iter().filter_map(&decode).collect();
         apply(Delta::Replace(items));
         let watched = store
             .watch(
@@ -60,12 +75,12 @@ pub async fn run(store: Arc<RegistryStore>, mut apply: impl FnMut(Delta) + Send)
         while let Some(event) = events.recv().await {
             match event {
                 WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                    if let Ok(v) = o.value() {
+                    if let Some(v) = decode(&o) {
                         apply(Delta::Upsert(v));
                     }
                 }
                 WatchEvent::Deleted(o) => {
-                    if let Ok(v) = o.value() {
+                    if let Some(v) = decode(&o) {
                         apply(Delta::Deleted(v));
                     }
                 }

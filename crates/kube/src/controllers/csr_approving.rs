@@ -13,13 +13,14 @@ use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
 use apiserver::authorization::Authorizer;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::{Requester, UpdateOptions};
 use apiserver::request::RequestInfo;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use super::csr_signing::{KUBELET_CLIENT, check, has_true_condition, parse_request};
+use super::csr_signing::{
+    KUBELET_CLIENT, check, has_true_condition, parse_request, push_condition, update_request,
+};
 
 /// The permission each recognizer asks for, and the message of its approval.
 const RECOGNIZERS: [(bool, &str, &str); 2] = [
@@ -116,31 +117,12 @@ pub async fn run(api: Arc<ApiResources>, authorizer: Arc<dyn Authorizer>) {
                 tracing::debug!(csr = %csr.name(), "recognized csr but subject access review was not approved");
                 continue;
             };
-            let mut updater = |current: Option<&Value>| {
-                let mut next = current.cloned().unwrap_or_else(|| csr.clone());
+            let approve = |next: &mut Value| {
                 let condition = json!({"type": "Approved", "status": "True",
                     "reason": "AutoApproved", "message": message});
-                match next["status"]["conditions"].as_array_mut() {
-                    Some(cs) => cs.push(condition),
-                    None => next["status"]["conditions"] = json!([condition]),
-                }
-                Ok(next)
+                push_condition(next, condition);
             };
-            let opts = UpdateOptions {
-                write: api.internal_write(&store, super::CONTROLLER_MANAGER),
-                subresource: "approval".into(),
-                ..Default::default()
-            };
-            if let Err(e) = store
-                .update(
-                    &Requester { user: &user },
-                    "",
-                    csr.name(),
-                    &mut updater,
-                    &opts,
-                )
-                .await
-            {
+            if let Err(e) = update_request(&api, &store, &user, &csr, "approval", approve).await {
                 tracing::warn!(csr = %csr.name(), error = %e.message, "error updating approval for csr");
             }
         }

@@ -11,9 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use apimachinery::object::ObjectExt;
+use apimachinery::status::Status;
+use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::{self, Delta};
-use apiserver::registry::{Requester, UpdateOptions};
+use apiserver::registry::{RegistryStore, Requester, UpdateOptions};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rcgen::{
@@ -317,7 +319,7 @@ fn decide(ca: &ClusterCa, csr: &Value) -> Option<Action> {
 /// request is pushed and the returned `Notify` woken.
 pub(super) type Feed = (Arc<Mutex<Vec<Value>>>, Arc<tokio::sync::Notify>);
 
-pub(super) fn feed(store: Arc<apiserver::registry::RegistryStore>) -> Feed {
+pub(super) fn feed(store: Arc<RegistryStore>) -> Feed {
     let pending: Arc<Mutex<Vec<Value>>> = Arc::default();
     let wake = Arc::new(tokio::sync::Notify::new());
     {
@@ -333,6 +335,43 @@ pub(super) fn feed(store: Arc<apiserver::registry::RegistryStore>) -> Feed {
         }));
     }
     (pending, wake)
+}
+
+/// Appends `condition` to the request's `status.conditions`.
+pub(super) fn push_condition(csr: &mut Value, condition: Value) {
+    match csr["status"]["conditions"].as_array_mut() {
+        Some(cs) => cs.push(condition),
+        None => csr["status"]["conditions"] = json!([condition]),
+    }
+}
+
+/// Writes what `change` does to request `csr` through `subresource` (`approval` for the
+/// approving controller's condition, `status` for the signer's certificate or failure), as the
+/// certificate controller `user` with the controller manager's field manager. `change` is made
+/// to the request as stored, read again if it changed meanwhile.
+pub(super) async fn update_request(
+    api: &ApiResources,
+    store: &RegistryStore,
+    user: &UserInfo,
+    csr: &Value,
+    subresource: &str,
+    change: impl Fn(&mut Value) + Send + Sync,
+) -> Result<(), Status> {
+    let mut updater = |current: Option<&Value>| {
+        let mut next = current.cloned().unwrap_or_else(|| csr.clone());
+        change(&mut next);
+        Ok(next)
+    };
+    let opts = UpdateOptions {
+        write: api.internal_write(store, super::CONTROLLER_MANAGER),
+        subresource: subresource.into(),
+        ..Default::default()
+    };
+    let requester = Requester { user };
+    store
+        .update(&requester, "", csr.name(), &mut updater, &opts)
+        .await
+        .map(|_| ())
 }
 
 /// Watches CertificateSigningRequests and signs the approved ones. Runs until the process ends.
@@ -354,41 +393,19 @@ pub async fn run(api: Arc<ApiResources>, ca: ClusterCa) {
             let Some(action) = decide(&ca, &csr) else {
                 continue;
             };
-            let mut updater = |current: Option<&Value>| {
-                let mut next = current.cloned().unwrap_or_else(|| csr.clone());
-                match &action {
-                    Action::Sign(pem) => {
-                        next["status"]["certificate"] = json!(STANDARD.encode(pem));
-                    }
-                    Action::Fail(why) => {
-                        let now =
-                            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-                        let condition = json!({"type": "Failed", "status": "True",
-                            "reason": "SignerValidationFailure", "message": why,
-                            "lastUpdateTime": now, "lastTransitionTime": now});
-                        match next["status"]["conditions"].as_array_mut() {
-                            Some(cs) => cs.push(condition),
-                            None => next["status"]["conditions"] = json!([condition]),
-                        }
-                    }
+            let change = |next: &mut Value| match &action {
+                Action::Sign(pem) => {
+                    next["status"]["certificate"] = json!(STANDARD.encode(pem));
                 }
-                Ok(next)
+                Action::Fail(why) => {
+                    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                    let condition = json!({"type": "Failed", "status": "True",
+                        "reason": "SignerValidationFailure", "message": why,
+                        "lastUpdateTime": now, "lastTransitionTime": now});
+                    push_condition(next, condition);
+                }
             };
-            let opts = UpdateOptions {
-                write: api.internal_write(&store, super::CONTROLLER_MANAGER),
-                subresource: "status".into(),
-                ..Default::default()
-            };
-            if let Err(e) = store
-                .update(
-                    &Requester { user: &user },
-                    "",
-                    csr.name(),
-                    &mut updater,
-                    &opts,
-                )
-                .await
-            {
+            if let Err(e) = update_request(&api, &store, &user, &csr, "status", change).await {
                 tracing::warn!(csr = %csr.name(), error = %e.message, "error updating signature for csr");
                 if e.code != 404 {
                     retry.push(csr);

@@ -20,7 +20,7 @@ use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::Delta;
 use serde_json::{Map, Value, json};
 
-use super::model::{Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
+use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
 use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer, namespace_closed};
 use super::subsets::{self, Address, ObjectRef, Port, Subset};
 use super::{ANNOTATION_LEADER, ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS};
@@ -67,7 +67,10 @@ pub async fn run(api: Arc<ApiResources>) {
     };
     let shared = Shared::new(State::default(), &["services", "pods", "endpoints"]);
     shared.watch(services, "services", on_services);
-    shared.watch(pods, "pods", on_pods);
+    shared.watch(pods, "pods", |inner, delta| {
+        let state = &mut inner.state;
+        model::on_pods(&state.services, &mut state.pods, &mut inner.queue, delta);
+    });
     shared.watch(endpoints, "endpoints", on_endpoints);
     let writer = Arc::new(writer);
     let worker = shared.clone();
@@ -80,51 +83,13 @@ pub async fn run(api: Arc<ApiResources>) {
 }
 
 fn on_services(inner: &mut Inner<State>, delta: Delta) {
-    match delta {
-        Delta::Replace(items) => {
-            let fresh: Vec<Service> = items.iter().map(Service::from_value).collect();
-            // Services gone while the watch was down: their Endpoints go too.
-            for old in inner.state.services.all() {
-                inner.queue.add(old.key());
-            }
-            for svc in &fresh {
-                inner.queue.add(svc.key());
-            }
-            inner.state.services.replace(fresh);
-        }
-        Delta::Upsert(v) => {
-            let svc = Service::from_value(&v);
-            inner.queue.add(svc.key());
-            inner.state.services.insert(svc);
-        }
-        Delta::Deleted(v) => {
-            let key = key_of(&v);
-            inner.state.services.remove(&key);
-            inner.queue.add(key);
+    if matches!(delta, Delta::Replace(_)) {
+        // Services gone while the watch was down: their Endpoints go too.
+        for old in inner.state.services.all() {
+            inner.queue.add(old.key());
         }
     }
-}
-
-fn on_pods(inner: &mut Inner<State>, delta: Delta) {
-    let state = &mut inner.state;
-    let keys = match delta {
-        Delta::Replace(items) => {
-            state.pods.replace(items.iter().map(Pod::from_value));
-            state.services.all().map(Service::key).collect()
-        }
-        Delta::Upsert(v) => {
-            let pod = Pod::from_value(&v);
-            let old = state.pods.insert(pod.clone());
-            super::model::services_for_pod_change(&state.services, old.as_ref(), Some(&pod))
-        }
-        Delta::Deleted(v) => {
-            let old = state.pods.remove(&key_of(&v));
-            super::model::services_for_pod_change(&state.services, old.as_ref(), None)
-        }
-    };
-    for key in keys {
-        inner.queue.add(key);
-    }
+    model::on_services(&mut inner.state.services, &mut inner.queue, delta);
 }
 
 /// Only deletions concern the controller (a deleted Endpoints of a Service is written again);
@@ -351,7 +316,7 @@ fn labels_correct(
     endpoints: &Value,
     svc_labels: &std::collections::BTreeMap<String, String>,
 ) -> bool {
-    let labels = super::model::string_map(endpoints.pointer("/metadata/labels"));
+    let labels = model::string_map(endpoints.pointer("/metadata/labels"));
     if labels.get(LABEL_MANAGED_BY).map(String::as_str) != Some(CONTROLLER_NAME) {
         return false;
     }

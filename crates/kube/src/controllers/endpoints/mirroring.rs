@@ -17,8 +17,9 @@ use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::Delta;
 use serde_json::{Map, Value, json};
 
+use super::managed_slices::{Plan, apply_plan, on_slices, service_key_of};
 use super::model::{Key, key_of, parse_ip_sloppy, string_map};
-use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer, namespace_closed};
+use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer};
 use super::slices::{Conditions, Endpoint, EndpointSet, Slice, SlicePort, controller_ref};
 use super::subsets::{self, Address};
 use super::{ANNOTATION_LEADER, ANNOTATION_TRIGGER_TIME, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
@@ -117,15 +118,6 @@ fn new_slice(
         endpoints: Vec::new(),
         ports: ports.to_vec(),
     }
-}
-
-/// The mirroring's plan: slices to create, to update (named, at the resourceVersion they were
-/// read at) and to delete.
-#[derive(Debug, Default)]
-struct Plan {
-    create: Vec<Slice>,
-    update: Vec<Slice>,
-    delete: Vec<Slice>,
 }
 
 /// `reconcile`: the changes that bring `existing` (the slices mirrored for these Endpoints) to
@@ -303,22 +295,6 @@ struct State {
     slices: Objects,
 }
 
-fn managed(v: &Value) -> bool {
-    v.pointer("/metadata/labels")
-        .and_then(|l| l.get(LABEL_MANAGED_BY))
-        .and_then(Value::as_str)
-        == Some(CONTROLLER_NAME)
-}
-
-fn endpoints_key_of(slice: &Value) -> Option<Key> {
-    let name = slice
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(LABEL_SERVICE_NAME))
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())?;
-    Some((slice.namespace().to_string(), name.to_string()))
-}
-
 fn has_selector(svc: &Value) -> bool {
     svc.pointer("/spec/selector")
         .and_then(Value::as_object)
@@ -346,7 +322,11 @@ pub async fn run(api: Arc<ApiResources>) {
     );
     shared.watch(services, "services", on_services);
     shared.watch(endpoints, "endpoints", on_endpoints);
-    shared.watch(slices, "endpointslices", on_slices);
+    // Changes someone else made to mirrored slices sync their Endpoints again at once.
+    shared.watch(slices, "endpointslices", |inner, delta| {
+        let (slices, queue) = (&mut inner.state.slices, &mut inner.queue);
+        on_slices(slices, queue, CONTROLLER_NAME, Duration::ZERO, delta);
+    });
     let worker = shared.clone();
     worker
         .work("endpointslice-mirroring", BACKOFF, move |key| {
@@ -429,48 +409,13 @@ fn on_endpoints(inner: &mut Inner<State>, delta: Delta) {
     }
 }
 
-/// Changes someone else made to mirrored slices sync their Endpoints again.
-fn on_slices(inner: &mut Inner<State>, delta: Delta) {
-    let mut touched: Vec<Key> = Vec::new();
-    let slices = &mut inner.state.slices;
-    match delta {
-        Delta::Replace(items) => {
-            let old = slices.replace(items.into_iter().filter(managed));
-            touched.extend(
-                old.into_iter()
-                    .filter(|(k, _)| slices.get(k).is_none())
-                    .filter_map(|(_, v)| endpoints_key_of(&v)),
-            );
-        }
-        Delta::Upsert(v) => {
-            if managed(&v) {
-                let now = endpoints_key_of(&v);
-                if let Applied::Changed(old) = slices.upsert(v) {
-                    touched.extend(old.as_ref().and_then(endpoints_key_of));
-                    touched.extend(now);
-                }
-            } else if let Some(old) = slices.forget(&key_of(&v)) {
-                touched.extend(endpoints_key_of(&old));
-            }
-        }
-        Delta::Deleted(v) => {
-            if managed(&v) && slices.remove(&v).is_some() {
-                touched.extend(endpoints_key_of(&v));
-            }
-        }
-    }
-    for key in touched {
-        inner.queue.add(key);
-    }
-}
-
 async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), String> {
-    let (plan, deleting) = shared.update(|inner| {
+    let (mut plan, deleting) = shared.update(|inner| {
         let state = &inner.state;
         let mirrored: Vec<Slice> = state
             .slices
             .in_namespace(&key.0)
-            .filter(|v| endpoints_key_of(v).as_ref() == Some(key))
+            .filter(|v| service_key_of(v).as_ref() == Some(key))
             .map(Slice::from_value)
             .collect();
         let endpoints = state.endpoints.get(key);
@@ -491,45 +436,10 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
         }
     });
     // No new slices for Endpoints being deleted.
-    if !deleting {
-        for slice in plan.create {
-            match writer.create(&key.0, slice.to_value()).await {
-                Ok(created) => shared.update(|inner| inner.state.slices.wrote(created)),
-                Err(s) if namespace_closed(&s) => return Ok(()),
-                Err(s) => return Err(format!("creating an EndpointSlice: {}", s.message)),
-            }
-        }
+    if deleting {
+        plan.create.clear();
     }
-    for slice in plan.update {
-        match writer.update(slice.to_value()).await {
-            Ok(updated) => shared.update(|inner| inner.state.slices.wrote(updated)),
-            Err(s) => {
-                return Err(format!(
-                    "updating EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
-            }
-        }
-    }
-    for slice in plan.delete {
-        let slice_key = (key.0.clone(), slice.name().to_string());
-        match writer.delete(&slice_key).await {
-            Ok(Some(rv)) => shared.update(|inner| inner.state.slices.deleted(slice_key, rv)),
-            // Already gone: the index may still hold it until the deletion event arrives.
-            Ok(None) => {
-                shared.update(|inner| inner.state.slices.forget(&slice_key));
-            }
-            Err(s) => {
-                return Err(format!(
-                    "deleting EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
-            }
-        }
-    }
-    Ok(())
+    apply_plan(shared, writer, &key.0, plan, |state| &mut state.slices).await
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@
 //!
 //! Each keeps its own index of what it watches (`model`: Services, Pods and Nodes reduced to
 //! what the controllers read; `runtime::Objects`: the objects it writes, which its own writes
-//! update at once) and works a queue of keys; nothing is listed again per event. None of them
+//! update at once) and works a queue of keys; nothing is listed again per event. The two slice
+//! controllers plan their changes to the slices they manage as a `managed_slices::Plan` and
+//! write it with `managed_slices::apply_plan`. None of them
 //! touches the `kubernetes` Service's Endpoints and EndpointSlice, which the server itself
 //! writes (`bootstrap`): the Service has no selector, its Endpoints carry
 //! `endpointslice.kubernetes.io/skip-mirror`, and its slice has no `managed-by` label.
@@ -22,6 +24,7 @@
 //! periods are upstream's defaults).
 
 mod endpoint;
+mod managed_slices;
 mod mirroring;
 mod model;
 mod runtime;

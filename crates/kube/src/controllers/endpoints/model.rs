@@ -2,14 +2,19 @@
 //! when its watch event arrives, to the fields that decide endpoints (upstream reads the same
 //! fields from its informers' typed objects). Also the rules upstream's k8s.io/endpointslice
 //! `util` shares between the controllers: which pods count, readiness, hostnames, ports, the
-//! Services a pod change concerns, and the last-change trigger time.
+//! Services a pod change concerns, and the last-change trigger time. The two controllers that
+//! select pods keep their Service and Pod indexes, and queue the Services to sync, with the same
+//! watch handlers (`on_services`, `on_pods`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
 
 use apimachinery::object::ObjectExt;
+use apiserver::registry::reflector::Delta;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+
+use super::runtime::Queue;
 
 /// A namespace and a name.
 pub(super) type Key = (String, String);
@@ -458,6 +463,53 @@ pub(super) fn services_for_pod_change(
                 now.symmetric_difference(&before).cloned().collect()
             }
         }
+    }
+}
+
+/// A change to Services: the index follows it, and the Service is synced (a deleted one too,
+/// so that what was written for it goes).
+pub(super) fn on_services(services: &mut Services, queue: &mut Queue, delta: Delta) {
+    match delta {
+        Delta::Replace(items) => {
+            let fresh: Vec<Service> = items.iter().map(Service::from_value).collect();
+            for svc in &fresh {
+                queue.add(svc.key());
+            }
+            services.replace(fresh);
+        }
+        Delta::Upsert(v) => {
+            let svc = Service::from_value(&v);
+            queue.add(svc.key());
+            services.insert(svc);
+        }
+        Delta::Deleted(v) => {
+            let key = key_of(&v);
+            services.remove(&key);
+            queue.add(key);
+        }
+    }
+}
+
+/// A change to Pods: the index follows it, and the Services whose endpoints it may change are
+/// synced (every Service after a fresh list).
+pub(super) fn on_pods(services: &Services, pods: &mut Pods, queue: &mut Queue, delta: Delta) {
+    let keys = match delta {
+        Delta::Replace(items) => {
+            pods.replace(items.iter().map(Pod::from_value));
+            services.all().map(Service::key).collect()
+        }
+        Delta::Upsert(v) => {
+            let pod = Pod::from_value(&v);
+            let old = pods.insert(pod.clone());
+            services_for_pod_change(services, old.as_ref(), Some(&pod))
+        }
+        Delta::Deleted(v) => {
+            let old = pods.remove(&key_of(&v));
+            services_for_pod_change(services, old.as_ref(), None)
+        }
+    };
+    for key in keys {
+        queue.add(key);
     }
 }
 

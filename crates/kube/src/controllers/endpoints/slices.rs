@@ -27,8 +27,9 @@ use apiserver::registry::reflector::Delta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::model::{Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
-use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer, namespace_closed};
+use super::managed_slices::{Plan, apply_plan, on_slices, service_key_of};
+use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, rfc3339_nano};
+use super::runtime::{Backoff, Inner, Objects, Shared, Writer};
 use super::subsets::ObjectRef;
 use super::{ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
 
@@ -165,7 +166,7 @@ impl Slice {
     }
 
     pub fn labels(&self) -> BTreeMap<String, String> {
-        super::model::string_map(self.meta.get("labels"))
+        model::string_map(self.meta.get("labels"))
     }
 
     pub fn set_labels(&mut self, labels: BTreeMap<String, String>) {
@@ -220,16 +221,6 @@ pub(super) fn controller_ref(kind: &str, name: &str, uid: &str) -> Value {
            "controller": true, "blockOwnerDeletion": true})
 }
 
-/// The changes a sync makes.
-#[derive(Debug, Default)]
-pub(super) struct Plan {
-    pub create: Vec<Slice>,
-    pub update: Vec<Slice>,
-    pub delete: Vec<Slice>,
-    /// Pods left out for now (their node is unknown): the Service is tried again later.
-    pub errors: Vec<String>,
-}
-
 /// The zone of each known node (`None`: a node without a zone label).
 pub(super) type Nodes = HashMap<String, Option<String>>;
 
@@ -248,7 +239,7 @@ fn address_types(svc: &Service) -> BTreeSet<&'static str> {
         return types;
     }
     if !svc.headless() {
-        let v6 = super::model::parse_ip_sloppy(&svc.cluster_ip).is_some_and(|ip| ip.is_ipv6());
+        let v6 = model::parse_ip_sloppy(&svc.cluster_ip).is_some_and(|ip| ip.is_ipv6());
         types.insert(if v6 { "IPv6" } else { "IPv4" });
         return types;
     }
@@ -609,22 +600,6 @@ struct State {
     triggers: TriggerTimes,
 }
 
-fn managed(v: &Value) -> bool {
-    v.pointer("/metadata/labels")
-        .and_then(|l| l.get(LABEL_MANAGED_BY))
-        .and_then(Value::as_str)
-        == Some(CONTROLLER_NAME)
-}
-
-fn service_key_of(slice: &Value) -> Option<Key> {
-    let name = slice
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(LABEL_SERVICE_NAME))
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())?;
-    Some((slice.namespace().to_string(), name.to_string()))
-}
-
 /// Watches Services, Pods, Nodes and EndpointSlices and keeps the slices of every selecting
 /// Service. Runs until the process ends.
 pub async fn run(api: Arc<ApiResources>) {
@@ -645,10 +620,18 @@ pub async fn run(api: Arc<ApiResources>) {
         State::default(),
         &["services", "pods", "nodes", "endpointslices"],
     );
-    shared.watch(services, "services", on_services);
-    shared.watch(pods, "pods", on_pods);
+    shared.watch(services, "services", |inner, delta| {
+        model::on_services(&mut inner.state.services, &mut inner.queue, delta);
+    });
+    shared.watch(pods, "pods", |inner, delta| {
+        let state = &mut inner.state;
+        model::on_pods(&state.services, &mut state.pods, &mut inner.queue, delta);
+    });
     shared.watch(nodes, "nodes", on_nodes);
-    shared.watch(slices, "endpointslices", on_slices);
+    shared.watch(slices, "endpointslices", |inner, delta| {
+        let (slices, queue) = (&mut inner.state.slices, &mut inner.queue);
+        on_slices(slices, queue, CONTROLLER_NAME, SLICE_CHANGE_DELAY, delta);
+    });
     let worker = shared.clone();
     worker
         .work("endpointslice", BACKOFF, move |key| {
@@ -656,50 +639,6 @@ pub async fn run(api: Arc<ApiResources>) {
             async move { sync(&shared, &writer, &key).await }
         })
         .await;
-}
-
-fn on_services(inner: &mut Inner<State>, delta: Delta) {
-    match delta {
-        Delta::Replace(items) => {
-            let fresh: Vec<Service> = items.iter().map(Service::from_value).collect();
-            for svc in &fresh {
-                inner.queue.add(svc.key());
-            }
-            inner.state.services.replace(fresh);
-        }
-        Delta::Upsert(v) => {
-            let svc = Service::from_value(&v);
-            inner.queue.add(svc.key());
-            inner.state.services.insert(svc);
-        }
-        Delta::Deleted(v) => {
-            let key = key_of(&v);
-            inner.state.services.remove(&key);
-            inner.queue.add(key);
-        }
-    }
-}
-
-fn on_pods(inner: &mut Inner<State>, delta: Delta) {
-    let state = &mut inner.state;
-    let keys = match delta {
-        Delta::Replace(items) => {
-            state.pods.replace(items.iter().map(Pod::from_value));
-            state.services.all().map(Service::key).collect()
-        }
-        Delta::Upsert(v) => {
-            let pod = Pod::from_value(&v);
-            let old = state.pods.insert(pod.clone());
-            super::model::services_for_pod_change(&state.services, old.as_ref(), Some(&pod))
-        }
-        Delta::Deleted(v) => {
-            let old = state.pods.remove(&key_of(&v));
-            super::model::services_for_pod_change(&state.services, old.as_ref(), None)
-        }
-    };
-    for key in keys {
-        inner.queue.add(key);
-    }
 }
 
 /// Nodes are read for their zones; upstream syncs no Service when they change (without hints).
@@ -727,46 +666,6 @@ fn on_nodes(inner: &mut Inner<State>, delta: Delta) {
     }
 }
 
-/// The index holds this controller's slices. A change someone else made to one of them (or a
-/// slice taken over from, or handed to, another manager) syncs its Service after a moment; the
-/// echoes of its own writes do not.
-fn on_slices(inner: &mut Inner<State>, delta: Delta) {
-    let mut touched: Vec<Key> = Vec::new();
-    match delta {
-        Delta::Replace(items) => {
-            let old = inner
-                .state
-                .slices
-                .replace(items.into_iter().filter(managed));
-            // Slices that went away while the watch was down.
-            touched.extend(
-                old.into_iter()
-                    .filter(|(k, _)| inner.state.slices.get(k).is_none())
-                    .filter_map(|(_, v)| service_key_of(&v)),
-            );
-        }
-        Delta::Upsert(v) => {
-            if managed(&v) {
-                let now = service_key_of(&v);
-                if let Applied::Changed(old) = inner.state.slices.upsert(v) {
-                    touched.extend(old.as_ref().and_then(service_key_of));
-                    touched.extend(now);
-                }
-            } else if let Some(old) = inner.state.slices.forget(&key_of(&v)) {
-                touched.extend(service_key_of(&old));
-            }
-        }
-        Delta::Deleted(v) => {
-            if managed(&v) && inner.state.slices.remove(&v).is_some() {
-                touched.extend(service_key_of(&v));
-            }
-        }
-    }
-    for key in touched {
-        inner.queue.add_after(key, SLICE_CHANGE_DELAY);
-    }
-}
-
 async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), String> {
     let planned = shared.update(|inner| {
         let state = &mut inner.state;
@@ -790,54 +689,17 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
         let plan = reconcile(svc, &pods, &state.nodes, existing, MAX_ENDPOINTS_PER_SLICE);
         Some((plan, trigger.map(rfc3339_nano), svc.deleting))
     });
-    let Some((plan, trigger, deleting)) = planned else {
+    let Some((mut plan, trigger, deleting)) = planned else {
         return Ok(());
     };
     // No new slices for a Service being deleted: the garbage collector would race them.
-    if !deleting {
-        for mut slice in plan.create {
-            slice.set_trigger_time(trigger.as_deref());
-            match writer.create(&key.0, slice.to_value()).await {
-                Ok(created) => shared.update(|inner| inner.state.slices.wrote(created)),
-                Err(s) if namespace_closed(&s) => return Ok(()),
-                Err(s) => return Err(format!("creating an EndpointSlice: {}", s.message)),
-            }
-        }
+    if deleting {
+        plan.create.clear();
     }
-    for mut slice in plan.update {
+    for slice in plan.create.iter_mut().chain(&mut plan.update) {
         slice.set_trigger_time(trigger.as_deref());
-        match writer.update(slice.to_value()).await {
-            Ok(updated) => shared.update(|inner| inner.state.slices.wrote(updated)),
-            Err(s) => {
-                return Err(format!(
-                    "updating EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
-            }
-        }
     }
-    for slice in plan.delete {
-        let slice_key = (key.0.clone(), slice.name().to_string());
-        match writer.delete(&slice_key).await {
-            Ok(Some(rv)) => shared.update(|inner| inner.state.slices.deleted(slice_key, rv)),
-            // Already gone: the index may still hold it until the deletion event arrives.
-            Ok(None) => {
-                shared.update(|inner| inner.state.slices.forget(&slice_key));
-            }
-            Err(s) => {
-                return Err(format!(
-                    "deleting EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
-            }
-        }
-    }
-    match plan.errors.first() {
-        Some(e) => Err(e.clone()),
-        None => Ok(()),
-    }
+    apply_plan(shared, writer, &key.0, plan, |state| &mut state.slices).await
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 //!   watched and deleted (built-in and custom; Events excluded, as upstream excludes them),
 //!   never by re-listing.
 //! - `worker`: what is done to one item, reading the live object and its owners.
-//! - This module: the monitors (one list-then-watch per stored resource, custom resources
-//!   joining and leaving as their CRDs do), the two work queues with upstream's semantics (an
+//! - This module: the monitors (one reflector per stored resource, reading only metadata,
+//!   custom resources joining and leaving as their CRDs do), the two work queues with upstream's semantics (an
 //!   item queued once, an item changed while worked on queued again, failures retried with
 //!   exponential backoff), and up to [`WORKERS`] items worked on at once.
 
@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::RegistryStore;
-use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
+use apiserver::registry::reflector::{self, Delta};
+use storage::Object;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -219,7 +220,8 @@ fn sync_monitors(
 }
 
 /// Lists, then watches, one resource, handing what it sees to the graph; lists again when the
-/// watch ends.
+/// watch ends. Only the metadata of each object is read from its stored bytes, not the whole
+/// object: the monitors see every write to every resource. Ends once the graph is gone.
 async fn monitor(store: Arc<RegistryStore>, tx: mpsc::UnboundedSender<Change>) {
     let info = store.info.clone();
     let api_version = if info.group.is_empty() {
@@ -227,8 +229,8 @@ async fn monitor(store: Arc<RegistryStore>, tx: mpsc::UnboundedSender<Change>) {
     } else {
         format!("{}/{}", info.group, info.version)
     };
-    let observed = |bytes: &[u8]| -> Option<Observed> {
-        let m = Meta::read(bytes)?;
+    let observed = |o: &Object| -> Option<Observed> {
+        let m = Meta::read(&o.bytes)?;
         if m.uid.is_empty() {
             return None;
         }
@@ -245,65 +247,22 @@ async fn monitor(store: Arc<RegistryStore>, tx: mpsc::UnboundedSender<Change>) {
             state,
         })
     };
-    loop {
-        let listed = store
-            .list(
-                "",
-                &ListOptions {
-                    resource_version: ResourceVersion::Unset,
-                    ..Default::default()
-                },
-            )
-            .await;
-        let list = match listed {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::debug!(resource = %info.resource, error = %e.message, "garbage collector cannot list; retrying");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
+    let send = |delta: Delta<Observed>| {
+        let change = match delta {
+            Delta::Replace(items) => Change::Replace {
+                api_version: api_version.clone(),
+                kind: info.kind.clone(),
+                items,
+            },
+            Delta::Upsert(o) => Change::Upsert(o),
+            Delta::Deleted(o) => Change::Deleted(o.identity.uid),
         };
-        let items = list
-            .items
-            .iter()
-            .filter_map(|o| observed(&o.bytes))
-            .collect();
-        let replace = Change::Replace {
-            api_version: api_version.clone(),
-            kind: info.kind.clone(),
-            items,
-        };
-        if tx.send(replace).is_err() {
-            return;
-        }
-        let opts = WatchOptions {
-            resource_version: ResourceVersion::Exact(list.resource_version),
-            send_initial_events: None,
-            allow_bookmarks: false,
-            predicate: None,
-        };
-        let Ok(mut events) = store.watch("", &opts).await else {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        };
-        while let Some(event) = events.recv().await {
-            let change = match event {
-                WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                    observed(&o.bytes).map(Change::Upsert)
-                }
-                WatchEvent::Deleted(o) => Meta::read(&o.bytes)
-                    .filter(|m| !m.uid.is_empty())
-                    .map(|m| Change::Deleted(Arc::from(m.uid.as_str()))),
-                WatchEvent::Bookmark { .. } => None,
-                WatchEvent::Error(_) => break,
-            };
-            if let Some(change) = change
-                && tx.send(change).is_err()
-            {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // A send fails only once the graph is gone, which the `closed` below answers.
+        let _ = tx.send(change);
+    };
+    tokio::select! {
+        () = reflector::run_decoded(store.clone(), observed, send) => {}
+        () = tx.closed() => {}
     }
 }
 
