@@ -473,6 +473,16 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             resources.clone(),
         ));
     }
+    // Type checking reads what the whole chain serves (custom resources too), as upstream's
+    // controller reads discovery and /openapi/v3.
+    if on("validatingadmissionpolicy-status-controller") {
+        tokio::spawn(
+            ironplane_kube::controllers::validatingadmissionpolicy_status::run(
+                resources.clone(),
+                server.clone(),
+            ),
+        );
+    }
     if on("token-cleaner-controller") {
         tokio::spawn(ironplane_kube::controllers::bootstrap::run_token_cleaner(
             resources.clone(),

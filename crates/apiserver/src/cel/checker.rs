@@ -79,6 +79,7 @@ impl Type {
                 decl: decl.clone(),
                 name: Arc::from(name),
             }),
+            DeclKind::Named(name, inner) => Type::of_decl(inner, name),
         }
     }
 

@@ -11,6 +11,9 @@ use std::sync::OnceLock;
 
 use super::checker::Type;
 
+/// The CEL name of the type of admission's `authorizer` variable.
+pub const AUTHORIZER: &str = "kubernetes.authorization.Authorizer";
+
 /// One overload of a function.
 pub struct Overload {
     pub id: &'static str,
@@ -566,6 +569,68 @@ const ROWS: &[(&str, &str, &str)] = &[
         "semver_compare_to",
         "kubernetes.Semver.(kubernetes.Semver) -> int",
     ),
+    // Authorization checks (library/authz.go, with the selectors of AuthzSelectors, on by
+    // default since AuthorizeWithSelectors is): only admission declares an `authorizer`, but
+    // the functions are in every environment, as in upstream's base environment.
+    (
+        "path",
+        "authorizer_path",
+        "authz.Authorizer.(string) -> authz.PathCheck",
+    ),
+    (
+        "group",
+        "authorizer_group",
+        "authz.Authorizer.(string) -> authz.GroupCheck",
+    ),
+    (
+        "serviceAccount",
+        "authorizer_serviceaccount",
+        "authz.Authorizer.(string, string) -> authz.Authorizer",
+    ),
+    (
+        "resource",
+        "groupcheck_resource",
+        "authz.GroupCheck.(string) -> authz.ResourceCheck",
+    ),
+    (
+        "subresource",
+        "resourcecheck_subresource",
+        "authz.ResourceCheck.(string) -> authz.ResourceCheck",
+    ),
+    (
+        "namespace",
+        "resourcecheck_namespace",
+        "authz.ResourceCheck.(string) -> authz.ResourceCheck",
+    ),
+    (
+        "name",
+        "resourcecheck_name",
+        "authz.ResourceCheck.(string) -> authz.ResourceCheck",
+    ),
+    (
+        "fieldSelector",
+        "authorizer_fieldselector",
+        "authz.ResourceCheck.(string) -> authz.ResourceCheck",
+    ),
+    (
+        "labelSelector",
+        "authorizer_labelselector",
+        "authz.ResourceCheck.(string) -> authz.ResourceCheck",
+    ),
+    (
+        "check",
+        "pathcheck_check",
+        "authz.PathCheck.(string) -> authz.Decision",
+    ),
+    (
+        "check",
+        "resourcecheck_check",
+        "authz.ResourceCheck.(string) -> authz.Decision",
+    ),
+    ("errored", "decision_errored", "authz.Decision.() -> bool"),
+    ("error", "decision_error", "authz.Decision.() -> string"),
+    ("allowed", "decision_allowed", "authz.Decision.() -> bool"),
+    ("reason", "decision_reason", "authz.Decision.() -> string"),
     // Optional values.
     ("optional.of", "optional_of", "(A) -> optional(A)"),
     (
@@ -741,6 +806,11 @@ fn parse_type(s: &str) -> Type {
         "kubernetes.Quantity" => Type::Opaque("kubernetes.Quantity"),
         "kubernetes.Semver" => Type::Opaque("kubernetes.Semver"),
         "kubernetes.NamedFormat" => Type::Opaque("kubernetes.NamedFormat"),
+        "authz.Authorizer" => Type::Opaque(AUTHORIZER),
+        "authz.PathCheck" => Type::Opaque("kubernetes.authorization.PathCheck"),
+        "authz.GroupCheck" => Type::Opaque("kubernetes.authorization.GroupCheck"),
+        "authz.ResourceCheck" => Type::Opaque("kubernetes.authorization.ResourceCheck"),
+        "authz.Decision" => Type::Opaque("kubernetes.authorization.Decision"),
         other => panic!("unknown type {other}"),
     }
 }

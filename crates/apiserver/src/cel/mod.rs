@@ -6,7 +6,9 @@
 //! - `functions`: the overloads Kubernetes' CEL environment declares, as data;
 //! - `checker`: types and overloads of every node, and cel-go's compile errors;
 //! - `cost`: cel-go's static cost estimate with Kubernetes' library costs;
-//! - `eval`: running an expression with JSON values bound (admission's variables).
+//! - `eval`: running an expression with JSON values bound (admission's variables);
+//! - `resolver`: a served kind's schema from its OpenAPI v3 document, references filled in
+//!   (for type checking admission policies against the kinds they match).
 //!
 //! Not here yet: the runtime cost budget (the `cel` interpreter does not count what it
 //! evaluates, so a rule's actual cost is not known).
@@ -16,6 +18,7 @@ pub mod checker;
 pub mod cost;
 pub mod eval;
 pub mod functions;
+pub mod resolver;
 pub mod types;
 
 use std::sync::Arc;
@@ -36,6 +39,9 @@ impl SizeEstimator for DeclSizes {
     fn estimate_size(&self, path: &[String]) -> Option<SizeEstimate> {
         let mut node: &Arc<DeclType> = &self.0;
         for step in path.iter().skip(1) {
+            while let DeclKind::Named(_, inner) = &node.kind {
+                node = inner;
+            }
             node = match (step.as_str(), &node.kind) {
                 ("@items" | "@values", DeclKind::List(e) | DeclKind::Map(e)) => e,
                 // Map keys are plain strings with no declared size.

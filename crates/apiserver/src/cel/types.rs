@@ -51,6 +51,19 @@ pub enum DeclKind {
     Any,
     /// A type of Kubernetes' libraries (`kubernetes.Quantity`, ...), by its CEL name.
     Opaque(&'static str),
+    /// An object type with a CEL name of its own (`Object` types are named after their place
+    /// in the tree): admission's hand-made types such as `kubernetes.GroupVersionKind`.
+    Named(&'static str, Arc<DeclType>),
+}
+
+/// Where a schema comes from, for the one place the two readings differ.
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    /// A CRD's structural schema: int-or-string only by `x-kubernetes-int-or-string`.
+    Structural,
+    /// An OpenAPI schema of a served kind (upstream's `openapi.Schema` adaptor): built-in
+    /// kinds say int-or-string with `format: int-or-string` instead.
+    OpenApi,
 }
 
 impl DeclType {
@@ -62,13 +75,30 @@ impl DeclType {
         })
     }
 
+    /// A type that is only checked, never sized (admission's hand-made types, variables).
+    pub fn of(kind: DeclKind) -> Arc<DeclType> {
+        DeclType::simple(kind, 0)
+    }
+
     /// `SchemaDeclType`: the type of a structural schema node; `None` where the schema declares
     /// no type CEL can see (e.g. a node that only preserves unknown fields). A resource root
     /// (the top level, or an embedded resource) always has `apiVersion`, `kind` and
     /// `metadata.{name,generateName}`.
     pub fn from_schema(s: &Value, is_resource_root: bool) -> Option<Arc<DeclType>> {
+        DeclType::convert(s, is_resource_root, Source::Structural)
+    }
+
+    /// `SchemaDeclType` over an OpenAPI schema with its references filled in (a served kind's,
+    /// as `cel::resolver` gives it): as `from_schema`, and `format: int-or-string` is `dyn`.
+    pub fn from_openapi(s: &Value, is_resource_root: bool) -> Option<Arc<DeclType>> {
+        DeclType::convert(s, is_resource_root, Source::OpenApi)
+    }
+
+    fn convert(s: &Value, is_resource_root: bool, source: Source) -> Option<Arc<DeclType>> {
         let s = s.as_object()?;
-        if flag(s, "x-kubernetes-int-or-string") {
+        let int_or_string_format = source == Source::OpenApi
+            && s.get("format").and_then(Value::as_str) == Some("int-or-string");
+        if flag(s, "x-kubernetes-int-or-string") || int_or_string_format {
             let max = match int(s, "maxLength") {
                 Some(l) => l.max(0) * 4,
                 None => MAX_REQUEST_SIZE_BYTES - 2,
@@ -83,8 +113,11 @@ impl DeclType {
         match ty {
             "array" => {
                 let items = s.get("items").filter(|i| i.is_object())?;
-                let elem =
-                    DeclType::from_schema(items, flag_of(items, "x-kubernetes-embedded-resource"))?;
+                let elem = DeclType::convert(
+                    items,
+                    flag_of(items, "x-kubernetes-embedded-resource"),
+                    source,
+                )?;
                 let max = match int(s, "maxItems") {
                     Some(m) => m.max(0),
                     None => (MAX_REQUEST_SIZE_BYTES - 2) / (elem.min_serialized_size + 1),
@@ -97,9 +130,10 @@ impl DeclType {
             }
             "object" => {
                 if let Some(additional) = s.get("additionalProperties").filter(|a| a.is_object()) {
-                    let elem = DeclType::from_schema(
+                    let elem = DeclType::convert(
                         additional,
                         flag_of(additional, "x-kubernetes-embedded-resource"),
+                        source,
                     )?;
                     let max = match int(s, "maxProperties") {
                         Some(m) => m.max(0),
@@ -134,9 +168,10 @@ impl DeclType {
                     props.extend(meta.iter().map(|(k, v)| (k, v)));
                 }
                 for (name, prop) in props {
-                    let Some(field) = DeclType::from_schema(
+                    let Some(field) = DeclType::convert(
                         prop,
                         flag_of(prop, "x-kubernetes-embedded-resource"),
+                        source,
                     ) else {
                         continue;
                     };
@@ -208,6 +243,7 @@ impl DeclType {
     pub fn field(&self, name: &str) -> Option<&Arc<DeclType>> {
         match &self.kind {
             DeclKind::Object(fields) => fields.get(name),
+            DeclKind::Named(_, inner) => inner.field(name),
             _ => None,
         }
     }

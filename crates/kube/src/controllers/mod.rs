@@ -15,8 +15,10 @@
 //! controllers (`bootstrap`: the token cleaner and the `cluster-info` signer), the last two over
 //! `expiry` (objects deleted when a time they carry has passed), and the CSR approving and
 //! cleaner controllers (`csr_approving`: kubelet client requests approved after an access
-//! review of their requester; `csr_cleaner`: old requests deleted). `selection` is `--controllers`: which of them run,
-//! by kube-controller-manager's names.
+//! review of their requester; `csr_cleaner`: old requests deleted), and the
+//! validatingadmissionpolicy-status controller (`validatingadmissionpolicy_status`: a policy's
+//! `status.typeChecking` and `observedGeneration` for each new generation). `selection` is
+//! `--controllers`: which of them run, by kube-controller-manager's names.
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
 pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
@@ -36,6 +38,7 @@ mod serviceaccount;
 pub mod serviceaccount_tokens;
 pub mod storage_protection;
 pub mod ttl_after_finished;
+pub mod validatingadmissionpolicy_status;
 
 use std::sync::Arc;
 

@@ -157,6 +157,7 @@ pub const RUN_IN_PROCESS: &[&str] = &[
     "certificatesigningrequest-approving-controller",
     "certificatesigningrequest-cleaner-controller",
     "ttl-after-finished-controller",
+    "validatingadmissionpolicy-status-controller",
     "bootstrap-signer-controller",
     "token-cleaner-controller",
 ];

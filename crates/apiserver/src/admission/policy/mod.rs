@@ -11,11 +11,15 @@
 //! Audit annotations (`auditAnnotations`, the `Audit` validation action) go to the request's
 //! audit event through `audit::add_annotation`.
 //!
+//! `typechecking` checks a ValidatingAdmissionPolicy's expressions against the kinds it matches,
+//! for the status controller; admission never looks at its answers.
+//!
 //! Not here yet: the runtime cost budget (the `cel` interpreter does not count cost).
 
 pub mod compiled;
 pub mod matching;
 pub mod mutating;
+pub mod typechecking;
 pub mod validating;
 
 use std::collections::HashMap;
