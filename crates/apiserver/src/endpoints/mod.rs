@@ -61,6 +61,10 @@ pub(crate) fn managed_fields(
     })
 }
 
+/// Gives the built-in kinds' schemas (shared, so that a process serving several servers parses
+/// them once).
+pub type SchemaLoader = fn() -> Result<Arc<Schemas>, String>;
+
 /// Served resources by group, version and resource, plus what handlers need beside storage.
 pub struct ApiResources {
     stores: HashMap<(String, String, String), Arc<RegistryStore>>,
@@ -70,7 +74,7 @@ pub struct ApiResources {
     /// patches: parsed once, on first use (start-up warms them off the request path, but a
     /// request never proceeds without them).
     schemas: std::sync::OnceLock<Option<Arc<Schemas>>>,
-    schema_loader: Option<fn() -> Result<Arc<Schemas>, String>>,
+    schema_loader: Option<SchemaLoader>,
     /// Flipped at shutdown: open watches end cleanly instead of being cut.
     pub shutdown: tokio::sync::watch::Sender<bool>,
 }
@@ -88,7 +92,7 @@ impl ApiResources {
     }
 
     /// Where `schemas()` gets its schemas from.
-    pub fn set_schema_loader(&mut self, loader: fn() -> Result<Arc<Schemas>, String>) {
+    pub fn set_schema_loader(&mut self, loader: SchemaLoader) {
         self.schema_loader = Some(loader);
     }
 
