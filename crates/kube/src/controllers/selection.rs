@@ -159,6 +159,8 @@ pub const RUN_IN_PROCESS: &[&str] = &[
     "ttl-after-finished-controller",
     "bootstrap-signer-controller",
     "token-cleaner-controller",
+    "service-cidr-controller",
+    "legacy-serviceaccount-token-cleaner-controller",
 ];
 
 /// The `--controllers` list, checked and with its aliases resolved.
