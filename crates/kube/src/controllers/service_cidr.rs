@@ -8,20 +8,24 @@
 //! range goes).
 //!
 //! The roles are upstream's: the API server (`bootstrap`) creates the default ServiceCIDR
-//! `kubernetes` and marks it ready when its `Ready` condition is missing, and its allocator
+//! `kubernetes` and marks it ready when its `Ready` condition is missing or `Unknown` (as
+//! `kubernetes-service-cidr-controller`), and its allocator
 //! writes the IPAddress objects (labelled `ipaddress.kubernetes.io/managed-by:
 //! ipallocator.k8s.io`); this controller owns the finalizer of every ServiceCIDR, the default
 //! one too, and rewrites `Ready` only when its status, reason or message differ from its own,
-//! so neither undoes the other (the API server never touches a condition that is present).
+//! so neither undoes the other (the API server never touches a condition that is `True` or
+//! `False`).
 //!
 //! What it must not do: judge IPAddress objects other allocators manage (upstream counts only
 //! its own allocator's), or need a ServiceCIDR to be ready to cover another — upstream counts
 //! any ServiceCIDR that contains the range or the address, terminating ones too.
 //!
-//! Writes are upstream's: the finalizer is added and removed as kube-controller-manager
-//! (upstream patches it), the condition is applied to `/status` with the field manager
-//! `service-cidr-controller` and force; each write is made on the resourceVersion the decision
-//! was read at, and a sync that loses a race or fails is tried again.
+//! Writes are upstream's, made as the service account `kube-system/service-cidrs-controller`:
+//! the finalizer is added and removed as kube-controller-manager (upstream patches it), the
+//! condition is applied to `/status` with the field manager `service-cidr-controller` and
+//! force. Ironplane's own care: each write is made on the resourceVersion the decision was read
+//! at, a sync that loses a race or fails is tried again, and nothing is judged before both the
+//! ServiceCIDRs and the IPAddresses have been listed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -30,6 +34,7 @@ use std::time::Duration;
 
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
+use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::{self, Delta};
 use apiserver::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
@@ -44,6 +49,9 @@ use crate::strategies::service_alloc::IPALLOCATOR_MANAGER;
 pub const FINALIZER: &str = "networking.k8s.io/service-cidr-finalizer";
 /// Upstream's controller name, its field manager for the condition.
 const CONTROLLER_NAME: &str = "service-cidr-controller";
+/// The service account kube-controller-manager runs it as (`--use-service-account-credentials`;
+/// the `system:controller:service-cidrs-controller` role of the bootstrap policy).
+const ACCOUNT: &str = "service-cidrs-controller";
 /// `deletionGracePeriod`: how long after its deletion a ServiceCIDR keeps its finalizer even
 /// when nothing blocks it, so that allocators stop using the range first.
 const DELETION_GRACE: Duration = Duration::from_secs(10);
@@ -146,6 +154,9 @@ struct Address {
 struct Cache {
     cidrs: BTreeMap<String, Vec<Prefix>>,
     addresses: BTreeMap<String, Address>,
+    /// Whether each reflector has delivered its first list (upstream's informers' `HasSynced`).
+    cidrs_listed: bool,
+    addresses_listed: bool,
 }
 
 /// An IPAddress the allocator manages (`containingServiceCIDRs` looks at no other).
@@ -236,6 +247,7 @@ impl Cache {
     fn apply(&mut self, change: Change, queue: &mut BTreeSet<String>) {
         match change {
             Change::Cidrs(Delta::Replace(items)) => {
+                self.cidrs_listed = true;
                 self.cidrs = items
                     .iter()
                     .map(|v| (v.name().to_string(), prefixes(v)))
@@ -258,6 +270,7 @@ impl Cache {
                 queue.insert(v.name().to_string());
             }
             Change::Addresses(Delta::Replace(items)) => {
+                self.addresses_listed = true;
                 self.addresses = items
                     .iter()
                     .filter_map(|v| Some((v.name().to_string(), allocator_address(v)?)))
@@ -325,6 +338,11 @@ pub async fn run(api: Arc<ApiResources>) {
                 }
             }
         }
+        // Nothing is judged before both lists are in (upstream waits for its caches): a
+        // ServiceCIDR's deletion must not look unblocked for want of the addresses.
+        if !(cache.cidrs_listed && cache.addresses_listed) {
+            continue;
+        }
         for name in std::mem::take(&mut queue) {
             later.remove(&name);
             match sync(&api, &cidrs, &cache, &name).await {
@@ -359,10 +377,10 @@ async fn sync(
             // changes.
             let condition = Condition {
                 status: "False",
-                reason: TERMINATING_REASON,
+                reason: Some(TERMINATING_REASON),
                 message: TERMINATING_MESSAGE,
             };
-            update_condition(api, store, &cidr, &condition).await?;
+            apply_ready(api, store, &cidr, &condition, CONTROLLER_NAME, &user()).await?;
             return Ok(None);
         }
         let since = super::expiry::parse_time(deleted)
@@ -378,18 +396,25 @@ async fn sync(
     let Some(cidr) = cidr else { return Ok(None) };
     let condition = Condition {
         status: "True",
-        reason: "",
+        reason: Some(""),
         message: READY_MESSAGE,
     };
-    update_condition(api, store, &cidr, &condition).await?;
+    apply_ready(api, store, &cidr, &condition, CONTROLLER_NAME, &user()).await?;
     Ok(None)
 }
 
-/// The `Ready` condition the controller wants.
-struct Condition {
-    status: &'static str,
-    reason: &'static str,
-    message: &'static str,
+/// The identity upstream's controller acts as.
+fn user() -> UserInfo {
+    super::kube_system_account(ACCOUNT)
+}
+
+/// A `Ready` condition to write. `reason: None` leaves the reason out of the applied
+/// configuration (upstream's default ServiceCIDR controller sets none; this controller applies
+/// its reason even when empty), so the field is not the manager's.
+pub(crate) struct Condition {
+    pub status: &'static str,
+    pub reason: Option<&'static str>,
+    pub message: &'static str,
 }
 
 /// Whether the object's `Ready` condition already says what `want` says (its time aside).
@@ -401,7 +426,9 @@ fn condition_matches(cidr: &Value, want: &Condition) -> bool {
         .find(|c| c["type"] == "Ready")
         .is_some_and(|c| {
             let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
-            s("status") == want.status && s("reason") == want.reason && s("message") == want.message
+            s("status") == want.status
+                && s("reason") == want.reason.unwrap_or("")
+                && s("message") == want.message
         })
 }
 
@@ -411,33 +438,39 @@ fn pinned(mut v: Value, rv: &str) -> Value {
     v
 }
 
-/// `updateConditionIfNeeded`: applies the condition to `/status` as `service-cidr-controller`,
-/// forcing conflicts, unless it is already there.
-async fn update_condition(
+/// `updateConditionIfNeeded`: applies the condition to `/status` as `manager`, forcing
+/// conflicts, unless it is already there. The API server's default ServiceCIDR controller
+/// (`bootstrap`) writes its condition the same way, as its own manager.
+pub(crate) async fn apply_ready(
     api: &ApiResources,
     store: &RegistryStore,
     cidr: &Value,
     want: &Condition,
+    manager: &str,
+    user: &UserInfo,
 ) -> Result<(), String> {
     if condition_matches(cidr, want) {
         return Ok(());
     }
     let managed = api
-        .internal_write(store, CONTROLLER_NAME)
+        .internal_write(store, manager)
         .managed_fields
         .ok_or("server-side apply needs the OpenAPI schemas")?;
     let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    let mut condition = json!({
+        "type": "Ready",
+        "status": want.status,
+        "message": want.message,
+        "lastTransitionTime": now,
+    });
+    if let Some(reason) = want.reason {
+        condition["reason"] = json!(reason);
+    }
     let config = json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "ServiceCIDR",
         "metadata": {"name": cidr.name()},
-        "status": {"conditions": [{
-            "type": "Ready",
-            "status": want.status,
-            "reason": want.reason,
-            "message": want.message,
-            "lastTransitionTime": now,
-        }]},
+        "status": {"conditions": [condition]},
     });
     let rv = cidr.resource_version().to_string();
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
@@ -450,15 +483,8 @@ async fn update_condition(
         subresource: "status".into(),
         ..UpdateOptions::default()
     };
-    let user = super::kube_system_account(CONTROLLER_NAME);
     match store
-        .update(
-            &Requester { user: &user },
-            "",
-            cidr.name(),
-            &mut updater,
-            &opts,
-        )
+        .update(&Requester { user }, "", cidr.name(), &mut updater, &opts)
         .await
     {
         Ok(_) => Ok(()),
@@ -495,7 +521,7 @@ async fn set_finalizer(
         write: api.internal_write(store, super::CONTROLLER_MANAGER),
         ..UpdateOptions::default()
     };
-    let user = super::kube_system_account(CONTROLLER_NAME);
+    let user = user();
     match store
         .update(
             &Requester { user: &user },
@@ -537,6 +563,7 @@ mod tests {
                     (ip.to_string(), a)
                 })
                 .collect(),
+            ..Cache::default()
         }
     }
 
@@ -629,10 +656,22 @@ mod tests {
     }
 
     #[test]
+    fn both_lists_must_be_in_before_anything_is_judged() {
+        let mut c = Cache::default();
+        let mut q = BTreeSet::new();
+        let cidr = json!({"metadata": {"name": "extra"}, "spec": {"cidrs": ["10.96.0.0/28"]}});
+        c.apply(Change::Cidrs(Delta::Replace(vec![cidr])), &mut q);
+        assert!(c.cidrs_listed && !c.addresses_listed);
+        c.apply(Change::Addresses(Delta::Replace(vec![])), &mut q);
+        assert!(c.cidrs_listed && c.addresses_listed);
+        assert_eq!(q, BTreeSet::from(["extra".into()]));
+    }
+
+    #[test]
     fn the_condition_is_rewritten_only_when_it_says_something_else() {
         let ready = Condition {
             status: "True",
-            reason: "",
+            reason: Some(""),
             message: READY_MESSAGE,
         };
         let with = |c: Value| json!({"status": {"conditions": [c]}});
