@@ -20,12 +20,18 @@
 //! deleted no sooner than tomorrow's sync; a use of the token, even refused, moves its last-used
 //! day to today and so keeps it another period.
 //!
-//! Ironplane's one difference: syncs come every `min(24h, period)` rather than every 24 h, so a
-//! period of seconds (for tests) is judged at that pace; the default period (a year) syncs daily
-//! as upstream.
+//! Writes are upstream's: the label is added as `kube-controller-manager` to the Secret as it
+//! now is, on the condition only that its uid is still the one judged (upstream's merge patch
+//! names the uid, not the resourceVersion); the deletion is made on the resourceVersion that
+//! was judged. Either failing leaves the Secret to the next sync.
+//!
+//! Ironplane's one difference: syncs come every `min(24h, period)` (and no more often than
+//! every second) rather than every 24 h, so a period shorter than a day (for tests) is judged
+//! at that pace; with any period of a day or more, the default a year, it syncs daily as
+//! upstream.
 //!
 //! What it must not do: touch Secrets it cannot prove auto-generated (not listed by their
-//! account), or act on stale reads (writes are made on the resourceVersion that was judged).
+//! account), or Secrets a Pod of their namespace names.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -46,6 +52,8 @@ use crate::serviceaccount::{INVALID_SINCE_LABEL, LAST_USED_LABEL};
 pub const DEFAULT_CLEAN_UP_PERIOD: Duration = Duration::from_secs(365 * 24 * 3600);
 /// `DefaultCleanerSyncInterval`.
 const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// The shortest pause between syncs, whatever the period (Ironplane's; see the module's notes).
+const MIN_SYNC_INTERVAL: Duration = Duration::from_secs(1);
 /// The ConfigMap in `kube-system` where the API server wrote when it began tracking the use
 /// of legacy tokens (`legacytokentracking.ConfigMapName`, key `since`).
 const TRACKING_CONFIGMAP: &str = "kube-apiserver-legacy-service-account-token-tracking";
@@ -266,7 +274,7 @@ pub async fn run(api: Arc<ApiResources>, period: Duration) {
         pods,
         configmaps,
     };
-    let interval = period.min(DEFAULT_SYNC_INTERVAL);
+    let interval = period.clamp(MIN_SYNC_INTERVAL, DEFAULT_SYNC_INTERVAL);
     let period = TimeDelta::from_std(period).unwrap_or(TimeDelta::MAX);
     loop {
         if let Err(e) = evaluate(&api, &stores, period).await {
@@ -344,10 +352,10 @@ async fn evaluate(api: &ApiResources, stores: &Stores, period: TimeDelta) -> Res
                     .map(|_| ())
             }
         };
-        // A Secret changed or gone since it was read is judged again at the next sync.
+        // A Secret gone or replaced since it was read, or changed before its deletion (the
+        // delete's precondition), is judged again at the next sync, as upstream skips it.
         if let Err(s) = outcome
-            && s.code != 404
-            && s.code != 409
+            && !matches!(s.code, 404 | 409 | 410)
         {
             tracing::warn!(secret = %format!("{ns}/{name}"), error = %s.message, "legacy service account token cleaning failed");
         }
@@ -355,8 +363,8 @@ async fn evaluate(api: &ApiResources, stores: &Stores, period: TimeDelta) -> Res
     Ok(())
 }
 
-/// Labels the Secret invalid since `day` (upstream: a merge patch naming its uid), on the
-/// resourceVersion it was judged at.
+/// Labels the Secret invalid since `day` as upstream's merge patch naming its uid does: on the
+/// Secret as it now is, whatever its resourceVersion, unless it was replaced since it was read.
 async fn invalidate(
     api: &ApiResources,
     store: &RegistryStore,
@@ -364,12 +372,20 @@ async fn invalidate(
     secret: &Value,
     day: &str,
 ) -> Result<(), Status> {
-    let mut labelled = secret.clone();
-    if !labelled["metadata"]["labels"].is_object() {
-        labelled["metadata"]["labels"] = json!({});
-    }
-    labelled["metadata"]["labels"][INVALID_SINCE_LABEL] = json!(day);
-    let mut updater = |_: Option<&Value>| Ok(labelled.clone());
+    let uid = secret.uid().to_string();
+    let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
+        let mut s = current
+            .cloned()
+            .ok_or_else(|| Status::gone("the secret is gone"))?;
+        if s.uid() != uid {
+            return Err(Status::gone("the secret was replaced"));
+        }
+        if !s["metadata"]["labels"].is_object() {
+            s["metadata"]["labels"] = json!({});
+        }
+        s["metadata"]["labels"][INVALID_SINCE_LABEL] = json!(day);
+        Ok(s)
+    };
     let opts = UpdateOptions {
         write: api.internal_write(store, super::CONTROLLER_MANAGER),
         ..UpdateOptions::default()
