@@ -483,6 +483,17 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             ),
         );
     }
+    if on("service-cidr-controller") {
+        tokio::spawn(ironplane_kube::controllers::service_cidr::run(
+            resources.clone(),
+        ));
+    }
+    if on("legacy-serviceaccount-token-cleaner-controller") {
+        tokio::spawn(ironplane_kube::controllers::legacy_token_cleaner::run(
+            resources.clone(),
+            opts.legacy_service_account_token_clean_up_period,
+        ));
+    }
     if on("token-cleaner-controller") {
         tokio::spawn(ironplane_kube::controllers::bootstrap::run_token_cleaner(
             resources.clone(),

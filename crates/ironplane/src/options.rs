@@ -166,6 +166,11 @@ pub struct Options {
     /// lifetime of those whose request asks none (kube-controller-manager's flag).
     #[arg(long, default_value = "8760h0m0s", value_parser = parse_duration)]
     pub cluster_signing_duration: Duration,
+    /// How long an auto-generated legacy service account token goes unused before the
+    /// in-process legacy token cleaner marks it invalid, and how long it stays invalid before
+    /// it is deleted (kube-controller-manager's flag; a year by default).
+    #[arg(long, default_value = "8760h0m0s", value_parser = parse_duration)]
+    pub legacy_service_account_token_clean_up_period: Duration,
     /// The controllers Ironplane runs in-process, with kube-controller-manager's syntax and
     /// names: `*` (every controller on by default), `name` (on), `-name` (off), comma-separated.
     /// Every kube-controller-manager name is accepted; controllers Ironplane does not implement
@@ -272,7 +277,14 @@ impl Options {
             &self.service_node_port_range,
         )?;
         self.admission_plugins()?;
-        self.controller_selection()?;
+        if self
+            .controller_selection()?
+            .enabled("legacy-serviceaccount-token-cleaner-controller")
+        {
+            ironplane_kube::controllers::legacy_token_cleaner::check_period(
+                self.legacy_service_account_token_clean_up_period,
+            )?;
+        }
         self.validate_authorization()?;
         self.validate_authentication()?;
         Ok(())

@@ -17,6 +17,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 use storage::{ListOptions, ResourceVersion};
 
+use crate::controllers::service_cidr::{Condition, apply_ready};
 use crate::strategies::ServiceIpAllocator;
 use crate::strategies::service_alloc::{
     IPALLOCATOR_MANAGER, apiserver_user, held_ips, ip_address_object,
@@ -61,6 +62,9 @@ fn served<'a>(
     api.get(group, version, resource)
         .ok_or_else(|| format!("{resource} are not served"))
 }
+
+/// Upstream's default ServiceCIDR controller, the field manager of its condition.
+const DEFAULT_SERVICE_CIDR_MANAGER: &str = "kubernetes-service-cidr-controller";
 
 /// The manager upstream's own writes are recorded under (its loopback clients' User-Agent).
 pub(crate) const API_SERVER_MANAGER: &str = "kube-apiserver";
@@ -167,7 +171,11 @@ fn now() -> String {
 }
 
 /// The ServiceCIDR for `--service-cluster-ip-range`, Ready as upstream's default ServiceCIDR
-/// controller marks it when its CIDRs are the flag's.
+/// controller (`syncStatus`) marks it: only when its CIDRs are the flag's, it is not being
+/// deleted, and it has no `Ready` condition or an `Unknown` one, applied as
+/// `kubernetes-service-cidr-controller`. Any other condition is the ServiceCIDR controller's
+/// (`controllers::service_cidr`), which also gives this one its finalizer; neither undoes the
+/// other.
 async fn ensure_default_service_cidr(
     api: &ApiResources,
     allocator: &ServiceIpAllocator,
@@ -188,34 +196,31 @@ async fn ensure_default_service_cidr(
         .map_err(|s| s.message)?
         .value()
         .map_err(|e| e.to_string())?;
-    let ready = current
+    let decided = current
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        .any(|c| c["type"] == "Ready" && c["status"] != "Unknown");
     let matches = current.pointer("/spec/cidrs") == Some(&json!([allocator.cidr()]));
-    if ready || !matches || current.deletion_timestamp().is_some() {
+    if decided || !matches || current.deletion_timestamp().is_some() {
         return Ok(());
     }
-    let condition = json!({
-        "type": "Ready", "status": "True", "lastTransitionTime": now(),
-        "reason": "", "message": "Kubernetes default Service CIDR is ready",
-    });
-    let mut updater = |cur: Option<&Value>| {
-        let mut obj = cur.cloned().unwrap_or(Value::Null);
-        obj["status"] = json!({"conditions": [condition.clone()]});
-        Ok(obj)
+    let condition = Condition {
+        status: "True",
+        reason: None,
+        message: "Kubernetes default Service CIDR is ready",
     };
-    let opts = UpdateOptions {
-        subresource: "status".into(),
-        ..own_update(api, cidrs)
-    };
-    cidrs
-        .update(req, "", KUBERNETES, &mut updater, &opts)
-        .await
-        .map(|_| ())
-        .map_err(|s| format!("marking the default ServiceCIDR ready: {}", s.message))
+    apply_ready(
+        api,
+        cidrs,
+        &current,
+        &condition,
+        DEFAULT_SERVICE_CIDR_MANAGER,
+        req.user,
+    )
+    .await
+    .map_err(|e| format!("marking the default ServiceCIDR ready: {e}"))
 }
 
 fn kubernetes_ports(secure_port: u16) -> Value {

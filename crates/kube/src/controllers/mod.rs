@@ -15,10 +15,14 @@
 //! controllers (`bootstrap`: the token cleaner and the `cluster-info` signer), the last two over
 //! `expiry` (objects deleted when a time they carry has passed), and the CSR approving and
 //! cleaner controllers (`csr_approving`: kubelet client requests approved after an access
-//! review of their requester; `csr_cleaner`: old requests deleted), and the
+//! review of their requester; `csr_cleaner`: old requests deleted), the
 //! validatingadmissionpolicy-status controller (`validatingadmissionpolicy_status`: a policy's
-//! `status.typeChecking` and `observedGeneration` for each new generation). `selection` is
-//! `--controllers`: which of them run, by kube-controller-manager's names.
+//! `status.typeChecking` and `observedGeneration` for each new generation), the ServiceCIDR
+//! controller (`service_cidr`: every ServiceCIDR's finalizer and `Ready` condition, its deletion
+//! held while allocated addresses would be left outside every range) and the legacy service
+//! account token cleaner (`legacy_token_cleaner`: unused auto-generated token Secrets marked
+//! invalid, then deleted). `selection` is `--controllers`: which of them run, by
+//! kube-controller-manager's names.
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
 pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
@@ -31,9 +35,11 @@ pub mod csr_signing;
 mod endpoints;
 mod expiry;
 pub mod garbage_collector;
+pub mod legacy_token_cleaner;
 mod namespace;
 mod root_ca_publisher;
 pub mod selection;
+pub mod service_cidr;
 mod serviceaccount;
 pub mod serviceaccount_tokens;
 pub mod storage_protection;

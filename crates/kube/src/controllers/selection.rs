@@ -160,6 +160,8 @@ pub const RUN_IN_PROCESS: &[&str] = &[
     "validatingadmissionpolicy-status-controller",
     "bootstrap-signer-controller",
     "token-cleaner-controller",
+    "service-cidr-controller",
+    "legacy-serviceaccount-token-cleaner-controller",
 ];
 
 /// The `--controllers` list, checked and with its aliases resolved.

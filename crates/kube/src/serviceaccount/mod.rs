@@ -44,9 +44,9 @@ const GROUP: &str = "authentication.k8s.io";
 /// The issuer of legacy secret-based tokens (upstream `LegacyIssuer`).
 pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
 /// The label a legacy token's secret gets with the day it was last used.
-const LAST_USED_LABEL: &str = "kubernetes.io/legacy-token-last-used";
+pub(crate) const LAST_USED_LABEL: &str = "kubernetes.io/legacy-token-last-used";
 /// The label that marks a legacy token invalid.
-const INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
+pub(crate) const INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
 
 /// The service-account token options (kube-apiserver's `--service-account-*` and
 /// `--api-audiences` flags).

@@ -1,0 +1,483 @@
+//! Two of kube-controller-manager's controllers Ironplane runs, against the real binary with
+//! kubectl: the ServiceCIDR controller (finalizer and `Ready` condition; a deleted ServiceCIDR
+//! stays while an allocated cluster IP would be left outside every range) and the legacy
+//! service account token cleaner (unused auto-generated token Secrets labelled invalid, refused
+//! by authentication, then deleted); `--controllers` turns each off.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Server, wait_until};
+use serde_json::{Value, json};
+
+const FINALIZER: &str = "networking.k8s.io/service-cidr-finalizer";
+
+fn service_cidr(name: &str, cidr: &str) -> String {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+        "metadata": {"name": name},
+        "spec": {"cidrs": [cidr]},
+    })
+    .to_string()
+}
+
+/// An object with its managed fields, which `kubectl get` leaves out unless asked.
+fn get_with_managers(s: &Server, ns: &str, what: &str) -> Value {
+    let out = s.kubectl(&["-n", ns, "get", what, "-o", "json", "--show-managed-fields"]);
+    serde_json::from_str(&out).unwrap()
+}
+
+fn ready(cidr: &Value) -> Option<Value> {
+    cidr.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+}
+
+fn has_finalizer(cidr: &Value) -> bool {
+    cidr.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+}
+
+fn terminating(cidr: &Option<Value>) -> bool {
+    cidr.as_ref().and_then(ready).is_some_and(|c| {
+        c["status"] == "False"
+            && c["reason"] == "Terminating"
+            && c["message"]
+                == "There are still IPAddresses referencing the ServiceCIDR, please remove them or create a new ServiceCIDR"
+    })
+}
+
+#[test]
+fn a_new_servicecidr_becomes_ready_with_the_finalizer() {
+    let s = Server::start();
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &service_cidr("extra", "10.96.0.0/28"),
+    );
+    wait_until("the ServiceCIDR to be ready", 10, || {
+        s.get_json("", "servicecidr/extra")
+            .is_some_and(|c| has_finalizer(&c) && ready(&c).is_some_and(|r| r["status"] == "True"))
+    });
+    let cidr = get_with_managers(&s, "", "servicecidr/extra");
+    let condition = ready(&cidr).unwrap();
+    assert_eq!(condition["message"], "Kubernetes Service CIDR is ready");
+    assert_eq!(condition["reason"], "", "{condition}");
+    let managers: Vec<(String, String, String)> = cidr["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap_or("").to_string();
+            (s("manager"), s("operation"), s("subresource"))
+        })
+        .collect();
+    assert!(
+        managers.contains(&(
+            "service-cidr-controller".into(),
+            "Apply".into(),
+            "status".into()
+        )),
+        "{managers:?}"
+    );
+    assert!(
+        managers.contains(&(
+            "kube-controller-manager".into(),
+            "Update".into(),
+            String::new()
+        )),
+        "{managers:?}"
+    );
+    // The API server's default ServiceCIDR gets the finalizer too, and the controller's
+    // message, without the two writing it back and forth.
+    wait_until("the default ServiceCIDR's finalizer", 10, || {
+        s.get_json("", "servicecidr/kubernetes").is_some_and(|c| {
+            has_finalizer(&c)
+                && ready(&c).is_some_and(|r| r["message"] == "Kubernetes Service CIDR is ready")
+        })
+    });
+    let rv = |name: &str| {
+        s.get_json("", &format!("servicecidr/{name}")).unwrap()["metadata"]["resourceVersion"]
+            .clone()
+    };
+    let (before, extra_before) = (rv("kubernetes"), rv("extra"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        rv("kubernetes"),
+        before,
+        "the default ServiceCIDR is left alone"
+    );
+    assert_eq!(rv("extra"), extra_before);
+}
+
+/// A deleted ServiceCIDR keeps its finalizer, with `Ready=False` and reason `Terminating`, while
+/// a cluster IP allocated in it has no other ServiceCIDR, and goes when another ServiceCIDR
+/// covers the addresses or when the Service releases its address.
+#[test]
+fn a_deleted_servicecidr_stays_while_an_allocated_cluster_ip_needs_it() {
+    // The allocator's range is the default ServiceCIDR's: 10.0.0.0/24.
+    let s = Server::start();
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"clusterIP": "10.0.0.200", "ports": [{"port": 80}]},
+        })
+        .to_string(),
+    );
+    assert!(s.get_json("", "ipaddress/10.0.0.200").is_some());
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &service_cidr("upper", "10.0.0.128/25"),
+    );
+    wait_until("the default ServiceCIDR's finalizer", 10, || {
+        s.get_json("", "servicecidr/kubernetes")
+            .is_some_and(|c| has_finalizer(&c))
+    });
+    let default_uid = s.get_json("", "servicecidr/kubernetes").unwrap()["metadata"]["uid"].clone();
+
+    // The default range alone holds 10.0.0.1 (the `kubernetes` Service): it stays, past the
+    // grace period, saying why.
+    let deleted = Instant::now();
+    s.kubectl(&["delete", "servicecidr", "kubernetes", "--wait=false"]);
+    wait_until("the default ServiceCIDR to be terminating", 10, || {
+        terminating(&s.get_json("", "servicecidr/kubernetes"))
+    });
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(deleted.elapsed()));
+    assert!(
+        terminating(&s.get_json("", "servicecidr/kubernetes")),
+        "still held by 10.0.0.1"
+    );
+    // Another range covering the rest of the addresses lets it go.
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &service_cidr("lower", "10.0.0.0/25"),
+    );
+    wait_until("the default ServiceCIDR to go", 10, || {
+        s.get_json("", "servicecidr/kubernetes")
+            .is_none_or(|c| c["metadata"]["uid"] != default_uid)
+    });
+
+    // Now `upper` alone holds the Service's 10.0.0.200: it stays until the Service is deleted.
+    let deleted = Instant::now();
+    s.kubectl(&["delete", "servicecidr", "upper", "--wait=false"]);
+    wait_until("upper to be terminating", 10, || {
+        terminating(&s.get_json("", "servicecidr/upper"))
+    });
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(deleted.elapsed()));
+    assert!(
+        terminating(&s.get_json("", "servicecidr/upper")),
+        "still held by 10.0.0.200"
+    );
+    s.kubectl(&["delete", "service", "web"]);
+    wait_until(
+        "upper to go once the Service released its address",
+        10,
+        || s.get_json("", "servicecidr/upper").is_none(),
+    );
+    // `lower` holds nothing but 10.0.0.1, which it alone contains now.
+    assert!(
+        s.get_json("", "servicecidr/lower")
+            .is_some_and(|c| has_finalizer(&c))
+    );
+}
+
+/// A ServiceCIDR inside another goes once its grace period is over, whatever it holds.
+#[test]
+fn a_servicecidr_inside_another_goes_after_the_grace_period() {
+    let s = Server::start();
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &service_cidr("upper", "10.0.0.128/25"),
+    );
+    wait_until("upper's finalizer", 10, || {
+        s.get_json("", "servicecidr/upper")
+            .is_some_and(|c| has_finalizer(&c))
+    });
+    let deleted = Instant::now();
+    s.kubectl(&["delete", "servicecidr", "upper", "--wait=false"]);
+    std::thread::sleep(Duration::from_secs(5));
+    let held = s.get_json("", "servicecidr/upper");
+    assert!(
+        held.as_ref()
+            .is_some_and(|c| !terminating(&Some(c.clone()))),
+        "kept through the grace period, not blocked: {held:?}"
+    );
+    wait_until("upper to go", 15, || {
+        s.get_json("", "servicecidr/upper").is_none()
+    });
+    // deletionTimestamp has whole seconds: the grace period counts from up to a second before
+    // the deletion.
+    let waited = deleted.elapsed();
+    assert!(waited >= Duration::from_secs(9), "gone after {waited:?}");
+}
+
+fn today() -> String {
+    chrono::Utc::now().format("%Y-%m-%d").to_string()
+}
+
+fn label(v: &Option<Value>, key: &str) -> Option<String> {
+    v.as_ref()?
+        .pointer("/metadata/labels")?
+        .get(key)?
+        .as_str()
+        .map(str::to_string)
+}
+
+const INVALID_SINCE: &str = "kubernetes.io/legacy-token-invalid-since";
+const LAST_USED: &str = "kubernetes.io/legacy-token-last-used";
+
+/// Legacy token Secrets of the account `robot` in `default`, filled in by the tokens
+/// controller; their tokens, by name.
+fn legacy_tokens(s: &Server, names: &[&str]) -> Vec<String> {
+    s.kubectl(&["create", "serviceaccount", "robot"]);
+    for name in names {
+        s.kubectl_stdin(
+            &["create", "-f", "-"],
+            &json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": "default",
+                             "annotations": {"kubernetes.io/service-account.name": "robot"}},
+                "type": "kubernetes.io/service-account-token",
+            })
+            .to_string(),
+        );
+    }
+    names
+        .iter()
+        .map(|name| {
+            let mut token = None;
+            wait_until("the token filled in", 10, || {
+                token = s
+                    .get_json("default", &format!("secret/{name}"))
+                    .and_then(|v| v["data"]["token"].as_str().map(str::to_string));
+                token.is_some()
+            });
+            let raw =
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, token.unwrap())
+                    .unwrap();
+            String::from_utf8(raw).unwrap()
+        })
+        .collect()
+}
+
+/// The account lists its Secrets, as the tokens controller of old did: they are auto-generated.
+fn list_secrets(s: &Server, names: &[&str]) {
+    let refs: Vec<Value> = names.iter().map(|n| json!({"name": n})).collect();
+    s.kubectl(&[
+        "patch",
+        "serviceaccount",
+        "robot",
+        "-p",
+        &json!({"secrets": refs}).to_string(),
+    ]);
+}
+
+/// Tracking began long ago (the API server writes the day it started, in a post-start hook).
+fn backdate_tracking(s: &Server) {
+    wait_until("the legacy token tracking ConfigMap", 10, || {
+        s.get_json(
+            "kube-system",
+            "configmap/kube-apiserver-legacy-service-account-token-tracking",
+        )
+        .is_some()
+    });
+    s.kubectl(&[
+        "patch",
+        "configmap",
+        "-n",
+        "kube-system",
+        "kube-apiserver-legacy-service-account-token-tracking",
+        "-p",
+        r#"{"data":{"since":"2020-01-01"}}"#,
+    ]);
+}
+
+fn whoami(s: &Server, token: &str) -> std::process::Output {
+    s.kubectl_with_token(
+        token,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    )
+}
+
+#[test]
+fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
+    let s = Server::start_with(&["--legacy-service-account-token-clean-up-period=2s"]);
+    wait_until("the default ServiceAccount", 10, || {
+        s.get_json("default", "serviceaccount/default").is_some()
+    });
+    let tokens = legacy_tokens(&s, &["unused-token", "mounted-token", "used-token"]);
+    // Used today (while still a manual secret, so the cleaner cannot touch it yet).
+    let who = whoami(&s, &tokens[2]);
+    assert!(
+        who.status.success(),
+        "{}",
+        String::from_utf8_lossy(&who.stderr)
+    );
+    wait_until("the last-used label", 10, || {
+        label(&s.get_json("default", "secret/used-token"), LAST_USED) == Some(today())
+    });
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "mounts", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                     "volumes": [{"name": "t", "secret": {"secretName": "mounted-token"}}]},
+        })
+        .to_string(),
+    );
+    backdate_tracking(&s);
+    list_secrets(&s, &["unused-token", "mounted-token", "used-token"]);
+
+    wait_until("the unused token marked invalid", 15, || {
+        label(&s.get_json("default", "secret/unused-token"), INVALID_SINCE) == Some(today())
+    });
+    let marked = get_with_managers(&s, "default", "secret/unused-token");
+    assert!(
+        marked["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["manager"] == "kube-controller-manager" && m["operation"] == "Update"),
+        "{marked}"
+    );
+    // Refused from now on.
+    wait_until("the invalidated token refused", 10, || {
+        !whoami(&s, &tokens[0]).status.success()
+    });
+    let refused = whoami(&s, &tokens[0]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("Unauthorized"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    // Another sync or two: the mounted and the used tokens are left alone.
+    std::thread::sleep(Duration::from_secs(5));
+    for name in ["mounted-token", "used-token"] {
+        let secret = s.get_json("default", &format!("secret/{name}"));
+        assert_eq!(label(&secret, INVALID_SINCE), None, "{name}");
+    }
+    assert!(whoami(&s, &tokens[1]).status.success());
+    // The refused use counted as a use today; the invalid mark is a day old at most, and days
+    // are what upstream compares. Make both older than the period, as tomorrow would.
+    wait_until("the refused use recorded", 10, || {
+        label(&s.get_json("default", "secret/unused-token"), LAST_USED) == Some(today())
+    });
+    s.kubectl(&[
+        "label",
+        "secret",
+        "unused-token",
+        "--overwrite",
+        &format!("{INVALID_SINCE}=2020-01-02"),
+        &format!("{LAST_USED}=2020-01-02"),
+    ]);
+    wait_until("the invalid token deleted", 10, || {
+        s.get_json("default", "secret/unused-token").is_none()
+    });
+    assert!(s.get_json("default", "secret/mounted-token").is_some());
+    assert!(s.get_json("default", "secret/used-token").is_some());
+}
+
+/// `--controllers=*,-service-cidr-controller`: no finalizer or condition on a new ServiceCIDR,
+/// while the cleaner, still on, acts in the same time; the API server alone marks its default
+/// ServiceCIDR ready, as upstream's does.
+#[test]
+fn controllers_turns_the_service_cidr_controller_off() {
+    let s = Server::start_with(&[
+        "--controllers=*,-service-cidr-controller",
+        "--legacy-service-account-token-clean-up-period=1s",
+    ]);
+    wait_until("the default ServiceAccount", 10, || {
+        s.get_json("default", "serviceaccount/default").is_some()
+    });
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &service_cidr("extra", "10.96.0.0/28"),
+    );
+    legacy_tokens(&s, &["unused-token"]);
+    backdate_tracking(&s);
+    list_secrets(&s, &["unused-token"]);
+    wait_until("the cleaner, still on, to mark the token", 15, || {
+        label(&s.get_json("default", "secret/unused-token"), INVALID_SINCE).is_some()
+    });
+    let cidr = s.get_json("", "servicecidr/extra").unwrap();
+    assert!(!has_finalizer(&cidr), "{cidr}");
+    assert_eq!(ready(&cidr), None);
+    let default = get_with_managers(&s, "", "servicecidr/kubernetes");
+    assert!(!has_finalizer(&default), "{default}");
+    assert_eq!(
+        ready(&default).unwrap()["message"],
+        "Kubernetes default Service CIDR is ready"
+    );
+    assert!(
+        default["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["manager"] == "kubernetes-service-cidr-controller"
+                && m["operation"] == "Apply"
+                && m["subresource"] == "status"),
+        "{default}"
+    );
+}
+
+/// `--controllers=*,-legacy-serviceaccount-token-cleaner-controller`: an unused auto-generated
+/// token stays unmarked through several periods, while the ServiceCIDR controller, still on,
+/// works.
+#[test]
+fn controllers_turns_the_legacy_token_cleaner_off() {
+    let s = Server::start_with(&[
+        "--controllers=*,-legacy-serviceaccount-token-cleaner-controller",
+        "--legacy-service-account-token-clean-up-period=1s",
+    ]);
+    wait_until("the default ServiceAccount", 10, || {
+        s.get_json("default", "serviceaccount/default").is_some()
+    });
+    legacy_tokens(&s, &["unused-token"]);
+    backdate_tracking(&s);
+    list_secrets(&s, &["unused-token"]);
+    let listed = Instant::now();
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &service_cidr("extra", "10.96.0.0/28"),
+    );
+    wait_until("the ServiceCIDR controller, still on, to act", 10, || {
+        s.get_json("", "servicecidr/extra")
+            .is_some_and(|c| has_finalizer(&c) && ready(&c).is_some())
+    });
+    // The cleaner, were it on, would have marked the token within two periods (a second each);
+    // absence can only be waited for.
+    std::thread::sleep(Duration::from_secs(4).saturating_sub(listed.elapsed()));
+    let secret = s.get_json("default", "secret/unused-token");
+    assert!(secret.is_some());
+    assert_eq!(label(&secret, INVALID_SINCE), None);
+}
+
+#[test]
+fn a_zero_clean_up_period_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironplane"))
+        .args(["--secure-port", "0", "--data-dir"])
+        .arg(dir.path())
+        .arg("--legacy-service-account-token-clean-up-period=0s")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "failed to init the legacy service account token cleaner: invalid CleanUpPeriod: 0s"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
