@@ -42,7 +42,7 @@ use apimachinery::object::ObjectExt;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{DeleteOptions, RegistryStore, Requester, UpdateOptions};
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 use storage::{ListOptions, ResourceVersion};
 
 use super::serviceaccount_tokens::{NAME_ANNOTATION, SECRET_TYPE, UID_ANNOTATION};
@@ -372,20 +372,8 @@ async fn invalidate(
     secret: &Value,
     day: &str,
 ) -> Result<(), Status> {
-    let uid = secret.uid().to_string();
-    let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
-        let mut s = current
-            .cloned()
-            .ok_or_else(|| Status::gone("the secret is gone"))?;
-        if s.uid() != uid {
-            return Err(Status::gone("the secret was replaced"));
-        }
-        if !s["metadata"]["labels"].is_object() {
-            s["metadata"]["labels"] = json!({});
-        }
-        s["metadata"]["labels"][INVALID_SINCE_LABEL] = json!(day);
-        Ok(s)
-    };
+    let mut updater =
+        crate::serviceaccount::label_token_secret(secret.uid(), INVALID_SINCE_LABEL, day);
     let opts = UpdateOptions {
         write: api.internal_write(store, super::CONTROLLER_MANAGER),
         ..UpdateOptions::default()
@@ -405,6 +393,7 @@ async fn invalidate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn t(s: &str) -> DateTime<Utc> {
         super::super::expiry::parse_time(s).unwrap()

@@ -45,6 +45,30 @@ const GROUP: &str = "authentication.k8s.io";
 pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
 /// The label a legacy token's secret gets with the day it was last used.
 pub(crate) const LAST_USED_LABEL: &str = "kubernetes.io/legacy-token-last-used";
+
+/// The update that sets `label` to `value` on a legacy token's Secret as upstream's merge
+/// patches naming the Secret's uid do (the authenticator's last-used date, the cleaner's
+/// invalid-since date): on the Secret as it now is, whatever its resourceVersion, unless it was
+/// replaced or is gone.
+pub(crate) fn label_token_secret<'a>(
+    uid: &'a str,
+    label: &'a str,
+    value: &'a str,
+) -> impl FnMut(Option<&Value>) -> Result<Value, Status> + 'a {
+    move |current| {
+        let mut s = current
+            .cloned()
+            .ok_or_else(|| Status::gone("the secret is gone"))?;
+        if s.uid() != uid {
+            return Err(Status::gone("the secret was replaced"));
+        }
+        if !s["metadata"]["labels"].is_object() {
+            s["metadata"]["labels"] = json!({});
+        }
+        s["metadata"]["labels"][label] = json!(value);
+        Ok(s)
+    }
+}
 /// The label that marks a legacy token invalid.
 pub(crate) const INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
 
@@ -680,19 +704,7 @@ impl Tokens {
         };
         tokio::spawn(async move {
             let user = crate::controllers::controller_user();
-            let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
-                let mut s = current
-                    .cloned()
-                    .ok_or_else(|| Status::gone("the secret is gone"))?;
-                if s.uid() != uid {
-                    return Err(Status::gone("the secret was replaced"));
-                }
-                if !s["metadata"]["labels"].is_object() {
-                    s["metadata"]["labels"] = json!({});
-                }
-                s["metadata"]["labels"][LAST_USED_LABEL] = json!(today);
-                Ok(s)
-            };
+            let mut updater = label_token_secret(&uid, LAST_USED_LABEL, &today);
             if let Err(e) = store
                 .update(
                     &apiserver::registry::Requester { user: &user },
