@@ -132,18 +132,6 @@ impl GenericApiServer {
         self.infos()
     }
 
-    /// The hash `/openapi/v3`'s index gives the document at `path` (`api/v1`, `apis/apps/v1`),
-    /// which changes with its content; `None` when nothing is served there.
-    pub fn openapi_v3_hash(&self, path: &str) -> Option<String> {
-        if let Some(doc) = self.config.openapi.v3.get(path) {
-            return Some(crate::openapi::content_hash(&doc.0));
-        }
-        self.chain
-            .iter()
-            .flat_map(|d| d.openapi_v3_paths())
-            .find_map(|(p, hash)| (p == path).then_some(hash))
-    }
-
     /// The JSON of the document `/openapi/v3/<path>` serves: the server's own, else a
     /// delegate's (custom resources).
     pub fn openapi_v3_json(&self, path: &str) -> Option<Vec<u8>> {

@@ -272,47 +272,46 @@ pub fn kinds_for(resources: &[ResourceInfo], gvr: &GroupVersionResource) -> Vec<
 
 /// The kinds and schemas a server serves: its resources as discovery lists them, and its
 /// `/openapi/v3` documents (built-in kinds and custom resources alike, as a controller outside
-/// the server reads them). Documents are parsed once per content.
+/// the server reads them).
 pub struct ServedTypes {
     server: Arc<GenericApiServer>,
-    /// By path: the document's hash and its parsed JSON.
-    documents: Mutex<HashMap<String, (String, Arc<Value>)>>,
 }
 
 impl ServedTypes {
     pub fn new(server: Arc<GenericApiServer>) -> Self {
-        ServedTypes {
-            server,
-            documents: Mutex::default(),
-        }
+        ServedTypes { server }
     }
 
-    /// A view for one policy: the served resources read once.
+    /// A view for one policy: the served resources read once, each document parsed at most once
+    /// and dropped with the view. Parsed documents are not kept between checks: a group's is
+    /// several MiB as JSON values, and policies change seldom, so an idle server holds none.
     pub fn snapshot(&self) -> ServedSnapshot<'_> {
         ServedSnapshot {
             types: self,
             resources: self.server.served_resources(),
+            documents: Mutex::default(),
         }
-    }
-
-    fn document(&self, path: &str) -> Option<Arc<Value>> {
-        let hash = self.server.openapi_v3_hash(path)?;
-        let mut documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((h, doc)) = documents.get(path)
-            && *h == hash
-        {
-            return Some(doc.clone());
-        }
-        let json = self.server.openapi_v3_json(path)?;
-        let doc: Arc<Value> = Arc::new(serde_json::from_slice(&json).ok()?);
-        documents.insert(path.to_string(), (hash, doc.clone()));
-        Some(doc)
     }
 }
 
 pub struct ServedSnapshot<'a> {
     types: &'a ServedTypes,
     resources: Vec<ResourceInfo>,
+    /// By path, the documents this check has parsed.
+    documents: Mutex<HashMap<String, Option<Arc<Value>>>>,
+}
+
+impl ServedSnapshot<'_> {
+    fn document(&self, path: &str) -> Option<Arc<Value>> {
+        let mut documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        documents
+            .entry(path.to_string())
+            .or_insert_with(|| {
+                let json = self.types.server.openapi_v3_json(path)?;
+                serde_json::from_slice(&json).ok().map(Arc::new)
+            })
+            .clone()
+    }
 }
 
 impl TypeSource for ServedSnapshot<'_> {
@@ -325,7 +324,7 @@ impl TypeSource for ServedSnapshot<'_> {
             "" => format!("api/{}", gvk.version),
             group => format!("apis/{group}/{}", gvk.version),
         };
-        let doc = self.types.document(&path)?;
+        let doc = self.document(&path)?;
         resolver::schema_of(&doc, gvk)
     }
 }
