@@ -22,12 +22,15 @@
 //!
 //! # Reads
 //! A few read connections (WAL lets them read while the writer writes) used from
-//! `spawn_blocking`. Each read runs in its own read transaction, i.e. on one snapshot.
+//! `spawn_blocking`. Each read runs in its own read transaction, i.e. on one snapshot. A read
+//! waits for a pooled connection rather than open another: a new connection parses the schema
+//! and prepares its statements again.
 //!
 //! # Watches
 //! A watch subscribes to the broadcast *before* it reads history, replays the history rows after
-//! its start revision from SQLite, then serves live batches, skipping every event at or below the
-//! last revision it delivered: no gap, no duplicate. A watch that falls behind the broadcast
+//! its start revision from SQLite (nothing to read when it starts at the newest revision), then
+//! serves live batches, skipping every event at or below the last revision it delivered: no gap,
+//! no duplicate. A watch that falls behind the broadcast
 //! (lagged) goes back to reading history from SQLite. When a batch holds nothing for the watch's
 //! prefix, the watch sends a `KvEvent::Progress` (coalesced while batches are queued), as etcd's
 //! progress notifications do, so that caches know they are up to date.
