@@ -21,7 +21,8 @@
 //! controller (`service_cidr`: every ServiceCIDR's finalizer and `Ready` condition, its deletion
 //! held while allocated addresses would be left outside every range) and the legacy service
 //! account token cleaner (`legacy_token_cleaner`: unused auto-generated token Secrets marked
-//! invalid, then deleted). `selection` is `--controllers`: which of them run, by
+//! invalid, then deleted). `events` is their event recorder: the Events upstream's namesakes
+//! record, written as client-go's recorder writes them. `selection` is `--controllers`: which of them run, by
 //! kube-controller-manager's names.
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
@@ -33,6 +34,7 @@ pub mod csr_approving;
 pub mod csr_cleaner;
 pub mod csr_signing;
 mod endpoints;
+mod events;
 mod expiry;
 pub mod garbage_collector;
 pub mod legacy_token_cleaner;

@@ -25,7 +25,8 @@
 //! condition is applied to `/status` with the field manager `service-cidr-controller` and
 //! force. Ironplane's own care: each write is made on the resourceVersion the decision was read
 //! at, a sync that loses a race or fails is tried again, and nothing is judged before both the
-//! ServiceCIDRs and the IPAddresses have been listed.
+//! ServiceCIDRs and the IPAddresses have been listed. A failed write of `Ready=True` records
+//! upstream's Warning `KubernetesServiceCIDRError` on the ServiceCIDR.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -43,11 +44,12 @@ use serde_json::{Value, json};
 use storage::ResourceVersion;
 use tokio::time::Instant;
 
+use super::events::{ObjectReference, Recorder};
 use crate::strategies::service_alloc::IPALLOCATOR_MANAGER;
 
 /// `ServiceCIDRProtectionFinalizer`.
 pub const FINALIZER: &str = "networking.k8s.io/service-cidr-finalizer";
-/// Upstream's controller name, its field manager for the condition.
+/// Upstream's controller name: its field manager for the condition and its event source.
 const CONTROLLER_NAME: &str = "service-cidr-controller";
 /// The service account kube-controller-manager runs it as (`--use-service-account-credentials`;
 /// the `system:controller:service-cidrs-controller` role of the bootstrap policy).
@@ -62,6 +64,8 @@ const LABEL_MANAGED_BY: &str = "ipaddress.kubernetes.io/managed-by";
 const LABEL_IP_FAMILY: &str = "ipaddress.kubernetes.io/ip-family";
 
 const READY_MESSAGE: &str = "Kubernetes Service CIDR is ready";
+/// The `KubernetesServiceCIDRError` Event's message, when `Ready=True` cannot be written.
+const READY_ERROR_MESSAGE: &str = "The ServiceCIDR Status can not be set to Ready=True";
 const TERMINATING_REASON: &str = "Terminating";
 const TERMINATING_MESSAGE: &str = "There are still IPAddresses referencing the ServiceCIDR, please remove them or create a new ServiceCIDR";
 
@@ -310,6 +314,7 @@ pub async fn run(api: Arc<ApiResources>) {
     tokio::spawn(reflector::run(addresses, move |d| {
         let _ = tx.send(Change::Addresses(d));
     }));
+    let events = Recorder::start(&api, CONTROLLER_NAME, ACCOUNT);
     let mut cache = Cache::default();
     let mut queue: BTreeSet<String> = BTreeSet::new();
     // ServiceCIDRs to look at again later: in their grace period, or after a failed sync.
@@ -345,7 +350,7 @@ pub async fn run(api: Arc<ApiResources>) {
         }
         for name in std::mem::take(&mut queue) {
             later.remove(&name);
-            match sync(&api, &cidrs, &cache, &name).await {
+            match sync(&api, &cidrs, &cache, &events, &name).await {
                 Ok(None) => {}
                 Ok(Some(after)) => {
                     later.insert(name, Instant::now() + after);
@@ -364,6 +369,7 @@ async fn sync(
     api: &ApiResources,
     store: &RegistryStore,
     cache: &Cache,
+    events: &Recorder,
     name: &str,
 ) -> Result<Option<Duration>, String> {
     let cidr = match store.get("", name, ResourceVersion::Unset).await {
@@ -392,14 +398,20 @@ async fn sync(
         set_finalizer(api, store, &cidr, false).await?;
         return Ok(None);
     }
-    let cidr = set_finalizer(api, store, &cidr, true).await?;
+    let read = cidr;
+    let cidr = set_finalizer(api, store, &read, true).await?;
     let Some(cidr) = cidr else { return Ok(None) };
     let condition = Condition {
         status: "True",
         reason: Some(""),
         message: READY_MESSAGE,
     };
-    apply_ready(api, store, &cidr, &condition, CONTROLLER_NAME, &user()).await?;
+    if let Err(e) = apply_ready(api, store, &cidr, &condition, CONTROLLER_NAME, &user()).await {
+        // On the ServiceCIDR as the sync read it, as upstream's lister object.
+        let object = ObjectReference::to("networking.k8s.io/v1", "ServiceCIDR", &read);
+        events.warning(&object, "KubernetesServiceCIDRError", READY_ERROR_MESSAGE);
+        return Err(e);
+    }
     Ok(None)
 }
 

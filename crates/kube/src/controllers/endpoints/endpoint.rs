@@ -7,7 +7,8 @@
 //! `service.kubernetes.io/headless` for a headless Service, the last-change trigger time, and
 //! `endpoints.kubernetes.io/over-capacity: truncated` past 1000 addresses. A Service's
 //! Endpoints go when it goes; at start, Endpoints whose Service is gone are deleted. Nothing is
-//! written when nothing changed.
+//! written when nothing changed. A failed create or update records upstream's Warning
+//! (`FailedToCreateEndpoint`, `FailedToUpdateEndpoint`).
 //!
 //! One difference: upstream writes `nodeName: ""` for a pod that is not scheduled, which
 //! validation refuses, so such a pod's Service gets no Endpoints; here the field is left out.
@@ -24,6 +25,7 @@ use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, key_of
 use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer, namespace_closed};
 use super::subsets::{self, Address, ObjectRef, Port, Subset};
 use super::{ANNOTATION_LEADER, ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS};
+use crate::controllers::events::{ObjectReference, Recorder};
 
 /// `endpoints.kubernetes.io/managed-by` and its value.
 const LABEL_MANAGED_BY: &str = "endpoints.kubernetes.io/managed-by";
@@ -64,6 +66,7 @@ pub async fn run(api: Arc<ApiResources>) {
         write: api.internal_write(&endpoints, crate::controllers::CONTROLLER_MANAGER),
         store: endpoints.clone(),
         user: crate::controllers::kube_system_account("endpoint-controller"),
+        events: Recorder::start(&api, CONTROLLER_NAME, "endpoint-controller"),
     };
     let shared = Shared::new(State::default(), &["services", "pods", "endpoints"]);
     shared.watch(services, "services", on_services);
@@ -157,21 +160,50 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
             }
             Err(s) => Err(s.message),
         },
-        Action::Create(obj) => match writer.create(&key.0, obj).await {
-            Ok(created) => {
-                shared.update(|inner| inner.state.endpoints.wrote(created));
-                Ok(())
+        Action::Create(obj) => {
+            // Upstream's new Endpoints carry no namespace (the create names it in the path),
+            // so the Event's reference has none and the Event lands in `default`.
+            let mut object = ObjectReference::to("v1", "Endpoints", &obj);
+            object.namespace.clear();
+            match writer.create(&key.0, obj).await {
+                Ok(created) => {
+                    shared.update(|inner| inner.state.endpoints.wrote(created));
+                    Ok(())
+                }
+                Err(s) if namespace_closed(&s) => Ok(()),
+                Err(s) => {
+                    writer.events.warning(
+                        &object,
+                        "FailedToCreateEndpoint",
+                        format!(
+                            "Failed to create endpoint for service {}/{}: {}",
+                            key.0, key.1, s.message
+                        ),
+                    );
+                    Err(format!("creating endpoints: {}", s.message))
+                }
             }
-            Err(s) if namespace_closed(&s) => Ok(()),
-            Err(s) => Err(format!("creating endpoints: {}", s.message)),
-        },
-        Action::Update(obj) => match writer.update(obj).await {
-            Ok(updated) => {
-                shared.update(|inner| inner.state.endpoints.wrote(updated));
-                Ok(())
+        }
+        Action::Update(obj) => {
+            let object = ObjectReference::to("v1", "Endpoints", &obj);
+            match writer.update(obj).await {
+                Ok(updated) => {
+                    shared.update(|inner| inner.state.endpoints.wrote(updated));
+                    Ok(())
+                }
+                Err(s) => {
+                    writer.events.warning(
+                        &object,
+                        "FailedToUpdateEndpoint",
+                        format!(
+                            "Failed to update endpoint {}/{}: {}",
+                            key.0, key.1, s.message
+                        ),
+                    );
+                    Err(format!("updating endpoints: {}", s.message))
+                }
             }
-            Err(s) => Err(format!("updating endpoints: {}", s.message)),
-        },
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use super::model::{Key, key_of};
 use super::runtime::{Applied, Objects, Queue, Shared, Writer, namespace_closed};
 use super::slices::Slice;
 use super::{LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
+use crate::controllers::events::aggregate_errors;
 
 /// The changes a sync makes.
 #[derive(Debug, Default)]
@@ -26,57 +27,78 @@ pub(super) struct Plan {
     /// What could not be planned yet (the EndpointSlice controller's pods on nodes it does not
     /// know): the sync fails once the rest is written, so the key is tried again later.
     pub errors: Vec<String>,
+    /// Warnings to record on the object mirrored from (reason, message), before the writes.
+    pub warnings: Vec<(&'static str, String)>,
 }
 
-/// Writes `plan`'s slices in namespace `ns`, keeping the controller's index of them
-/// (`slices` finds it in the controller's state) in step with each write. Stops at the first
-/// write that fails; a create refused because the namespace is closing ends the sync quietly.
+/// Writes `plan`'s slices for the Service (or, mirroring, the Endpoints) `key`, keeping the
+/// controller's index of them (`slices` finds it in the controller's state) in step with each
+/// write. Stops at the first write that fails; a create refused because the namespace is
+/// closing ends the sync quietly. The error is upstream's reconciler's: what could not be
+/// planned, then the failed write, aggregated as `utilerrors` prints them.
 pub(super) async fn apply_plan<S: Send + 'static>(
     shared: &Shared<S>,
     writer: &Writer,
-    ns: &str,
-    plan: Plan,
+    (kind, key): (&str, &Key),
+    mut plan: Plan,
     slices: fn(&mut S) -> &mut Objects,
 ) -> Result<(), String> {
-    for slice in plan.create {
-        match writer.create(ns, slice.to_value()).await {
-            Ok(created) => shared.update(|inner| slices(&mut inner.state).wrote(created)),
-            Err(s) if namespace_closed(&s) => return Ok(()),
-            Err(s) => return Err(format!("creating an EndpointSlice: {}", s.message)),
-        }
-    }
-    for slice in plan.update {
-        match writer.update(slice.to_value()).await {
-            Ok(updated) => shared.update(|inner| slices(&mut inner.state).wrote(updated)),
-            Err(s) => {
-                return Err(format!(
-                    "updating EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
+    let (ns, name) = (key.0.as_str(), key.1.as_str());
+    let mut errors = std::mem::take(&mut plan.errors);
+    let failed = async {
+        for slice in plan.create {
+            match writer.create(ns, slice.to_value()).await {
+                Ok(created) => shared.update(|inner| slices(&mut inner.state).wrote(created)),
+                Err(s) if namespace_closed(&s) => return Ok(()),
+                Err(s) => {
+                    return Err(format!(
+                        "failed to create EndpointSlice for {kind} {ns}/{name}: {}",
+                        s.message
+                    ));
+                }
             }
         }
-    }
-    for slice in plan.delete {
-        let key = (ns.to_string(), slice.name().to_string());
-        match writer.delete(&key).await {
-            Ok(Some(rv)) => shared.update(|inner| slices(&mut inner.state).deleted(key, rv)),
-            // Already gone: the index may still hold it until the deletion event arrives.
-            Ok(None) => {
-                shared.update(|inner| slices(&mut inner.state).forget(&key));
-            }
-            Err(s) => {
-                return Err(format!(
-                    "deleting EndpointSlice {}: {}",
-                    slice.name(),
-                    s.message
-                ));
+        for slice in plan.update {
+            match writer.update(slice.to_value()).await {
+                Ok(updated) => shared.update(|inner| slices(&mut inner.state).wrote(updated)),
+                Err(s) => {
+                    return Err(format!(
+                        "failed to update {} EndpointSlice for {kind} {ns}/{name}: {}",
+                        slice.name(),
+                        s.message
+                    ));
+                }
             }
         }
+        for slice in plan.delete {
+            let key = (ns.to_string(), slice.name().to_string());
+            match writer.delete(&key).await {
+                Ok(Some(rv)) => shared.update(|inner| slices(&mut inner.state).deleted(key, rv)),
+                // Already gone: the index may still hold it until the deletion event arrives.
+                Ok(None) => {
+                    shared.update(|inner| slices(&mut inner.state).forget(&key));
+                }
+                Err(s) => {
+                    return Err(format!(
+                        "failed to delete {} EndpointSlice for {kind} {ns}/{name}: {}",
+                        slice.name(),
+                        s.message
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
-    match plan.errors.first() {
-        Some(e) => Err(e.clone()),
-        None => Ok(()),
+    .await;
+    // A closing namespace ends the writes, not what could not be planned (as upstream's
+    // `finalize` returns nothing on `NamespaceTerminating` but the node errors stay).
+    match failed {
+        Ok(()) if errors.is_empty() => Ok(()),
+        Ok(()) => Err(aggregate_errors(&errors)),
+        Err(e) => {
+            errors.push(e);
+            Err(aggregate_errors(&errors))
+        }
     }
 }
 

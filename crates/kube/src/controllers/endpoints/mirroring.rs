@@ -6,7 +6,8 @@
 //! configuration) and an owner reference to the Endpoints. Mirrored slices are deleted when the
 //! Endpoints or the Service goes, when the Service gains a selector, and when the Endpoints are
 //! labelled `endpointslice.kubernetes.io/skip-mirror: "true"` (as the `kubernetes` Service's
-//! are) or hold a leader-election record.
+//! are) or hold a leader-election record. Addresses left out are reported as upstream does, by
+//! the Warnings `InvalidIPAddress` and `TooManyAddressesToMirror` on the Endpoints.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer};
 use super::slices::{Conditions, Endpoint, EndpointSet, Slice, SlicePort, controller_ref};
 use super::subsets::{self, Address};
 use super::{ANNOTATION_LEADER, ANNOTATION_TRIGGER_TIME, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
+use crate::controllers::events::{ObjectReference, Recorder};
 
 /// The managed-by value of mirrored slices.
 const CONTROLLER_NAME: &str = "endpointslicemirroring-controller.k8s.io";
@@ -128,6 +130,8 @@ fn reconcile(endpoints: &Value, mut existing: Vec<Slice>, max: usize) -> Plan {
     // Every subset's port set gets a (possibly empty) group of each address type, so that
     // slices of a family no longer present are deleted.
     let mut desired: BTreeMap<GroupKey, (Vec<SlicePort>, EndpointSet)> = BTreeMap::new();
+    // Addresses left out for not being IPs, and left out at all (past `max` too).
+    let (mut invalid, mut skipped) = (0, 0);
     for subset in subsets::repack(&subsets::subsets_of(endpoints)) {
         let ports: Vec<SlicePort> = subset
             .ports
@@ -155,8 +159,8 @@ fn reconcile(endpoints: &Value, mut existing: Vec<Slice>, max: usize) -> Plan {
             if added >= max {
                 break;
             }
-            // An address that is no IP is skipped (upstream records an Event).
             let Some((endpoint, family)) = address_endpoint(address, ready) else {
+                invalid += 1;
                 continue;
             };
             if let Some((_, set)) = desired.get_mut(&(family.to_string(), key.clone())) {
@@ -164,6 +168,22 @@ fn reconcile(endpoints: &Value, mut existing: Vec<Slice>, max: usize) -> Plan {
             }
             added += 1;
         }
+        skipped += subset.addresses.len() + subset.not_ready_addresses.len() - added;
+    }
+    let mut warnings = Vec::new();
+    if invalid > 0 {
+        warnings.push((
+            "InvalidIPAddress",
+            format!("Skipped {invalid} invalid IP addresses when mirroring to EndpointSlices"),
+        ));
+    }
+    if skipped > invalid {
+        warnings.push((
+            "TooManyAddressesToMirror",
+            format!(
+                "A max of {max} addresses can be mirrored to EndpointSlices per Endpoints subset. {skipped} addresses were skipped"
+            ),
+        ));
     }
     let mut existing_by_key: BTreeMap<GroupKey, Vec<Slice>> = BTreeMap::new();
     for slice in existing {
@@ -181,6 +201,7 @@ fn reconcile(endpoints: &Value, mut existing: Vec<Slice>, max: usize) -> Plan {
         plan.delete.extend(slices);
     }
     recycle(&mut plan);
+    plan.warnings = warnings;
     plan
 }
 
@@ -315,6 +336,11 @@ pub async fn run(api: Arc<ApiResources>) {
         write: api.internal_write(&slices, crate::controllers::CONTROLLER_MANAGER),
         store: slices.clone(),
         user: crate::controllers::kube_system_account("endpointslicemirroring-controller"),
+        events: Recorder::start(
+            &api,
+            "endpoint-slice-mirroring-controller",
+            "endpointslicemirroring-controller",
+        ),
     });
     let shared = Shared::new(
         State::default(),
@@ -410,7 +436,7 @@ fn on_endpoints(inner: &mut Inner<State>, delta: Delta) {
 }
 
 async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), String> {
-    let (mut plan, deleting) = shared.update(|inner| {
+    let (mut plan, deleting, object) = shared.update(|inner| {
         let state = &inner.state;
         let mirrored: Vec<Slice> = state
             .slices
@@ -425,6 +451,7 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
             Some(endpoints) if wanted => (
                 reconcile(endpoints, mirrored, MAX_ENDPOINTS_PER_SUBSET),
                 endpoints.deletion_timestamp().is_some(),
+                Some(ObjectReference::to("v1", "Endpoints", endpoints)),
             ),
             _ => (
                 Plan {
@@ -432,14 +459,24 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
                     ..Plan::default()
                 },
                 false,
+                None,
             ),
         }
     });
+    // Upstream records what it left out at every reconcile, before writing.
+    if let Some(object) = &object {
+        for (reason, message) in std::mem::take(&mut plan.warnings) {
+            writer.events.warning(object, reason, message);
+        }
+    }
     // No new slices for Endpoints being deleted.
     if deleting {
         plan.create.clear();
     }
-    apply_plan(shared, writer, &key.0, plan, |state| &mut state.slices).await
+    apply_plan(shared, writer, ("Endpoints", key), plan, |state| {
+        &mut state.slices
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -548,6 +585,33 @@ mod tests {
         let plan = reconcile(&ep, Vec::new(), 5);
         assert_eq!(plan.create.len(), 1);
         assert_eq!(plan.create[0].endpoints.len(), 5);
+        assert_eq!(
+            plan.warnings,
+            vec![(
+                "TooManyAddressesToMirror",
+                "A max of 5 addresses can be mirrored to EndpointSlices per Endpoints subset. 15 addresses were skipped".to_string()
+            )]
+        );
+        assert!(reconcile(&ep, Vec::new(), 1000).warnings.is_empty());
+    }
+
+    #[test]
+    fn addresses_that_are_no_ips_are_reported() {
+        let ep = endpoints(
+            json!([{"addresses": [{"ip": "192.168.0.1"}, {"ip": "nope"}],
+            "notReadyAddresses": [{"ip": "10.0.0.300"}],
+            "ports": [{"port": 80, "protocol": "TCP"}]}]),
+        );
+        let plan = reconcile(&ep, Vec::new(), 1000);
+        assert_eq!(plan.create[0].endpoints.len(), 1);
+        // Invalid addresses count as skipped too, so there is no second Warning.
+        assert_eq!(
+            plan.warnings,
+            vec![(
+                "InvalidIPAddress",
+                "Skipped 2 invalid IP addresses when mirroring to EndpointSlices".to_string()
+            )]
+        );
     }
 
     #[test]

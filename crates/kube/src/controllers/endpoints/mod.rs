@@ -19,9 +19,10 @@
 //! writes (`bootstrap`): the Service has no selector, its Endpoints carry
 //! `endpointslice.kubernetes.io/skip-mirror`, and its slice has no `managed-by` label.
 //!
-//! Left out, compared to upstream: topology-aware hints and `trafficDistribution` hints, Events
-//! on failures, metrics, and the controllers' flags (`--max-endpoints-per-slice` and the batch
-//! periods are upstream's defaults).
+//! Failures and left-out addresses are recorded as upstream's Events (`controllers::events`).
+//! Left out, compared to upstream: topology-aware hints and `trafficDistribution` hints (and
+//! the hint Events), metrics, and the controllers' flags (`--max-endpoints-per-slice` and the
+//! batch periods are upstream's defaults).
 
 mod endpoint;
 mod managed_slices;

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::runtime::Queue;
+use crate::controllers::events::ObjectReference;
 
 /// A namespace and a name.
 pub(super) type Key = (String, String);
@@ -106,6 +107,8 @@ pub(super) struct Service {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    /// What an Event about the Service names (`involvedObject.resourceVersion`).
+    pub resource_version: String,
     pub created: Option<DateTime<Utc>>,
     pub deleting: bool,
     pub labels: BTreeMap<String, String>,
@@ -155,6 +158,7 @@ impl Service {
             namespace: v.namespace().to_string(),
             name: v.name().to_string(),
             uid: v.uid().to_string(),
+            resource_version: v.resource_version().to_string(),
             created: time(v, "/metadata/creationTimestamp"),
             deleting: v.deletion_timestamp().is_some(),
             labels: string_map(v.pointer("/metadata/labels")),
@@ -178,6 +182,18 @@ impl Service {
 
     pub fn key(&self) -> Key {
         (self.namespace.clone(), self.name.clone())
+    }
+
+    /// The Service as an Event's `involvedObject`.
+    pub fn reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            resource_version: self.resource_version.clone(),
+        }
     }
 
     /// `IsServiceIPSet`: a Service without a cluster IP is headless.

@@ -20,6 +20,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::model::{Key, key_of};
+use crate::controllers::events::Recorder;
 
 /// Keys to sync, each when it is due, and how often each has failed in a row.
 #[derive(Default)]
@@ -280,11 +281,13 @@ impl Objects {
     }
 }
 
-/// The controllers' writes, as `user` with the controller manager's field manager.
+/// The controllers' writes, as `user` with the controller manager's field manager, and the
+/// Events the controller records.
 pub(super) struct Writer {
     pub store: Arc<RegistryStore>,
     pub write: WriteOptions,
     pub user: UserInfo,
+    pub events: Recorder,
 }
 
 impl Writer {
@@ -330,10 +333,16 @@ impl Writer {
     }
 }
 
-/// A create refused because the namespace is terminating or gone: nothing to do (upstream drops
-/// the key on `NamespaceTerminating`).
+/// A create refused because the namespace is terminating (upstream drops the key, and records
+/// nothing, on the `NamespaceTerminating` cause) or gone (upstream's Event could not be
+/// written there either). Anything else refused, by a quota or an admission webhook, is a
+/// failure: recorded and retried.
 pub(super) fn namespace_closed(s: &Status) -> bool {
-    matches!(s.code, 403 | 404)
+    let terminating = s
+        .details
+        .as_ref()
+        .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"));
+    s.code == 404 || (s.code == 403 && terminating)
 }
 
 #[cfg(test)]

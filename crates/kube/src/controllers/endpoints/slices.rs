@@ -32,11 +32,14 @@ use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, rfc333
 use super::runtime::{Backoff, Inner, Objects, Shared, Writer};
 use super::subsets::ObjectRef;
 use super::{ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
+use crate::controllers::events::Recorder;
 
 /// The managed-by value of this controller's slices.
 pub(super) const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
 /// `--max-endpoints-per-slice`'s default.
 const MAX_ENDPOINTS_PER_SLICE: usize = 100;
+/// Upstream's event source for this controller (its managed-by label differs).
+const EVENT_SOURCE: &str = "endpoint-slice-controller";
 /// How long a change to one of its slices by someone else waits before the Service is synced
 /// (`endpointSliceChangeMinSyncDelay`), so that a burst of them is one sync.
 const SLICE_CHANGE_DELAY: Duration = Duration::from_secs(1);
@@ -403,7 +406,7 @@ fn reconcile_address_type(
             None if svc.publish_not_ready => None,
             None => {
                 plan.errors.push(format!(
-                    "skipping pod {} for service {}/{}: node {:?} not found",
+                    "skipping Pod {} for Service {}/{}: Node {} Not Found",
                     pod.name, svc.namespace, svc.name, pod.node_name
                 ));
                 continue;
@@ -562,7 +565,7 @@ fn reconcile_ports(
         create,
         update: to_update.iter().map(|n| by_name[n].clone()).collect(),
         delete: to_delete.iter().map(|n| by_name[n].clone()).collect(),
-        errors: Vec::new(),
+        ..Plan::default()
     }
 }
 
@@ -615,6 +618,7 @@ pub async fn run(api: Arc<ApiResources>) {
         write: api.internal_write(&slices, crate::controllers::CONTROLLER_MANAGER),
         store: slices.clone(),
         user: crate::controllers::kube_system_account("endpointslice-controller"),
+        events: Recorder::start(&api, EVENT_SOURCE, "endpointslice-controller"),
     });
     let shared = Shared::new(
         State::default(),
@@ -687,9 +691,14 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
             .map(Slice::from_value)
             .collect();
         let plan = reconcile(svc, &pods, &state.nodes, existing, MAX_ENDPOINTS_PER_SLICE);
-        Some((plan, trigger.map(rfc3339_nano), svc.deleting))
+        Some((
+            plan,
+            trigger.map(rfc3339_nano),
+            svc.reference(),
+            svc.deleting,
+        ))
     });
-    let Some((mut plan, trigger, deleting)) = planned else {
+    let Some((mut plan, trigger, service, deleting)) = planned else {
         return Ok(());
     };
     // No new slices for a Service being deleted: the garbage collector would race them.
@@ -699,7 +708,21 @@ async fn sync(shared: &Shared<State>, writer: &Writer, key: &Key) -> Result<(), 
     for slice in plan.create.iter_mut().chain(&mut plan.update) {
         slice.set_trigger_time(trigger.as_deref());
     }
-    apply_plan(shared, writer, &key.0, plan, |state| &mut state.slices).await
+    let result = apply_plan(shared, writer, ("Service", key), plan, |state| {
+        &mut state.slices
+    })
+    .await;
+    if let Err(e) = &result {
+        writer.events.warning(
+            &service,
+            "FailedToUpdateEndpointSlices",
+            format!(
+                "Error updating Endpoint Slices for Service {}/{}: {e}",
+                key.0, key.1
+            ),
+        );
+    }
+    result
 }
 
 #[cfg(test)]

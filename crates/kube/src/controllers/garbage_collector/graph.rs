@@ -122,6 +122,17 @@ pub struct Work {
     pub orphan: Vec<Uid>,
     /// Owners now known not to exist.
     pub absent: Vec<Identity>,
+    /// Dependents whose reference names, by uid, an owner a watch has seen in another
+    /// namespace (upstream's `reportInvalidNamespaceOwnerRef`: an `OwnerRefInvalidNamespace`
+    /// Event on the dependent).
+    pub invalid_namespace: Vec<InvalidOwnerRef>,
+}
+
+/// A dependent and the reference of it that names an owner of another namespace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InvalidOwnerRef {
+    pub dependent: Identity,
+    pub owner: OwnerRef,
 }
 
 /// What the collector needs to know about an item when it looks at it.
@@ -210,6 +221,13 @@ impl Graph {
                     // coordinates are looked at again: their reference may be wrong.
                     if n.identity != o.identity {
                         let (_, mismatched) = self.partition_dependents(&uid, &o.identity);
+                        // Those in another namespace than a namespaced owner are certainly
+                        // wrong, and reported.
+                        if !o.identity.namespace.is_empty() {
+                            for dep_uid in &mismatched {
+                                self.report_invalid_namespace(dep_uid, &uid, &o.identity, work);
+                            }
+                        }
                         work.delete.extend(mismatched);
                     }
                     old_state = None;
@@ -344,8 +362,12 @@ impl Graph {
     /// checked; a dependent whose reference disagrees with an owner's known coordinates is
     /// checked itself.
     fn add_dependent_to_owners(&mut self, uid: &Uid, owners: &[OwnerRef], work: &mut Work) {
-        let ns = self.nodes[uid].identity.namespace.clone();
+        let dependent = self.nodes[uid].identity.clone();
+        let ns = dependent.namespace.clone();
         let mut suspicious = false;
+        // Upstream's `hasPotentiallyInvalidOwnerReference`: once one reference is in doubt, the
+        // later ones are not judged (nor reported).
+        let mut in_doubt = false;
         for r in owners {
             let owner_uid: Uid = Arc::from(r.uid.as_str());
             match self.nodes.get_mut(&owner_uid) {
@@ -384,13 +406,49 @@ impl Graph {
                     // another namespace) possibly its scope.
                     let owner_namespaced = !owner.identity.namespace.is_empty();
                     let elsewhere = owner.identity.namespace != ns;
-                    suspicious |= !r.matches(&owner.identity)
-                        || (elsewhere && (owner_namespaced || !owner.observed));
+                    if in_doubt {
+                        continue;
+                    }
+                    if owner_namespaced && elsewhere {
+                        // A namespaced owner seen in another namespace: certainly wrong.
+                        if owner.observed {
+                            work.invalid_namespace.push(InvalidOwnerRef {
+                                dependent: dependent.clone(),
+                                owner: r.clone(),
+                            });
+                        }
+                        in_doubt = true;
+                    } else if !r.matches(&owner.identity) || (elsewhere && !owner.observed) {
+                        in_doubt = true;
+                    }
                 }
             }
         }
-        if suspicious {
+        if suspicious || in_doubt {
             work.delete.push(uid.clone());
+        }
+    }
+
+    /// Reports the dependent `dep_uid`'s reference to `owner_uid`, seen as `owner` (upstream
+    /// reports the first reference naming that uid).
+    fn report_invalid_namespace(
+        &self,
+        dep_uid: &Uid,
+        owner_uid: &Uid,
+        owner: &Identity,
+        work: &mut Work,
+    ) {
+        let Some(dep) = self.nodes.get(dep_uid) else {
+            return;
+        };
+        if dep.identity.namespace == owner.namespace {
+            return;
+        }
+        if let Some(r) = dep.owners.iter().find(|r| *r.uid == **owner_uid) {
+            work.invalid_namespace.push(InvalidOwnerRef {
+                dependent: dep.identity.clone(),
+                owner: r.clone(),
+            });
         }
     }
 
@@ -748,6 +806,55 @@ mod tests {
         g.virtual_delete(&right, &mut w);
         assert_eq!(uids(&w.delete), vec!["u-b"]);
         assert!(!g.contains("u-o"));
+    }
+
+    #[test]
+    fn a_reference_to_an_owner_of_another_namespace_is_reported() {
+        let in_ns = |kind, name, uid, ns: &str| Identity {
+            namespace: ns.into(),
+            ..id(kind, name, uid)
+        };
+        let owner = in_ns("ConfigMap", "o", "u-o", "a");
+        let dep = in_ns("ConfigMap", "d", "u-d", "b");
+        // The owner seen first: the dependent's reference is reported at once.
+        let mut g = Graph::default();
+        let mut w = Work::default();
+        g.observe(obs(&owner, vec![], DeletionState::default()), &mut w);
+        let r = owner_ref(&owner, false);
+        g.observe(obs(&dep, vec![r.clone()], DeletionState::default()), &mut w);
+        assert_eq!(
+            w.invalid_namespace,
+            vec![InvalidOwnerRef {
+                dependent: dep.clone(),
+                owner: r.clone(),
+            }]
+        );
+        assert!(w.delete.iter().any(|u| &**u == "u-d"));
+        // The dependent seen first: reported when the owner shows up elsewhere.
+        let mut g = Graph::default();
+        let mut w = Work::default();
+        g.observe(obs(&dep, vec![r.clone()], DeletionState::default()), &mut w);
+        assert!(w.invalid_namespace.is_empty());
+        g.observe(obs(&owner, vec![], DeletionState::default()), &mut w);
+        assert_eq!(w.invalid_namespace.len(), 1);
+        // A cluster-scoped owner may be named from any namespace; one seen in the dependent's
+        // own namespace is fine.
+        let mut g = Graph::default();
+        let mut w = Work::default();
+        let node = in_ns("Node", "n", "u-n", "");
+        g.observe(obs(&node, vec![], DeletionState::default()), &mut w);
+        g.observe(obs(&owner, vec![], DeletionState::default()), &mut w);
+        let same = in_ns("ConfigMap", "s", "u-s", "a");
+        g.observe(
+            obs(
+                &dep,
+                vec![owner_ref(&node, false)],
+                DeletionState::default(),
+            ),
+            &mut w,
+        );
+        g.observe(obs(&same, vec![r], DeletionState::default()), &mut w);
+        assert!(w.invalid_namespace.is_empty());
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! - This module: the monitors (one reflector per stored resource, reading only metadata,
 //!   custom resources joining and leaving as their CRDs do), the two work queues with upstream's semantics (an
 //!   item queued once, an item changed while worked on queued again, failures retried with
-//!   exponential backoff), and up to [`WORKERS`] items worked on at once.
+//!   exponential backoff), up to [`WORKERS`] items worked on at once, and the Warning
+//!   `OwnerRefInvalidNamespace` recorded on a dependent whose owner reference names an object
+//!   the graph has seen in another namespace.
 
 mod graph;
 mod worker;
@@ -28,8 +30,13 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::ExtraStores;
-use graph::{DeletionState, Graph, Identity, Observed, Uid, Work};
+use super::events::{ObjectReference, Recorder};
+use graph::{DeletionState, Graph, Identity, InvalidOwnerRef, Observed, Uid, Work};
 use worker::{Client, Meta, Outcome};
+
+/// Upstream's event source, and the service account the collector writes as.
+const COMPONENT: &str = "garbage-collector-controller";
+const ACCOUNT: &str = "generic-garbage-collector";
 
 /// Items worked on at once (kube-controller-manager's `--concurrent-gc-syncs` default).
 const WORKERS: usize = 20;
@@ -55,6 +62,7 @@ enum Change {
 
 /// Runs the garbage collector until the process ends.
 pub async fn run(api: Arc<ApiResources>, extra: ExtraStores) {
+    let events = Recorder::start(&api, COMPONENT, ACCOUNT);
     let client = Arc::new(Client::new(api, extra));
     let (tx, mut changes) = mpsc::unbounded_channel::<Change>();
     let mut monitors: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
@@ -78,7 +86,7 @@ pub async fn run(api: Arc<ApiResources>, extra: ExtraStores) {
                 while let Ok(change) = changes.try_recv() {
                     apply(&mut graph, change, &mut work);
                 }
-                schedule(&client, work, &mut deletes, &mut orphans);
+                schedule(&client, &events, work, &mut deletes, &mut orphans);
             }
             Some(done) = jobs.join_next(), if !jobs.is_empty() => {
                 let Ok((kind, uid, outcome)) = done else { continue };
@@ -111,7 +119,7 @@ pub async fn run(api: Arc<ApiResources>, extra: ExtraStores) {
                         graph.virtual_delete(&id, &mut work);
                     }
                 }
-                schedule(&client, work, &mut deletes, &mut orphans);
+                schedule(&client, &events, work, &mut deletes, &mut orphans);
             }
             _ = resync.tick() => {
                 sync_monitors(&client, &mut monitors, &tx);
@@ -177,7 +185,16 @@ fn apply(graph: &mut Graph, change: Change, work: &mut Work) {
     }
 }
 
-fn schedule(client: &Client, work: Work, deletes: &mut Queue, orphans: &mut Queue) {
+fn schedule(
+    client: &Client,
+    events: &Recorder,
+    work: Work,
+    deletes: &mut Queue,
+    orphans: &mut Queue,
+) {
+    for invalid in &work.invalid_namespace {
+        report_invalid_namespace(events, invalid);
+    }
     if !work.absent.is_empty() {
         let mut absent = client.absent.lock().expect("not poisoned");
         for id in work.absent {
@@ -193,6 +210,31 @@ fn schedule(client: &Client, work: Work, deletes: &mut Queue, orphans: &mut Queu
     for uid in work.orphan {
         orphans.add(uid);
     }
+}
+
+/// `reportInvalidNamespaceOwnerRef`: the Warning upstream records on a dependent whose owner
+/// reference names an object of another namespace. The message prints the reference's
+/// coordinates with the dependent's namespace, as upstream's `objectReference` prints itself.
+fn report_invalid_namespace(events: &Recorder, invalid: &InvalidOwnerRef) {
+    let (dep, owner) = (&invalid.dependent, &invalid.owner);
+    let object = ObjectReference {
+        api_version: dep.api_version.clone(),
+        kind: dep.kind.clone(),
+        namespace: dep.namespace.clone(),
+        name: dep.name.clone(),
+        uid: dep.uid.to_string(),
+        resource_version: String::new(),
+    };
+    let message = format!(
+        "ownerRef [{}/{}, namespace: {}, name: {}, uid: {}] does not exist in namespace {}",
+        owner.api_version,
+        owner.kind,
+        dep.namespace,
+        owner.name,
+        owner.uid,
+        apimachinery::validation::go_quote(&dep.namespace),
+    );
+    events.warning(&object, "OwnerRefInvalidNamespace", message);
 }
 
 /// Starts a monitor for every watched resource that has none, and stops those of resources
