@@ -22,7 +22,8 @@
 //! held while allocated addresses would be left outside every range) and the legacy service
 //! account token cleaner (`legacy_token_cleaner`: unused auto-generated token Secrets marked
 //! invalid, then deleted). `selection` is `--controllers`: which of them run, by
-//! kube-controller-manager's names.
+//! kube-controller-manager's names; `rate_limiter` is client-go's default controller rate
+//! limiter, the delays of a controller's retries.
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
 pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
@@ -37,6 +38,7 @@ mod expiry;
 pub mod garbage_collector;
 pub mod legacy_token_cleaner;
 mod namespace;
+mod rate_limiter;
 mod root_ca_publisher;
 pub mod selection;
 pub mod service_cidr;
