@@ -59,11 +59,6 @@ impl<K: Hash + Eq + Clone> ControllerRateLimiter<K> {
         self.failures.remove(key);
     }
 
-    /// `NumRequeues`: the failures counted for `key` since it was last forgotten.
-    pub fn num_requeues(&self, key: &K) -> u32 {
-        self.failures.get(key).copied().unwrap_or(0)
-    }
-
     /// `ItemExponentialFailureRateLimiter.When`: the base doubled once per earlier failure,
     /// capped (the doubling is computed in floating point so that it cannot overflow).
     fn item_delay(&mut self, key: &K) -> Duration {
@@ -107,11 +102,11 @@ mod tests {
         let now = Instant::now();
         let delays: Vec<Duration> = (0..4).map(|_| limiter.when_at(&"a", now)).collect();
         assert_eq!(delays, [5, 10, 20, 40].map(Duration::from_millis).to_vec());
-        assert_eq!(limiter.num_requeues(&"a"), 4);
+        assert_eq!(limiter.failures.get(&"a"), Some(&4));
         // Another key has its own count.
         assert_eq!(limiter.when_at(&"b", now), Duration::from_millis(5));
         limiter.forget(&"a");
-        assert_eq!(limiter.num_requeues(&"a"), 0);
+        assert_eq!(limiter.failures.get(&"a"), None);
         assert_eq!(limiter.when_at(&"a", now), Duration::from_millis(5));
     }
 
