@@ -2,7 +2,10 @@
 //! ValidatingAdmissionPolicy gets `status.observedGeneration` and `status.typeChecking` with
 //! upstream's warnings for each kind it matches (built-in kinds, custom resources, params), a
 //! spec change is checked again, the status is written by server-side apply under upstream's
-//! field manager, and with the controller turned off the status stays empty.
+//! field manager, and with the controller turned off the status stays empty. Variables are
+//! typed by what they compile to (`uint` and `null` too), and `authorizer.requestResource` is
+//! warned about as upstream's type checking warns. When a policy is written, its expressions
+//! are compiled in the admission environment and refused with upstream's details.
 
 mod common;
 
@@ -256,6 +259,90 @@ fn policies_get_upstreams_type_checking_for_each_generation() {
         )],
         "{p}"
     );
+}
+
+#[test]
+fn variables_and_the_authorizer_are_typed_as_upstream_types_them() {
+    let s = Server::start();
+    let mut p: Value = serde_json::from_str(&policy(
+        "typed-variables",
+        json!([rule("apps", "v1", "deployments")]),
+        json!([
+            {"expression": "variables.limit == object.spec.replicas"},
+            {"expression": "variables.nothing == object.spec.paused"},
+            {"expression": "variables.limit > 2 && variables.nothing == null"},
+            {"expression": "authorizer.group('apps').resource('deployments').check('get').allowed()"},
+            {"expression": "authorizer.requestResource.check('update').allowed()"},
+        ]),
+    ))
+    .expect("JSON");
+    p["spec"]["variables"] = json!([
+        {"name": "limit", "expression": "3u"},
+        {"name": "nothing", "expression": "null"},
+    ]);
+    // Admission types `object` as dyn, so the policy is written; type checking knows better.
+    s.kubectl_stdin(&["create", "-f", "-"], &p.to_string());
+    let p = observed(&s, "typed-variables", 1);
+    assert_eq!(
+        warnings(&p),
+        vec![
+            pair(
+                "spec.validations[0].expression",
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:17: found no matching overload for '_==_' applied to '(uint, int)'\n | variables.limit == object.spec.replicas\n | ................^\n"
+            ),
+            pair(
+                "spec.validations[1].expression",
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:19: found no matching overload for '_==_' applied to '(null_type, bool)'\n | variables.nothing == object.spec.paused\n | ..................^\n"
+            ),
+            // Upstream's type checking declares no `authorizer.requestResource`.
+            pair(
+                "spec.validations[4].expression",
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:11: unexpected failed resolution of 'kubernetes.authorization.Authorizer'\n | authorizer.requestResource.check('update').allowed()\n | ..........^\n"
+            ),
+        ],
+        "{p}"
+    );
+}
+
+#[test]
+fn policy_expressions_are_compiled_in_the_admission_environment_when_written() {
+    let s = Server::start();
+    let create = |name: &str, validations: Value, variables: Value| {
+        let mut p: Value = serde_json::from_str(&policy(
+            name,
+            json!([rule("apps", "v1", "deployments")]),
+            validations,
+        ))
+        .expect("JSON");
+        p["spec"]["variables"] = variables;
+        s.kubectl_stdin_output(&["create", "-f", "-"], &p.to_string())
+    };
+    // Admission declares `authorizer.requestResource`, and typed variables.
+    let ok = create(
+        "compiles",
+        json!([
+            {"expression": "authorizer.requestResource.check('update').allowed() && variables.prod", "messageExpression": "'not for ' + request.userInfo.username"},
+        ]),
+        json!([{"name": "prod", "expression": "object.metadata.labels['env'] == 'prod'"}]),
+    );
+    assert!(ok.status.success(), "{ok:?}");
+    let refused = create(
+        "refused",
+        json!([
+            {"expression": "authorizer.requestResource.check(1).allowed()"},
+            {"expression": "size(variables.name)"},
+        ]),
+        json!([{"name": "name", "expression": "nope"}]),
+    );
+    assert!(!refused.status.success(), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    for expected in [
+        "spec.variables[0].expression: Invalid value: \"nope\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'nope' (in container '')",
+        "spec.validations[0].expression: Invalid value: \"authorizer.requestResource.check(1).allowed()\": compilation failed: ERROR: <input>:1:33: found no matching overload for 'check' applied to 'kubernetes.authorization.ResourceCheck.(int)'",
+        "spec.validations[1].expression: Invalid value: \"size(variables.name)\": must evaluate to bool but got int",
+    ] {
+        assert!(stderr.contains(expected), "{expected}\n{stderr}");
+    }
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! need to know kinds (e.g. namespace lifecycle) live with the kinds, in crate
 //! `ironplane-kube`; the ones that know no kind (webhooks) live here.
 
+pub mod compile;
 pub mod informer;
 pub mod policy;
 pub mod rules;

@@ -41,6 +41,10 @@ pub enum Type {
     Type(Box<Type>),
     /// A type parameter of an overload signature.
     Param(u8),
+    /// What an expression cel-go could not type is (an undeclared name, an undefined field, a
+    /// call no overload accepts): it fits everything, as `dyn`, so that one mistake is reported
+    /// once, and is printed `!error!` where a later message names it.
+    Error,
 }
 
 #[derive(Clone, Debug)]
@@ -62,6 +66,8 @@ impl Type {
         match &decl.kind {
             DeclKind::Bool => Type::Bool,
             DeclKind::Int => Type::Int,
+            DeclKind::Uint => Type::Uint,
+            DeclKind::Null => Type::Null,
             DeclKind::Double => Type::Double,
             DeclKind::String => Type::String,
             DeclKind::Bytes => Type::Bytes,
@@ -75,6 +81,10 @@ impl Type {
                 Box::new(Type::String),
                 Box::new(Type::of_decl(e, &format!("{name}.@elem"))),
             ),
+            DeclKind::KeyedMap(k, e) => Type::Map(
+                Box::new(Type::of_decl(k, &format!("{name}.@key"))),
+                Box::new(Type::of_decl(e, &format!("{name}.@elem"))),
+            ),
             DeclKind::Object(_) => Type::Object(ObjectType {
                 decl: decl.clone(),
                 name: Arc::from(name),
@@ -84,7 +94,7 @@ impl Type {
     }
 
     pub fn is_dyn(&self) -> bool {
-        matches!(self, Type::Dyn | Type::Any | Type::Param(_))
+        matches!(self, Type::Dyn | Type::Any | Type::Param(_) | Type::Error)
     }
 }
 
@@ -108,6 +118,7 @@ impl fmt::Display for Type {
             Type::Opaque(n) => f.write_str(n),
             Type::Optional(t) => write!(f, "optional_type({t})"),
             Type::Type(t) => write!(f, "type({t})"),
+            Type::Error => f.write_str("!error!"),
         }
     }
 }
@@ -430,24 +441,37 @@ impl Checker<'_> {
                     e.id,
                     format!("undeclared reference to '{name}' (in container '')"),
                 );
-                Type::Dyn
+                Type::Error
             }
             Expr::Select(sel) => {
+                // A dotted name is first looked up whole, as cel-go does: admission declares
+                // `authorizer.requestResource` as a variable of its own.
+                if !sel.test
+                    && let Some(t) = qualified_name(e).and_then(|n| self.vars.get(&n).cloned())
+                {
+                    return t;
+                }
                 let operand = self.check(&sel.operand);
                 let t = match &operand {
                     Type::Object(o) => match o.decl.field(&sel.field) {
                         Some(f) => Type::of_decl(f, &format!("{}.{}", o.name, sel.field)),
                         None => {
                             self.error(e.id, format!("undefined field '{}'", sel.field));
-                            Type::Dyn
+                            Type::Error
                         }
                     },
                     Type::Map(_, v) => (**v).clone(),
-                    Type::Dyn
-                    | Type::Any
-                    | Type::Param(_)
-                    | Type::Optional(_)
-                    | Type::Opaque(_) => Type::Dyn,
+                    // The library types other than IP and CIDR are object types to cel-go,
+                    // whose fields it asks the type provider for; no provider knows them, so
+                    // selecting any field of one fails (`authorizer.requestResource` where only
+                    // `authorizer` is declared, as in upstream's policy type checking).
+                    Type::Opaque(name) if !matches!(*name, "net.IP" | "net.CIDR") => {
+                        self.error(e.id, format!("unexpected failed resolution of '{name}'"));
+                        Type::Error
+                    }
+                    Type::Dyn | Type::Any | Type::Param(_) | Type::Optional(_) | Type::Error => {
+                        Type::Dyn
+                    }
                     other => {
                         self.error(
                             e.id,
@@ -497,7 +521,7 @@ impl Checker<'_> {
                         self.check(&sf.value);
                     }
                 }
-                Type::Dyn
+                Type::Error
             }
             Expr::Comprehension(c) => {
                 let range = self.check(&c.iter_range);
@@ -505,7 +529,7 @@ impl Checker<'_> {
                     Type::List(elem) if c.iter_var2.is_some() => (Type::Int, (**elem).clone()),
                     Type::List(elem) => ((**elem).clone(), Type::Dyn),
                     Type::Map(k, v) => ((**k).clone(), (**v).clone()),
-                    Type::Dyn | Type::Any | Type::Param(_) => (Type::Dyn, Type::Dyn),
+                    Type::Dyn | Type::Any | Type::Param(_) | Type::Error => (Type::Dyn, Type::Dyn),
                     other => {
                         self.error(
                             c.iter_range.id,
@@ -513,7 +537,7 @@ impl Checker<'_> {
                                 "expression of type '{other}' cannot be range of a comprehension (must be list, map, or dynamic)"
                             ),
                         );
-                        (Type::Dyn, Type::Dyn)
+                        (Type::Error, Type::Error)
                     }
                 };
                 let init = self.check(&c.accu_init);
@@ -544,13 +568,14 @@ impl Checker<'_> {
 
     fn resolve(&mut self, id: u64, name: &str, member: bool, args: &[Type]) -> Type {
         let Some(candidates) = functions::overloads(name) else {
-            if !UNTYPED_FUNCTIONS.contains(&name) {
-                self.error(
-                    id,
-                    format!("undeclared reference to '{name}' (in container '')"),
-                );
+            if UNTYPED_FUNCTIONS.contains(&name) {
+                return Type::Dyn;
             }
-            return Type::Dyn;
+            self.error(
+                id,
+                format!("undeclared reference to '{name}' (in container '')"),
+            );
+            return Type::Error;
         };
         let mut ids = Vec::new();
         let mut result: Option<Type> = None;
@@ -583,9 +608,24 @@ impl Checker<'_> {
                     id,
                     format!("found no matching overload for '{name}' applied to '{signature}'"),
                 );
-                Type::Dyn
+                Type::Error
             }
         }
+    }
+}
+
+/// `containers.ToQualifiedName`: the dotted name a chain of field selections on an identifier
+/// spells (`a.b.c`), if it is one.
+fn qualified_name(e: &IdedExpr) -> Option<String> {
+    match &e.expr {
+        Expr::Ident(name) => Some(name.clone()),
+        Expr::Select(sel) if !sel.test => {
+            let mut name = qualified_name(&sel.operand)?;
+            name.push('.');
+            name.push_str(&sel.field);
+            Some(name)
+        }
+        _ => None,
     }
 }
 
@@ -627,7 +667,8 @@ fn assignable(p: &Type, a: &Type, bound: &mut [Option<Type>; 2]) -> bool {
                 }
             }
         }
-        (_, Type::Dyn | Type::Any | Type::Param(_)) | (Type::Dyn | Type::Any, _) => {
+        (_, Type::Dyn | Type::Any | Type::Param(_) | Type::Error)
+        | (Type::Dyn | Type::Any | Type::Error, _) => {
             // dyn fits anything; a parameter it meets is still bound, to dyn.
             bind_dyn(p, bound);
             true

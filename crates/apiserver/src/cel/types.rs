@@ -34,6 +34,10 @@ pub struct DeclType {
 pub enum DeclKind {
     Bool,
     Int,
+    /// No schema has it; an admission variable can (`1u`).
+    Uint,
+    /// No schema has it; an admission variable can (`null`).
+    Null,
     Double,
     String,
     Bytes,
@@ -44,6 +48,9 @@ pub enum DeclKind {
     List(Arc<DeclType>),
     /// Keys are strings.
     Map(Arc<DeclType>),
+    /// A map whose keys have their own type: no schema has one; an admission variable can
+    /// (`{1: 'a'}`). Upstream's `DeclType` keeps every map's key type; schemas' are strings.
+    KeyedMap(Arc<DeclType>, Arc<DeclType>),
     /// Declared properties, by their CEL (escaped) names.
     Object(BTreeMap<String, Arc<DeclType>>),
     /// `google.protobuf.Any` ("any"): a value whose type is only known when it is read, such as

@@ -22,8 +22,9 @@
 //! held while allocated addresses would be left outside every range) and the legacy service
 //! account token cleaner (`legacy_token_cleaner`: unused auto-generated token Secrets marked
 //! invalid, then deleted). `events` is their event recorder: the Events upstream's namesakes
-//! record, written as client-go's recorder writes them. `selection` is `--controllers`: which of them run, by
-//! kube-controller-manager's names.
+//! record, written as client-go's recorder writes them. `selection` is `--controllers`: which
+//! of them run, by kube-controller-manager's names; `rate_limiter` is client-go's default
+//! controller rate limiter, the delays of a controller's retries.
 
 /// The manager upstream's controllers write as (kube-controller-manager's User-Agent prefix).
 pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
@@ -39,6 +40,7 @@ mod expiry;
 pub mod garbage_collector;
 pub mod legacy_token_cleaner;
 mod namespace;
+mod rate_limiter;
 mod root_ca_publisher;
 pub mod selection;
 pub mod service_cidr;

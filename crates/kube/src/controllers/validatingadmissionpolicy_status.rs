@@ -7,9 +7,10 @@
 //! serves), and the result is applied to `/status` by server-side apply with upstream's field
 //! manager, forcing. It writes nothing else, and never touches `status.conditions`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+
+use tokio::time::Instant;
 
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
@@ -21,12 +22,11 @@ use apiserver::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions}
 use apiserver::server::GenericApiServer;
 use serde_json::{Value, json};
 
+use super::rate_limiter::ControllerRateLimiter;
+
 /// The field manager of the status writes (upstream's `ControllerName`, which says "status" to
 /// tell it from the API server's own policy controller).
 pub const FIELD_MANAGER: &str = "validatingadmissionpolicy-status";
-
-/// How long a policy whose status could not be written waits before it is tried again.
-const RETRY: Duration = Duration::from_secs(1);
 
 /// Whether `policy`'s spec changed since its status was last written: only then is it checked
 /// again (upstream's reconcile compares the two generations and nothing else).
@@ -103,18 +103,40 @@ pub async fn run(api: Arc<ApiResources>, server: Arc<GenericApiServer>) {
     }
     let types = Arc::new(ServedTypes::new(server));
     let user = super::kube_system_account("validatingadmissionpolicy-status-controller");
+    // A policy whose status could not be written is retried after its rate limiter's delay
+    // (upstream's `AddRateLimited`), and its backoff forgotten once it goes through.
+    let mut limiter = ControllerRateLimiter::default();
+    // Retries waiting for their time, each at the earliest time it was asked for (upstream's
+    // delaying queue); a change of the policy meanwhile is checked at once all the same.
+    let mut waiting: HashMap<String, Instant> = HashMap::new();
     loop {
-        changed.notified().await;
-        let names = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut failed = Vec::new();
+        match waiting.values().min().copied() {
+            Some(next) => {
+                tokio::select! {
+                    _ = changed.notified() => {}
+                    _ = tokio::time::sleep_until(next) => {}
+                }
+            }
+            None => changed.notified().await,
+        }
+        let now = Instant::now();
+        let mut names = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
+        waiting.retain(|name, at| {
+            let due = *at <= now;
+            if due {
+                names.insert(name.clone());
+            }
+            !due
+        });
         for name in names {
             let policy = policies
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get(&name)
                 .cloned();
-            // A deleted policy needs nothing.
+            // A deleted policy, or one whose generation was checked, needs nothing.
             let Some(policy) = policy.filter(needs_check) else {
+                limiter.forget(&name);
                 continue;
             };
             let generation = policy
@@ -136,21 +158,18 @@ pub async fn run(api: Arc<ApiResources>, server: Arc<GenericApiServer>) {
             };
             let config = status_config(&name, generation, &warnings);
             match write_status(&api, &store, &user, &name, &config).await {
-                Ok(()) => {}
-                Err(e) if e.code == 404 => {}
+                Ok(()) => limiter.forget(&name),
+                Err(e) if e.code == 404 => limiter.forget(&name),
                 Err(e) => {
-                    tracing::warn!(policy = %name, error = %e.message, "cannot write the policy's type checking");
-                    failed.push(name);
+                    let delay = limiter.when(&name);
+                    tracing::warn!(policy = %name, error = %e.message, retry_in = ?delay, "cannot write the policy's type checking");
+                    let at = Instant::now() + delay;
+                    waiting
+                        .entry(name)
+                        .and_modify(|t| *t = (*t).min(at))
+                        .or_insert(at);
                 }
             }
-        }
-        if !failed.is_empty() {
-            tokio::time::sleep(RETRY).await;
-            pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(failed);
-            changed.notify_one();
         }
     }
 }

@@ -9,16 +9,20 @@
 //! webhook's do.
 //!
 //! Validation is upstream's structural part: names, rules, enums, counts, selectors, client
-//! configurations, parameter kinds and references, validation actions, mutations. Every CEL
-//! expression (match conditions, validations, messages, audit annotations, variables, mutations)
-//! must parse, refused with cel-go's issues as upstream's compiler refuses it; upstream also
-//! type-checks them in the admission environment, which is not done yet.
+//! configurations, parameter kinds and references, validation actions, mutations. CEL
+//! expressions are compiled in the admission environment (`apiserver::admission::compile`) as
+//! upstream's validation compiles them: match conditions, variables, validations, messages and
+//! audit annotations must type-check and return what their field needs, refused with
+//! upstream's details (`compilation failed:` and cel-go's issues, `must evaluate to ...`). A
+//! mutating policy's mutations are only parsed: their `Object{...}` and `JSONPatch{...}` types
+//! are not declared to the checker.
 
 use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, is_c_identifier, is_dns1035_label,
     is_dns1123_subdomain, is_fully_qualified_name, is_path_segment_name, is_qualified_name,
     is_valid_condition_reason, validate_label_name, validate_label_selector,
 };
+use apiserver::admission::compile::{Compiler, Declarations, returns};
 use apiserver::registry::Strategy;
 use apiserver::util::webhook::{validate_webhook_service, validate_webhook_url};
 use serde_json::{Map, Value, json};
@@ -353,8 +357,18 @@ fn validate_mutating_operations(mr: &Value, path: &FieldPath) -> Vec<FieldError>
         .collect()
 }
 
-/// `validateMatchConditions`, without compiling the expressions (the CEL layer's).
-fn validate_match_conditions(conditions: &[Value], path: &FieldPath) -> Vec<FieldError> {
+/// `validateMatchConditions`: each expression, trimmed, compiled without `variables` (a stateless
+/// compiler) and with `params` where the configuration has a param kind.
+fn validate_match_conditions(
+    conditions: &[Value],
+    has_params: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    let compiler = Compiler::stateless();
+    let declarations = Declarations {
+        has_params,
+        has_authorizer: true,
+    };
     let mut errs = Vec::new();
     if conditions.len() as i64 > MAX_MATCH_CONDITIONS {
         errs.push(FieldError::too_many(
@@ -370,7 +384,11 @@ fn validate_match_conditions(conditions: &[Value], path: &FieldPath) -> Vec<Fiel
         if expression.is_empty() {
             errs.push(FieldError::required(&p.child("expression"), ""));
         } else {
-            errs.extend(syntax_error(expression, &p.child("expression")));
+            errs.extend(compile_error(
+                compiler.compile(expression, declarations, returns::BOOL),
+                expression,
+                &p.child("expression"),
+            ));
         }
         let name = str_at(c, "name");
         if name.is_empty() {
@@ -502,9 +520,21 @@ fn validate_param_ref(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
+/// `convertCELErrorToValidationError`: what the compiler refused, as an invalid `shown` value
+/// (every compile error of an expression is `ErrorTypeInvalid`).
+fn compile_error<T>(
+    result: Result<T, String>,
+    shown: &str,
+    path: &FieldPath,
+) -> Option<FieldError> {
+    result
+        .err()
+        .map(|detail| FieldError::invalid(path, shown, detail))
+}
+
 /// An expression that does not parse, as upstream's compiler refuses it (`compilation failed:`
-/// and cel-go's issues). Only syntax is checked: type checking needs the admission environment's
-/// declarations (the authorizer library among them), which the checker does not have yet.
+/// and cel-go's issues): for a mutating policy's mutations, whose object types the checker does
+/// not know.
 fn syntax_error(expression: &str, path: &FieldPath) -> Option<FieldError> {
     apiserver::cel::checker::syntax_errors(expression)
         .map(|e| FieldError::invalid(path, expression, format!("compilation failed: {e}")))
@@ -515,8 +545,13 @@ fn is_cel_identifier(name: &str) -> bool {
     is_c_identifier(name).is_empty() && !apiserver::cel::types::RESERVED_WORDS.contains(&name)
 }
 
-/// `validateVariable` (the expression's syntax only).
-fn validate_variable(v: &Value, path: &FieldPath) -> Vec<FieldError> {
+/// `validateVariable`: the expression compiled and stored, typed, for the expressions after it.
+fn validate_variable(
+    v: &Value,
+    compiler: &mut Compiler,
+    declarations: Declarations,
+    path: &FieldPath,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let name = str_at(v, "name");
     if name.trim().is_empty() {
@@ -538,7 +573,11 @@ fn validate_variable(v: &Value, path: &FieldPath) -> Vec<FieldError> {
             "expression is not specified",
         ));
     } else {
-        errs.extend(syntax_error(expression, &path.child("expression")));
+        errs.extend(compile_error(
+            compiler.compile_and_store_variable(name, expression, declarations),
+            expression,
+            &path.child("expression"),
+        ));
     }
     errs
 }
@@ -835,8 +874,10 @@ fn validate_webhook(
         )),
     }
     if !opts.ignore_match_conditions {
+        // A webhook has no params.
         errs.extend(validate_match_conditions(
             list_at(hook, "matchConditions"),
+            false,
             &path.child("matchConditions"),
         ));
     }
@@ -936,7 +977,10 @@ pub struct PolicyStrategy {
     pub mutating: bool,
 }
 
-fn validate_validations(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+/// `validateValidation` of each validation: the expression must return a bool, a message
+/// expression a string (and it sees no `authorizer`).
+fn validate_validations(spec: &Value, compiler: &Compiler, path: &FieldPath) -> Vec<FieldError> {
+    let has_params = set_at(spec, "paramKind").is_some();
     let mut errs = Vec::new();
     for (i, v) in list_at(spec, "validations").iter().enumerate() {
         let p = path.child("validations").index(i);
@@ -947,7 +991,15 @@ fn validate_validations(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
                 "expression is not specified",
             ));
         } else {
-            errs.extend(syntax_error(expression, &p.child("expression")));
+            let declarations = Declarations {
+                has_params,
+                has_authorizer: true,
+            };
+            errs.extend(compile_error(
+                compiler.compile(expression, declarations, returns::BOOL),
+                expression,
+                &p.child("expression"),
+            ));
         }
         let message_expression = str_at(v, "messageExpression");
         if !message_expression.is_empty() && message_expression.trim().is_empty() {
@@ -957,7 +1009,12 @@ fn validate_validations(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
                 "must be non-empty if specified",
             ));
         } else if !message_expression.is_empty() {
-            errs.extend(syntax_error(
+            let declarations = Declarations {
+                has_params,
+                has_authorizer: false,
+            };
+            errs.extend(compile_error(
+                compiler.compile(message_expression, declarations, returns::STRING),
                 message_expression,
                 &p.child("messageExpression"),
             ));
@@ -991,7 +1048,18 @@ fn validate_validations(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     errs
 }
 
-fn validate_audit_annotations(name: &str, spec: &Value, path: &FieldPath) -> Vec<FieldError> {
+/// `validateAuditAnnotation` of each annotation: a key qualified by the policy's name, and a
+/// value expression (compiled trimmed) that returns a string or null.
+fn validate_audit_annotations(
+    name: &str,
+    spec: &Value,
+    compiler: &Compiler,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    let declarations = Declarations {
+        has_params: set_at(spec, "paramKind").is_some(),
+        has_authorizer: true,
+    };
     let Some(annotations) = set_at(spec, "auditAnnotations").and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -1043,7 +1111,8 @@ fn validate_audit_annotations(name: &str, spec: &Value, path: &FieldPath) -> Vec
                 ),
             ));
         } else {
-            errs.extend(syntax_error(
+            errs.extend(compile_error(
+                compiler.compile(value_expression, declarations, returns::STRING_OR_NULL),
                 str_at(a, "valueExpression"),
                 &p.child("valueExpression"),
             ));
@@ -1116,14 +1185,34 @@ impl PolicyStrategy {
             errs.extend(validate_param_kind(kind, &path.child("paramKind")));
         }
         errs.extend(validate_match_constraints(spec, self.mutating, &path));
+        let has_params = set_at(spec, "paramKind").is_some();
         if !ignore_match_conditions {
             errs.extend(validate_match_conditions(
                 list_at(spec, "matchConditions"),
+                has_params,
                 &path.child("matchConditions"),
             ));
         }
-        for (i, v) in list_at(spec, "variables").iter().enumerate() {
-            errs.extend(validate_variable(v, &path.child("variables").index(i)));
+        // One compiler for the policy's expressions: the variables are stored in it for the
+        // expressions after them. A validating policy without variables has no `variables` at
+        // all; a mutating policy always has them.
+        let variables = list_at(spec, "variables");
+        let mut compiler = if self.mutating || !variables.is_empty() {
+            Compiler::composited()
+        } else {
+            Compiler::stateless()
+        };
+        let declarations = Declarations {
+            has_params,
+            has_authorizer: true,
+        };
+        for (i, v) in variables.iter().enumerate() {
+            errs.extend(validate_variable(
+                v,
+                &mut compiler,
+                declarations,
+                &path.child("variables").index(i),
+            ));
         }
         if self.mutating {
             let mutations = list_at(spec, "mutations");
@@ -1154,8 +1243,8 @@ impl PolicyStrategy {
             errs.push(FieldError::required(&path.child("auditAnnotations"), WHY));
             return errs;
         }
-        errs.extend(validate_validations(spec, &path));
-        errs.extend(validate_audit_annotations(name, spec, &path));
+        errs.extend(validate_validations(spec, &compiler, &path));
+        errs.extend(validate_audit_annotations(name, spec, &compiler, &path));
         errs
     }
 }
@@ -1581,6 +1670,82 @@ mod tests {
     }
 
     #[test]
+    fn expressions_are_type_checked_in_the_admission_environment() {
+        let rules = json!({"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]});
+        let vap = PolicyStrategy { mutating: false };
+        let p = policy(
+            json!({"matchConstraints": rules, "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                   "matchConditions": [{"name": "m", "expression": "params.data.x == 'y' && variables.v"}],
+                   "variables": [{"name": "v", "expression": "object.metadata.name.size()"}],
+                   "validations": [
+                       {"expression": "variables.v > 1 && authorizer.requestResource.check('get').allowed()",
+                        "messageExpression": "authorizer.requestResource.check('get').reason()"},
+                       {"expression": "variables.v"},
+                   ],
+                   "auditAnnotations": [{"key": "k", "valueExpression": " params.data.x "}]}),
+            false,
+        );
+        assert_eq!(
+            messages(&vap.validate(&p)),
+            [
+                // Match conditions have no variables.
+                "spec.matchConditions[0].expression: Invalid value: \"params.data.x == 'y' && variables.v\": compilation failed: ERROR: <input>:1:25: undeclared reference to 'variables' (in container '')\n | params.data.x == 'y' && variables.v\n | ........................^",
+                // Message expressions have no authorizer.
+                "spec.validations[0].messageExpression: Invalid value: \"authorizer.requestResource.check('get').reason()\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer' (in container '')\n | authorizer.requestResource.check('get').reason()\n | ^",
+                "spec.validations[1].expression: Invalid value: \"variables.v\": must evaluate to bool but got int",
+                // The value is shown as written, compiled trimmed.
+                "spec.auditAnnotations[0].valueExpression: Invalid value: \" params.data.x \": must evaluate to one of [string null_type] but got dyn",
+            ]
+        );
+        // Upstream's validation tests: variables see only those before them, validations all.
+        let p = policy(
+            json!({"matchConstraints": rules,
+                   "variables": [{"name": "correct", "expression": "object"},
+                                 {"name": "bar", "expression": "variables.foo + 1"},
+                                 {"name": "foo", "expression": "1 + 1"},
+                                 {"name": "sum", "expression": "114 + '514'"}],
+                   "validations": [{"expression": "variables.foo > 1"},
+                                   {"expression": "variables.replicas == 2"},
+                                   {"expression": "true", "messageExpression": "0 == 0"}],
+                   "auditAnnotations": [{"key": "k", "valueExpression": "true"}]}),
+            false,
+        );
+        assert_eq!(
+            messages(&vap.validate(&p)),
+            [
+                "spec.variables[1].expression: Invalid value: \"variables.foo + 1\": compilation failed: ERROR: <input>:1:10: undefined field 'foo'\n | variables.foo + 1\n | .........^",
+                "spec.variables[3].expression: Invalid value: \"114 + '514'\": compilation failed: ERROR: <input>:1:5: found no matching overload for '_+_' applied to '(int, string)'\n | 114 + '514'\n | ....^",
+                "spec.validations[1].expression: Invalid value: \"variables.replicas == 2\": compilation failed: ERROR: <input>:1:10: undefined field 'replicas'\n | variables.replicas == 2\n | .........^",
+                "spec.validations[2].messageExpression: Invalid value: \"0 == 0\": must evaluate to string but got bool",
+                "spec.auditAnnotations[0].valueExpression: Invalid value: \"true\": must evaluate to one of [string null_type] but got bool",
+            ]
+        );
+        let hooks = WebhookConfigurationStrategy { mutating: false }.validate(&vwc(vec![hook(
+            json!({"matchConditions": [{"name": "six", "expression": "6"}]}),
+        )]));
+        assert_eq!(
+            messages(&hooks),
+            [
+                "webhooks[0].matchConditions[0].expression: Invalid value: \"6\": must evaluate to bool but got int"
+            ]
+        );
+        // A mutating policy's variables are compiled too; its mutations are only parsed.
+        let map = PolicyStrategy { mutating: true };
+        let p = policy(
+            json!({"matchConstraints": rules, "reinvocationPolicy": "Never",
+                   "variables": [{"name": "v", "expression": "undeclared"}],
+                   "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{metadata: Object.metadata{labels: {'a': variables.v}}}"}}]}),
+            true,
+        );
+        assert_eq!(
+            messages(&map.validate(&p)),
+            [
+                "spec.variables[0].expression: Invalid value: \"undeclared\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'undeclared' (in container '')\n | undeclared\n | ^"
+            ]
+        );
+    }
+
+    #[test]
     fn policies_default_and_validate_structure() {
         let rules = json!({"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"], "resources": ["deployments"]}]});
         let p = policy(json!({"matchConstraints": rules}), false);
@@ -1610,6 +1775,8 @@ mod tests {
                 "spec.paramKind.kind: Invalid value: \"Bad_Kind\": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
                 "spec.validations[0].expression: Required value: expression is not specified",
                 "spec.validations[0].reason: Unsupported value: \"Teapot\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\"",
+                "spec.auditAnnotations[0].valueExpression: Invalid value: \"x\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'x' (in container '')\n | x\n | ^",
+                "spec.auditAnnotations[1].valueExpression: Invalid value: \"y\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'y' (in container '')\n | y\n | ^",
                 "spec.auditAnnotations[1].key: Duplicate value: \"k\"",
             ]
         );

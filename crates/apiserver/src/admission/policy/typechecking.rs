@@ -5,19 +5,25 @@
 //! expression warning for `status.typeChecking`. The validatingadmissionpolicy-status controller
 //! (`ironplane_kube::controllers::validatingadmissionpolicy_status`) writes them.
 //!
+//! The environment is upstream's type-checking one, not admission's: `authorizer` is declared
+//! for its functions but `authorizer.requestResource` is not, so any use of the latter is
+//! warned about (`unexpected failed resolution of 'kubernetes.authorization.Authorizer'`), as
+//! upstream warns.
+//!
 //! Type checking only informs: it must never change what a policy does at admission, so a
 //! kind whose schema cannot be found is skipped, and nothing here fails.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use apimachinery::gvk::{GroupVersionKind, GroupVersionResource};
 use serde_json::Value;
 
+use crate::admission::compile::{decl_of, namespace_type, request_type, variables_type};
 use crate::cel::checker::{self, Type};
 use crate::cel::functions::AUTHORIZER;
 use crate::cel::resolver;
-use crate::cel::types::{DeclKind, DeclType};
+use crate::cel::types::DeclType;
 use crate::registry::ResourceInfo;
 use crate::server::GenericApiServer;
 
@@ -147,6 +153,8 @@ impl Context {
         if let Some(params) = &self.params {
             vars.push(("params", params.clone()));
         }
+        // Only the authorizer's functions: upstream declares no `authorizer.requestResource`
+        // here.
         vars.push(("authorizer", Type::Opaque(AUTHORIZER)));
         let mut fields: BTreeMap<String, Arc<DeclType>> = BTreeMap::new();
         for (name, source) in &self.variables {
@@ -327,166 +335,6 @@ impl TypeSource for ServedSnapshot<'_> {
         let doc = self.document(&path)?;
         resolver::schema_of(&doc, gvk)
     }
-}
-
-/// `convertCelTypeToDeclType`: a variable's type as a field of `variables`. Lists and maps
-/// keep their element types; objects, optionals, types and library types are `dyn`, as
-/// upstream's conversion makes them. Declared types here have string keys and no `uint` or
-/// `null`, so a map with other keys and those two are `dyn` too (upstream keeps them; an
-/// expression misusing such a variable is not warned about).
-fn decl_of(t: &Type) -> Arc<DeclType> {
-    let kind = match t {
-        Type::Bool => DeclKind::Bool,
-        Type::Int => DeclKind::Int,
-        Type::Double => DeclKind::Double,
-        Type::String => DeclKind::String,
-        Type::Bytes => DeclKind::Bytes,
-        Type::Duration => DeclKind::Duration,
-        Type::Timestamp => DeclKind::Timestamp,
-        Type::Any => DeclKind::Any,
-        Type::List(e) => DeclKind::List(decl_of(e)),
-        Type::Map(k, v) if **k == Type::String => DeclKind::Map(decl_of(v)),
-        _ => DeclKind::Dyn,
-    };
-    DeclType::of(kind)
-}
-
-/// `variables`: an object of the variables compiled so far (`kubernetes.variables`).
-fn variables_type(fields: &BTreeMap<String, Arc<DeclType>>) -> Type {
-    let decl = DeclType::of(DeclKind::Object(fields.clone()));
-    Type::of_decl(&decl, "kubernetes.variables")
-}
-
-fn object(name: &'static str, fields: Vec<(&str, Arc<DeclType>)>) -> Arc<DeclType> {
-    let fields = fields
-        .into_iter()
-        .map(|(n, t)| (n.to_string(), t))
-        .collect();
-    DeclType::of(DeclKind::Named(
-        name,
-        DeclType::of(DeclKind::Object(fields)),
-    ))
-}
-
-fn list(elem: Arc<DeclType>) -> Arc<DeclType> {
-    DeclType::of(DeclKind::List(elem))
-}
-
-fn map(elem: Arc<DeclType>) -> Arc<DeclType> {
-    DeclType::of(DeclKind::Map(elem))
-}
-
-/// `request` (`BuildRequestType`): the admission request's fields CEL may read.
-fn request_type() -> Type {
-    static REQUEST: OnceLock<Arc<DeclType>> = OnceLock::new();
-    let decl = REQUEST.get_or_init(|| {
-        let string = || DeclType::of(DeclKind::String);
-        let gvk = || {
-            object(
-                "kubernetes.GroupVersionKind",
-                vec![
-                    ("group", string()),
-                    ("version", string()),
-                    ("kind", string()),
-                ],
-            )
-        };
-        let gvr = || {
-            object(
-                "kubernetes.GroupVersionResource",
-                vec![
-                    ("group", string()),
-                    ("version", string()),
-                    ("resource", string()),
-                ],
-            )
-        };
-        let user = object(
-            "kubernetes.UserInfo",
-            vec![
-                ("username", string()),
-                ("uid", string()),
-                ("groups", list(string())),
-                ("extra", map(list(string()))),
-            ],
-        );
-        object(
-            "kubernetes.AdmissionRequest",
-            vec![
-                ("kind", gvk()),
-                ("resource", gvr()),
-                ("subResource", string()),
-                ("requestKind", gvk()),
-                ("requestResource", gvr()),
-                ("requestSubResource", string()),
-                ("name", string()),
-                ("namespace", string()),
-                ("operation", string()),
-                ("userInfo", user),
-                ("dryRun", DeclType::of(DeclKind::Bool)),
-                ("options", DeclType::of(DeclKind::Dyn)),
-            ],
-        )
-    });
-    Type::of_decl(decl, "kubernetes.AdmissionRequest")
-}
-
-/// `namespaceObject` (`BuildNamespaceType`): the fields of a Namespace CEL may read.
-fn namespace_type() -> Type {
-    static NAMESPACE: OnceLock<Arc<DeclType>> = OnceLock::new();
-    let decl = NAMESPACE.get_or_init(|| {
-        let string = || DeclType::of(DeclKind::String);
-        let time = || DeclType::of(DeclKind::Timestamp);
-        let int = || DeclType::of(DeclKind::Int);
-        let condition = object(
-            "kubernetes.NamespaceCondition",
-            vec![
-                ("status", string()),
-                ("type", string()),
-                ("lastTransitionTime", time()),
-                ("message", string()),
-                ("reason", string()),
-            ],
-        );
-        let metadata = object(
-            "kubernetes.NamespaceMetadata",
-            vec![
-                ("name", string()),
-                ("generateName", string()),
-                ("namespace", string()),
-                ("labels", map(string())),
-                ("annotations", map(string())),
-                ("UID", string()),
-                ("creationTimestamp", time()),
-                ("deletionGracePeriodSeconds", int()),
-                ("deletionTimestamp", time()),
-                ("generation", int()),
-                ("resourceVersion", string()),
-                ("finalizers", list(string())),
-            ],
-        );
-        object(
-            "kubernetes.Namespace",
-            vec![
-                ("metadata", metadata),
-                (
-                    "spec",
-                    object(
-                        "kubernetes.NamespaceSpec",
-                        vec![("finalizers", list(string()))],
-                    ),
-                ),
-                (
-                    "status",
-                    object(
-                        "kubernetes.NamespaceStatus",
-                        vec![("conditions", list(condition)), ("phase", string())],
-                    ),
-                ),
-            ],
-        )
-    });
-    Type::of_decl(decl, "kubernetes.Namespace")
 }
 
 #[cfg(test)]
@@ -673,6 +521,100 @@ mod tests {
                 "variables.name == object.foo"
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn uint_null_and_keyed_map_variables_keep_their_types() {
+        let with_vars = |vars: Value, expression: &str| {
+            let mut p = deployments(json!([{ "expression": expression }]));
+            p["spec"]["variables"] = vars;
+            check(&p, &schema("integer"))
+                .into_iter()
+                .map(|w| w.warning)
+                .collect::<Vec<_>>()
+        };
+        let uint = json!([{"name": "u", "expression": "1u"}]);
+        assert_eq!(
+            with_vars(uint.clone(), "variables.u == 1"),
+            [
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:13: found no matching overload for '_==_' applied to '(uint, int)'\n | variables.u == 1\n | ............^\n"
+            ]
+        );
+        // Numbers of different kinds compare in Kubernetes' environment.
+        assert!(with_vars(uint.clone(), "variables.u > 1 && variables.u == 2u").is_empty());
+        let null = json!([{"name": "n", "expression": "null"}]);
+        assert_eq!(
+            with_vars(null.clone(), "variables.n == 'x'"),
+            [
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:13: found no matching overload for '_==_' applied to '(null_type, string)'\n | variables.n == 'x'\n | ............^\n"
+            ]
+        );
+        assert!(with_vars(null, "variables.n == null").is_empty());
+        let keyed = json!([{"name": "m", "expression": "{1: 'a'}"}]);
+        assert_eq!(
+            with_vars(keyed.clone(), "variables.m['x'] == 'a'"),
+            [
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:12: found no matching overload for '_[_]' applied to '(map(int, string), string)'\n | variables.m['x'] == 'a'\n | ...........^\n"
+            ]
+        );
+        assert!(with_vars(keyed, "variables.m[1] == 'a'").is_empty());
+        // A list of them keeps its element type.
+        assert_eq!(
+            with_vars(
+                json!([{"name": "l", "expression": "[1u, 2u]"}]),
+                "variables.l[0] == 1"
+            ),
+            [
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:16: found no matching overload for '_==_' applied to '(uint, int)'\n | variables.l[0] == 1\n | ...............^\n"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_authorizer_has_no_fields_when_type_checking() {
+        // Upstream's type checking declares `authorizer` but not `authorizer.requestResource`,
+        // and no type provider knows the authorizer's object type: selecting any field of it
+        // fails, and what follows is checked against an error type.
+        let warnings = |expression: &str| {
+            check(
+                &deployments(json!([{ "expression": expression }])),
+                &schema("string"),
+            )
+            .into_iter()
+            .map(|w| w.warning)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            warnings("authorizer.requestResource.check('get').allowed()"),
+            [
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:11: unexpected failed resolution of 'kubernetes.authorization.Authorizer'\n | authorizer.requestResource.check('get').allowed()\n | ..........^\n"
+            ]
+        );
+        assert_eq!(
+            warnings("authorizer.requestResource.check(1).allowed()"),
+            [
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:11: unexpected failed resolution of 'kubernetes.authorization.Authorizer'\n | authorizer.requestResource.check(1).allowed()\n | ..........^\nERROR: <input>:1:33: found no matching overload for 'check' applied to '!error!.(int)'\n | authorizer.requestResource.check(1).allowed()\n | ................................^\n"
+            ]
+        );
+        // The library's functions are declared with their types.
+        assert_eq!(
+            warnings("authorizer.path('/healthz').check('get').allowed() == 'yes'"),
+            [
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:52: found no matching overload for '_==_' applied to '(bool, string)'\n | authorizer.path('/healthz').check('get').allowed() == 'yes'\n | ...................................................^\n"
+            ]
+        );
+        assert_eq!(
+            warnings(
+                "authorizer.serviceAccount('ns', 'sa').group('apps').resource('deployments').namespace('ns').check(1).reason() == ''"
+            ),
+            [
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:98: found no matching overload for 'check' applied to 'kubernetes.authorization.ResourceCheck.(int)'\n | authorizer.serviceAccount('ns', 'sa').group('apps').resource('deployments').namespace('ns').check(1).reason() == ''\n | .................................................................................................^\n"
+            ]
+        );
+        assert!(
+            warnings("authorizer.group('').resource('pods').check('get').errored() || authorizer.group('').resource('pods').check('get').error() == ''")
+                .is_empty()
         );
     }
 
