@@ -56,8 +56,9 @@ pub struct CrdHandler {
     served: RwLock<Arc<Served>>,
     /// One storage (watch cache) per `<group>/<plural>`, kept while a CRD names it.
     pub(crate) caches: Mutex<HashMap<String, Arc<dyn Store>>>,
-    /// The `meta/v1` schemas that custom resources' OpenAPI documents refer to.
-    pub(crate) meta_schemas: serde_json::Map<String, serde_json::Value>,
+    /// The `meta/v1` schemas that custom resources' OpenAPI documents refer to (shared: they
+    /// are the same for every server of the process).
+    pub(crate) meta_schemas: Arc<serde_json::Map<String, serde_json::Value>>,
     /// Finds the endpoint of a conversion webhook named by its Service.
     pub(crate) resolver: Option<Arc<dyn ServiceResolver>>,
     /// The last `/openapi/v2` fragment and the fingerprint of the table it was built from.
@@ -70,7 +71,7 @@ impl CrdHandler {
     pub fn new(
         builtin: &ApiResources,
         storage: StorageConfig,
-        meta_schemas: serde_json::Map<String, serde_json::Value>,
+        meta_schemas: Arc<serde_json::Map<String, serde_json::Value>>,
         resolver: Option<Arc<dyn ServiceResolver>>,
     ) -> Option<Arc<Self>> {
         let crds = builtin

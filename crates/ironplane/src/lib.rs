@@ -113,13 +113,14 @@ fn read(path: &std::path::Path) -> Result<Vec<u8>, String> {
 }
 
 /// The meta/v1 schemas that custom resources' OpenAPI documents refer to. They are a function of
-/// embedded data only, so they are read once per process: a process that starts several servers
-/// (tests do) inflates and parses the core group's v3 document once, not at every start.
-fn meta_schemas_v3() -> serde_json::Map<String, serde_json::Value> {
-    static SCHEMAS: std::sync::OnceLock<serde_json::Map<String, serde_json::Value>> =
+/// embedded data only, so they are read once per process and shared: a process that starts
+/// several servers (tests do) inflates and parses the core group's v3 document once, not at
+/// every start, and holds one copy.
+fn meta_schemas_v3() -> Arc<serde_json::Map<String, serde_json::Value>> {
+    static SCHEMAS: std::sync::OnceLock<Arc<serde_json::Map<String, serde_json::Value>>> =
         std::sync::OnceLock::new();
     SCHEMAS
-        .get_or_init(ironplane_kube::openapi::meta_schemas_v3)
+        .get_or_init(|| Arc::new(ironplane_kube::openapi::meta_schemas_v3()))
         .clone()
 }
 

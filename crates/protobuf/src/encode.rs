@@ -71,7 +71,7 @@ impl Encoder<'_> {
             }
         };
         for &index in &message.wire_order {
-            let field = &message.fields[index];
+            let field = &message.fields[usize::from(index)];
             let value = if field.inline {
                 Some(value)
             } else {

@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use apimachinery::labels::Selector;
 use apimachinery::object::ObjectExt;
+use apimachinery::status::Status;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::{self, Delta};
 use apiserver::registry::{Requester, UpdateOptions};
-use serde_json::Value;
+use serde_json::{Value, json};
+use storage::Object;
 
 /// How long a failed update waits before the roles are looked at again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -47,6 +49,24 @@ pub fn aggregated_rules(role: &Value, all: &BTreeMap<String, Value>) -> Option<V
     Some(rules)
 }
 
+/// What aggregation reads of a ClusterRole: its name, labels, rules and aggregation rule. The
+/// controller holds every ClusterRole of the cluster, so it keeps only these, not the whole
+/// object with its annotations and managed fields.
+fn aggregation_view(object: &Object) -> Option<Value> {
+    let role = object.value().ok()?;
+    let metadata = &role["metadata"];
+    let mut view = json!({"metadata": {"name": metadata["name"]}});
+    if let Some(labels) = metadata.get("labels") {
+        view["metadata"]["labels"] = labels.clone();
+    }
+    for field in ["rules", "aggregationRule"] {
+        if let Some(v) = role.get(field) {
+            view[field] = v.clone();
+        }
+    }
+    Some(view)
+}
+
 /// Watches ClusterRoles and keeps every aggregated one up to date. Runs until the process ends.
 pub async fn run(api: Arc<ApiResources>) {
     let Some(store) = api
@@ -59,24 +79,28 @@ pub async fn run(api: Arc<ApiResources>) {
     let changed = Arc::new(tokio::sync::Notify::new());
     {
         let (roles, changed, store) = (roles.clone(), changed.clone(), store.clone());
-        tokio::spawn(reflector::run(store, move |delta| {
-            let mut map = roles.lock().unwrap_or_else(|e| e.into_inner());
-            match delta {
-                Delta::Replace(items) => {
-                    *map = items
-                        .into_iter()
-                        .map(|v| (v.name().to_string(), v))
-                        .collect();
+        tokio::spawn(reflector::run_decoded(
+            store,
+            aggregation_view,
+            move |delta| {
+                let mut map = roles.lock().unwrap_or_else(|e| e.into_inner());
+                match delta {
+                    Delta::Replace(items) => {
+                        *map = items
+                            .into_iter()
+                            .map(|v| (v.name().to_string(), v))
+                            .collect();
+                    }
+                    Delta::Upsert(v) => {
+                        map.insert(v.name().to_string(), v);
+                    }
+                    Delta::Deleted(v) => {
+                        map.remove(v.name());
+                    }
                 }
-                Delta::Upsert(v) => {
-                    map.insert(v.name().to_string(), v);
-                }
-                Delta::Deleted(v) => {
-                    map.remove(v.name());
-                }
-            }
-            changed.notify_one();
-        }));
+                changed.notify_one();
+            },
+        ));
     }
     let user = super::kube_system_account("clusterrole-aggregation-controller");
     loop {
@@ -91,8 +115,11 @@ pub async fn run(api: Arc<ApiResources>) {
             if want == have {
                 continue;
             }
+            // The write starts from the stored role: the view above is not a whole object.
             let mut updater = |current: Option<&Value>| {
-                let mut next = current.cloned().unwrap_or_else(|| role.clone());
+                let mut next = current
+                    .cloned()
+                    .ok_or_else(|| Status::internal(format!("cluster role {name} is gone")))?;
                 next["rules"] = Value::Array(want.clone());
                 Ok(next)
             };
