@@ -32,7 +32,7 @@ pub fn check_go_types(api_version: &str, kind: &str, value: &Value) -> Result<()
         schema,
         path: Vec::new(),
     }
-    .fields(id, object, short_name(&schema.messages[id].name))
+    .fields(id, object, short_name(schema.messages[id].name))
 }
 
 /// [`crate::check_go_message`]: `value` against the message `full_name`; `Ok` when there is no
@@ -47,7 +47,7 @@ pub(crate) fn check_message(full_name: &str, value: &Value) -> Result<(), String
             schema,
             path: Vec::new(),
         }
-        .fields(id, object, short_name(&schema.messages[id].name)),
+        .fields(id, object, short_name(schema.messages[id].name)),
         Value::Null => Ok(()),
         other => Err(format!(
             "json: cannot unmarshal {} into Go value of type v1.{}",
@@ -111,10 +111,10 @@ impl<'s> Checker<'s> {
                 }
                 continue;
             }
-            let Some(value) = object.get(&*field.json) else {
+            let Some(value) = object.get(field.json) else {
                 continue;
             };
-            self.path.push(&field.json);
+            self.path.push(field.json);
             self.field(field, value, owner)?;
             self.path.pop();
         }
@@ -126,7 +126,7 @@ impl<'s> Checker<'s> {
         if value.is_null() {
             return Ok(());
         }
-        let go_type = &*field.go_type;
+        let go_type = field.go_type;
         match field.cardinality {
             Cardinality::Single => self.element(field.ty, go_type, value, owner),
             Cardinality::Repeated => {
@@ -187,7 +187,7 @@ impl<'s> Checker<'s> {
                 let Value::Object(object) = value else {
                     return Err(self.mismatch(owner, json_kind(value), go_type));
                 };
-                return self.fields(id, object, short_name(&message.name));
+                return self.fields(id, object, short_name(message.name));
             }
             _ => false,
         };

@@ -145,7 +145,7 @@ impl<'s> Decoder<'s> {
             let (mine, others) = rest.split_at(count);
             rest = others;
             self.field(field, mine, out)
-                .map_err(|e| e.within(&field.json))?;
+                .map_err(|e| e.within(field.json))?;
         }
         Ok(())
     }

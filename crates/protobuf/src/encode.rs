@@ -75,10 +75,10 @@ impl Encoder<'_> {
             let value = if field.inline {
                 Some(value)
             } else {
-                object.get(&*field.json)
+                object.get(field.json)
             };
             self.field(field, value.unwrap_or(&Value::Null), out)
-                .map_err(|e| e.within(if field.inline { "" } else { &field.json }))?;
+                .map_err(|e| e.within(if field.inline { "" } else { field.json }))?;
         }
         Ok(())
     }

@@ -72,7 +72,7 @@ impl Normalizer<'_> {
                 result?;
                 continue;
             }
-            let value = object.get(&*field.json).unwrap_or(&Value::Null);
+            let value = object.get(field.json).unwrap_or(&Value::Null);
             self.field(field, value, out)?;
         }
         Ok(())

@@ -280,7 +280,7 @@ impl Renderer<'_> {
         out: &mut String,
     ) {
         let untagged = self.untagged(id);
-        if untagged && let Some(layout) = internal_layout(&self.schema.messages[id].name) {
+        if untagged && let Some(layout) = internal_layout(self.schema.messages[id].name) {
             return self.internal_fields(id, layout, object, first, out);
         }
         for field in &self.schema.messages[id].fields {
@@ -300,9 +300,9 @@ impl Renderer<'_> {
             }
             *first = false;
             let key = if untagged && !field.go_name.is_empty() {
-                &*field.go_name
+                field.go_name
             } else {
-                &*field.json
+                field.json
             };
             write_string(key, out);
             out.push(':');
@@ -330,7 +330,7 @@ impl Renderer<'_> {
                 .fields
                 .iter()
                 .chain(borrowed.into_iter().flat_map(|b| b.fields.iter()))
-                .find(|f| &*f.json == *json)
+                .find(|f| f.json == *json)
             else {
                 continue;
             };
@@ -356,7 +356,7 @@ impl Renderer<'_> {
                 out.push(',');
             }
             *first = false;
-            write_string(&field.go_name, out);
+            write_string(field.go_name, out);
             out.push(':');
             if layout.values.contains(json) && value.as_ref().is_none_or(Value::is_null) {
                 // A value, not a pointer, internally: unset is its zero value.
@@ -637,7 +637,7 @@ mod tests {
                 let known = [Some(id), borrowed]
                     .into_iter()
                     .flatten()
-                    .any(|m| schema.messages[m].fields.iter().any(|f| &*f.json == *json));
+                    .any(|m| schema.messages[m].fields.iter().any(|f| f.json == *json));
                 assert!(known, "{}: {json} is no field", layout.message);
             }
         }

@@ -396,13 +396,13 @@ mod tests {
         let schema = schema();
         let id = schema.message_named(&format!("{META_V1}.ObjectMeta"));
         let meta = &schema.messages[id.expect("ObjectMeta is in the schema")];
-        let creation = meta.fields.iter().find(|f| &*f.json == "creationTimestamp");
+        let creation = meta.fields.iter().find(|f| f.json == "creationTimestamp");
         assert!(creation.is_some_and(|f| f.omitzero && f.omitempty && !f.pointer));
-        let deletion = meta.fields.iter().find(|f| &*f.json == "deletionTimestamp");
+        let deletion = meta.fields.iter().find(|f| f.json == "deletionTimestamp");
         assert!(deletion.is_some_and(|f| f.pointer));
-        let labels = meta.fields.iter().find(|f| &*f.json == "labels");
+        let labels = meta.fields.iter().find(|f| f.json == "labels");
         assert!(labels.is_some_and(|f| f.cardinality == Cardinality::Map && f.ty == Type::String));
         // Go declaration order puts managedFields last although its number (17) is not.
-        assert_eq!(meta.fields.last().map(|f| &*f.json), Some("managedFields"));
+        assert_eq!(meta.fields.last().map(|f| f.json), Some("managedFields"));
     }
 }
