@@ -702,7 +702,9 @@ pub(crate) fn validate_metav1_conditions(
 #[derive(Clone, Copy)]
 struct WebhookOptions {
     /// An update that leaves every webhook's match conditions as stored does not check them
-    /// again (`ignoreValidatingWebhookMatchConditions`).
+    /// again (`ignoreValidatingWebhookMatchConditions`). Upstream's preexisting expressions of a
+    /// configuration only choose the StoredExpressions environment, the same as NewExpressions
+    /// in v1.36 (see `PolicyStrategy::validate_update`).
     ignore_match_conditions: bool,
     require_no_side_effects: bool,
     require_recognized_review_version: bool,
@@ -1286,6 +1288,12 @@ impl Strategy for PolicyStrategy {
             .unwrap_or("");
         let spec = new.get("spec").unwrap_or(&Value::Null);
         let old_spec = old.get("spec").unwrap_or(&Value::Null);
+        // Only unchanged match conditions are left unchecked. Upstream also collects the stored
+        // object's expressions (`findValidatingPolicyPreexistingExpressions`), but an expression
+        // found there is still compiled, in the StoredExpressions environment instead of
+        // NewExpressions; in v1.36 the two hold the same libraries for admission (none was
+        // introduced after 1.34, the compatibility version is 1.35), so a stored expression
+        // that does not type-check is refused on any update as a new one is.
         let ignore = set_at(spec, "paramKind") == set_at(old_spec, "paramKind")
             && list_at(spec, "matchConditions") == list_at(old_spec, "matchConditions");
         self.validate_spec(name, spec, ignore)
@@ -1741,6 +1749,71 @@ mod tests {
             messages(&map.validate(&p)),
             [
                 "spec.variables[0].expression: Invalid value: \"undeclared\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'undeclared' (in container '')\n | undeclared\n | ^"
+            ]
+        );
+    }
+
+    #[test]
+    fn stored_expressions_are_checked_unless_match_conditions_are_unchanged() {
+        let rules = json!({"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]});
+        let vap = PolicyStrategy { mutating: false };
+        let relabel = |old: &Value| {
+            let mut new = old.clone();
+            new["metadata"]["labels"] = json!({"a": "b"});
+            new
+        };
+        // Validations, messages and audit annotations that do not type-check are refused on an
+        // update that only changes labels, as on create: upstream compiles the stored ones in
+        // the StoredExpressions environment, which in v1.36 is NewExpressions.
+        let old = policy(
+            json!({"matchConstraints": rules,
+                   "validations": [{"expression": "undeclared", "messageExpression": "1"}],
+                   "auditAnnotations": [{"key": "k", "valueExpression": "true"}]}),
+            false,
+        );
+        let on_create = messages(&vap.validate(&old));
+        assert_eq!(
+            on_create,
+            [
+                "spec.validations[0].expression: Invalid value: \"undeclared\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'undeclared' (in container '')\n | undeclared\n | ^",
+                "spec.validations[0].messageExpression: Invalid value: \"1\": must evaluate to string but got int",
+                "spec.auditAnnotations[0].valueExpression: Invalid value: \"true\": must evaluate to one of [string null_type] but got bool",
+            ]
+        );
+        assert_eq!(
+            messages(&vap.validate_update(&relabel(&old), &old)),
+            on_create
+        );
+
+        // Unchanged match conditions are not compiled again; a changed one is.
+        let old = policy(
+            json!({"matchConstraints": rules, "validations": [{"expression": "true"}],
+                   "matchConditions": [{"name": "m", "expression": "undeclared"}]}),
+            false,
+        );
+        assert_eq!(vap.validate(&old).len(), 1);
+        assert!(vap.validate_update(&relabel(&old), &old).is_empty());
+        let mut new = relabel(&old);
+        new["spec"]["matchConditions"][0]["expression"] = json!("1");
+        assert_eq!(
+            messages(&vap.validate_update(&new, &old)),
+            [
+                "spec.matchConditions[0].expression: Invalid value: \"1\": must evaluate to bool but got int"
+            ]
+        );
+
+        let s = WebhookConfigurationStrategy { mutating: false };
+        let old = vwc(vec![hook(
+            json!({"matchConditions": [{"name": "m", "expression": "undeclared"}]}),
+        )]);
+        assert_eq!(s.validate(&old).len(), 1);
+        assert!(s.validate_update(&relabel(&old), &old).is_empty());
+        let mut new = relabel(&old);
+        new["webhooks"][0]["matchConditions"][0]["expression"] = json!("1");
+        assert_eq!(
+            messages(&s.validate_update(&new, &old)),
+            [
+                "webhooks[0].matchConditions[0].expression: Invalid value: \"1\": must evaluate to bool but got int"
             ]
         );
     }
