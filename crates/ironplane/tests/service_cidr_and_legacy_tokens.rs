@@ -297,18 +297,6 @@ fn backdate_tracking(s: &Server) {
     ]);
 }
 
-fn whoami(s: &Server, token: &str) -> std::process::Output {
-    s.kubectl_with_token(
-        token,
-        &[
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username}",
-        ],
-    )
-}
-
 #[test]
 fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
     let s = Server::start_with(&["--legacy-service-account-token-clean-up-period=2s"]);
@@ -317,12 +305,8 @@ fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
     });
     let tokens = legacy_tokens(&s, &["unused-token", "mounted-token", "used-token"]);
     // Used today (while still a manual secret, so the cleaner cannot touch it yet).
-    let who = whoami(&s, &tokens[2]);
-    assert!(
-        who.status.success(),
-        "{}",
-        String::from_utf8_lossy(&who.stderr)
-    );
+    let who = s.whoami(&tokens[2]);
+    assert!(who.user.is_ok(), "{}", who.stderr);
     wait_until("the last-used label", 10, || {
         label(&s.get_json("default", "secret/used-token"), LAST_USED) == Some(today())
     });
@@ -353,13 +337,13 @@ fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
     );
     // Refused from now on.
     wait_until("the invalidated token refused", 10, || {
-        !whoami(&s, &tokens[0]).status.success()
+        s.whoami(&tokens[0]).user.is_err()
     });
-    let refused = whoami(&s, &tokens[0]);
+    let refused = s.whoami(&tokens[0]);
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("Unauthorized"),
+        refused.stderr.contains("Unauthorized"),
         "{}",
-        String::from_utf8_lossy(&refused.stderr)
+        refused.stderr
     );
     // Another sync or two: the mounted and the used tokens are left alone.
     std::thread::sleep(Duration::from_secs(5));
@@ -367,7 +351,7 @@ fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
         let secret = s.get_json("default", &format!("secret/{name}"));
         assert_eq!(label(&secret, INVALID_SINCE), None, "{name}");
     }
-    assert!(whoami(&s, &tokens[1]).status.success());
+    assert!(s.whoami(&tokens[1]).user.is_ok());
     // The refused use counted as a use today; the invalid mark is a day old at most, and days
     // are what upstream compares. Make both older than the period, as tomorrow would.
     wait_until("the refused use recorded", 10, || {
