@@ -387,12 +387,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             run_system_hooks(resources, system_hooks, authentication_info).await;
         });
     }
-    let custom_resources: ironplane_kube::controllers::ExtraStores = match &extensions {
+    let custom_resources = match &extensions {
         Some(e) => {
             let e = e.clone();
-            Arc::new(move || e.stores())
+            ironplane_kube::controllers::ExtraStores::new(move || e.apis())
         }
-        None => Arc::new(Vec::new),
+        None => ironplane_kube::controllers::ExtraStores::none(),
     };
     // The controllers kube-controller-manager would run, as `--controllers` selects them.
     let selection = opts.controller_selection()?;
