@@ -90,18 +90,14 @@ impl CrdHandler {
         }))
     }
 
-    /// The storage-version store of every served custom resource (for the namespace
-    /// controller, which deletes a namespace's custom resources with the rest).
-    pub fn stores(&self) -> Vec<Arc<RegistryStore>> {
+    /// What serves each served custom resource, one `ApiResources` per CRD with its stores and
+    /// schemas (for the controllers: the namespace controller deletes a namespace's custom
+    /// resources with the rest, the garbage collector writes their metadata).
+    pub fn apis(&self) -> Vec<Arc<ApiResources>> {
         self.served()
             .by_crd
             .values()
-            .flat_map(|e| {
-                e.api
-                    .all()
-                    .find(|s| s.info.storage_version.is_none())
-                    .cloned()
-            })
+            .map(|e| e.api.clone())
             .collect()
     }
 

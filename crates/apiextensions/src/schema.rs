@@ -74,10 +74,14 @@ fn mark_embedded_metadata(schema: &mut Value) {
 }
 
 /// `metav1.ObjectMeta` and the types it holds, as the pruner reads OpenAPI definitions (the
-/// Go type's JSON fields; `FieldsV1` is opaque by its name).
+/// Go type's JSON fields; `FieldsV1` is opaque by its name), with the list and map types of
+/// upstream's definitions: the field manager reads them, so a custom resource's owner
+/// references are tracked per uid and each one as a whole, and its finalizers per value, as
+/// upstream tracks them (its custom resources' models refer to the same `ObjectMeta`).
 fn object_meta_definitions() -> Map<String, Value> {
     let string = json!({"type": "string"});
-    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let finalizers = json!({"type": "array", "items": {"type": "string"},
+        "x-kubernetes-list-type": "set", "x-kubernetes-patch-strategy": "merge"});
     let string_map = json!({"type": "object", "additionalProperties": {"type": "string"}});
     let integer = json!({"type": "integer"});
     let boolean = json!({"type": "boolean"});
@@ -89,9 +93,13 @@ fn object_meta_definitions() -> Map<String, Value> {
         json!({"type": "object", "properties": props})
     };
     let meta = "io.k8s.apimachinery.pkg.apis.meta.v1";
-    let owner_ref =
-        json!({"type": "array", "items": {"$ref": format!("#/definitions/{meta}.OwnerReference")}});
-    let managed = json!({"type": "array", "items": {"$ref": format!("#/definitions/{meta}.ManagedFieldsEntry")}});
+    let owner_ref = json!({"type": "array",
+        "items": {"$ref": format!("#/definitions/{meta}.OwnerReference")},
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["uid"],
+        "x-kubernetes-patch-merge-key": "uid", "x-kubernetes-patch-strategy": "merge"});
+    let managed = json!({"type": "array",
+        "items": {"$ref": format!("#/definitions/{meta}.ManagedFieldsEntry")},
+        "x-kubernetes-list-type": "atomic"});
     let fields_v1 = json!({"$ref": format!("#/definitions/{meta}.FieldsV1")});
     let mut defs = Map::new();
     defs.insert(
@@ -101,7 +109,7 @@ fn object_meta_definitions() -> Map<String, Value> {
             ("creationTimestamp", &string),
             ("deletionGracePeriodSeconds", &integer),
             ("deletionTimestamp", &string),
-            ("finalizers", &strings),
+            ("finalizers", &finalizers),
             ("generateName", &string),
             ("generation", &integer),
             ("labels", &string_map),
@@ -114,17 +122,16 @@ fn object_meta_definitions() -> Map<String, Value> {
             ("uid", &string),
         ]),
     );
-    defs.insert(
-        format!("{meta}.OwnerReference"),
-        def(&[
-            ("apiVersion", &string),
-            ("blockOwnerDeletion", &boolean),
-            ("controller", &boolean),
-            ("kind", &string),
-            ("name", &string),
-            ("uid", &string),
-        ]),
-    );
+    let mut owner_reference = def(&[
+        ("apiVersion", &string),
+        ("blockOwnerDeletion", &boolean),
+        ("controller", &boolean),
+        ("kind", &string),
+        ("name", &string),
+        ("uid", &string),
+    ]);
+    owner_reference["x-kubernetes-map-type"] = json!("atomic");
+    defs.insert(format!("{meta}.OwnerReference"), owner_reference);
     defs.insert(
         format!("{meta}.ManagedFieldsEntry"),
         def(&[

@@ -294,6 +294,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // Prepare: health checks, post-start hooks, OpenAPI.
     let bootstrap_hook = Check::new("poststarthook/bootstrap-controller", false);
     let controllers_hook = Check::new("poststarthook/start-namespace-controller", false);
+    let service_cidr_hook = Check::new(
+        format!(
+            "poststarthook/{}",
+            ironplane_kube::default_service_cidr::HOOK
+        ),
+        false,
+    );
     // Upstream's other object-creating hooks, each with its own readiness check.
     let system_hooks: Vec<Check> = ironplane_kube::poststart::HOOKS
         .iter()
@@ -313,12 +320,16 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             Check::new("log", true),
             Check::new("etcd", true),
         ],
-        post_start_hooks: [bootstrap_hook.clone(), controllers_hook.clone()]
-            .into_iter()
-            .chain(system_hooks.iter().cloned())
-            .chain(crd_hooks)
-            .chain([crd_synced.clone()])
-            .collect(),
+        post_start_hooks: [
+            bootstrap_hook.clone(),
+            controllers_hook.clone(),
+            service_cidr_hook.clone(),
+        ]
+        .into_iter()
+        .chain(system_hooks.iter().cloned())
+        .chain(crd_hooks)
+        .chain([crd_synced.clone()])
+        .collect(),
         shutdown: Some(shutdown_check.clone()),
     };
     let config = Config {
@@ -388,12 +399,19 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             run_system_hooks(resources, system_hooks, authentication_info).await;
         });
     }
-    let custom_resources: ironplane_kube::controllers::ExtraStores = match &extensions {
+    // kube-apiserver's own controller of the default ServiceCIDR: its hook passes once the
+    // first sync has succeeded.
+    tokio::spawn(ironplane_kube::default_service_cidr::run(
+        resources.clone(),
+        vec![allocator.cidr().to_string()],
+        move || service_cidr_hook.set(true),
+    ));
+    let custom_resources = match &extensions {
         Some(e) => {
             let e = e.clone();
-            Arc::new(move || e.stores())
+            ironplane_kube::controllers::ExtraStores::new(move || e.apis())
         }
-        None => Arc::new(Vec::new),
+        None => ironplane_kube::controllers::ExtraStores::none(),
     };
     // The controllers kube-controller-manager would run, as `--controllers` selects them.
     let selection = opts.controller_selection()?;

@@ -174,15 +174,6 @@ fn now() -> u64 {
         .as_secs()
 }
 
-fn whoami(s: &Server, token: &str) -> Result<Value, String> {
-    let out = s.kubectl_with_token(token, &["auth", "whoami", "-o", "json"]);
-    if out.status.success() {
-        Ok(serde_json::from_slice::<Value>(&out.stdout).unwrap()["status"]["userInfo"].clone())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-    }
-}
-
 /// Waits until `check` holds (RBAC's index follows its watch).
 fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -215,7 +206,7 @@ fn oidc_flags_log_users_in_with_rs256_tokens_and_refuse_bad_ones() {
     let claims = json!({"sub": "1234", "email": "ann@example.com", "email_verified": true,
                         "groups": ["devs", "ops"], "hd": "example.com", "jti": "abc"});
     let token = issuer.token("kubernetes", claims.clone());
-    let user = whoami(&s, &token).unwrap();
+    let user = s.whoami(&token).user.unwrap();
     assert_eq!(user["username"], "ann@example.com");
     assert_eq!(
         user["groups"],
@@ -288,7 +279,7 @@ fn oidc_flags_log_users_in_with_rs256_tokens_and_refuse_bad_ones() {
     forged_claims["exp"] = json!(now() + 3600);
     bad.push(("wrongly signed", forger.sign("k1", &forged_claims)));
     for (what, token) in &bad {
-        assert_eq!(whoami(&s, token).unwrap_err(), UNAUTHORIZED, "{what}");
+        assert_eq!(s.whoami(token).user.unwrap_err(), UNAUTHORIZED, "{what}");
     }
     // The forged token made the server look for new keys once at most, not on every try.
     assert!(issuer.fetches.load(Ordering::SeqCst) <= 2);
@@ -347,7 +338,10 @@ anonymous:
     let s = Server::start_with(&[&flag]);
     let claims = json!({"sub": "u-42", "preferred_username": "bob", "tenant": "acme",
                         "roles": ["admin", "dev"]});
-    let user = whoami(&s, &issuer.token("other", claims.clone())).unwrap();
+    let user = s
+        .whoami(&issuer.token("other", claims.clone()))
+        .user
+        .unwrap();
     assert_eq!(user["username"], "acme:bob");
     assert_eq!(user["uid"], "u-42");
     assert_eq!(
@@ -358,13 +352,13 @@ anonymous:
     let mut c = claims.clone();
     c["tenant"] = json!("globex");
     assert_eq!(
-        whoami(&s, &issuer.token("ironplane", c)).unwrap_err(),
+        s.whoami(&issuer.token("ironplane", c)).user.unwrap_err(),
         UNAUTHORIZED
     );
     let mut c = claims.clone();
     c["preferred_username"] = json!("system-x");
     assert_eq!(
-        whoami(&s, &issuer.token("ironplane", c)).unwrap_err(),
+        s.whoami(&issuer.token("ironplane", c)).user.unwrap_err(),
         UNAUTHORIZED
     );
     // The file is read again when it changes: a new mapping applies without a restart, and a
@@ -373,12 +367,19 @@ anonymous:
     std::fs::write(&config, "jwt: [not valid").unwrap();
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(
-        whoami(&s, &issuer.token("other", claims.clone())).unwrap()["username"],
+        s.whoami(&issuer.token("other", claims.clone()))
+            .user
+            .unwrap()["username"],
         "acme:bob"
     );
     std::fs::write(&config, text.replace("'acme:'", "'acme2:'")).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while whoami(&s, &issuer.token("other", claims.clone())).unwrap()["username"] != "acme2:bob" {
+    while s
+        .whoami(&issuer.token("other", claims.clone()))
+        .user
+        .unwrap()["username"]
+        != "acme2:bob"
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "the new configuration never applied"
@@ -507,10 +508,10 @@ authorizers:
     s.kubectl(&["create", "namespace", "hooked"]);
     s.kubectl(&["create", "configmap", "c", "-n", "hooked"]);
 
-    let user = whoami(&s, "carol-token").unwrap();
+    let user = s.whoami("carol-token").user.unwrap();
     assert_eq!(user["username"], "carol");
     assert_eq!(user["extra"]["example.com/desk"], json!(["7"]));
-    assert_eq!(whoami(&s, "mallory-token").unwrap_err(), UNAUTHORIZED);
+    assert_eq!(s.whoami("mallory-token").user.unwrap_err(), UNAUTHORIZED);
     let sent = reviews.lock().unwrap().clone();
     assert_eq!(sent[0]["apiVersion"], "authentication.k8s.io/v1");
     assert_eq!(sent[0]["kind"], "TokenReview");
@@ -637,7 +638,7 @@ fn bootstrap_tokens_authenticate_while_their_secret_allows() {
         &["apply", "-f", "-"],
         &secret("expird", "2001-01-01T00:00:00Z"),
     );
-    let user = whoami(&s, "abcdef.0123456789abcdef").unwrap();
+    let user = s.whoami("abcdef.0123456789abcdef").user.unwrap();
     assert_eq!(user["username"], "system:bootstrap:abcdef");
     assert_eq!(
         user["groups"],
@@ -652,7 +653,7 @@ fn bootstrap_tokens_authenticate_while_their_secret_allows() {
         "expird.0123456789abcdef",
         "nosuch.0123456789abcdef",
     ] {
-        assert_eq!(whoami(&s, bad).unwrap_err(), UNAUTHORIZED, "{bad}");
+        assert_eq!(s.whoami(bad).user.unwrap_err(), UNAUTHORIZED, "{bad}");
     }
     // Deleting the secret ends the token.
     s.kubectl(&[
@@ -663,7 +664,7 @@ fn bootstrap_tokens_authenticate_while_their_secret_allows() {
         "kube-system",
     ]);
     eventually("the deletion reaching authentication", || {
-        whoami(&s, "abcdef.0123456789abcdef").is_err()
+        s.whoami("abcdef.0123456789abcdef").user.is_err()
     });
 }
 

@@ -1,7 +1,8 @@
 //! The in-process garbage collector against the real binary, driven by kubectl: a
 //! Deployment → ReplicaSet → Pod chain (made by the test, as no workload controller runs here)
 //! deleted in the background, in the foreground (the owner waits while a dependent is held by
-//! a finalizer) and with orphaning; a custom resource owning a ConfigMap; dependents whose
+//! a finalizer) and with orphaning; a custom resource owning a ConfigMap, and the collector's
+//! writes to custom resources in their managed fields; dependents whose
 //! owner never existed or lives in another namespace; a cluster-scoped dependent of a
 //! namespaced owner, which upstream leaves alone; and `--controllers` turning it off.
 
@@ -73,6 +74,44 @@ fn chain(s: &Server, ns: &str, pod_finalizers: &[&str]) -> (Value, Value, Value)
         }),
     );
     (d, rs, pod)
+}
+
+/// The namespaced custom resource `widgets.example.com/v1`, established and watched by the
+/// collector (which picks up new resources within a second).
+fn widgets(s: &Server) {
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#,
+    );
+    s.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=20s",
+    ]);
+    // A widget whose owner never existed is collected once the collector watches widgets.
+    create(
+        s,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": "probe", "namespace": "default", "ownerReferences": [
+                   {"apiVersion": "v1", "kind": "ConfigMap", "name": "never",
+                    "uid": "00000000-0000-0000-0000-000000000001"}]}}),
+    );
+    wait_gone(s, "default", "widget/probe");
 }
 
 /// A namespace whose `default` ServiceAccount exists (pods need it to be admitted).
@@ -180,30 +219,7 @@ fn orphan_deletion_releases_the_dependents() {
 #[test]
 fn a_custom_resource_takes_its_configmap_with_it() {
     let s = Server::start();
-    s.kubectl_stdin(
-        &["apply", "-f", "-"],
-        r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"#,
-    );
-    s.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/widgets.example.com",
-        "--timeout=20s",
-    ]);
+    widgets(&s);
     let w = create(
         &s,
         json!({"apiVersion": "example.com/v1", "kind": "Widget",
@@ -220,6 +236,175 @@ spec:
     assert!(s.get_json("default", "configmap/w-config").is_some());
     s.kubectl(&["delete", "widget", "w"]);
     wait_gone(&s, "default", "configmap/w-config");
+}
+
+/// The managed fields of `what` in `default`, by manager and operation, each with its
+/// `fieldsV1` (which `kubectl get` leaves out unless asked).
+fn managers(s: &Server, what: &str) -> Vec<(String, String, Value)> {
+    let out = s.kubectl(&[
+        "-n",
+        "default",
+        "get",
+        what,
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    let obj: Value = serde_json::from_str(&out).unwrap();
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap_or("").to_string();
+            (s("manager"), s("operation"), m["fieldsV1"].clone())
+        })
+        .collect()
+}
+
+/// Orphaning a custom resource's owner removes its reference through the API as upstream's
+/// collector does: the field leaves the managed fields of whoever set it, and the collector,
+/// which only removed fields, owns nothing (upstream drops an empty entry).
+#[test]
+fn an_orphaned_custom_resource_loses_the_reference_from_its_managed_fields() {
+    let s = Server::start();
+    widgets(&s);
+    let o = create(
+        &s,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "o", "namespace": "default"}}),
+    );
+    create(
+        &s,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": "w", "namespace": "default",
+                            "ownerReferences": [owner("v1", "ConfigMap", &o)]},
+               "spec": {"size": 1}}),
+    );
+    // The reference is tracked by its uid, as upstream tracks a custom resource's.
+    let key = format!("k:{{\"uid\":\"{}\"}}", uid(&o));
+    assert_eq!(
+        managers(&s, "widget/w")[0].2,
+        json!({"f:metadata": {"f:ownerReferences": {".": {}, key.as_str(): {}}},
+               "f:spec": {".": {}, "f:size": {}}})
+    );
+    s.kubectl(&["delete", "configmap", "o", "--cascade=orphan"]);
+    wait_until("the reference to be removed", 15, || {
+        s.get_json("default", "widget/w")
+            .is_some_and(|w| w["metadata"].get("ownerReferences").is_none())
+    });
+    let after = managers(&s, "widget/w");
+    assert_eq!(
+        after,
+        vec![(
+            "kubectl-create".to_string(),
+            "Update".to_string(),
+            json!({"f:spec": {".": {}, "f:size": {}}})
+        )]
+    );
+}
+
+/// A custom resource between an owner deleted in the foreground and a dependent that is
+/// itself deleting its dependents has its references unblocked first (upstream's cycle
+/// guard): the collector's write shows in its managed fields as `kube-controller-manager`'s
+/// `Update`, owning the reference it changed.
+#[test]
+fn the_collectors_write_to_a_custom_resource_is_in_its_managed_fields() {
+    let s = Server::start();
+    widgets(&s);
+    let cm = |name: &str, meta: Value| {
+        let mut m = meta;
+        m["name"] = json!(name);
+        m["namespace"] = json!("default");
+        create(
+            &s,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": m}),
+        )
+    };
+    let a = cm("a", json!({}));
+    // `b` is held by a finalizer of the test's: once unblocked it is deleted in the
+    // foreground, or, when `a` is gone by the time it is looked at again (upstream's collector
+    // races the same way), in the background; either way it stays to be looked at.
+    let b = create(
+        &s,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": "b", "namespace": "default",
+                            "finalizers": ["example.com/hold"],
+                            "ownerReferences": [owner("v1", "ConfigMap", &a)]}}),
+    );
+    let c = cm(
+        "c",
+        json!({"ownerReferences": [owner("example.com/v1", "Widget", &b)]}),
+    );
+    cm(
+        "d",
+        json!({"finalizers": ["example.com/hold"],
+               "ownerReferences": [owner("v1", "ConfigMap", &c)]}),
+    );
+    // `c` deletes its dependents first, and waits for `d`, which a finalizer holds.
+    s.kubectl(&[
+        "delete",
+        "configmap",
+        "c",
+        "--cascade=foreground",
+        "--wait=false",
+    ]);
+    wait_until("d to be marked for deletion", 15, || {
+        s.get_json("default", "configmap/d")
+            .is_some_and(|d| d["metadata"]["deletionTimestamp"].is_string())
+    });
+    s.kubectl(&[
+        "delete",
+        "configmap",
+        "a",
+        "--cascade=foreground",
+        "--wait=false",
+    ]);
+    // `b` stops blocking `a`, which goes; `b` is deleted.
+    wait_gone(&s, "default", "configmap/a");
+    wait_until("b to be marked for deletion", 15, || {
+        s.get_json("default", "widget/b")
+            .is_some_and(|b| b["metadata"]["deletionTimestamp"].is_string())
+    });
+    let w = s.get_json("default", "widget/b").unwrap();
+    assert_eq!(
+        w["metadata"]["ownerReferences"][0]["blockOwnerDeletion"],
+        false
+    );
+    let ours = managers(&s, "widget/b");
+    let key = format!("k:{{\"uid\":\"{}\"}}", uid(&a));
+    let collector = ours
+        .iter()
+        .find(|(m, _, _)| m == "kube-controller-manager")
+        .unwrap_or_else(|| panic!("no entry of the collector: {ours:?}"));
+    assert_eq!(collector.1, "Update");
+    // An owner reference is atomic, tracked whole by its uid.
+    assert_eq!(
+        collector.2,
+        json!({"f:metadata": {"f:ownerReferences": {key.as_str(): {}}}})
+    );
+    // The creator no longer owns the reference the collector changed, only the list (and its
+    // finalizer, tracked by value).
+    let creator = ours.iter().find(|(m, _, _)| m == "kubectl-create").unwrap();
+    assert_eq!(
+        creator.2,
+        json!({"f:metadata": {
+            "f:finalizers": {".": {}, "v:\"example.com/hold\"": {}},
+            "f:ownerReferences": {},
+        }}),
+        "{ours:?}"
+    );
+    // Releasing `d` and `b` lets the rest go.
+    for what in ["configmap/d", "widget/b"] {
+        s.kubectl(&[
+            "patch",
+            what,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers/0"}]"#,
+        ]);
+    }
+    wait_gone(&s, "default", "configmap/c");
+    wait_gone(&s, "default", "widget/b");
 }
 
 #[test]

@@ -82,6 +82,7 @@ fn post_start_hooks_create_what_upstream_bootstraps() {
     let s = Server::start();
     let ready = s.kubectl(&["get", "--raw", "/readyz?verbose"]);
     for hook in [
+        "start-kubernetes-service-cidr-controller",
         "scheduling/bootstrap-system-priority-classes",
         "start-kube-apiserver-identity-lease-controller",
         "start-cluster-authentication-info-controller",

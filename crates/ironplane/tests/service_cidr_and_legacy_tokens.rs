@@ -1,6 +1,8 @@
 //! Two of kube-controller-manager's controllers Ironplane runs, against the real binary with
 //! kubectl: the ServiceCIDR controller (finalizer and `Ready` condition; a deleted ServiceCIDR
-//! stays while an allocated cluster IP would be left outside every range) and the legacy
+//! stays while an allocated cluster IP would be left outside every range), with the API
+//! server's own controller of the default ServiceCIDR (created again when it is gone), and the
+//! legacy
 //! service account token cleaner (unused auto-generated token Secrets labelled invalid, refused
 //! by authentication, then deleted); `--controllers` turns each off.
 
@@ -113,11 +115,14 @@ fn a_new_servicecidr_becomes_ready_with_the_finalizer() {
     assert_eq!(rv("extra"), extra_before);
 }
 
-/// A deleted ServiceCIDR keeps its finalizer, with `Ready=False` and reason `Terminating`, while
-/// a cluster IP allocated in it has no other ServiceCIDR, and goes when another ServiceCIDR
-/// covers the addresses or when the Service releases its address.
+/// The default ServiceCIDR `kubernetes`, deleted with kubectl, keeps its finalizer, with
+/// `Ready=False` and reason `Terminating`, while a cluster IP allocated in it has no other
+/// ServiceCIDR: first the `kubernetes` Service's 10.0.0.1 and a Service's 10.0.0.200, then,
+/// once another ServiceCIDR covers 10.0.0.1, the Service's alone. The API server's controller
+/// leaves it alone meanwhile. Once the Service releases its address it goes, and the API
+/// server's controller creates it again at its next periodic sync (every 10 s), Ready.
 #[test]
-fn a_deleted_servicecidr_stays_while_an_allocated_cluster_ip_needs_it() {
+fn a_deleted_default_servicecidr_stays_while_cluster_ips_need_it_then_comes_back() {
     // The allocator's range is the default ServiceCIDR's: 10.0.0.0/24.
     let s = Server::start();
     s.kubectl_stdin(
@@ -130,59 +135,76 @@ fn a_deleted_servicecidr_stays_while_an_allocated_cluster_ip_needs_it() {
         .to_string(),
     );
     assert!(s.get_json("", "ipaddress/10.0.0.200").is_some());
-    s.kubectl_stdin(
-        &["create", "-f", "-"],
-        &service_cidr("upper", "10.0.0.128/25"),
-    );
     wait_until("the default ServiceCIDR's finalizer", 10, || {
         s.get_json("", "servicecidr/kubernetes")
             .is_some_and(|c| has_finalizer(&c))
     });
     let default_uid = s.get_json("", "servicecidr/kubernetes").unwrap()["metadata"]["uid"].clone();
 
-    // The default range alone holds 10.0.0.1 (the `kubernetes` Service): it stays, past the
-    // grace period, saying why.
+    // Held past the grace period, saying why, and past a periodic sync of the API server's
+    // controller, which leaves a ServiceCIDR being deleted alone.
     let deleted = Instant::now();
     s.kubectl(&["delete", "servicecidr", "kubernetes", "--wait=false"]);
     wait_until("the default ServiceCIDR to be terminating", 10, || {
         terminating(&s.get_json("", "servicecidr/kubernetes"))
     });
     std::thread::sleep(Duration::from_secs(11).saturating_sub(deleted.elapsed()));
-    assert!(
-        terminating(&s.get_json("", "servicecidr/kubernetes")),
-        "still held by 10.0.0.1"
-    );
-    // Another range covering the rest of the addresses lets it go.
+    let held = s.get_json("", "servicecidr/kubernetes");
+    assert!(terminating(&held), "still held by 10.0.0.1 and 10.0.0.200");
+    assert_eq!(held.unwrap()["metadata"]["uid"], default_uid);
+    // Another range covering 10.0.0.1 leaves 10.0.0.200 holding it.
     s.kubectl_stdin(
         &["create", "-f", "-"],
         &service_cidr("lower", "10.0.0.0/25"),
     );
-    wait_until("the default ServiceCIDR to go", 10, || {
-        s.get_json("", "servicecidr/kubernetes")
-            .is_none_or(|c| c["metadata"]["uid"] != default_uid)
-    });
-
-    // Now `upper` alone holds the Service's 10.0.0.200: it stays until the Service is deleted.
-    let deleted = Instant::now();
-    s.kubectl(&["delete", "servicecidr", "upper", "--wait=false"]);
-    wait_until("upper to be terminating", 10, || {
-        terminating(&s.get_json("", "servicecidr/upper"))
-    });
-    std::thread::sleep(Duration::from_secs(11).saturating_sub(deleted.elapsed()));
-    assert!(
-        terminating(&s.get_json("", "servicecidr/upper")),
-        "still held by 10.0.0.200"
-    );
-    s.kubectl(&["delete", "service", "web"]);
-    wait_until(
-        "upper to go once the Service released its address",
-        10,
-        || s.get_json("", "servicecidr/upper").is_none(),
-    );
-    // `lower` holds nothing but 10.0.0.1, which it alone contains now.
-    assert!(
+    wait_until("lower's finalizer", 10, || {
         s.get_json("", "servicecidr/lower")
             .is_some_and(|c| has_finalizer(&c))
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        terminating(&s.get_json("", "servicecidr/kubernetes")),
+        "still held by 10.0.0.200"
+    );
+
+    // The Service releases its address: the default ServiceCIDR goes, and comes back.
+    s.kubectl(&["delete", "service", "web"]);
+    let mut gone_at = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let back = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the default ServiceCIDR never came back"
+        );
+        match s.get_json("", "servicecidr/kubernetes") {
+            None => {
+                gone_at.get_or_insert_with(Instant::now);
+            }
+            Some(c) if c["metadata"]["uid"] != default_uid => break c,
+            Some(_) => {}
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let away = gone_at.expect("seen gone before it came back").elapsed();
+    assert!(
+        away <= Duration::from_secs(11),
+        "created again within a sync interval, not {away:?}"
+    );
+    assert_eq!(back["spec"]["cidrs"], json!(["10.0.0.0/24"]));
+    wait_until("the new default ServiceCIDR to be ready", 10, || {
+        s.get_json("", "servicecidr/kubernetes")
+            .is_some_and(|c| has_finalizer(&c) && ready(&c).is_some_and(|r| r["status"] == "True"))
+    });
+    let created = get_with_managers(&s, "", "servicecidr/kubernetes");
+    assert!(
+        created["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["manager"] == "kube-apiserver"
+                && m["operation"] == "Update"
+                && m["fieldsV1"]["f:spec"]["f:cidrs"].is_object()),
+        "{created}"
     );
 }
 
@@ -297,18 +319,6 @@ fn backdate_tracking(s: &Server) {
     ]);
 }
 
-fn whoami(s: &Server, token: &str) -> std::process::Output {
-    s.kubectl_with_token(
-        token,
-        &[
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username}",
-        ],
-    )
-}
-
 #[test]
 fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
     let s = Server::start_with(&["--legacy-service-account-token-clean-up-period=2s"]);
@@ -317,12 +327,8 @@ fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
     });
     let tokens = legacy_tokens(&s, &["unused-token", "mounted-token", "used-token"]);
     // Used today (while still a manual secret, so the cleaner cannot touch it yet).
-    let who = whoami(&s, &tokens[2]);
-    assert!(
-        who.status.success(),
-        "{}",
-        String::from_utf8_lossy(&who.stderr)
-    );
+    let who = s.whoami(&tokens[2]);
+    assert!(who.user.is_ok(), "{}", who.stderr);
     wait_until("the last-used label", 10, || {
         label(&s.get_json("default", "secret/used-token"), LAST_USED) == Some(today())
     });
@@ -353,13 +359,13 @@ fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
     );
     // Refused from now on.
     wait_until("the invalidated token refused", 10, || {
-        !whoami(&s, &tokens[0]).status.success()
+        s.whoami(&tokens[0]).user.is_err()
     });
-    let refused = whoami(&s, &tokens[0]);
+    let refused = s.whoami(&tokens[0]);
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("Unauthorized"),
+        refused.stderr.contains("Unauthorized"),
         "{}",
-        String::from_utf8_lossy(&refused.stderr)
+        refused.stderr
     );
     // Another sync or two: the mounted and the used tokens are left alone.
     std::thread::sleep(Duration::from_secs(5));
@@ -367,7 +373,7 @@ fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
         let secret = s.get_json("default", &format!("secret/{name}"));
         assert_eq!(label(&secret, INVALID_SINCE), None, "{name}");
     }
-    assert!(whoami(&s, &tokens[1]).status.success());
+    assert!(s.whoami(&tokens[1]).user.is_ok());
     // The refused use counted as a use today; the invalid mark is a day old at most, and days
     // are what upstream compares. Make both older than the period, as tomorrow would.
     wait_until("the refused use recorded", 10, || {
@@ -390,7 +396,7 @@ fn unused_legacy_tokens_are_invalidated_refused_then_deleted() {
 
 /// `--controllers=*,-service-cidr-controller`: no finalizer or condition on a new ServiceCIDR,
 /// while the cleaner, still on, acts in the same time; the API server alone marks its default
-/// ServiceCIDR ready, as upstream's does.
+/// ServiceCIDR ready, as upstream's does, and creates it again when it is deleted.
 #[test]
 fn controllers_turns_the_service_cidr_controller_off() {
     let s = Server::start_with(&[
@@ -429,6 +435,27 @@ fn controllers_turns_the_service_cidr_controller_off() {
                 && m["subresource"] == "status"),
         "{default}"
     );
+    // Without the finalizer, a deleted default ServiceCIDR goes at once; the API server's
+    // controller creates it again, Ready, at its next periodic sync (every 10 s).
+    let deleted = Instant::now();
+    s.kubectl(&["delete", "servicecidr", "kubernetes"]);
+    let old_uid = default["metadata"]["uid"].clone();
+    wait_until("the default ServiceCIDR to come back", 12, || {
+        s.get_json("", "servicecidr/kubernetes")
+            .is_some_and(|c| c["metadata"]["uid"] != old_uid)
+    });
+    let away = deleted.elapsed();
+    assert!(away <= Duration::from_secs(11), "back after {away:?}");
+    wait_until("the new default ServiceCIDR to be ready", 5, || {
+        s.get_json("", "servicecidr/kubernetes").is_some_and(|c| {
+            ready(&c).is_some_and(|r| {
+                r["status"] == "True" && r["message"] == "Kubernetes default Service CIDR is ready"
+            })
+        })
+    });
+    let back = get_with_managers(&s, "", "servicecidr/kubernetes");
+    assert!(!has_finalizer(&back), "{back}");
+    assert_eq!(back["spec"]["cidrs"], json!(["10.0.0.0/24"]));
 }
 
 /// `--controllers=*,-legacy-serviceaccount-token-cleaner-controller`: an unused auto-generated

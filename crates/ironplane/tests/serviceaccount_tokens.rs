@@ -35,17 +35,9 @@ fn kubectl_create_token_and_use_it() {
             .output()
             .unwrap()
     };
-    let who = as_sa(&[
-        "auth",
-        "whoami",
-        "-o",
-        "jsonpath={.status.userInfo.username}",
-    ]);
     assert_eq!(
-        String::from_utf8_lossy(&who.stdout),
-        "system:serviceaccount:apps:deployer",
-        "{}",
-        String::from_utf8_lossy(&who.stderr)
+        s.whoami(token).username(),
+        "system:serviceaccount:apps:deployer"
     );
     // RBAC decides what the account may do.
     let denied = as_sa(&["get", "pods", "-n", "apps"]);
@@ -176,20 +168,9 @@ fn rsa_signing_and_verifying_key_files() {
         serde_json::json!(["ES256", "RS256"])
     );
     // The token authenticates.
-    let who = s.kubectl_with_token(
-        token,
-        &[
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username}",
-        ],
-    );
     assert_eq!(
-        String::from_utf8_lossy(&who.stdout),
-        "system:serviceaccount:default:robot",
-        "{}",
-        String::from_utf8_lossy(&who.stderr)
+        s.whoami(token).username(),
+        "system:serviceaccount:default:robot"
     );
 }
 
@@ -273,23 +254,9 @@ fn legacy_secret_tokens_are_filled_in_and_checked_against_their_secret() {
     );
     assert!(claims.get("exp").is_none());
 
-    let whoami = |token: &str| {
-        s.kubectl_with_token(
-            token,
-            &[
-                "auth",
-                "whoami",
-                "-o",
-                "jsonpath={.status.userInfo.username}",
-            ],
-        )
-    };
-    let who = whoami(&token);
     assert_eq!(
-        String::from_utf8_lossy(&who.stdout),
-        "system:serviceaccount:default:legacy",
-        "{}",
-        String::from_utf8_lossy(&who.stderr)
+        s.whoami(&token).username(),
+        "system:serviceaccount:default:legacy"
     );
     // An auto-generated secret (one its account lists) brings upstream's warning.
     s.kubectl(&[
@@ -300,7 +267,7 @@ fn legacy_secret_tokens_are_filled_in_and_checked_against_their_secret() {
         r#"{"secrets":[{"name":"legacy-token"}]}"#,
     ]);
     wait("the auto-generated secret's warning", &mut || {
-        String::from_utf8_lossy(&whoami(&token).stderr).contains(
+        s.whoami(&token).stderr.contains(
             "Warning: Use tokens from the TokenRequest API or manually created secret-based tokens instead of auto-generated secret-based tokens.",
         )
     });
@@ -335,14 +302,14 @@ fn legacy_secret_tokens_are_filled_in_and_checked_against_their_secret() {
         "legacy-token",
         "kubernetes.io/legacy-token-invalid-since=2024-01-01",
     ]);
-    wait("the invalid mark", &mut || !whoami(&token).status.success());
+    wait("the invalid mark", &mut || s.whoami(&token).user.is_err());
     s.kubectl(&[
         "label",
         "secret",
         "legacy-token",
         "kubernetes.io/legacy-token-invalid-since-",
     ]);
-    wait("the mark removed", &mut || whoami(&token).status.success());
+    wait("the mark removed", &mut || s.whoami(&token).user.is_ok());
 
     // A secret for an account that does not exist is deleted.
     s.kubectl_stdin(&["apply", "-f", "-"], &secret("orphan-token", "nobody"));
@@ -358,7 +325,5 @@ fn legacy_secret_tokens_are_filled_in_and_checked_against_their_secret() {
             .status
             .success()
     });
-    wait("the token refused", &mut || {
-        !whoami(&token).status.success()
-    });
+    wait("the token refused", &mut || s.whoami(&token).user.is_err());
 }

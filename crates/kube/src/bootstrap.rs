@@ -1,9 +1,9 @@
 //! Bootstrap data created by post-start hooks, as upstream's controlplane does (v1.36): the
 //! system namespaces; the Service allocator rebuilt from storage and its IPAddress objects
-//! repaired (upstream's repair controllers); the default ServiceCIDR `kubernetes` for
-//! `--service-cluster-ip-range`, Ready; the `kubernetes` Service in `default` with its
+//! repaired (upstream's repair controllers); the `kubernetes` Service in `default` with its
 //! Endpoints and EndpointSlice pointing at the advertise address (upstream's
-//! `kubernetesservice` controller and endpoint reconciler).
+//! `kubernetesservice` controller and endpoint reconciler). The default ServiceCIDR is
+//! `default_service_cidr`'s, a controller of its own as upstream's is.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -17,7 +17,6 @@ use rand::Rng;
 use serde_json::{Value, json};
 use storage::{ListOptions, ResourceVersion};
 
-use crate::controllers::service_cidr::{Condition, apply_ready};
 use crate::strategies::ServiceIpAllocator;
 use crate::strategies::service_alloc::{
     IPALLOCATOR_MANAGER, apiserver_user, held_ips, ip_address_object,
@@ -26,7 +25,7 @@ use crate::strategies::service_alloc::{
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 
-/// The name of the default ServiceCIDR, the `kubernetes` Service, its Endpoints and slice.
+/// The name of the `kubernetes` Service, its Endpoints and slice.
 const KUBERNETES: &str = "kubernetes";
 
 /// Creates what is missing and brings the `kubernetes` endpoints up to date; other existing
@@ -48,7 +47,6 @@ pub async fn run(
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         create_unless_exists(api, namespaces, &requester, "", obj).await?;
     }
-    ensure_default_service_cidr(api, allocator, &requester).await?;
     ensure_kubernetes_service(api, allocator, &requester, secure_port).await?;
     ensure_kubernetes_endpoints(api, &requester, advertise_address, secure_port).await
 }
@@ -62,9 +60,6 @@ fn served<'a>(
     api.get(group, version, resource)
         .ok_or_else(|| format!("{resource} are not served"))
 }
-
-/// Upstream's default ServiceCIDR controller, the field manager of its condition.
-const DEFAULT_SERVICE_CIDR_MANAGER: &str = "kubernetes-service-cidr-controller";
 
 /// The manager upstream's own writes are recorded under (its loopback clients' User-Agent).
 pub(crate) const API_SERVER_MANAGER: &str = "kube-apiserver";
@@ -168,59 +163,6 @@ async fn restore_allocations(
 
 fn now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-/// The ServiceCIDR for `--service-cluster-ip-range`, Ready as upstream's default ServiceCIDR
-/// controller (`syncStatus`) marks it: only when its CIDRs are the flag's, it is not being
-/// deleted, and it has no `Ready` condition or an `Unknown` one, applied as
-/// `kubernetes-service-cidr-controller`. Any other condition is the ServiceCIDR controller's
-/// (`controllers::service_cidr`), which also gives this one its finalizer; neither undoes the
-/// other.
-async fn ensure_default_service_cidr(
-    api: &ApiResources,
-    allocator: &ServiceIpAllocator,
-    req: &Requester<'_>,
-) -> Result<(), String> {
-    let Some(cidrs) = api.get("networking.k8s.io", "v1", "servicecidrs") else {
-        return Ok(());
-    };
-    let obj = json!({
-        "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
-        "metadata": {"name": KUBERNETES},
-        "spec": {"cidrs": [allocator.cidr()]},
-    });
-    create_unless_exists(api, cidrs, req, "", obj).await?;
-    let current = cidrs
-        .get("", KUBERNETES, ResourceVersion::Unset)
-        .await
-        .map_err(|s| s.message)?
-        .value()
-        .map_err(|e| e.to_string())?;
-    let decided = current
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] != "Unknown");
-    let matches = current.pointer("/spec/cidrs") == Some(&json!([allocator.cidr()]));
-    if decided || !matches || current.deletion_timestamp().is_some() {
-        return Ok(());
-    }
-    let condition = Condition {
-        status: "True",
-        reason: None,
-        message: "Kubernetes default Service CIDR is ready",
-    };
-    apply_ready(
-        api,
-        cidrs,
-        &current,
-        &condition,
-        DEFAULT_SERVICE_CIDR_MANAGER,
-        req.user,
-    )
-    .await
-    .map_err(|e| format!("marking the default ServiceCIDR ready: {e}"))
 }
 
 fn kubernetes_ports(secure_port: u16) -> Value {

@@ -9,6 +9,7 @@ pub mod bootstrap_token;
 pub mod catalog;
 mod componentstatus;
 pub mod controllers;
+pub mod default_service_cidr;
 pub mod node_authorizer;
 pub mod openapi;
 pub mod poststart;

@@ -188,9 +188,13 @@ impl Controller {
 
     /// The store serving `group`/`resource`, built-in or custom.
     fn resolve(&self, group: &str, resource: &str) -> Option<Arc<RegistryStore>> {
-        self.api.all().cloned().chain((self.extra)()).find(|s| {
-            s.info.group == group && s.info.resource == resource && s.info.has_verb("list")
-        })
+        self.api
+            .all()
+            .cloned()
+            .chain(self.extra.stores())
+            .find(|s| {
+                s.info.group == group && s.info.resource == resource && s.info.has_verb("list")
+            })
     }
 
     /// Starts a watch of every resource `quota` tracks that is not watched yet.

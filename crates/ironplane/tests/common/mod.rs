@@ -31,6 +31,23 @@ pub fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// What `Server::whoami` saw.
+pub struct WhoAmI {
+    /// `status.userInfo` of the SelfSubjectReview, or kubectl's error (its stderr, trimmed).
+    pub user: Result<serde_json::Value, String>,
+    pub stderr: String,
+}
+
+impl WhoAmI {
+    /// The authenticated user's name; panics with kubectl's error when authentication failed.
+    pub fn username(&self) -> String {
+        match &self.user {
+            Ok(u) => u["username"].as_str().unwrap_or_default().to_string(),
+            Err(e) => panic!("whoami failed: {e}"),
+        }
+    }
+}
+
 pub fn kubectl_path() -> String {
     std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
 }
@@ -101,6 +118,21 @@ impl Server {
             .args(args)
             .output()
             .expect("kubectl runs")
+    }
+
+    /// `kubectl auth whoami -o json` with a bearer token: the user the server authenticated
+    /// (its `status.userInfo`) or kubectl's error, and kubectl's stderr either way (warnings).
+    pub fn whoami(&self, token: &str) -> WhoAmI {
+        let out = self.kubectl_with_token(token, &["auth", "whoami", "-o", "json"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let user = if out.status.success() {
+            let review: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("kubectl prints JSON");
+            Ok(review["status"]["userInfo"].clone())
+        } else {
+            Err(stderr.trim().to_string())
+        };
+        WhoAmI { user, stderr }
     }
 
     /// The lines of the server's log so far.

@@ -53,7 +53,8 @@ pub mod validatingadmissionpolicy_status;
 use std::sync::Arc;
 
 use apiserver::authentication::UserInfo;
-use apiserver::registry::RegistryStore;
+use apiserver::endpoints::ApiResources;
+use apiserver::registry::{RegistryStore, WriteOptions};
 
 pub use endpoints::{
     run_endpoints_controller, run_endpointslice_controller, run_endpointslice_mirroring_controller,
@@ -91,6 +92,43 @@ fn kube_system_account(name: &str) -> UserInfo {
     }
 }
 
-/// Stores served by other servers of the chain (custom resources), asked for at each namespace
-/// deletion because they come and go at run time.
-pub type ExtraStores = Arc<dyn Fn() -> Vec<Arc<RegistryStore>> + Send + Sync>;
+/// Resources served by other servers of the chain (custom resources: each CustomResourceDefinition
+/// served by its own `ApiResources`, which holds the CRD's schemas), asked for at each use
+/// because they come and go at run time.
+#[derive(Clone)]
+pub struct ExtraStores(Arc<dyn Fn() -> Vec<Arc<ApiResources>> + Send + Sync>);
+
+impl ExtraStores {
+    pub fn new(served: impl Fn() -> Vec<Arc<ApiResources>> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(served))
+    }
+
+    /// No other server in the chain.
+    pub fn none() -> Self {
+        Self::new(Vec::new)
+    }
+
+    /// The storage-version store of every served resource (one per CRD).
+    pub fn stores(&self) -> Vec<Arc<RegistryStore>> {
+        (self.0)()
+            .iter()
+            .filter_map(|api| {
+                api.all()
+                    .find(|s| s.info.storage_version.is_none())
+                    .cloned()
+            })
+            .collect()
+    }
+
+    /// The options of a controller's write to `store`, one of these resources' stores: its
+    /// changes recorded in managed fields under `manager` with the CRD's schemas, as the REST
+    /// handlers record a client's writes to it. `None` when no served resource is `store`'s
+    /// (its CRD is gone: the write finds nothing to change).
+    pub fn internal_write(&self, store: &RegistryStore, manager: &str) -> Option<WriteOptions> {
+        let i = &store.info;
+        (self.0)()
+            .into_iter()
+            .find(|api| api.get(&i.group, &i.version, &i.resource).is_some())
+            .map(|api| api.internal_write(store, manager))
+    }
+}

@@ -76,7 +76,7 @@ async fn finish(api: &ApiResources, extra: &ExtraStores, ns: &str) -> bool {
     let requester = Requester { user: &user };
     let mut remaining = 0usize;
     let mut seen_keys = BTreeSet::new();
-    for store in api.all().cloned().chain(extra()) {
+    for store in api.all().cloned().chain(extra.stores()) {
         let info = &store.info;
         if !info.namespaced || !info.has_verb("list") || !seen_keys.insert(store.prefix(ns)) {
             continue;

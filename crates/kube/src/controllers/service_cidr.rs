@@ -7,9 +7,9 @@
 //! grace period of 10 s from its deletion, so that allocators have seen the deletion before the
 //! range goes).
 //!
-//! The roles are upstream's: the API server (`bootstrap`) creates the default ServiceCIDR
-//! `kubernetes` and marks it ready when its `Ready` condition is missing or `Unknown` (as
-//! `kubernetes-service-cidr-controller`), and its allocator
+//! The roles are upstream's: the API server (`default_service_cidr`) creates the default
+//! ServiceCIDR `kubernetes` (again every time it is gone) and marks it ready when its `Ready`
+//! condition is missing or `Unknown` (as `kubernetes-service-cidr-controller`), and its allocator
 //! writes the IPAddress objects (labelled `ipaddress.kubernetes.io/managed-by:
 //! ipallocator.k8s.io`); this controller owns the finalizer of every ServiceCIDR, the default
 //! one too, and rewrites `Ready` only when its status, reason or message differ from its own,
@@ -386,7 +386,9 @@ async fn sync(
                 reason: Some(TERMINATING_REASON),
                 message: TERMINATING_MESSAGE,
             };
-            apply_ready(api, store, &cidr, &condition, CONTROLLER_NAME, &user()).await?;
+            apply_ready(api, store, &cidr, &condition, CONTROLLER_NAME, &user())
+                .await
+                .map_err(|s| s.message)?;
             return Ok(None);
         }
         let since = super::expiry::parse_time(deleted)
@@ -410,7 +412,7 @@ async fn sync(
         // On the ServiceCIDR as the sync read it, as upstream's lister object.
         let object = ObjectReference::to("networking.k8s.io/v1", "ServiceCIDR", &read);
         events.warning(&object, "KubernetesServiceCIDRError", READY_ERROR_MESSAGE);
-        return Err(e);
+        return Err(e.message);
     }
     Ok(None)
 }
@@ -452,7 +454,8 @@ fn pinned(mut v: Value, rv: &str) -> Value {
 
 /// `updateConditionIfNeeded`: applies the condition to `/status` as `manager`, forcing
 /// conflicts, unless it is already there. The API server's default ServiceCIDR controller
-/// (`bootstrap`) writes its condition the same way, as its own manager.
+/// (`default_service_cidr`) writes its condition the same way, as its own manager. A 409 is a
+/// change since `cidr` was read.
 pub(crate) async fn apply_ready(
     api: &ApiResources,
     store: &RegistryStore,
@@ -460,14 +463,14 @@ pub(crate) async fn apply_ready(
     want: &Condition,
     manager: &str,
     user: &UserInfo,
-) -> Result<(), String> {
+) -> Result<(), Status> {
     if condition_matches(cidr, want) {
         return Ok(());
     }
     let managed = api
         .internal_write(store, manager)
         .managed_fields
-        .ok_or("server-side apply needs the OpenAPI schemas")?;
+        .ok_or_else(|| Status::internal("server-side apply needs the OpenAPI schemas"))?;
     let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
     let mut condition = json!({
         "type": "Ready",
@@ -501,7 +504,7 @@ pub(crate) async fn apply_ready(
     {
         Ok(_) => Ok(()),
         Err(s) if s.code == 404 => Ok(()),
-        Err(s) => Err(s.message),
+        Err(s) => Err(s),
     }
 }
 

@@ -132,7 +132,7 @@ impl Client {
             .all()
             .filter(|s| s.info.storage_version.is_none())
             .cloned()
-            .chain((self.extra)())
+            .chain(self.extra.stores())
             .filter(|s| {
                 let i = &s.info;
                 ["list", "watch", "delete"].iter().all(|v| i.has_verb(v))
@@ -151,7 +151,7 @@ impl Client {
             .filter(|s| matches(s))
             .min_by_key(|s| s.info.storage_version.is_some())
             .cloned()
-            .or_else(|| (self.extra)().into_iter().find(matches))
+            .or_else(|| self.extra.stores().into_iter().find(matches))
             .ok_or_else(|| format!("unable to find a resource for {api_version}, Kind={kind}"))
     }
 
@@ -170,18 +170,18 @@ impl Client {
         }
     }
 
+    /// The collector's writes are recorded in managed fields as upstream's patches through the
+    /// API are: as `kube-controller-manager`, operation `Update`, custom resources with their
+    /// CRD's schemas.
     fn write_options(&self, store: &RegistryStore) -> WriteOptions {
-        // Custom resources' schemas are not the built-in catalog's: their writes here are
-        // not tracked in managed fields.
-        if self
-            .api
-            .get(&store.info.group, &store.info.version, &store.info.resource)
-            .is_some()
-        {
-            self.api
-                .internal_write(store, crate::controllers::CONTROLLER_MANAGER)
+        let manager = crate::controllers::CONTROLLER_MANAGER;
+        let i = &store.info;
+        if self.api.get(&i.group, &i.version, &i.resource).is_some() {
+            self.api.internal_write(store, manager)
         } else {
-            WriteOptions::default()
+            self.extra
+                .internal_write(store, manager)
+                .unwrap_or_default()
         }
     }
 
