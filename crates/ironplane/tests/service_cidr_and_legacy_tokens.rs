@@ -456,6 +456,49 @@ fn controllers_turns_the_service_cidr_controller_off() {
     let back = get_with_managers(&s, "", "servicecidr/kubernetes");
     assert!(!has_finalizer(&back), "{back}");
     assert_eq!(back["spec"]["cidrs"], json!(["10.0.0.0/24"]));
+
+    // A default ServiceCIDR whose ranges are not the flag's (made again right after the sync
+    // that brought it back, so well before the next) is left alone and reported as upstream
+    // reports it: one Warning Event in `default`, recorded by the API server.
+    s.kubectl(&["delete", "servicecidr", "kubernetes"]);
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        &service_cidr("kubernetes", "10.96.0.0/28"),
+    );
+    let inconsistent = || {
+        let events = get_with_managers(&s, "default", "events");
+        events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["reason"] == "KubernetesDefaultServiceCIDRInconsistent")
+            .cloned()
+    };
+    wait_until("the Inconsistent Event", 12, || inconsistent().is_some());
+    let event = inconsistent().unwrap();
+    assert_eq!(event["type"], "Warning", "{event}");
+    assert_eq!(
+        event["message"],
+        "The default ServiceCIDR [10.96.0.0/28] does not match the controller flag configurations [10.0.0.0/24]"
+    );
+    assert_eq!(
+        event["source"],
+        json!({"component": "kubernetes-service-cidr-controller"})
+    );
+    assert_eq!(
+        event["reportingComponent"],
+        "kubernetes-service-cidr-controller"
+    );
+    assert_eq!(event["involvedObject"]["kind"], "ServiceCIDR");
+    assert_eq!(event["involvedObject"]["name"], "kubernetes");
+    assert_eq!(event["count"], 1);
+    assert_eq!(
+        event["metadata"]["managedFields"][0]["manager"],
+        "kube-apiserver"
+    );
+    let kept = s.get_json("", "servicecidr/kubernetes").unwrap();
+    assert_eq!(kept["spec"]["cidrs"], json!(["10.96.0.0/28"]));
+    assert_eq!(ready(&kept), None, "{kept}");
 }
 
 /// `--controllers=*,-legacy-serviceaccount-token-cleaner-controller`: an unused auto-generated

@@ -25,9 +25,12 @@
 //! `Terminating`), or rewrite a `Ready` condition that is `True` or `False`: that controller
 //! rewrites the condition in its own words, and the two never undo each other.
 //!
-//! Upstream also records the two reports and failed writes as Warning Events
-//! (`KubernetesDefaultServiceCIDRInconsistent`, `KubernetesDefaultServiceCIDRError`); here they
-//! are logged.
+//! The two reports and failed writes are also Warning Events, as upstream records them (its
+//! recorder's component is the controller's name; the Events land in `default`, since a
+//! ServiceCIDR has no namespace): `KubernetesDefaultServiceCIDRInconsistent` for a spec that
+//! differs from the flags, the condition's own reason for `Ready=False`, and
+//! `KubernetesDefaultServiceCIDRError` when the create, the dual-stack update or the `Ready`
+//! write fails.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +42,7 @@ use serde_json::{Value, json};
 use storage::ResourceVersion;
 
 use crate::bootstrap::{API_SERVER_MANAGER, own_update};
+use crate::controllers::events::{ObjectReference, Recorder};
 use crate::controllers::service_cidr::{Condition, apply_ready};
 use crate::strategies::service_alloc::apiserver_user;
 
@@ -133,6 +137,19 @@ pub struct Controller {
     cidrs: Vec<String>,
     reported_mismatch: bool,
     reported_not_ready: bool,
+    events: Recorder,
+}
+
+/// Go's `%v` (and `%s`) of a `[]string`: `[a b]`.
+fn go_list<S: AsRef<str>>(items: &[S]) -> String {
+    let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    format!("[{}]", items.join(" "))
+}
+
+/// The reference an Event about `cidr` names (upstream records on the object it holds, which
+/// for a failed create is the one it tried to create).
+fn reference(cidr: &Value) -> ObjectReference {
+    ObjectReference::to("networking.k8s.io/v1", "ServiceCIDR", cidr)
 }
 
 /// Runs the controller until the process ends: syncs until a first sync succeeds, calls
@@ -143,11 +160,13 @@ pub async fn run(api: Arc<ApiResources>, cidrs: Vec<String>, started: impl FnOnc
         started();
         return;
     };
+    let events = Recorder::start_as(&api, CONTROLLER_NAME, apiserver_user(), API_SERVER_MANAGER);
     let mut c = Controller {
         api,
         cidrs,
         reported_mismatch: false,
         reported_not_ready: false,
+        events,
     };
     tracing::info!(controller = CONTROLLER_NAME, "Starting");
     while let Err(e) = c.sync(&store).await {
@@ -180,6 +199,15 @@ impl Controller {
                     // Upstream logs a failure (and records an Event) but does not fail the sync.
                     if let Err(e) = self.upgrade(store, &current).await {
                         tracing::error!(from = ?spec_cidrs(&current), to = ?self.cidrs, error = %e, "The default ServiceCIDR can not be updated to dual stack");
+                        self.events.warning(
+                            &reference(&current),
+                            "KubernetesDefaultServiceCIDRError",
+                            format!(
+                                "The default ServiceCIDR can not be upgraded from {} to dual stack {} : {e}",
+                                self.cidrs[0],
+                                go_list(&self.cidrs)
+                            ),
+                        );
                     }
                     return Ok(());
                 }
@@ -214,6 +242,7 @@ impl Controller {
         });
         let user = apiserver_user();
         let write = self.api.internal_write(store, API_SERVER_MANAGER);
+        let obj_for_event = obj.clone();
         match store
             .create(&Requester { user: &user }, "", obj, &write)
             .await
@@ -222,6 +251,11 @@ impl Controller {
             Err(s) if s.code == 409 => Ok(None),
             Err(s) => {
                 tracing::warn!(error = %s.message, "The default ServiceCIDR can not be created");
+                self.events.warning(
+                    &reference(&obj_for_event),
+                    "KubernetesDefaultServiceCIDRError",
+                    "The default ServiceCIDR can not be created",
+                );
                 Err(format!("creating the default ServiceCIDR: {}", s.message))
             }
         }
@@ -266,12 +300,26 @@ impl Controller {
                         spec_cidrs(current),
                         self.cidrs,
                     );
+                    self.events.warning(
+                        &reference(current),
+                        "KubernetesDefaultServiceCIDRInconsistent",
+                        format!(
+                            "The default ServiceCIDR {} does not match the controller flag configurations {}",
+                            go_list(&spec_cidrs(current)),
+                            go_list(&self.cidrs)
+                        ),
+                    );
                     self.reported_mismatch = true;
                 }
             }
             ReadyAction::NotReady { reason, message } => {
                 if !self.reported_not_ready {
                     tracing::warn!(%reason, %message, "Default ServiceCIDR condition Ready is False, but controller configuration matches. Please validate your cluster's network configuration.");
+                    self.events.warning(
+                        &reference(current),
+                        &reason,
+                        format!("Configuration matches, but {message}"),
+                    );
                     self.reported_not_ready = true;
                 }
             }
@@ -300,6 +348,11 @@ impl Controller {
                     Err(s) if s.code == 409 => return true,
                     Err(s) => {
                         tracing::error!(error = %s.message, "The default ServiceCIDR Status can not be set to Ready=True");
+                        self.events.warning(
+                            &reference(current),
+                            "KubernetesDefaultServiceCIDRError",
+                            "The default ServiceCIDR Status can not be set to Ready=True",
+                        );
                     }
                 }
             }

@@ -579,12 +579,29 @@ impl Recorder {
     /// `kube-system/<account>`. Without an Events resource (never, for the built-in API) the
     /// Events are dropped.
     pub fn start(api: &ApiResources, component: &'static str, account: &str) -> Recorder {
+        Self::start_as(
+            api,
+            component,
+            super::kube_system_account(account),
+            super::CONTROLLER_MANAGER,
+        )
+    }
+
+    /// A recorder for `component` writing as `user` with the field manager `manager`: the API
+    /// server's own controllers record as its loopback client (`system:apiserver`,
+    /// `kube-apiserver`).
+    pub fn start_as(
+        api: &ApiResources,
+        component: &'static str,
+        user: UserInfo,
+        manager: &str,
+    ) -> Recorder {
         let (tx, rx) = mpsc::channel(MAX_QUEUED_EVENTS);
         if let Some(store) = api.get("", "v1", "events").cloned() {
             let sink = StoreSink {
-                write: api.internal_write(&store, super::CONTROLLER_MANAGER),
+                write: api.internal_write(&store, manager),
                 store,
-                user: super::kube_system_account(account),
+                user,
             };
             tokio::spawn(run_sink(sink, rx));
         }

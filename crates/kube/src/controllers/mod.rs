@@ -35,7 +35,7 @@ pub mod csr_approving;
 pub mod csr_cleaner;
 pub mod csr_signing;
 mod endpoints;
-mod events;
+pub(crate) mod events;
 mod expiry;
 pub mod garbage_collector;
 pub mod legacy_token_cleaner;
