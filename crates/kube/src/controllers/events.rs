@@ -199,19 +199,7 @@ impl Event {
 
     /// `getEventKey`: what makes two Events the same one.
     fn key(&self) -> String {
-        let i = &self.involved;
-        [
-            self.component.as_str(),
-            &i.kind,
-            &i.namespace,
-            &i.name,
-            &i.uid,
-            &i.api_version,
-            self.event_type.as_str(),
-            &self.reason,
-            &self.message,
-        ]
-        .join("\0")
+        format!("{}\0{}\0{}", self.spam_key(), self.reason, self.message)
     }
 
     /// `getSpamKey`: the source, the object and the type.
@@ -232,19 +220,12 @@ impl Event {
     /// `EventAggregatorByReasonFunc`: the group of Events that differ only in message, and
     /// the message.
     fn aggregate_key(&self) -> String {
-        let i = &self.involved;
-        [
-            self.component.as_str(),
-            &i.kind,
-            &i.namespace,
-            &i.name,
-            &i.uid,
-            &i.api_version,
-            self.event_type.as_str(),
-            &self.reason,
-            &self.reporting_component,
-        ]
-        .join("\0")
+        format!(
+            "{}\0{}\0{}",
+            self.spam_key(),
+            self.reason,
+            self.reporting_component
+        )
     }
 
     /// The Event as it is created.
