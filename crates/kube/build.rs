@@ -1,7 +1,9 @@
 //! Lists the embedded OpenAPI v3 documents (`data/openapi/v3/v3<path>.json.gz`) as a table of
 //! `(path, bytes)`, so adding a document is adding a file; and derives from the v2 document the
 //! structural schemas the server parses at start (definitions without descriptions: a tenth
-//! of the size, so parsing them costs a tenth of the memory and time).
+//! of the size, so parsing them costs a tenth of the memory and time); and takes from the core
+//! group's v3 document the `meta/v1` schemas that custom resources' documents embed, so that the
+//! server does not inflate and parse the whole document on its way to serving.
 
 use std::fmt::Write;
 use std::io::Read;
@@ -50,8 +52,37 @@ fn structural_v2() {
     std::fs::write(dest, serde_json::to_vec(&out).expect("encode")).expect("write generated file");
 }
 
+/// The `io.k8s.apimachinery.pkg.apis.meta.v1.*` schemas of `api/v1`'s v3 document, descriptions
+/// kept (they are served again in custom resources' documents).
+fn meta_v1_v3() {
+    let src = "data/openapi/v3/v3api_v1.json.gz";
+    println!("cargo:rerun-if-changed={src}");
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(src).expect("the api/v1 document exists"))
+        .read_to_end(&mut json)
+        .expect("the api/v1 document is gzip");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&json).expect("the api/v1 document is JSON");
+    let meta: serde_json::Map<String, serde_json::Value> = doc
+        .pointer("/components/schemas")
+        .and_then(serde_json::Value::as_object)
+        .expect("the api/v1 document has schemas")
+        .iter()
+        .filter(|(k, _)| k.starts_with("io.k8s.apimachinery.pkg.apis.meta.v1."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(
+        meta.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+        "the api/v1 document defines ObjectMeta"
+    );
+    let dest = std::path::Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join("meta-v1-v3.json");
+    std::fs::write(dest, serde_json::to_vec(&meta).expect("encode")).expect("write generated file");
+}
+
 fn main() {
     structural_v2();
+    meta_v1_v3();
     let dir = std::path::Path::new("data/openapi/v3");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut names: Vec<String> = std::fs::read_dir(dir)
