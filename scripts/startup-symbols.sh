@@ -14,10 +14,27 @@
 # is gone is skipped; a new one is laid out with the rest of the code): regenerate it when the
 # idle RSS figure of scripts/startup-rss.sh creeps up.
 #
-# Usage: scripts/startup-symbols.sh [idle seconds, 15 by default]; needs valgrind and curl.
+# The names carry each crate's disambiguator, which changes when the crate's dependencies do:
+# after a change to Cargo.lock most of our own crates' names in the list are stale.
+# `scripts/startup-symbols.sh --check` tells how much of the list a binary still has.
+#
+# Usage: scripts/startup-symbols.sh [idle seconds, 15 by default] | --check; needs valgrind
+# and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${IRONPLANE_BIN:-target/release/ironplane}
+list=crates/ironplane/link/startup-symbols.txt.gz
+if [ "${1:-}" = --check ]; then
+    python3 - "$bin" "$list" <<'PY'
+import gzip, subprocess, sys
+binary, listed = sys.argv[1:3]
+names = gzip.open(listed).read().decode().split()
+have = {l.split()[-1] for l in subprocess.run(['nm', binary], capture_output=True, text=True, check=True).stdout.splitlines()}
+found = sum(n in have for n in names)
+print(f'{binary}: {found} of the {len(names)} functions in {listed} ({100 * found / len(names):.0f} %)')
+PY
+    exit 0
+fi
 idle=${1:-15}
 for tool in valgrind curl python3; do
     command -v "$tool" > /dev/null || { echo "$tool is needed (apt-get install -y $tool)" >&2; exit 1; }
@@ -72,7 +89,7 @@ run "$work/fresh.out" idle_for
 run "$work/restart.out" idle_for
 run "$work/requests.out" requests
 
-python3 - "$bin" "$work" crates/ironplane/link/startup-symbols.txt.gz <<'PY'
+python3 - "$bin" "$work" "$list" <<'PY'
 import gzip, re, subprocess, sys
 binary, work, dest = sys.argv[1:4]
 name = binary.rsplit('/', 1)[-1]

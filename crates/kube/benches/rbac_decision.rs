@@ -33,7 +33,7 @@ fn authorizer() -> RbacAuthorizer {
             "roles" => 2,
             _ => 3,
         };
-        by_kind[slot].1.push(o.object);
+        by_kind[slot].1.push(o.object.clone());
     }
     // The aggregated `edit` role as the aggregation controller fills it: pods and deployments.
     by_kind[0].1.push(json!({"metadata": {"name": "bench-edit"}, "rules": [

@@ -218,7 +218,7 @@ fn selects(selector: &str, field: &str, value: &str) -> bool {
 impl NodeAuthorizer {
     pub fn new() -> NodeAuthorizer {
         let rules = crate::rbac::bootstrap::policy()
-            .into_iter()
+            .iter()
             .find(|o| o.resource == "clusterroles" && o.object.name() == "system:node")
             .map(|o| PolicyRule::all_of(&o.object))
             .unwrap_or_default();

@@ -22,7 +22,10 @@ const RETRY: Duration = Duration::from_secs(1);
 
 /// The rules an aggregated role should hold, given every ClusterRole by name; `None` when
 /// `role` has no aggregation rule.
-pub fn aggregated_rules(role: &Value, all: &BTreeMap<String, Value>) -> Option<Vec<Value>> {
+pub fn aggregated_rules<V: std::borrow::Borrow<Value>>(
+    role: &Value,
+    all: &BTreeMap<String, V>,
+) -> Option<Vec<Value>> {
     let selectors = role
         .pointer("/aggregationRule/clusterRoleSelectors")
         .and_then(Value::as_array)?;
@@ -33,6 +36,7 @@ pub fn aggregated_rules(role: &Value, all: &BTreeMap<String, Value>) -> Option<V
             continue;
         };
         for (name, other) in all {
+            let other = other.borrow();
             if name == role.name()
                 || !selector
                     .matches_json(other.pointer("/metadata/labels").and_then(Value::as_object))
@@ -51,20 +55,33 @@ pub fn aggregated_rules(role: &Value, all: &BTreeMap<String, Value>) -> Option<V
 
 /// What aggregation reads of a ClusterRole: its name, labels, rules and aggregation rule. The
 /// controller holds every ClusterRole of the cluster, so it keeps only these, not the whole
-/// object with its annotations and managed fields.
-fn aggregation_view(object: &Object) -> Option<Value> {
-    let role = object.value().ok()?;
-    let metadata = &role["metadata"];
-    let mut view = json!({"metadata": {"name": metadata["name"]}});
-    if let Some(labels) = metadata.get("labels") {
-        view["metadata"]["labels"] = labels.clone();
+/// object with its annotations and managed fields; and reads only these, skipping the rest of
+/// the stored JSON instead of building it (at start-up every bootstrap role passes here).
+fn aggregation_view(object: &Object) -> Option<Arc<Value>> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        name: String,
+        labels: Option<Value>,
     }
-    for field in ["rules", "aggregationRule"] {
-        if let Some(v) = role.get(field) {
-            view[field] = v.clone();
-        }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct View {
+        metadata: Meta,
+        rules: Option<Value>,
+        aggregation_rule: Option<Value>,
     }
-    Some(view)
+    let role: View = serde_json::from_slice(&object.bytes).ok()?;
+    let mut view = json!({"metadata": {"name": role.metadata.name}});
+    if let Some(labels) = role.metadata.labels {
+        view["metadata"]["labels"] = labels;
+    }
+    if let Some(rules) = role.rules {
+        view["rules"] = rules;
+    }
+    if let Some(rule) = role.aggregation_rule {
+        view["aggregationRule"] = rule;
+    }
+    Some(Arc::new(view))
 }
 
 /// Watches ClusterRoles and keeps every aggregated one up to date. Runs until the process ends.
@@ -75,7 +92,8 @@ pub async fn run(api: Arc<ApiResources>) {
     else {
         return;
     };
-    let roles: Arc<Mutex<BTreeMap<String, Value>>> = Arc::default();
+    // Values behind `Arc`s: every change takes a snapshot of the whole map.
+    let roles: Arc<Mutex<BTreeMap<String, Arc<Value>>>> = Arc::default();
     let changed = Arc::new(tokio::sync::Notify::new());
     {
         let (roles, changed, store) = (roles.clone(), changed.clone(), store.clone());
@@ -108,7 +126,7 @@ pub async fn run(api: Arc<ApiResources>) {
         let snapshot = roles.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut failed = false;
         for (name, role) in &snapshot {
-            let Some(want) = aggregated_rules(role, &snapshot) else {
+            let Some(want) = aggregated_rules(role.as_ref(), &snapshot) else {
                 continue;
             };
             let have = role["rules"].as_array().cloned().unwrap_or_default();

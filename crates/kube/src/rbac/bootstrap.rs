@@ -36,8 +36,15 @@ fn list(words: &str) -> Vec<String> {
 }
 
 /// The whole policy, in upstream's order of reconciliation: cluster roles, cluster role
-/// bindings, roles, role bindings.
-pub fn policy() -> Vec<PolicyObject> {
+/// bindings, roles, role bindings. Built once per process from the embedded text: the Node
+/// authorizer reads its `system:node` rules and the `rbac/bootstrap-roles` hook writes every
+/// object, at every start of a server.
+pub fn policy() -> &'static [PolicyObject] {
+    static POLICY_OBJECTS: std::sync::OnceLock<Vec<PolicyObject>> = std::sync::OnceLock::new();
+    POLICY_OBJECTS.get_or_init(parse_policy)
+}
+
+fn parse_policy() -> Vec<PolicyObject> {
     let mut objects: Vec<PolicyObject> = Vec::new();
     for line in POLICY.lines() {
         if line.starts_with('#') || line.trim().is_empty() {
@@ -251,8 +258,8 @@ pub async fn reconcile(api: &ApiResources) -> Result<(), String> {
     let user = apiserver_user();
     let requester = Requester { user: &user };
     let writes = policy()
-        .into_iter()
-        .map(|object| reconcile_one(api, &requester, object));
+        .iter()
+        .map(|object| reconcile_one(api, &requester, object.clone()));
     futures_util::future::try_join_all(writes).await?;
     Ok(())
 }
