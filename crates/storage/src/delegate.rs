@@ -97,3 +97,87 @@ impl Store for ConsistentReadsFromStorage {
         self.storage.current_revision().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{KvStore, SqliteKv, WatchEvent, default_attrs};
+    use serde_json::json;
+
+    /// A store holding one ConfigMap named `name`.
+    async fn store_with(name: &str) -> (Arc<dyn Store>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kv = SqliteKv::open(&dir.path().join("state.db")).expect("open");
+        let store: Arc<dyn Store> = Arc::new(KvStore::new(kv, default_attrs()));
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns"}});
+        store
+            .create(&format!("/registry/configmaps/ns/{name}"), object)
+            .await
+            .expect("create");
+        (store, dir)
+    }
+
+    async fn names(store: &ConsistentReadsFromStorage, opts: &ListOptions) -> Vec<String> {
+        let listed = store
+            .list("/registry/configmaps/", opts)
+            .await
+            .expect("list");
+        listed.items.iter().map(|o| o.key.to_string()).collect()
+    }
+
+    /// Two stores that disagree show which one answered.
+    #[tokio::test]
+    async fn consistent_reads_go_to_storage_and_the_rest_to_the_cache() {
+        let (storage, _a) = store_with("from-storage").await;
+        let (cache, _b) = store_with("from-cache").await;
+        let store = ConsistentReadsFromStorage { cache, storage };
+        assert_eq!(
+            names(&store, &ListOptions::default()).await,
+            ["/registry/configmaps/ns/from-storage"]
+        );
+        let any = ListOptions {
+            resource_version: ResourceVersion::Any,
+            ..Default::default()
+        };
+        assert_eq!(
+            names(&store, &any).await,
+            ["/registry/configmaps/ns/from-cache"]
+        );
+        let get = GetOptions {
+            resource_version: ResourceVersion::Any,
+        };
+        assert!(
+            store
+                .get("/registry/configmaps/ns/from-cache", &get)
+                .await
+                .is_ok()
+        );
+        let first_added = |opts: WatchOptions| {
+            let store = &store;
+            async move {
+                let mut events = store
+                    .watch("/registry/configmaps/", &opts)
+                    .await
+                    .expect("watch");
+                match events.recv().await {
+                    Some(WatchEvent::Added(o)) => o.key.to_string(),
+                    other => panic!("expected ADDED, got {other:?}"),
+                }
+            }
+        };
+        let watch_list = WatchOptions {
+            send_initial_events: Some(true),
+            allow_bookmarks: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            first_added(watch_list).await,
+            "/registry/configmaps/ns/from-storage"
+        );
+        assert_eq!(
+            first_added(WatchOptions::default()).await,
+            "/registry/configmaps/ns/from-cache"
+        );
+    }
+}

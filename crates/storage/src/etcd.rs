@@ -56,6 +56,9 @@ const COMPACT_REV_KEY: &str = "compact_rev_key";
 const WATCH_CHANNEL: usize = 1024;
 /// Upstream's etcd client dial timeout.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
+/// The largest answer accepted, as upstream's client (`MaxCallRecvMsgSize`): a list of a large
+/// collection in one range is far above gRPC's 4 MiB default.
+const MAX_MESSAGE: usize = i32::MAX as usize;
 /// Upstream's gRPC keepalive: a ping after 30s without traffic, dead after 10s without answer.
 const KEEPALIVE_TIME: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -93,6 +96,18 @@ impl Drop for EtcdKv {
 }
 
 impl EtcdKv {
+    fn kv(&self) -> etcd_client::KvClient {
+        self.client
+            .kv_client()
+            .max_decoding_message_size(MAX_MESSAGE)
+    }
+
+    fn watches(&self) -> etcd_client::WatchClient {
+        self.client
+            .watch_client()
+            .max_decoding_message_size(MAX_MESSAGE)
+    }
+
     /// Connects to the cluster, reads its version, and starts the compactor. Fails when no
     /// endpoint answers within the dial timeout.
     pub async fn connect(options: &EtcdOptions) -> Result<Arc<EtcdKv>, KvError> {
@@ -146,7 +161,7 @@ impl EtcdKv {
     /// `<prefix>/health` within `timeout`; etcd refusing it for permissions still proves it is up.
     pub async fn check(&self, prefix: &str, timeout: Duration) -> Result<(), String> {
         let key = format!("{}/health", prefix.trim_end_matches('/'));
-        let mut kv = self.client.kv_client();
+        let mut kv = self.kv();
         match tokio::time::timeout(timeout, kv.get(key, None)).await {
             Err(_) => Err(format!("etcd did not answer within {timeout:?}")),
             Ok(Ok(_)) => Ok(()),
@@ -159,7 +174,7 @@ impl EtcdKv {
     /// The revision etcd has compacted to, learned by watching from revision 1 (etcd names it in
     /// the canceled watch's answer); 0 when nothing was compacted.
     async fn compacted_revision(&self) -> i64 {
-        let mut watches = self.client.watch_client();
+        let mut watches = self.watches();
         let options = WatchOptions::new().with_start_revision(1);
         let Ok(mut stream) = watches.watch(COMPACT_REV_KEY, Some(options)).await else {
             return 0;
@@ -195,7 +210,7 @@ impl EtcdKv {
     }
 
     async fn current_revision_quietly(&self) -> Result<i64, KvError> {
-        let mut kv = self.client.kv_client();
+        let mut kv = self.kv();
         let resp = kv
             .get(COMPACT_REV_KEY, Some(GetOptions::new().with_count_only()))
             .await
@@ -214,7 +229,7 @@ impl EtcdKv {
             .when(compare)
             .and_then([then])
             .or_else([TxnOp::get(key, None)]);
-        let mut kv = self.client.kv_client();
+        let mut kv = self.kv();
         let resp = kv.txn(txn).await.map_err(backend)?;
         let revision = header_revision(resp.header())?;
         let first = resp.op_responses().into_iter().next();
@@ -237,7 +252,7 @@ impl EtcdKv {
 #[async_trait]
 impl Kv for EtcdKv {
     async fn get(&self, key: &str) -> Result<(Option<KeyValue>, i64), KvError> {
-        let mut kv = self.client.kv_client();
+        let mut kv = self.kv();
         let resp = kv.get(key, None).await.map_err(backend)?;
         Ok((
             resp.kvs().first().map(convert),
@@ -258,7 +273,7 @@ impl Kv for EtcdKv {
             .with_range(end)
             .with_revision(revision.max(0))
             .with_limit(limit.max(0));
-        let mut kv = self.client.kv_client();
+        let mut kv = self.kv();
         let resp = match kv.get(start, Some(options)).await {
             Ok(resp) => resp,
             Err(err) => return Err(self.error(err, revision).await),
@@ -335,7 +350,7 @@ impl Kv for EtcdKv {
             .with_start_revision(after_revision.max(0) + 1)
             .with_prev_key()
             .with_progress_notify();
-        let mut watches = self.client.watch_client();
+        let mut watches = self.watches();
         let mut stream = watches
             .watch(prefix, Some(options))
             .await
@@ -418,7 +433,7 @@ impl Kv for EtcdKv {
     }
 
     async fn compact(&self, revision: i64) -> Result<(), KvError> {
-        let mut kv = self.client.kv_client();
+        let mut kv = self.kv();
         match kv.compact(revision, None).await {
             Ok(_) => Ok(()),
             Err(err) => Err(self.error(err, revision).await),
