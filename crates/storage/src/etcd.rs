@@ -616,6 +616,67 @@ async fn compact_once(
 mod tests {
     use super::*;
 
+    /// kube-apiserver's compactor protocol: the first tick only claims the schedule, the next
+    /// compacts to the revision seen at the previous tick, and a server that lost the race
+    /// follows the winner's schedule without compacting.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn compactor_compacts_one_interval_behind_and_once_per_cluster() {
+        let server = crate::testing::EtcdServer::start().expect("a real etcd for the etcd tests");
+        let options = EtcdOptions {
+            servers: vec![server.url.clone()],
+            ..Default::default()
+        };
+        let kv = EtcdKv::connect(&options).await.expect("connect");
+        let write = |name: &'static str| {
+            let kv = kv.clone();
+            async move {
+                match kv.create(name, Bytes::from_static(b"v")).await {
+                    Ok(TxnOutcome::Succeeded { revision, .. }) => revision,
+                    other => panic!("create {name}: {other:?}"),
+                }
+            }
+        };
+        let first = write("/registry/things/a").await;
+        let (time, seen) = compact_once(&kv.client, 0, 0).await.expect("first tick");
+        assert_eq!(time, 1);
+        assert!(seen > first, "the tick's own write moved the revision");
+        // Nothing compacted on the first tick.
+        kv.range("/registry/", "", first, 0)
+            .await
+            .expect("history is kept");
+        write("/registry/things/b").await;
+        // Another server that has not seen the first tick loses the race and follows it.
+        assert_eq!(
+            compact_once(&kv.client, 0, 0).await.expect("lost race"),
+            (1, kv.current_revision().await.expect("revision"))
+        );
+        kv.range("/registry/", "", first, 0)
+            .await
+            .expect("the loser compacted nothing");
+        let (time, _) = compact_once(&kv.client, time, seen)
+            .await
+            .expect("second tick");
+        assert_eq!(time, 2);
+        match kv.range("/registry/", "", first, 0).await {
+            Err(KvError::Compacted {
+                requested,
+                compact_revision,
+            }) => assert_eq!((requested, compact_revision), (first, seen)),
+            other => panic!("expected compacted, got {other:?}"),
+        }
+        kv.range("/registry/", "", seen, 0)
+            .await
+            .expect("the revision one tick back is kept");
+        // A watch from before the compacted revision (etcd still serves one that starts at it).
+        let watch = kv.watch("/registry/", first - 1).await;
+        assert!(
+            matches!(watch, Err(KvError::Compacted { .. })) || {
+                let mut events = watch.expect("watch");
+                matches!(events.recv().await, Some(Err(KvError::Compacted { .. })))
+            }
+        );
+    }
+
     #[test]
     fn progress_requests_follow_upstreams_version_rules() {
         for (version, supported) in [
