@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the tests need (kubectl check, the Python client, cryptography, openssl) and runs every test of the
+# Installs what the tests need (kubectl check, the Python client, cryptography, openssl, etcd) and runs every test of the
 # workspace against one release build. Missing tools fail loudly; nothing is skipped silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,16 @@ if ! command -v openssl >/dev/null 2>&1; then
   fi
   command -v openssl >/dev/null 2>&1 || { echo "openssl could not be installed" >&2; exit 1; }
 fi
+
+# The etcd backend's tests (the storage conformance suite on etcd, the etcd end-to-end tests) run
+# a real etcd on loopback ports: Debian's etcd-server.
+if ! command -v etcd >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq etcd-server) || true
+  fi
+  command -v etcd >/dev/null 2>&1 || { echo "etcd could not be installed (apt-get install -y etcd-server)" >&2; exit 1; }
+fi
+# The tests start their own etcd on free ports; one that the package may start does not matter.
 
 # Formatting and lints first: a rule broken fails the run like a test.
 ./scripts/check.sh

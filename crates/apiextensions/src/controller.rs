@@ -509,7 +509,8 @@ fn new_storage(
         window_capacity: handler.storage.watch_cache_size,
         ..Default::default()
     };
-    Cacher::with_options(inner, key_root, attrs, options)
+    let cache = Cacher::with_options(inner.clone(), key_root, attrs, options);
+    storage::cached(handler.storage.kv.as_ref(), inner, cache)
 }
 
 /// The storage version's REST for a CRD that serves no version, so that its custom resources

@@ -51,6 +51,9 @@ impl Check {
 pub struct Health {
     /// Checks of every endpoint (`ping`, `etcd`/storage, `log`).
     pub common: Vec<Check>,
+    /// Checks of `/readyz` only, listed after the common ones (`etcd-readiness`), as upstream's
+    /// `AddReadyzChecks`.
+    pub readyz: Vec<Check>,
     /// `poststarthook/<name>` checks, part of every endpoint as upstream has them.
     pub post_start_hooks: Vec<Check>,
     /// `shutdown`: fails /readyz once SIGTERM arrived, so load balancers stop sending traffic.
@@ -65,6 +68,9 @@ pub struct HealthAnswer {
 impl Health {
     fn checks(&self, endpoint: &str) -> Vec<&Check> {
         let mut out: Vec<&Check> = self.common.iter().collect();
+        if endpoint == "readyz" {
+            out.extend(self.readyz.iter());
+        }
         out.extend(self.post_start_hooks.iter());
         if endpoint == "readyz" {
             out.extend(self.shutdown.iter());
@@ -142,6 +148,7 @@ mod tests {
         let hook = Check::new("poststarthook/bootstrap", false);
         let h = Health {
             common: vec![Check::new("ping", true)],
+            readyz: vec![],
             post_start_hooks: vec![hook.clone()],
             shutdown: None,
         };
@@ -154,6 +161,34 @@ mod tests {
         assert!(a.body.ends_with("readyz check passed\n"));
         assert_eq!(h.answer("readyz", Some("ping"), "").unwrap().body, "ok");
         assert!(h.answer("readyz", Some("nope"), "").is_none());
+    }
+
+    #[test]
+    fn readyz_only_checks_follow_the_common_ones_on_readyz_alone() {
+        let readiness = Check::new("etcd-readiness", false);
+        let h = Health {
+            common: vec![Check::new("ping", true), Check::new("etcd", true)],
+            readyz: vec![readiness.clone()],
+            post_start_hooks: vec![Check::new("poststarthook/x", true)],
+            shutdown: None,
+        };
+        let ready = h.answer("readyz", None, "verbose").unwrap();
+        assert_eq!(ready.code, 500);
+        assert_eq!(
+            ready.body,
+            "[+]ping ok\n[+]etcd ok\n[-]etcd-readiness failed: reason withheld\n\
+             [+]poststarthook/x ok\nreadyz check failed\n"
+        );
+        assert_eq!(
+            h.answer("readyz", Some("etcd-readiness"), "").unwrap().code,
+            500
+        );
+        let live = h.answer("livez", None, "verbose").unwrap();
+        assert_eq!(live.code, 200);
+        assert!(!live.body.contains("etcd-readiness"), "{}", live.body);
+        assert!(h.answer("livez", Some("etcd-readiness"), "").is_none());
+        readiness.set(true);
+        assert_eq!(h.answer("readyz", None, "").unwrap().code, 200);
     }
 
     #[tokio::test]

@@ -54,12 +54,11 @@ impl Mode {
     disable_version_flag = true
 )]
 pub struct KubeApiserverArgs {
+    /// Its `--etcd-servers` (and the etcd TLS files) are taken and ignored: in this mode
+    /// Ironplane keeps its state in its embedded store (under --cert-dir, see --data-dir), and
+    /// envtest's etcd is Ironplane's stand-in that stores nothing.
     #[command(flatten)]
     pub options: Options,
-    /// Accepted and ignored: Ironplane keeps its state in its embedded store (under
-    /// --cert-dir, see --data-dir), not in etcd.
-    #[arg(long, value_delimiter = ',')]
-    pub etcd_servers: Vec<String>,
     /// Only `true` is accepted: Ironplane admits privileged containers (upstream's default is
     /// false, which Ironplane does not implement).
     #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
@@ -128,6 +127,10 @@ fn command() -> clap::Command {
 fn prepare(args: KubeApiserverArgs, data_dir_given: bool) -> Result<KubeApiserver, String> {
     let mut options = args.options;
     let mut notes = Vec::new();
+    let etcd_servers = std::mem::take(&mut options.etcd_servers);
+    options.etcd_cafile = None;
+    options.etcd_certfile = None;
+    options.etcd_keyfile = None;
     match args.allow_privileged {
         Some(false) => {
             return Err(
@@ -160,10 +163,10 @@ fn prepare(args: KubeApiserverArgs, data_dir_given: bool) -> Result<KubeApiserve
             }
         }
     }
-    if !args.etcd_servers.is_empty() {
+    if !etcd_servers.is_empty() {
         notes.push(format!(
             "--etcd-servers={} ignored: Ironplane keeps its state in its embedded store in {}",
-            args.etcd_servers.join(","),
+            etcd_servers.join(","),
             options.data_dir.display()
         ));
     } else {

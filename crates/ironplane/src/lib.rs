@@ -3,6 +3,7 @@
 //! in-process test server built the same way.
 
 mod auth;
+mod backend;
 pub mod certs;
 pub mod chain;
 pub mod data_dir;
@@ -21,7 +22,6 @@ use apiserver::endpoints::ApiResources;
 use apiserver::health::{Check, Health};
 use apiserver::{Config, GenericApiServer};
 use ironplane_kube::ServiceIpAllocator;
-use storage::Kv;
 
 pub use options::Options;
 
@@ -134,13 +134,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let data_dir_lock = data_dir::lock(&opts.data_dir)?;
 
     // Config: storage, certificates, authentication.
-    let sqlite_options = storage::SqliteOptions {
-        compaction_interval: opts.etcd_compaction_interval,
-        ..Default::default()
-    };
-    let kv: Arc<dyn Kv> =
-        storage::SqliteKv::open_with(&opts.data_dir.join("state.db"), sqlite_options)
-            .map_err(|e| format!("opening the embedded store: {e}"))?;
+    // The embedded store in --data-dir, or etcd with --etcd-servers.
+    let backend::Backend {
+        kv,
+        health: etcd_check,
+        readiness: etcd_readiness,
+    } = backend::open(&opts).await?;
     let allocator = Arc::new(ServiceIpAllocator::new(
         &opts.service_cluster_ip_range,
         &opts.service_node_port_range,
@@ -318,8 +317,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         common: vec![
             Check::new("ping", true),
             Check::new("log", true),
-            Check::new("etcd", true),
+            etcd_check,
         ],
+        readyz: vec![etcd_readiness],
         post_start_hooks: [
             bootstrap_hook.clone(),
             controllers_hook.clone(),

@@ -222,6 +222,26 @@ pub struct Options {
     /// become too old to read or watch from (410). 0 turns compaction off.
     #[arg(long, default_value = "5m0s", value_parser = parse_duration)]
     pub etcd_compaction_interval: Duration,
+    /// The etcd servers to keep the state in (comma-separated `http(s)://host:port`), instead
+    /// of the embedded store in --data-dir. Keys are upstream's (`<--etcd-prefix>/<resource>/
+    /// <namespace>/<name>`), so several servers can share one etcd cluster.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// SSL Certificate Authority file used to secure etcd communication.
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    /// SSL certification file used to secure etcd communication.
+    #[arg(long)]
+    pub etcd_certfile: Option<PathBuf>,
+    /// SSL key file used to secure etcd communication.
+    #[arg(long)]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// The timeout to use when checking etcd health (the `etcd` check of /livez and /readyz).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub etcd_healthcheck_timeout: Duration,
+    /// The timeout to use when checking etcd readiness (the `etcd-readiness` check of /readyz).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub etcd_readycheck_timeout: Duration,
     /// After SIGTERM, how long /readyz fails before the server stops accepting (e.g. 5s).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub shutdown_delay_duration: Duration,

@@ -683,13 +683,7 @@ fn rows_of(group: &str, version: &str, doc: &str) -> Vec<ResourceInfo> {
                 .find(|(g, r, _)| *g == group && *r == name)
                 .map(|(.., m)| m.replace("{version}", version)),
             immutable_fields: immutable_fields(group, name),
-            // Upstream keeps built-in kinds under `/registry/<resource>`, except the two groups
-            // that belong to other servers in its chain.
-            storage_key: if matches!(group, "apiextensions.k8s.io" | "apiregistration.k8s.io") {
-                format!("{group}/{name}")
-            } else {
-                name.to_string()
-            },
+            storage_key: storage_key(group, name),
             storage_version: None,
             storage_version_hash: r["storageVersionHash"].as_str().map(str::to_string),
             // Upstream's componentstatus REST names the singular in its NotFound.
@@ -761,9 +755,61 @@ pub fn builtin_resources() -> Vec<Arc<ResourceInfo>> {
     out.into_iter().map(Arc::new).collect()
 }
 
+/// Where upstream keeps a built-in resource under `--etcd-prefix`: `<resource>`, except its
+/// `SpecialDefaultResourcePrefixes` (pkg/kubeapiserver/default_storage_factory_builder.go), kept
+/// from Kubernetes' first releases, and the two groups that belong to other servers in its chain
+/// (`<group>/<resource>`, as those servers' storage factories make them). Sharing etcd with
+/// kube-apiserver needs exactly these keys.
+pub fn storage_key(group: &str, resource: &str) -> String {
+    match (group, resource) {
+        ("", "replicationcontrollers") => "controllers".into(),
+        ("", "endpoints") => "services/endpoints".into(),
+        ("", "nodes") => "minions".into(),
+        ("", "services") => "services/specs".into(),
+        ("networking.k8s.io" | "extensions", "ingresses") => "ingress".into(),
+        ("apiextensions.k8s.io" | "apiregistration.k8s.io", _) => format!("{group}/{resource}"),
+        _ => resource.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_keys_are_upstreams() {
+        let rows = builtin_resources();
+        let key = |group: &str, resource: &str| {
+            rows.iter()
+                .find(|r| r.group == group && r.resource == resource)
+                .map(|r| r.storage_key.clone())
+                .unwrap_or_else(|| panic!("{group}/{resource} is served"))
+        };
+        for (group, resource, expected) in [
+            ("", "services", "services/specs"),
+            ("", "endpoints", "services/endpoints"),
+            ("", "nodes", "minions"),
+            ("", "replicationcontrollers", "controllers"),
+            ("", "pods", "pods"),
+            ("", "configmaps", "configmaps"),
+            ("networking.k8s.io", "ingresses", "ingress"),
+            ("apps", "deployments", "deployments"),
+            ("events.k8s.io", "events", "events"),
+            ("", "events", "events"),
+            (
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "apiextensions.k8s.io/customresourcedefinitions",
+            ),
+            (
+                "apiregistration.k8s.io",
+                "apiservices",
+                "apiregistration.k8s.io/apiservices",
+            ),
+        ] {
+            assert_eq!(key(group, resource), expected, "{group}/{resource}");
+        }
+    }
 
     #[test]
     fn catalog_has_every_group_and_upstream_rows() {

@@ -102,7 +102,8 @@ pub fn install(
                     window_capacity: watch_cache_size,
                     ..Default::default()
                 };
-                Cacher::with_options(inner, &key_root, attrs, options)
+                let cache = Cacher::with_options(inner.clone(), &key_root, attrs, options);
+                storage::cached(kv.as_ref(), inner, cache)
             })
             .clone();
         // Component statuses are computed on request, from the health of the store.

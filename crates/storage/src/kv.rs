@@ -157,6 +157,14 @@ pub trait Kv: Send + Sync + 'static {
 
     /// Removes history superseded at `revision`: reads at older revisions fail afterwards.
     async fn compact(&self, revision: i64) -> Result<(), KvError>;
+
+    /// Whether a cache following this store's watches learns, after [`Kv::current_revision`],
+    /// that it has caught up (from events or progress notifications) soon enough to serve
+    /// consistent reads (upstream: etcd's `RequestWatchProgress` support). When not, consistent
+    /// reads go to the store, as upstream does on such an etcd.
+    fn consistent_reads_from_cache(&self) -> bool {
+        true
+    }
 }
 
 /// The smallest key greater than every key that starts with `prefix` (etcd's "range end" for a

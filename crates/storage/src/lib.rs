@@ -2,7 +2,7 @@
 //!
 //! Three layers, each a trait with the same verbs:
 //! - [`Kv`] (`kv`): a revisioned key-value store with etcd v3 semantics, implemented by
-//!   [`SqliteKv`] (`sqlite`, the embedded default) and, later, an etcd client.
+//!   [`SqliteKv`] (`sqlite`, the embedded default) and [`EtcdKv`] (`etcd`, an etcd v3 cluster).
 //! - [`Store`] (`store`): objects (JSON) under keys, with upstream's resourceVersion semantics,
 //!   paging and predicates; [`KvStore`] implements it on any `Kv`.
 //! - [`Cacher`] (`cacher`): the per-resource watch cache, itself a `Store` that wraps another.
@@ -13,16 +13,21 @@
 //! [`AttrsFn`].
 
 pub mod cacher;
+pub mod delegate;
 pub mod errors;
+pub mod etcd;
 pub mod kv;
 pub mod sqlite;
 pub mod store;
+pub mod testing;
 
 #[cfg(test)]
 mod conformance;
 
 pub use cacher::{Cacher, CacherOptions};
+pub use delegate::cached;
 pub use errors::StorageError;
+pub use etcd::{EtcdKv, EtcdOptions};
 pub use kv::{KeyValue, Kv, KvError, KvEvent, RangeResponse, TxnOutcome, prefix_end};
 pub use sqlite::{SqliteKv, SqliteOptions};
 pub use store::{
