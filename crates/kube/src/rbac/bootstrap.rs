@@ -351,7 +351,7 @@ mod tests {
             ),
             (70, 51, 7, 7)
         );
-        let admin = find(&objects, "clusterroles", "cluster-admin");
+        let admin = find(objects, "clusterroles", "cluster-admin");
         assert_eq!(
             admin["rules"],
             json!([
@@ -363,7 +363,7 @@ mod tests {
             admin["metadata"]["labels"]["kubernetes.io/bootstrapping"],
             "rbac-defaults"
         );
-        let edit = find(&objects, "clusterroles", "edit");
+        let edit = find(objects, "clusterroles", "edit");
         assert_eq!(edit["rules"], Value::Null);
         assert_eq!(
             edit["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]["rbac.authorization.k8s.io/aggregate-to-edit"],
@@ -373,13 +373,13 @@ mod tests {
             edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"],
             "true"
         );
-        let masters = find(&objects, "clusterrolebindings", "cluster-admin");
+        let masters = find(objects, "clusterrolebindings", "cluster-admin");
         assert_eq!(
             masters["subjects"],
             json!([{"apiGroup": GROUP, "kind": "Group", "name": "system:masters"}])
         );
         let signer = find(
-            &objects,
+            objects,
             "rolebindings",
             "system:controller:bootstrap-signer",
         );
@@ -388,7 +388,7 @@ mod tests {
             signer["subjects"][0],
             json!({"kind": "ServiceAccount", "name": "bootstrap-signer", "namespace": "kube-system"})
         );
-        let view = find(&objects, "clusterroles", "system:aggregate-to-view");
+        let view = find(objects, "clusterroles", "system:aggregate-to-view");
         assert!(
             view["rules"][0]["apiGroups"] == json!([""]),
             "the core group is written as \"\""
