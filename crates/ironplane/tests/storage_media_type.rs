@@ -35,7 +35,8 @@ fn protobuf_codec() -> std::sync::Arc<dyn StorageCodec> {
 }
 
 fn get(s: &Server, what: &str) -> Value {
-    serde_json::from_str(&s.kubectl(&["get", what, "-o", "json"])).expect("kubectl's JSON")
+    serde_json::from_str(&s.kubectl(&["get", what, "-o", "json", "--show-managed-fields"]))
+        .expect("kubectl's JSON")
 }
 
 /// The object as served, without what the store sets on the way out.
