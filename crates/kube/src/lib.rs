@@ -62,6 +62,9 @@ pub struct LayeredStrategy {
 /// straight from storage, as upstream's 0 disables the cache).
 /// Admission plugins are configured from `admission_setup`; a configuration they refuse is
 /// the error.
+// The backend, the codec and the prefix stay separate arguments: the server chooses each from
+// its own options.
+#[allow(clippy::too_many_arguments)]
 pub fn install(
     kv: Arc<dyn Kv>,
     codec: Arc<dyn StorageCodec>,
