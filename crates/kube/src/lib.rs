@@ -57,9 +57,10 @@ pub struct LayeredStrategy {
 }
 
 /// Serves every built-in resource from `kv`, its values written by `codec`
-/// (`storage_codec::BuiltinCodec` for `--storage-media-type`), under `prefix` (`--etcd-prefix`), each behind a
-/// watch cache keeping `watch_cache_size` recent events (`--default-watch-cache-size`; 0 serves
-/// straight from storage, as upstream's 0 disables the cache).
+/// (`storage_codec::BuiltinCodec` for `--storage-media-type`), under `prefix` (`--etcd-prefix`),
+/// each behind a watch cache keeping `watch_cache_size` recent events
+/// (`--default-watch-cache-size`; 0 serves straight from storage, as upstream's 0 disables the
+/// cache).
 /// Admission plugins are configured from `admission_setup`; a configuration they refuse is
 /// the error.
 // The backend, the codec and the prefix stay separate arguments: the server chooses each from
