@@ -216,8 +216,14 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let authorizer = auth::authorizer(&opts, &rbac, &node_authorizer)?;
     // The CSR approving controller puts its access reviews to the same authorizer.
     let csr_authorizer = authorizer.clone();
+    // Built-in objects are stored as --storage-media-type says: by default JSON on the embedded
+    // store, and upstream's protobuf on etcd, so that kube-apiserver reads what Ironplane wrote.
+    let on_etcd = !opts.etcd_servers.is_empty();
+    let storage_codec =
+        ironplane_kube::storage_codec::BuiltinCodec::shared(opts.storage_media_type(on_etcd)?);
     let builtin = ironplane_kube::install(
         kv.clone(),
+        storage_codec,
         &opts.etcd_prefix,
         allocator.clone(),
         opts.default_watch_cache_size,

@@ -21,6 +21,11 @@ fn start(etcd: &EtcdServer) -> Server {
 
 /// Every key in etcd under `prefix`, read with the etcd client.
 fn raw_keys(etcd: &EtcdServer, prefix: &str) -> BTreeSet<String> {
+    raw_values(etcd, prefix).into_keys().collect()
+}
+
+/// Every key and value in etcd under `prefix`, read with the etcd client.
+fn raw_values(etcd: &EtcdServer, prefix: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -35,7 +40,11 @@ fn raw_keys(etcd: &EtcdServer, prefix: &str) -> BTreeSet<String> {
             .range(prefix, &storage::prefix_end(prefix), 0, 0)
             .await
             .expect("range");
-        found.kvs.into_iter().map(|kv| kv.key).collect()
+        found
+            .kvs
+            .into_iter()
+            .map(|kv| (kv.key, kv.value.to_vec()))
+            .collect()
     })
 }
 
@@ -206,6 +215,15 @@ fn objects_live_in_etcd_under_upstreams_keys() {
         "no key outside upstream's layout: {keys:#?}"
     );
     assert!(!keys.contains("/registry/configmaps/team/extra"));
+    // On etcd built-in objects are stored as kube-apiserver stores them: protobuf in the `k8s\0`
+    // envelope (--storage-media-type's default there).
+    let values = raw_values(&etcd, "/registry/configmaps/team/");
+    let stored = &values["/registry/configmaps/team/settings"];
+    assert!(
+        stored.starts_with(b"k8s\0\x0a\x0f\x0a\x02v1\x12\x09ConfigMap"),
+        "{:?}",
+        String::from_utf8_lossy(stored)
+    );
 
     // Another server with a fresh data directory on the same etcd finds everything.
     drop(s.kill9());

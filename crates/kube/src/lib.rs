@@ -19,6 +19,7 @@ pub mod rbac;
 pub mod resource_quota_controller;
 pub mod service_resolver;
 pub mod serviceaccount;
+pub mod storage_codec;
 pub mod strategies;
 mod table;
 
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use apiserver::authentication::Authenticator;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{ConvertingStore, RegistryStore};
-use storage::{Cacher, CacherOptions, Kv, KvStore, Store};
+use storage::{Cacher, CacherOptions, Kv, KvStore, StorageCodec, Store};
 
 pub use strategies::ServiceIpAllocator;
 
@@ -55,13 +56,19 @@ pub struct LayeredStrategy {
     pub strategy: Arc<dyn apiserver::registry::Strategy>,
 }
 
-/// Serves every built-in resource from `kv`, under `prefix` (`--etcd-prefix`), each behind a
-/// watch cache keeping `watch_cache_size` recent events (`--default-watch-cache-size`; 0 serves
-/// straight from storage, as upstream's 0 disables the cache).
+/// Serves every built-in resource from `kv`, its values written by `codec`
+/// (`storage_codec::BuiltinCodec` for `--storage-media-type`), under `prefix` (`--etcd-prefix`),
+/// each behind a watch cache keeping `watch_cache_size` recent events
+/// (`--default-watch-cache-size`; 0 serves straight from storage, as upstream's 0 disables the
+/// cache).
 /// Admission plugins are configured from `admission_setup`; a configuration they refuse is
 /// the error.
+// The backend, the codec and the prefix stay separate arguments: the server chooses each from
+// its own options.
+#[allow(clippy::too_many_arguments)]
 pub fn install(
     kv: Arc<dyn Kv>,
+    codec: Arc<dyn StorageCodec>,
     prefix: &str,
     allocator: Arc<ServiceIpAllocator>,
     watch_cache_size: usize,
@@ -94,7 +101,11 @@ pub fn install(
             .entry(key_root.clone())
             .or_insert_with(|| {
                 let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
-                let inner: Arc<dyn Store> = Arc::new(KvStore::new(kv.clone(), attrs.clone()));
+                let inner: Arc<dyn Store> = Arc::new(KvStore::with_codec(
+                    kv.clone(),
+                    attrs.clone(),
+                    codec.clone(),
+                ));
                 if watch_cache_size == 0 {
                     return inner;
                 }

@@ -4,7 +4,9 @@
 //! - [`Kv`] (`kv`): a revisioned key-value store with etcd v3 semantics, implemented by
 //!   [`SqliteKv`] (`sqlite`, the embedded default) and [`EtcdKv`] (`etcd`, an etcd v3 cluster).
 //! - [`Store`] (`store`): objects (JSON) under keys, with upstream's resourceVersion semantics,
-//!   paging and predicates; [`KvStore`] implements it on any `Kv`.
+//!   paging and predicates; [`KvStore`] implements it on any `Kv`, writing values with a
+//!   [`StorageCodec`] (`codec`: JSON by default; the protobuf codec of built-in kinds comes
+//!   from above, since this crate knows no kind).
 //! - [`Cacher`] (`cacher`): the per-resource watch cache, itself a `Store` that wraps another.
 //!
 //! Errors: [`KvError`] stays below the `Store` seam; [`StorageError`] (`errors`) is what the
@@ -14,6 +16,7 @@
 
 pub mod cacher;
 pub mod delegate;
+pub mod codec;
 pub mod errors;
 pub mod etcd;
 pub mod kv;
@@ -26,6 +29,7 @@ mod conformance;
 
 pub use cacher::{Cacher, CacherOptions};
 pub use delegate::cached;
+pub use codec::{JsonCodec, StorageCodec, StorageMediaType};
 pub use errors::StorageError;
 pub use etcd::{EtcdKv, EtcdOptions};
 pub use kv::{KeyValue, Kv, KvError, KvEvent, RangeResponse, TxnOutcome, prefix_end};

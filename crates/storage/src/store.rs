@@ -1,9 +1,12 @@
 //! The object store: the `Store` trait (what the generic registry calls) and `KvStore`, its
 //! implementation on any `Kv` backend (upstream's etcd3 store).
 //!
-//! This module owns how objects are stored and read back: the value in the `Kv` is the object's
-//! JSON *without* `metadata.resourceVersion` (as upstream stores it in etcd), and on the way out
-//! `metadata.resourceVersion` is the key's mod revision, as a string. It also owns the
+//! This module owns how objects are stored and read back: the value in the `Kv` is the object
+//! *without* `metadata.resourceVersion` (as upstream stores it in etcd), encoded by the store's
+//! [`StorageCodec`] (JSON unless the codec says otherwise), and on the way out the object is JSON
+//! whose `metadata.resourceVersion` is the key's mod revision, as a string. JSON values are read
+//! by splicing the resourceVersion into the stored bytes; values in another format (protobuf) are
+//! decoded by the codec and encoded as JSON once, when they are read. It also owns the
 //! resourceVersion semantics of get and list (upstream's "Semantics for get and list"), paging
 //! with upstream's continue tokens, and predicates. It must not know any particular kind: which
 //! labels and fields an object exposes comes from the caller's [`AttrsFn`].
@@ -21,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::codec::{JsonCodec, StorageCodec, is_json};
 use crate::errors::{CONTINUE_EXPIRED, LIST_EXPIRED, StorageError, WATCH_EXPIRED};
 use crate::kv::{KeyValue, Kv, KvError, KvEvent, TxnOutcome, prefix_end};
 
@@ -82,6 +86,36 @@ impl Object {
         Self::from_parts(key, value, stored, resource_version, attrs)
     }
 
+    /// The object built from a stored value in any format: JSON is read as [`Object::from_stored`]
+    /// reads it; anything else is decoded by `codec` and encoded as JSON with its resourceVersion.
+    fn from_stored_in(
+        key: &str,
+        stored: &[u8],
+        resource_version: i64,
+        attrs: &AttrsFn,
+        codec: &dyn StorageCodec,
+    ) -> Result<Object, StorageError> {
+        if is_json(stored) {
+            return Self::from_stored(key, stored, resource_version, attrs);
+        }
+        let mut value = codec.decode(stored).map_err(|e| {
+            StorageError::InvalidObject(format!("cannot decode stored object {key}: {e}"))
+        })?;
+        if !value.is_object() {
+            return Err(StorageError::InvalidObject(format!(
+                "cannot decode stored object {key}: not an object"
+            )));
+        }
+        let computed = Arc::new(compute_attrs(attrs, &value));
+        value.set_meta("resourceVersion", resource_version.to_string());
+        Ok(Object {
+            key: Arc::from(key),
+            bytes: Bytes::from(encode(key, &value)?),
+            resource_version,
+            attrs: computed,
+        })
+    }
+
     /// The object from its parsed value and the bytes that encode it, without re-encoding when
     /// the resourceVersion can be spliced into the bytes.
     fn from_parts(
@@ -124,17 +158,17 @@ impl Object {
         })
     }
 
-    /// The object from its stored bytes (no resourceVersion in them) and its attributes, known
+    /// The object from the JSON of a write (no resourceVersion in it) and its attributes, known
     /// from the write that stored it; `None` when the resourceVersion cannot be spliced in.
     fn from_written(
         key: &str,
-        stored: &[u8],
+        json: &[u8],
         resource_version: i64,
         attrs: Arc<Attrs>,
     ) -> Option<Object> {
         Some(Object {
             key: Arc::from(key),
-            bytes: Bytes::from(splice_resource_version(stored, resource_version)?),
+            bytes: Bytes::from(splice_resource_version(json, resource_version)?),
             resource_version,
             attrs,
         })
@@ -545,11 +579,13 @@ const WATCH_BUFFER: usize = 256;
 pub struct KvStore {
     kv: Arc<dyn Kv>,
     attrs: AttrsFn,
+    codec: Arc<dyn StorageCodec>,
     written: Arc<Written>,
 }
 
-/// What this store just wrote, by key: the stored bytes and their attributes, so that the watch
-/// event of the write takes the attributes instead of parsing the object again. The first watch
+/// What this store just wrote, by key: the stored bytes, the object's JSON (the same bytes when
+/// the codec stores JSON) and its attributes, so that the watch event of the write takes the
+/// JSON and the attributes instead of decoding the object again. The first watch
 /// that sees the write takes its entry; entries no watch takes are dropped when there are many
 /// or they hold too many bytes.
 #[derive(Default)]
@@ -557,8 +593,25 @@ struct Written(std::sync::Mutex<WrittenMap>);
 
 #[derive(Default)]
 struct WrittenMap {
-    entries: HashMap<String, (Bytes, Arc<Attrs>)>,
+    entries: HashMap<String, WrittenEntry>,
     bytes: usize,
+}
+
+struct WrittenEntry {
+    stored: Bytes,
+    json: Bytes,
+    attrs: Arc<Attrs>,
+}
+
+impl WrittenEntry {
+    /// The bytes the entry holds (once when the JSON is what was stored).
+    fn size(&self) -> usize {
+        if self.stored.as_ptr() == self.json.as_ptr() {
+            self.stored.len()
+        } else {
+            self.stored.len() + self.json.len()
+        }
+    }
 }
 
 /// How many writes no watch has seen are remembered, and how many bytes they may hold.
@@ -566,25 +619,30 @@ const WRITTEN_MAX: usize = 4096;
 const WRITTEN_MAX_BYTES: usize = 64 << 20;
 
 impl Written {
-    fn put(&self, key: &str, bytes: Bytes, attrs: Arc<Attrs>) {
+    fn put(&self, key: &str, stored: Bytes, json: Bytes, attrs: Arc<Attrs>) {
+        let entry = WrittenEntry {
+            stored,
+            json,
+            attrs,
+        };
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map.entries.len() >= WRITTEN_MAX || map.bytes + bytes.len() > WRITTEN_MAX_BYTES {
+        if map.entries.len() >= WRITTEN_MAX || map.bytes + entry.size() > WRITTEN_MAX_BYTES {
             *map = WrittenMap::default();
         }
-        map.bytes += bytes.len();
-        if let Some((old, _)) = map.entries.insert(key.to_string(), (bytes, attrs)) {
-            map.bytes -= old.len();
+        map.bytes += entry.size();
+        if let Some(old) = map.entries.insert(key.to_string(), entry) {
+            map.bytes -= old.size();
         }
     }
 
-    /// The attributes of `key` when `stored` is what this store wrote there.
-    fn take(&self, key: &str, stored: &[u8]) -> Option<Arc<Attrs>> {
+    /// The JSON and attributes of `key` when `stored` is what this store wrote there.
+    fn take(&self, key: &str, stored: &[u8]) -> Option<(Bytes, Arc<Attrs>)> {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match map.entries.get(key) {
-            Some((bytes, _)) if bytes.as_ref() == stored => {
-                let (bytes, attrs) = map.entries.remove(key)?;
-                map.bytes -= bytes.len();
-                Some(attrs)
+            Some(entry) if entry.stored.as_ref() == stored => {
+                let entry = map.entries.remove(key)?;
+                map.bytes -= entry.size();
+                Some((entry.json, entry.attrs))
             }
             _ => None,
         }
@@ -592,10 +650,17 @@ impl Written {
 }
 
 impl KvStore {
+    /// A store that writes JSON.
     pub fn new(kv: Arc<dyn Kv>, attrs: AttrsFn) -> Self {
+        Self::with_codec(kv, attrs, Arc::new(JsonCodec))
+    }
+
+    /// A store that writes what `codec` encodes (and reads JSON and whatever `codec` decodes).
+    pub fn with_codec(kv: Arc<dyn Kv>, attrs: AttrsFn, codec: Arc<dyn StorageCodec>) -> Self {
         Self {
             kv,
             attrs,
+            codec,
             written: Arc::default(),
         }
     }
@@ -606,7 +671,13 @@ impl KvStore {
     }
 
     fn object(&self, kv: &KeyValue) -> Result<Object, StorageError> {
-        Object::from_stored(&kv.key, &kv.value, kv.mod_revision, &self.attrs)
+        Object::from_stored_in(
+            &kv.key,
+            &kv.value,
+            kv.mod_revision,
+            &self.attrs,
+            self.codec.as_ref(),
+        )
     }
 
     /// An object of a list or a watch, or `None` when its stored bytes cannot be decoded: one
@@ -617,16 +688,26 @@ impl KvStore {
         undecodable_left_out(self.object(kv))
     }
 
-    /// The value as stored: a JSON object without resourceVersion.
-    fn prepare(key: &str, mut obj: Value) -> Result<(Value, Vec<u8>), StorageError> {
+    /// The object without resourceVersion, its JSON, and the value to store (the JSON again
+    /// unless the codec encodes it otherwise).
+    fn prepare(&self, key: &str, mut obj: Value) -> Result<(Value, Bytes, Bytes), StorageError> {
         if !obj.is_object() {
             return Err(StorageError::InvalidObject(format!(
                 "object for {key} is not a JSON object"
             )));
         }
         obj.remove_meta("resourceVersion");
-        let bytes = encode(key, &obj)?;
-        Ok((obj, bytes))
+        let json = Bytes::from(encode(key, &obj)?);
+        let stored = match self.codec.encode(&obj) {
+            Ok(Some(stored)) => Bytes::from(stored),
+            Ok(None) => json.clone(),
+            Err(e) => {
+                return Err(StorageError::InvalidObject(format!(
+                    "cannot encode object {key}: {e}"
+                )));
+            }
+        };
+        Ok((obj, json, stored))
     }
 }
 
@@ -788,13 +869,13 @@ impl Store for KvStore {
     }
 
     async fn create(&self, key: &str, obj: Value) -> Result<Object, StorageError> {
-        let (obj, bytes) = Self::prepare(key, obj)?;
+        let (obj, json, stored) = self.prepare(key, obj)?;
         let attrs = Arc::new(compute_attrs(&self.attrs, &obj));
-        let bytes = Bytes::from(bytes);
-        self.written.put(key, bytes.clone(), attrs.clone());
-        match self.kv.create(key, bytes.clone()).await? {
+        self.written
+            .put(key, stored.clone(), json.clone(), attrs.clone());
+        match self.kv.create(key, stored).await? {
             TxnOutcome::Succeeded { revision, .. } => {
-                Object::from_parts_with(key, obj, &bytes, revision, attrs)
+                Object::from_parts_with(key, obj, &json, revision, attrs)
             }
             TxnOutcome::Failed { .. } => Err(StorageError::AlreadyExists {
                 key: key.to_string(),
@@ -808,7 +889,7 @@ impl Store for KvStore {
         obj: Value,
         expected_resource_version: i64,
     ) -> Result<Object, StorageError> {
-        let (obj, bytes) = Self::prepare(key, obj)?;
+        let (obj, json, stored) = self.prepare(key, obj)?;
         // Upstream's GuaranteedUpdate skips the write when the new object encodes to exactly the
         // stored bytes: a no-op update keeps its resourceVersion and wakes no watcher.
         let (current, _) = self.kv.get(key).await?;
@@ -821,19 +902,19 @@ impl Store for KvStore {
                 current_resource_version: current.mod_revision,
             });
         }
-        if current.value.as_ref() == bytes.as_slice() {
+        if current.value == stored {
             return self.object(&current);
         }
         let attrs = Arc::new(compute_attrs(&self.attrs, &obj));
-        let bytes = Bytes::from(bytes);
-        self.written.put(key, bytes.clone(), attrs.clone());
+        self.written
+            .put(key, stored.clone(), json.clone(), attrs.clone());
         match self
             .kv
-            .update(key, bytes.clone(), expected_resource_version)
+            .update(key, stored, expected_resource_version)
             .await?
         {
             TxnOutcome::Succeeded { revision, .. } => {
-                Object::from_parts_with(key, obj, &bytes, revision, attrs)
+                Object::from_parts_with(key, obj, &json, revision, attrs)
             }
             TxnOutcome::Failed { current: None } => Err(StorageError::NotFound {
                 key: key.to_string(),
@@ -856,7 +937,9 @@ impl Store for KvStore {
             TxnOutcome::Succeeded {
                 revision,
                 prev: Some(prev),
-            } => Object::from_stored(key, &prev.value, revision, &self.attrs),
+            } => {
+                Object::from_stored_in(key, &prev.value, revision, &self.attrs, self.codec.as_ref())
+            }
             TxnOutcome::Succeeded { prev: None, .. } => Err(StorageError::Internal(format!(
                 "delete of {key} returned no previous value"
             ))),
@@ -919,6 +1002,7 @@ impl Store for KvStore {
         if let Some(source) = source {
             let task = KvWatch {
                 attrs: self.attrs.clone(),
+                codec: self.codec.clone(),
                 written: self.written.clone(),
                 scope,
                 predicate: opts.predicate.clone(),
@@ -1031,6 +1115,7 @@ where
 /// The task behind one `KvStore` watch: initial events, then the backend's events as objects.
 struct KvWatch {
     attrs: AttrsFn,
+    codec: Arc<dyn StorageCodec>,
     written: Arc<Written>,
     scope: WatchScope,
     predicate: Predicate,
@@ -1080,6 +1165,11 @@ impl KvWatch {
         }
     }
 
+    /// A stored value of the watched keys as an object, whatever its format.
+    fn object(&self, key: &str, stored: &[u8], revision: i64) -> Result<Object, StorageError> {
+        Object::from_stored_in(key, stored, revision, &self.attrs, self.codec.as_ref())
+    }
+
     fn convert(&self, event: KvEvent) -> Option<WatchEvent> {
         let result = (|| -> Result<Option<WatchEvent>, StorageError> {
             match event {
@@ -1094,16 +1184,18 @@ impl KvWatch {
                         return Ok(None);
                     }
                     // A write of this store: its attributes are known, no parse needed.
-                    let written = self.written.take(&kv.key, &kv.value).and_then(|attrs| {
-                        Object::from_written(&kv.key, &kv.value, kv.mod_revision, attrs)
-                    });
+                    let written =
+                        self.written
+                            .take(&kv.key, &kv.value)
+                            .and_then(|(json, attrs)| {
+                                Object::from_written(&kv.key, &json, kv.mod_revision, attrs)
+                            });
                     let object = match written {
                         Some(object) => object,
-                        None => match undecodable_left_out(Object::from_stored(
+                        None => match undecodable_left_out(self.object(
                             &kv.key,
                             &kv.value,
                             kv.mod_revision,
-                            &self.attrs,
                         )) {
                             Some(object) => object,
                             None => return Ok(None),
@@ -1122,12 +1214,9 @@ impl KvWatch {
                     }
                     // A previous value that cannot be decoded: the watcher sees the object as
                     // new, as it never saw the old one.
-                    let Some(prev_at_event) = undecodable_left_out(Object::from_stored(
-                        &kv.key,
-                        &prev.value,
-                        kv.mod_revision,
-                        &self.attrs,
-                    )) else {
+                    let Some(prev_at_event) =
+                        undecodable_left_out(self.object(&kv.key, &prev.value, kv.mod_revision))
+                    else {
                         return Ok(filter_event(
                             &self.predicate,
                             &WatchEvent::Added(object),
@@ -1155,12 +1244,9 @@ impl KvWatch {
                         tracing::warn!(%key, "delete event without the previous value; skipped");
                         return Ok(None);
                     };
-                    let Some(object) = undecodable_left_out(Object::from_stored(
-                        &key,
-                        &prev.value,
-                        mod_revision,
-                        &self.attrs,
-                    )) else {
+                    let Some(object) =
+                        undecodable_left_out(self.object(&key, &prev.value, mod_revision))
+                    else {
                         return Ok(None);
                     };
                     Ok(filter_event(
@@ -1195,15 +1281,16 @@ mod tests {
     fn a_written_entry_is_taken_once_by_the_matching_bytes_and_bounded() {
         let written = Written::default();
         let attrs = Arc::new(Attrs::default());
-        written.put("/k", Bytes::from_static(b"{\"a\":1}"), attrs.clone());
+        let json = Bytes::from_static(b"{\"a\":1}");
+        written.put("/k", json.clone(), json, attrs.clone());
         assert!(written.take("/k", b"{\"a\":2}").is_none(), "other bytes");
         assert!(written.take("/other", b"{\"a\":1}").is_none(), "other key");
         assert!(written.take("/k", b"{\"a\":1}").is_some());
         assert!(written.take("/k", b"{\"a\":1}").is_none(), "taken once");
         // Past the byte budget, what no watch took is forgotten.
         let big = Bytes::from(vec![b' '; WRITTEN_MAX_BYTES / 2 + 1]);
-        written.put("/a", big.clone(), attrs.clone());
-        written.put("/b", big.clone(), attrs);
+        written.put("/a", big.clone(), big.clone(), attrs.clone());
+        written.put("/b", big.clone(), big.clone(), attrs);
         assert!(written.take("/a", &big).is_none());
         assert!(written.take("/b", &big).is_some());
     }

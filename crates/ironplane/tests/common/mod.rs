@@ -67,7 +67,7 @@ impl Server {
         Self::start_in_with(dir, &[])
     }
 
-    fn start_in_with(dir: tempfile::TempDir, args: &[&str]) -> Server {
+    pub fn start_in_with(dir: tempfile::TempDir, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ironplane"))
             .args(["--secure-port", "0", "--data-dir"])
             .arg(dir.path())
