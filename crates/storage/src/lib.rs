@@ -17,6 +17,7 @@ pub mod errors;
 pub mod kv;
 pub mod sqlite;
 pub mod store;
+pub mod value;
 
 #[cfg(test)]
 mod conformance;
