@@ -6,6 +6,7 @@ mod auth;
 pub mod certs;
 pub mod chain;
 pub mod data_dir;
+mod encryption;
 pub mod kubeconfig;
 #[cfg(test)]
 mod layering;
@@ -141,6 +142,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let kv: Arc<dyn Kv> =
         storage::SqliteKv::open_with(&opts.data_dir.join("state.db"), sqlite_options)
             .map_err(|e| format!("opening the embedded store: {e}"))?;
+    // Encryption at rest, applied over the backend (--encryption-provider-config).
+    let (kv, encryption) = encryption::setup(&opts, kv).await?;
     let allocator = Arc::new(ServiceIpAllocator::new(
         &opts.service_cluster_ip_range,
         &opts.service_node_port_range,
@@ -329,8 +332,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         .chain(system_hooks.iter().cloned())
         .chain(crd_hooks)
         .chain([crd_synced.clone()])
+        .chain(encryption.reload_hook.clone())
         .collect(),
         shutdown: Some(shutdown_check.clone()),
+        not_livez: encryption.health.clone().into_iter().collect(),
     };
     let config = Config {
         authenticator,
