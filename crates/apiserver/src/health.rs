@@ -162,9 +162,17 @@ mod tests {
         assert_eq!(h.answer("readyz", Some("ping"), "").unwrap().body, "ok");
         assert!(h.answer("readyz", Some("nope"), "").is_none());
         // The KMS check is in /healthz and /readyz, never /livez.
-        assert_eq!(h.answer("healthz", Some("kms-providers"), "").unwrap().code, 200);
+        assert_eq!(
+            h.answer("healthz", Some("kms-providers"), "").unwrap().code,
+            200
+        );
         assert!(h.answer("livez", Some("kms-providers"), "").is_none());
-        assert!(!h.answer("livez", None, "verbose").unwrap().body.contains("kms"));
+        assert!(
+            !h.answer("livez", None, "verbose")
+                .unwrap()
+                .body
+                .contains("kms")
+        );
     }
 
     #[tokio::test]

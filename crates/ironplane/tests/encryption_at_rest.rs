@@ -79,15 +79,36 @@ fn secrets_are_stored_encrypted_and_a_rotation_rewrites_them() {
     let config = write_config(conf.path(), &aescbc(&[("key1", KEY1)]));
     let args = flags(&config);
     let s = Server::start_with(&as_strs(&args));
-    s.kubectl(&["create", "secret", "generic", "s1", "--from-literal=password=hunter2"]);
-    s.kubectl(&["create", "configmap", "c1", "--from-literal=password=hunter2"]);
+    s.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "--from-literal=password=hunter2",
+    ]);
+    s.kubectl(&[
+        "create",
+        "configmap",
+        "c1",
+        "--from-literal=password=hunter2",
+    ]);
 
     let raw = raw_value(s.dir.path(), SECRET);
-    assert!(starts_with(&raw, "k8s:enc:aescbc:v1:key1:"), "{:?}", String::from_utf8_lossy(&raw));
+    assert!(
+        starts_with(&raw, "k8s:enc:aescbc:v1:key1:"),
+        "{:?}",
+        String::from_utf8_lossy(&raw)
+    );
     assert!(!contains(&raw, "hunter2") && !contains(&raw, "aHVudGVyMg=="));
-    assert!(!contains(&raw, "\"kind\""), "nothing of the object is readable");
+    assert!(
+        !contains(&raw, "\"kind\""),
+        "nothing of the object is readable"
+    );
     let cm = raw_value(s.dir.path(), "/registry/configmaps/default/c1");
-    assert!(!starts_with(&cm, "k8s:enc:"), "resources not configured stay plain");
+    assert!(
+        !starts_with(&cm, "k8s:enc:"),
+        "resources not configured stay plain"
+    );
     assert_eq!(
         s.kubectl(&["get", "secret", "s1", "-o", "jsonpath={.data.password}"]),
         "aHVudGVyMg=="
@@ -97,18 +118,37 @@ fn secrets_are_stored_encrypted_and_a_rotation_rewrites_them() {
     write_config(conf.path(), &aescbc(&[("key2", KEY2), ("key1", KEY1)]));
     let dir = s.stop();
     let s = Server::start_in_with(dir, &as_strs(&args));
-    assert!(starts_with(&raw_value(s.dir.path(), SECRET), "k8s:enc:aescbc:v1:key1:"));
+    assert!(starts_with(
+        &raw_value(s.dir.path(), SECRET),
+        "k8s:enc:aescbc:v1:key1:"
+    ));
     // Step 2: rewrite every Secret unchanged; stale values are written again under key2.
     let all = s.kubectl(&["get", "secrets", "-A", "-o", "json"]);
     s.kubectl_stdin(&["replace", "-f", "-"], &all);
     let raw = raw_value(s.dir.path(), SECRET);
-    assert!(starts_with(&raw, "k8s:enc:aescbc:v1:key2:"), "{:?}", String::from_utf8_lossy(&raw));
-    let rv = s.kubectl(&["get", "secret", "s1", "-o", "jsonpath={.metadata.resourceVersion}"]);
+    assert!(
+        starts_with(&raw, "k8s:enc:aescbc:v1:key2:"),
+        "{:?}",
+        String::from_utf8_lossy(&raw)
+    );
+    let rv = s.kubectl(&[
+        "get",
+        "secret",
+        "s1",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
     // A value under the current key is not rewritten by an unchanged replace.
     let all = s.kubectl(&["get", "secret", "s1", "-o", "json"]);
     s.kubectl_stdin(&["replace", "-f", "-"], &all);
     assert_eq!(
-        s.kubectl(&["get", "secret", "s1", "-o", "jsonpath={.metadata.resourceVersion}"]),
+        s.kubectl(&[
+            "get",
+            "secret",
+            "s1",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}"
+        ]),
         rv
     );
 
@@ -138,7 +178,9 @@ fn an_invalid_configuration_stops_the_server_with_upstreams_message() {
     let data = tempfile::tempdir().expect("tempdir");
     let config = write_config(
         conf.path(),
-        &format!("{HEAD}resources:\n- resources: [secrets]\n  providers:\n  - aesgcm:\n      keys:\n      - name: k\n        secret: YWJj\n"),
+        &format!(
+            "{HEAD}resources:\n- resources: [secrets]\n  providers:\n  - aesgcm:\n      keys:\n      - name: k\n        secret: YWJj\n"
+        ),
     );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironplane"))
         .args(["--secure-port", "0", "--data-dir"])
@@ -169,7 +211,11 @@ fn an_invalid_configuration_stops_the_server_with_upstreams_message() {
 
 fn kms_key_id(raw: &[u8], name: &str) -> String {
     let prefix = format!("k8s:enc:kms:v2:{name}:");
-    assert!(starts_with(raw, &prefix), "{:?}", String::from_utf8_lossy(raw));
+    assert!(
+        starts_with(raw, &prefix),
+        "{:?}",
+        String::from_utf8_lossy(raw)
+    );
     let object = EncryptedObject::decode(&raw[prefix.len()..]).expect("an EncryptedObject");
     object.key_id
 }
@@ -203,7 +249,13 @@ fn kms_v2_encrypts_with_the_plugin_and_follows_its_key_id() {
     );
     let args = flags(&config);
     let s = Server::start_with(&as_strs(&args));
-    s.kubectl(&["create", "secret", "generic", "s1", "--from-literal=password=hunter2"]);
+    s.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "--from-literal=password=hunter2",
+    ]);
     let raw = raw_value(s.dir.path(), SECRET);
     assert_eq!(kms_key_id(&raw, "testkms"), "key-1");
     assert!(!contains(&raw, "aHVudGVyMg=="));
@@ -212,8 +264,14 @@ fn kms_v2_encrypts_with_the_plugin_and_follows_its_key_id() {
         "aHVudGVyMg=="
     );
     let calls = plugin.calls();
-    assert!(calls.starts_with(&["Status".to_string(), "Encrypt".to_string()]), "{calls:?}");
-    assert!(!calls.contains(&"Decrypt".to_string()), "the write DEK is cached: {calls:?}");
+    assert!(
+        calls.starts_with(&["Status".to_string(), "Encrypt".to_string()]),
+        "{calls:?}"
+    );
+    assert!(
+        !calls.contains(&"Decrypt".to_string()),
+        "the write DEK is cached: {calls:?}"
+    );
 
     // Upstream's check: in /healthz and /readyz, not /livez.
     assert_eq!(health(&s, "/healthz/kms-providers"), (true, "ok".into()));
@@ -224,8 +282,17 @@ fn kms_v2_encrypts_with_the_plugin_and_follows_its_key_id() {
     // 20 s), a new DEK is made, and an unchanged replace rewrites the now stale Secret.
     plugin.set_key_id("key-2");
     wait_until("the new key ID in use", 40, || {
-        s.kubectl(&["create", "secret", "generic", "probe-key", "--from-literal=a=b"]);
-        let id = kms_key_id(&raw_value(s.dir.path(), "/registry/secrets/default/probe-key"), "testkms");
+        s.kubectl(&[
+            "create",
+            "secret",
+            "generic",
+            "probe-key",
+            "--from-literal=a=b",
+        ]);
+        let id = kms_key_id(
+            &raw_value(s.dir.path(), "/registry/secrets/default/probe-key"),
+            "testkms",
+        );
         s.kubectl(&["delete", "secret", "probe-key"]);
         if id != "key-2" {
             std::thread::sleep(Duration::from_secs(1));
@@ -234,13 +301,21 @@ fn kms_v2_encrypts_with_the_plugin_and_follows_its_key_id() {
     });
     let all = s.kubectl(&["get", "secrets", "-A", "-o", "json"]);
     s.kubectl_stdin(&["replace", "-f", "-"], &all);
-    assert_eq!(kms_key_id(&raw_value(s.dir.path(), SECRET), "testkms"), "key-2");
+    assert_eq!(
+        kms_key_id(&raw_value(s.dir.path(), SECRET), "testkms"),
+        "key-2"
+    );
 
     // An unhealthy plugin fails the check.
     plugin.set_healthz("broken");
-    wait_until("kms-providers failing", 40, || !health(&s, "/readyz/kms-providers").0);
+    wait_until("kms-providers failing", 40, || {
+        !health(&s, "/readyz/kms-providers").0
+    });
     assert!(!health(&s, "/healthz").0);
-    assert!(health(&s, "/livez").0, "livez does not depend on the plugin");
+    assert!(
+        health(&s, "/livez").0,
+        "livez does not depend on the plugin"
+    );
 
     // After a restart the server has no DEK in its cache: it asks the plugin to decrypt.
     plugin.set_healthz("ok");
@@ -265,9 +340,24 @@ fn the_automatic_reload_puts_a_changed_configuration_in_force() {
     let s = Server::start_with(&as_strs(&args));
     // With reload on, the check exists even without KMS providers, and so does the hook.
     assert_eq!(health(&s, "/healthz/kms-providers"), (true, "ok".into()));
-    assert!(health(&s, "/readyz/poststarthook/start-encryption-provider-config-automatic-reload").0);
-    s.kubectl(&["create", "secret", "generic", "s1", "--from-literal=password=hunter2"]);
-    assert!(starts_with(&raw_value(s.dir.path(), SECRET), "k8s:enc:aescbc:v1:key1:"));
+    assert!(
+        health(
+            &s,
+            "/readyz/poststarthook/start-encryption-provider-config-automatic-reload"
+        )
+        .0
+    );
+    s.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "--from-literal=password=hunter2",
+    ]);
+    assert!(starts_with(
+        &raw_value(s.dir.path(), SECRET),
+        "k8s:enc:aescbc:v1:key1:"
+    ));
 
     write_config(
         conf.path(),
@@ -292,14 +382,22 @@ fn the_automatic_reload_puts_a_changed_configuration_in_force() {
     // A broken file is refused and the configuration in force stays.
     write_config(conf.path(), &format!("{HEAD}resources: []\n"));
     std::thread::sleep(Duration::from_secs(2));
-    s.kubectl(&["create", "secret", "generic", "after-bad", "--from-literal=a=b"]);
+    s.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "after-bad",
+        "--from-literal=a=b",
+    ]);
     assert!(starts_with(
         &raw_value(s.dir.path(), "/registry/secrets/default/after-bad"),
         "k8s:enc:secretbox:v1:box1:"
     ));
     assert!(
-        s.log_lines().iter().any(|l| l.contains("error processing encryption config file")
-            && l.contains("resources: Required value: at least one resources is required")),
+        s.log_lines()
+            .iter()
+            .any(|l| l.contains("error processing encryption config file")
+                && l.contains("resources: Required value: at least one resources is required")),
         "the refusal is logged"
     );
 }

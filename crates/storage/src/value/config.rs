@@ -124,8 +124,8 @@ impl KmsConfiguration {
     }
 }
 
-/// A Go duration string (`1h2m3.5s`, `500ms`), or the reason it is not one. Negative durations
-/// come back as `None` inside `Ok` so that validation can say they must be positive.
+/// A Go duration string (`1h2m3.5s`, `500ms`), or the reason it is not one. A negative duration
+/// comes back as zero, which validation refuses as not positive, as upstream does.
 fn parse_go_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("time: invalid duration {text:?}");
     let (negative, mut rest) = match text.strip_prefix('-') {

@@ -80,9 +80,9 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf, TransformError> {
         Some((scheme, _)) => Err(TransformError::new(format!(
             "unsupported scheme {scheme:?} for KMS provider, only unix is supported"
         ))),
-        None => Err(TransformError::new(format!(
-            "unsupported scheme \"\" for KMS provider, only unix is supported"
-        ))),
+        None => Err(TransformError::new(
+            "unsupported scheme \"\" for KMS provider, only unix is supported",
+        )),
     }
 }
 
@@ -249,7 +249,7 @@ pub mod testing {
             EncryptResponse {
                 ciphertext: r.plaintext.iter().map(|b| b ^ k).collect(),
                 key_id: s.key_id.clone(),
-                annotations: [("kms.example.com/plugin".to_string(), b"test".to_vec())]
+                annotations: [("version.encryption.example.com".to_string(), b"1".to_vec())]
                     .into_iter()
                     .collect(),
             }
@@ -360,6 +360,10 @@ mod tests {
             .unwrap();
         assert_eq!(plain, b"dek");
         assert_eq!(plugin.calls(), ["Status", "Encrypt", "Decrypt"]);
+        // The probe accepts what the plugin answers (its annotations are valid, ...).
+        let probe = crate::value::kmsv2::Probe::new("p", std::sync::Arc::new(client));
+        probe.check().await.unwrap();
+        assert!(probe.current_state().is_ok());
         server.abort();
         // A plugin that is not there fails the call with a gRPC error, within the timeout.
         let absent = GrpcKms::new(

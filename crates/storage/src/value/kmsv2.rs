@@ -542,12 +542,11 @@ impl Transformer for Envelope {
         let state = self.probe.current_state()?;
         let now = SystemTime::now();
         if now > state.expiration {
-            let rfc3339 = |t: SystemTime| chrono_like(t);
             return Err(TransformError::new(format!(
                 "encryptedDEKSource with keyID hash {:?} expired at {} (current time is {})",
                 hash_if_not_empty(&state.key_id),
-                rfc3339(state.expiration),
-                rfc3339(now)
+                chrono_like(state.expiration),
+                chrono_like(now)
             )));
         }
         // Reads of values this server writes never miss the cache.
