@@ -114,6 +114,33 @@ fn secrets_are_stored_encrypted_and_a_rotation_rewrites_them() {
         "aHVudGVyMg=="
     );
 
+    // An unchanged replace before the rotation, so that the replace after it changes nothing
+    // (kubectl's manager is already in managedFields): only staleness can make it write.
+    let before = s.kubectl(&["get", "secrets", "-A", "-o", "json"]);
+    s.kubectl_stdin(&["replace", "-f", "-"], &before);
+    let rv_before = s.kubectl(&[
+        "get",
+        "secret",
+        "s1",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    s.kubectl_stdin(
+        &["replace", "-f", "-"],
+        &s.kubectl(&["get", "secret", "s1", "-o", "json"]),
+    );
+    assert_eq!(
+        s.kubectl(&[
+            "get",
+            "secret",
+            "s1",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}"
+        ]),
+        rv_before,
+        "an unchanged replace under the current key writes nothing"
+    );
+
     // Rotation, step 1: the new key goes first, the old one stays for reads; a restart loads it.
     write_config(conf.path(), &aescbc(&[("key2", KEY2), ("key1", KEY1)]));
     let dir = s.stop();
