@@ -450,11 +450,14 @@ impl Probe {
     }
 }
 
+/// Decrypted DEKs by their cache key, with when they were cached.
+type DekCache = HashMap<Vec<u8>, (Arc<dyn Transformer>, Instant)>;
+
 /// The KMS v2 transformer (upstream's `envelopeTransformer`).
 pub struct Envelope {
     service: Arc<dyn KmsService>,
     probe: Arc<Probe>,
-    cache: Mutex<HashMap<Vec<u8>, (Arc<dyn Transformer>, Instant)>>,
+    cache: Mutex<DekCache>,
 }
 
 impl Envelope {
