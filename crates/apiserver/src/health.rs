@@ -58,6 +58,9 @@ pub struct Health {
     pub post_start_hooks: Vec<Check>,
     /// `shutdown`: fails /readyz once SIGTERM arrived, so load balancers stop sending traffic.
     pub shutdown: Option<Check>,
+    /// Checks of /healthz and /readyz only (upstream's `addHealthChecksWithoutLivez`: the KMS
+    /// plugins' `kms-providers`, whose failure must not get the server restarted).
+    pub not_livez: Vec<Check>,
 }
 
 pub struct HealthAnswer {
@@ -72,6 +75,9 @@ impl Health {
             out.extend(self.readyz.iter());
         }
         out.extend(self.post_start_hooks.iter());
+        if endpoint != "livez" {
+            out.extend(self.not_livez.iter());
+        }
         if endpoint == "readyz" {
             out.extend(self.shutdown.iter());
         }
@@ -151,6 +157,7 @@ mod tests {
             readyz: vec![],
             post_start_hooks: vec![hook.clone()],
             shutdown: None,
+            not_livez: vec![Check::new("kms-providers", true)],
         };
         let a = h.answer("readyz", None, "verbose").unwrap();
         assert_eq!(a.code, 500);
@@ -161,6 +168,18 @@ mod tests {
         assert!(a.body.ends_with("readyz check passed\n"));
         assert_eq!(h.answer("readyz", Some("ping"), "").unwrap().body, "ok");
         assert!(h.answer("readyz", Some("nope"), "").is_none());
+        // The KMS check is in /healthz and /readyz, never /livez.
+        assert_eq!(
+            h.answer("healthz", Some("kms-providers"), "").unwrap().code,
+            200
+        );
+        assert!(h.answer("livez", Some("kms-providers"), "").is_none());
+        assert!(
+            !h.answer("livez", None, "verbose")
+                .unwrap()
+                .body
+                .contains("kms")
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod backend;
 pub mod certs;
 pub mod chain;
 pub mod data_dir;
+mod encryption;
 pub mod kubeconfig;
 #[cfg(test)]
 mod layering;
@@ -140,6 +141,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         health: etcd_check,
         readiness: etcd_readiness,
     } = backend::open(&opts).await?;
+    // Encryption at rest, applied over the backend (--encryption-provider-config).
+    let (kv, encryption) = encryption::setup(&opts, kv).await?;
     let allocator = Arc::new(ServiceIpAllocator::new(
         &opts.service_cluster_ip_range,
         &opts.service_node_port_range,
@@ -335,8 +338,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         .chain(system_hooks.iter().cloned())
         .chain(crd_hooks)
         .chain([crd_synced.clone()])
+        .chain(encryption.reload_hook.clone())
         .collect(),
         shutdown: Some(shutdown_check.clone()),
+        not_livez: encryption.health.clone().into_iter().collect(),
     };
     let config = Config {
         authenticator,

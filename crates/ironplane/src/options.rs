@@ -249,6 +249,19 @@ pub struct Options {
     /// The timeout to use when checking etcd readiness (the `etcd-readiness` check of /readyz).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub etcd_readycheck_timeout: Duration,
+    /// The file containing configuration for encryption providers to be used for storing
+    /// secrets (an `EncryptionConfiguration`, apiserver.config.k8s.io/v1), in either backend.
+    #[arg(long)]
+    pub encryption_provider_config: Option<PathBuf>,
+    /// Determines if the file set by --encryption-provider-config should be automatically
+    /// reloaded if the disk contents change. Setting this to true disables the ability to
+    /// uniquely identify distinct KMS plugins via the API server healthz endpoints.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub encryption_provider_config_automatic_reload: bool,
+    /// How often the automatic reload reads the file (upstream's one minute; its integration
+    /// tests shorten it, as ours do with this hidden flag).
+    #[arg(long, hide = true, default_value = "1m0s", value_parser = parse_duration)]
+    pub encryption_provider_config_reload_interval: Duration,
     /// After SIGTERM, how long /readyz fails before the server stops accepting (e.g. 5s).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub shutdown_delay_duration: Duration,
@@ -305,6 +318,11 @@ impl Options {
         )?;
         self.admission_plugins()?;
         self.storage_media_type(false)?;
+        if self.encryption_provider_config_automatic_reload
+            && self.encryption_provider_config.is_none()
+        {
+            return Err("--encryption-provider-config-automatic-reload must be set with --encryption-provider-config".into());
+        }
         if self
             .controller_selection()?
             .enabled("legacy-serviceaccount-token-cleaner-controller")

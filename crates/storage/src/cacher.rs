@@ -654,6 +654,10 @@ impl Store for Cacher {
     async fn current_revision(&self) -> Result<i64, StorageError> {
         self.shared.inner.current_revision().await
     }
+
+    fn rewrites_unchanged(&self) -> bool {
+        self.shared.inner.rewrites_unchanged()
+    }
 }
 
 /// The task serving one watcher: initial events, then its queue, plus bookmarks.

@@ -123,6 +123,7 @@ impl From<KvError> for StorageError {
                 StorageError::TooLargeResourceVersion { requested, current }
             }
             KvError::Closed | KvError::Backend(_) => StorageError::Internal(err.to_string()),
+            KvError::Transform(message) => StorageError::Internal(message),
         }
     }
 }

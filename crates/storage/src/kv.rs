@@ -104,6 +104,10 @@ pub enum KvError {
     /// Anything else the backend reported (I/O, corruption, ...).
     #[error("storage backend error: {0}")]
     Backend(String),
+    /// A stored value could not be transformed (decrypted) or a value to store could not be
+    /// encrypted; the message is upstream's, as clients read it.
+    #[error("{0}")]
+    Transform(String),
 }
 
 /// A revisioned key-value store with etcd v3 semantics. See the module documentation for the
@@ -112,6 +116,20 @@ pub enum KvError {
 pub trait Kv: Send + Sync + 'static {
     /// The key's current value (`None`: absent) and the store's current revision.
     async fn get(&self, key: &str) -> Result<(Option<KeyValue>, i64), KvError>;
+
+    /// The key's current value for an update, and whether it is *stale*: stored in a form that
+    /// is not the current one (encrypted with a key that is no longer the write key), so that an
+    /// update must write it even when the object did not change (upstream's GuaranteedUpdate).
+    /// Backends store values as given, so nothing they hold is stale.
+    async fn get_for_update(&self, key: &str) -> Result<(Option<KeyValue>, bool), KvError> {
+        Ok((self.get(key).await?.0, false))
+    }
+
+    /// Whether values may be stale (see [`Kv::get_for_update`]): true for the encryption
+    /// decorator, so that the layers above do not skip unchanged updates without asking.
+    fn transforms_values(&self) -> bool {
+        false
+    }
 
     /// Keys in `[start, end)` in key order, as of `revision` (0 = latest); `limit` 0 = no limit.
     /// An empty `end` means "no upper bound" (etcd spells it `"\0"`). A compacted revision gives

@@ -15,21 +15,22 @@
 //! [`AttrsFn`].
 
 pub mod cacher;
-pub mod delegate;
 pub mod codec;
+pub mod delegate;
 pub mod errors;
 pub mod etcd;
 pub mod kv;
 pub mod sqlite;
 pub mod store;
 pub mod testing;
+pub mod value;
 
 #[cfg(test)]
 mod conformance;
 
 pub use cacher::{Cacher, CacherOptions};
-pub use delegate::cached;
 pub use codec::{JsonCodec, StorageCodec, StorageMediaType};
+pub use delegate::cached;
 pub use errors::StorageError;
 pub use etcd::{EtcdKv, EtcdOptions};
 pub use kv::{KeyValue, Kv, KvError, KvEvent, RangeResponse, TxnOutcome, prefix_end};

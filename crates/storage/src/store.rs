@@ -460,6 +460,13 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<WatchStream, StorageError>;
     /// The store's current revision.
     async fn current_revision(&self) -> Result<i64, StorageError>;
+
+    /// Whether an update that changes nothing may still have to be written (the stored value is
+    /// encrypted with an old key): callers that skip no-op updates themselves must then pass
+    /// them down instead, for [`Store::update`] to decide.
+    fn rewrites_unchanged(&self) -> bool {
+        false
+    }
 }
 
 /// Upstream's continue token: base64url (no padding) of this JSON.
@@ -892,7 +899,9 @@ impl Store for KvStore {
         let (obj, json, stored) = self.prepare(key, obj)?;
         // Upstream's GuaranteedUpdate skips the write when the new object encodes to exactly the
         // stored bytes: a no-op update keeps its resourceVersion and wakes no watcher.
-        let (current, _) = self.kv.get(key).await?;
+        // A stale value (encrypted with an old key) is written even when unchanged, so that
+        // rewriting every object moves them all to the new key.
+        let (current, stale) = self.kv.get_for_update(key).await?;
         let current = current.ok_or_else(|| StorageError::NotFound {
             key: key.to_string(),
         })?;
@@ -902,7 +911,7 @@ impl Store for KvStore {
                 current_resource_version: current.mod_revision,
             });
         }
-        if current.value == stored {
+        if !stale && current.value == stored {
             return self.object(&current);
         }
         let attrs = Arc::new(compute_attrs(&self.attrs, &obj));
@@ -1017,6 +1026,10 @@ impl Store for KvStore {
 
     async fn current_revision(&self) -> Result<i64, StorageError> {
         Ok(self.kv.current_revision().await?)
+    }
+
+    fn rewrites_unchanged(&self) -> bool {
+        self.kv.transforms_values()
     }
 }
 

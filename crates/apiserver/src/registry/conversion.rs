@@ -262,4 +262,8 @@ impl Store for ConvertingStore {
     async fn current_revision(&self) -> Result<i64, StorageError> {
         self.inner.current_revision().await
     }
+
+    fn rewrites_unchanged(&self) -> bool {
+        self.inner.rewrites_unchanged()
+    }
 }

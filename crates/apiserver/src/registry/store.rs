@@ -729,7 +729,13 @@ impl RegistryStore {
                 }
                 self.admission.validate(&attrs, &new).await?;
                 if same_object(&new, &old) {
-                    return Ok(Some((current, false)));
+                    // Nothing changed; but a value stored under an old encryption key must still
+                    // be rewritten (upstream's GuaranteedUpdate writes stale values), so the
+                    // object goes down as it is and the store decides.
+                    if !self.storage.rewrites_unchanged() || opts.write.dry_run {
+                        return Ok(Some((current, false)));
+                    }
+                    new = old.clone();
                 }
                 if opts.write.dry_run {
                     return Ok(Some((self.unstored(&new)?, false)));

@@ -67,6 +67,7 @@ impl Server {
         Self::start_in_with(dir, &[])
     }
 
+    /// Starts on an existing data directory with extra flags.
     pub fn start_in_with(dir: tempfile::TempDir, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ironplane"))
             .args(["--secure-port", "0", "--data-dir"])
