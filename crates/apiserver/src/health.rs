@@ -74,10 +74,11 @@ impl Health {
         if endpoint == "readyz" {
             out.extend(self.readyz.iter());
         }
-        out.extend(self.post_start_hooks.iter());
+        // Registered with the storage checks, before the hooks, as upstream lists them.
         if endpoint != "livez" {
             out.extend(self.not_livez.iter());
         }
+        out.extend(self.post_start_hooks.iter());
         if endpoint == "readyz" {
             out.extend(self.shutdown.iter());
         }
@@ -188,6 +189,7 @@ mod tests {
         let h = Health {
             common: vec![Check::new("ping", true), Check::new("etcd", true)],
             readyz: vec![readiness.clone()],
+            not_livez: vec![],
             post_start_hooks: vec![Check::new("poststarthook/x", true)],
             shutdown: None,
         };
