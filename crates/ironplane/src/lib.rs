@@ -140,6 +140,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         kv,
         health: etcd_check,
         readiness: etcd_readiness,
+        etcd,
     } = backend::open(&opts).await?;
     // Encryption at rest, applied over the backend (--encryption-provider-config).
     let (kv, encryption) = encryption::setup(&opts, kv).await?;
@@ -147,6 +148,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         &opts.service_cluster_ip_range,
         &opts.service_node_port_range,
     )?);
+    // Several servers may share etcd: node ports are taken in the stored bitmap too, and the
+    // cluster IPs other servers allocate are followed.
+    if etcd.is_some() {
+        allocator.share_node_ports(kv.clone(), &opts.etcd_prefix);
+    }
     let mut hosts = vec![allocator.first_ip().to_string()];
     if !opts.bind_address.is_unspecified() {
         hosts.push(opts.bind_address.to_string());

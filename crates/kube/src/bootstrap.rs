@@ -33,13 +33,19 @@ const KUBERNETES: &str = "kubernetes";
 /// readiness); the hook is retried.
 pub async fn run(
     api: &Arc<ApiResources>,
-    allocator: &ServiceIpAllocator,
+    allocator: &Arc<ServiceIpAllocator>,
     advertise_address: IpAddr,
     secure_port: u16,
 ) -> Result<(), String> {
     let user = apiserver_user();
     let requester = Requester { user: &user };
     restore_allocations(api, allocator, &requester).await?;
+    if allocator.is_shared() {
+        // Other servers on the store: what stored Services hold is in the shared node port
+        // bitmap, and the cluster IPs they allocate from now on are seen here.
+        allocator.repair_shared_ports().await?;
+        allocator.follow_ip_addresses(api);
+    }
     allocator.mark_ready();
 
     let namespaces = served(api, "", "namespaces")?;
