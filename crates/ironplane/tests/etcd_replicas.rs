@@ -2,7 +2,8 @@
 //! here (Debian's `etcd-server`; missing etcd fails the test), sharing their certificates and
 //! keys as the API servers of one control plane do, each advertising its own loopback address.
 //! A write on one is seen by a watch on the other; Services created concurrently on both get
-//! unique cluster IPs and node ports.
+//! unique cluster IPs and node ports; the `kubernetes` Endpoints and EndpointSlice list both
+//! replicas and drop one that is killed once its lease expires.
 
 mod common;
 
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use common::Server;
 use storage::testing::EtcdServer;
+use storage::{EtcdKv, EtcdOptions, Kv};
 
 /// The node port range both replicas serve: small, so that two allocators that did not share
 /// their node ports would hand out one port twice among 200 Services.
@@ -42,6 +44,26 @@ fn poll(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Every key in etcd under `prefix`, read with the etcd client.
+fn raw_keys(etcd: &EtcdServer, prefix: &str) -> BTreeSet<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let options = EtcdOptions {
+            servers: vec![etcd.url.clone()],
+            ..Default::default()
+        };
+        let kv = EtcdKv::connect(&options).await.expect("connect to etcd");
+        let found = kv
+            .range(prefix, &storage::prefix_end(prefix), 0, 0)
+            .await
+            .expect("range");
+        found.kvs.into_iter().map(|kv| kv.key).collect()
+    })
 }
 
 #[test]
@@ -157,4 +179,65 @@ fn replicas_see_each_others_writes_and_allocate_uniquely() {
     poll("the IPAddress to go", 10, || {
         b.get_json("", &format!("ipaddress/{ip}")).is_none()
     });
+}
+
+/// The `kubernetes` Endpoints' addresses and the EndpointSlice's, as `s` serves them.
+fn kubernetes_endpoints(s: &Server) -> (String, String) {
+    let endpoints = s.kubectl(&[
+        "-n",
+        "default",
+        "get",
+        "endpoints",
+        "kubernetes",
+        "-o",
+        "jsonpath={.subsets[*].addresses[*].ip}",
+    ]);
+    let slice = s.kubectl(&[
+        "-n",
+        "default",
+        "get",
+        "endpointslice",
+        "kubernetes",
+        "-o",
+        "jsonpath={.endpoints[*].addresses[*]}",
+    ]);
+    (endpoints, slice)
+}
+
+#[test]
+fn the_kubernetes_endpoints_list_live_replicas() {
+    let etcd = EtcdServer::start().expect("a real etcd (apt-get install -y etcd-server)");
+    let pki = tempfile::tempdir().expect("tempdir");
+    let a = replica(&etcd, pki.path(), "127.0.0.1");
+    let b = replica(&etcd, pki.path(), "127.0.0.2");
+
+    let both = (
+        "127.0.0.1 127.0.0.2".to_string(),
+        "127.0.0.1 127.0.0.2".to_string(),
+    );
+    poll("both replicas in the kubernetes endpoints", 30, || {
+        kubernetes_endpoints(&a) == both
+    });
+    assert_eq!(kubernetes_endpoints(&b), both);
+    // Each replica's lease, at upstream's key.
+    let leases = raw_keys(&etcd, "/registry/masterleases/");
+    assert_eq!(
+        leases,
+        BTreeSet::from([
+            "/registry/masterleases/127.0.0.1".to_string(),
+            "/registry/masterleases/127.0.0.2".to_string()
+        ])
+    );
+
+    // Killed without a word: its lease expires (15 s) and the next reconcile (every 10 s)
+    // drops it.
+    drop(b.kill9());
+    let one = ("127.0.0.1".to_string(), "127.0.0.1".to_string());
+    poll("the killed replica to drop out", 45, || {
+        kubernetes_endpoints(&a) == one
+    });
+    assert_eq!(
+        raw_keys(&etcd, "/registry/masterleases/"),
+        BTreeSet::from(["/registry/masterleases/127.0.0.1".to_string()])
+    );
 }
