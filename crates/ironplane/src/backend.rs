@@ -25,6 +25,8 @@ pub struct Backend {
     pub health: Check,
     /// `etcd-readiness`: part of `/readyz` only.
     pub readiness: Check,
+    /// The etcd client, for what only etcd has (leases); `None` on the embedded store.
+    pub etcd: Option<Arc<EtcdKv>>,
 }
 
 /// Opens the backend the options choose. With etcd, fails when etcd cannot be reached.
@@ -48,6 +50,7 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
             kv,
             health: Check::new("etcd", true),
             readiness: Check::new("etcd-readiness", true),
+            etcd: None,
         });
     }
     let options = EtcdOptions {
@@ -69,9 +72,10 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
         (readiness.clone(), opts.etcd_readycheck_timeout),
     ));
     Ok(Backend {
-        kv: etcd,
+        kv: etcd.clone(),
         health,
         readiness,
+        etcd: Some(etcd),
     })
 }
 

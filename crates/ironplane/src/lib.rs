@@ -140,6 +140,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         kv,
         health: etcd_check,
         readiness: etcd_readiness,
+        etcd,
     } = backend::open(&opts).await?;
     // Encryption at rest, applied over the backend (--encryption-provider-config).
     let (kv, encryption) = encryption::setup(&opts, kv).await?;
@@ -147,6 +148,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         &opts.service_cluster_ip_range,
         &opts.service_node_port_range,
     )?);
+    // Several servers may share etcd: node ports are taken in the stored bitmap too, and the
+    // cluster IPs other servers allocate are followed.
+    if etcd.is_some() {
+        allocator.share_node_ports(kv.clone(), &opts.etcd_prefix);
+    }
     let mut hosts = vec![allocator.first_ip().to_string()];
     if !opts.bind_address.is_unspecified() {
         hosts.push(opts.bind_address.to_string());
@@ -391,7 +397,19 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         let resources = resources.clone();
         let allocator = allocator.clone();
         let port = addr.port();
-        let advertise = opts.advertise_address();
+        // The `kubernetes` endpoints (--endpoint-reconciler-type): on etcd with `lease`, every
+        // live server's address by the lease reconciler; else this server's, written once.
+        let lease_reconciler = match (&etcd, opts.endpoint_reconciler_type.as_str()) {
+            (Some(etcd), "lease") => Some(ironplane_kube::endpoint_reconciler::LeaseReconciler {
+                etcd: etcd.clone(),
+                prefix: opts.etcd_prefix.clone(),
+                advertise: opts.advertise_address(),
+                port,
+            }),
+            _ => None,
+        };
+        let advertise = (lease_reconciler.is_none() && opts.endpoint_reconciler_type != "none")
+            .then(|| opts.advertise_address());
         tokio::spawn(async move {
             let mut delay = Duration::from_millis(10);
             loop {
@@ -404,6 +422,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
                         delay = (delay * 2).min(Duration::from_secs(5));
                     }
                 }
+            }
+            if let Some(reconciler) = lease_reconciler {
+                tokio::spawn(reconciler.run(resources.clone()));
             }
             bootstrap_hook.set(true);
             // The system namespaces exist now; the other hooks write into kube-system.

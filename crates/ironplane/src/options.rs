@@ -234,6 +234,12 @@ pub struct Options {
     /// <namespace>/<name>`), so several servers can share one etcd cluster.
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
+    /// How the `kubernetes` Service's endpoints are kept: `lease` (on etcd, every server sharing
+    /// it, each keeping a lease under `<--etcd-prefix>/masterleases/`; on the embedded store,
+    /// this server), `master-count` (this server's address, as upstream's deprecated reconciler
+    /// with --apiserver-count=1), or `none` (not written).
+    #[arg(long, default_value = "lease", value_parser = ["master-count", "lease", "none"])]
+    pub endpoint_reconciler_type: String,
     /// SSL Certificate Authority file used to secure etcd communication.
     #[arg(long)]
     pub etcd_cafile: Option<PathBuf>,

@@ -3,7 +3,8 @@
 //! repaired (upstream's repair controllers); the `kubernetes` Service in `default` with its
 //! Endpoints and EndpointSlice pointing at the advertise address (upstream's
 //! `kubernetesservice` controller and endpoint reconciler). The default ServiceCIDR is
-//! `default_service_cidr`'s, a controller of its own as upstream's is.
+//! `default_service_cidr`'s, a controller of its own as upstream's is. Servers sharing one etcd
+//! leave the endpoints to `endpoint_reconciler`, which lists every live server.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -28,18 +29,25 @@ pub const SYSTEM_NAMESPACES: &[&str] =
 /// The name of the `kubernetes` Service, its Endpoints and slice.
 const KUBERNETES: &str = "kubernetes";
 
-/// Creates what is missing and brings the `kubernetes` endpoints up to date; other existing
-/// objects are left as they are. Errors other than "already exists" fail the hook (and so
-/// readiness); the hook is retried.
+/// Creates what is missing and brings the `kubernetes` endpoints up to date with
+/// `advertise_address` (`None`: they are left to the lease reconciler, or to nobody with
+/// `--endpoint-reconciler-type=none`); other existing objects are left as they are. Errors other
+/// than "already exists" fail the hook (and so readiness); the hook is retried.
 pub async fn run(
     api: &Arc<ApiResources>,
-    allocator: &ServiceIpAllocator,
-    advertise_address: IpAddr,
+    allocator: &Arc<ServiceIpAllocator>,
+    advertise_address: Option<IpAddr>,
     secure_port: u16,
 ) -> Result<(), String> {
     let user = apiserver_user();
     let requester = Requester { user: &user };
     restore_allocations(api, allocator, &requester).await?;
+    if allocator.is_shared() {
+        // Other servers on the store: what stored Services hold is in the shared node port
+        // bitmap, and the cluster IPs they allocate from now on are seen here.
+        allocator.repair_shared_ports().await?;
+        allocator.follow_ip_addresses(api);
+    }
     allocator.mark_ready();
 
     let namespaces = served(api, "", "namespaces")?;
@@ -48,7 +56,10 @@ pub async fn run(
         create_unless_exists(api, namespaces, &requester, "", obj).await?;
     }
     ensure_kubernetes_service(api, allocator, &requester, secure_port).await?;
-    ensure_kubernetes_endpoints(api, &requester, advertise_address, secure_port).await
+    match advertise_address {
+        Some(ip) => ensure_kubernetes_endpoints(api, &[ip], secure_port).await,
+        None => Ok(()),
+    }
 }
 
 fn served<'a>(
@@ -218,19 +229,25 @@ async fn ensure_kubernetes_service(
         .map_err(|s| format!("updating the kubernetes service: {}", s.message))
 }
 
-/// The `kubernetes` Endpoints and EndpointSlice, as upstream's endpoint reconciler writes them
-/// (the Endpoints not mirrored, the slice labelled with its Service).
-async fn ensure_kubernetes_endpoints(
+/// The `kubernetes` Endpoints and EndpointSlice listing `addresses` (the API servers' advertise
+/// addresses, of one family), as upstream's endpoint reconciler writes them (the Endpoints not
+/// mirrored, the slice labelled with its Service, one endpoint per address).
+pub(crate) async fn ensure_kubernetes_endpoints(
     api: &ApiResources,
-    req: &Requester<'_>,
-    advertise: IpAddr,
+    addresses: &[IpAddr],
     secure_port: u16,
 ) -> Result<(), String> {
+    let user = apiserver_user();
+    let req = &Requester { user: &user };
     let port = json!({"name": "https", "port": secure_port, "protocol": "TCP"});
+    let ips: Vec<Value> = addresses
+        .iter()
+        .map(|ip| json!({"ip": ip.to_string()}))
+        .collect();
     let endpoints = json!({
         "apiVersion": "v1", "kind": "Endpoints",
         "metadata": {"name": KUBERNETES, "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
-        "subsets": [{"addresses": [{"ip": advertise.to_string()}], "ports": [port.clone()]}],
+        "subsets": [{"addresses": ips, "ports": [port.clone()]}],
     });
     ensure(
         api,
@@ -240,12 +257,20 @@ async fn ensure_kubernetes_endpoints(
         &["subsets"],
     )
     .await?;
-    let address_type = if advertise.is_ipv6() { "IPv6" } else { "IPv4" };
+    let address_type = if addresses.first().is_some_and(IpAddr::is_ipv6) {
+        "IPv6"
+    } else {
+        "IPv4"
+    };
+    let slice_endpoints: Vec<Value> = addresses
+        .iter()
+        .map(|ip| json!({"addresses": [ip.to_string()], "conditions": {"ready": true}}))
+        .collect();
     let slice = json!({
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": KUBERNETES, "namespace": "default", "labels": {"kubernetes.io/service-name": KUBERNETES}},
         "addressType": address_type,
-        "endpoints": [{"addresses": [advertise.to_string()], "conditions": {"ready": true}}],
+        "endpoints": slice_endpoints,
         "ports": [port],
     });
     ensure(

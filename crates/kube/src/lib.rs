@@ -10,6 +10,7 @@ pub mod catalog;
 mod componentstatus;
 pub mod controllers;
 pub mod default_service_cidr;
+pub mod endpoint_reconciler;
 pub mod node_authorizer;
 pub mod openapi;
 pub mod poststart;

@@ -171,6 +171,34 @@ impl EtcdKv {
         }
     }
 
+    /// Writes `key` attached to a new lease of `ttl`, so that etcd deletes it when nobody writes
+    /// it again within that time (upstream's store writes with a TTL this way; the `kubernetes`
+    /// Service's lease endpoint reconciler keeps `masterleases` keys alive with it). Not part of
+    /// `Kv`: only etcd has leases.
+    pub async fn put_with_ttl(
+        &self,
+        key: &str,
+        value: Bytes,
+        ttl: Duration,
+    ) -> Result<(), KvError> {
+        let seconds = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX).max(1);
+        let lease = self
+            .client
+            .lease_client()
+            .grant(seconds, None)
+            .await
+            .map_err(|e| KvError::Backend(format!("granting a lease: {e}")))?;
+        self.kv()
+            .put(
+                key,
+                value.to_vec(),
+                Some(PutOptions::new().with_lease(lease.id())),
+            )
+            .await
+            .map_err(|e| KvError::Backend(format!("writing {key}: {e}")))?;
+        Ok(())
+    }
+
     /// The revision etcd has compacted to, learned by watching from revision 1 (etcd names it in
     /// the canceled watch's answer); 0 when nothing was compacted.
     async fn compacted_revision(&self) -> i64 {

@@ -15,6 +15,12 @@
 //!   ones no longer held released once the write is stored (or the new ones when it is not).
 //!   A dry run allocates nothing and answers as upstream: the range's network address
 //!   (`10.0.0.0`) and node ports counted from 32769.
+//! - Several servers on one etcd (`share_node_ports`): node ports are also taken in the stored
+//!   bitmap every replica reads, upstream's `RangeAllocation` at `<prefix>/ranges/servicenodeports`
+//!   written with a compare-and-swap (upstream's etcd-backed allocator), so that two replicas never
+//!   hand out one port; and the in-memory view of cluster IPs follows every replica's IPAddress
+//!   objects (`follow_ip_addresses`), while a create that meets an existing IPAddress still moves
+//!   on to another address, as upstream's allocator does.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
@@ -69,6 +75,10 @@ pub struct ServiceIpAllocator {
     node_ports: Mutex<BTreeSet<u16>>,
     ready: AtomicBool,
     ready_notify: tokio::sync::Notify,
+    /// The node-port bitmap in storage, when several servers share the store.
+    shared_ports: OnceLock<SharedPorts>,
+    /// Whether the IPAddress follower has been started (it runs once per process).
+    following: AtomicBool,
 }
 
 impl ServiceIpAllocator {
@@ -116,7 +126,111 @@ impl ServiceIpAllocator {
             node_ports: Mutex::new(BTreeSet::new()),
             ready: AtomicBool::new(false),
             ready_notify: tokio::sync::Notify::new(),
+            shared_ports: OnceLock::new(),
+            following: AtomicBool::new(false),
         })
+    }
+
+    /// Node ports are taken in the bitmap stored under `prefix` as well as in memory, and the
+    /// cluster IPs in memory follow the stored IPAddress objects: for servers sharing one etcd.
+    pub fn share_node_ports(&self, kv: Arc<dyn storage::Kv>, prefix: &str) {
+        let _ = self.shared_ports.set(SharedPorts {
+            kv,
+            key: format!("{}/ranges/servicenodeports", prefix.trim_end_matches('/')),
+            range: self.port_range_string(),
+            first: self.port_range.0,
+        });
+    }
+
+    /// Whether other servers allocate from the same store (see `share_node_ports`).
+    pub fn is_shared(&self) -> bool {
+        self.shared_ports.get().is_some()
+    }
+
+    /// Takes `port` in the stored bitmap too, when it is shared: `Ok(false)` when another server
+    /// holds it (it stays taken in memory).
+    async fn take_shared_port(&self, port: u16) -> Result<bool, String> {
+        let Some(shared) = self.shared_ports.get() else {
+            return Ok(true);
+        };
+        shared.update(&[port], true).await
+    }
+
+    /// Releases `port` in the stored bitmap too, when it is shared.
+    async fn release_shared_port(&self, port: u16) {
+        if let Some(shared) = self.shared_ports.get()
+            && let Err(error) = shared.update(&[port], false).await
+        {
+            tracing::warn!(port, %error, "releasing a node port in storage");
+        }
+    }
+
+    /// Records in the stored bitmap the node ports that stored Services hold (upstream's node
+    /// port repair, which keeps the bitmap a superset of what Services hold).
+    pub async fn repair_shared_ports(&self) -> Result<(), String> {
+        let Some(shared) = self.shared_ports.get() else {
+            return Ok(());
+        };
+        let held: Vec<u16> = self
+            .node_ports
+            .lock()
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        shared.update(&held, true).await.map(|_| ())
+    }
+
+    /// Replaces the in-memory node ports with the stored bitmap (the ports other servers
+    /// released become free here too); used when the in-memory view looks full.
+    async fn reload_shared_ports(&self) -> Result<(), String> {
+        let Some(shared) = self.shared_ports.get() else {
+            return Ok(());
+        };
+        let (stored, _) = shared.read().await?;
+        let ports: BTreeSet<u16> = shared.ports(&stored).collect();
+        if let Ok(mut s) = self.node_ports.lock() {
+            *s = ports;
+        }
+        Ok(())
+    }
+
+    /// Keeps the in-memory cluster IPs in step with the stored IPAddress objects, which other
+    /// servers on the same store create and delete, until the process ends. Started once.
+    pub fn follow_ip_addresses(self: &Arc<Self>, api: &ApiResources) {
+        let Some(store) = api.get("networking.k8s.io", "v1", "ipaddresses").cloned() else {
+            return;
+        };
+        if self.following.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(apiserver::registry::reflector::run(store, move |delta| {
+            let ip_of = |o: &Value| {
+                o.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .and_then(|n| n.parse::<Ipv4Addr>().ok())
+                    .filter(|ip| this.contains(*ip))
+            };
+            match delta {
+                // Only additions: an address this server is allocating may not be stored yet.
+                apiserver::registry::reflector::Delta::Replace(all) => {
+                    for ip in all.iter().filter_map(ip_of) {
+                        this.reserve_ip(ip);
+                    }
+                }
+                apiserver::registry::reflector::Delta::Upsert(o) => {
+                    if let Some(ip) = ip_of(&o) {
+                        this.reserve_ip(ip);
+                    }
+                }
+                // A late deletion may free an address this server has allocated again since:
+                // creating its IPAddress would then fail, and the allocation moves on.
+                apiserver::registry::reflector::Delta::Deleted(o) => {
+                    if let Some(ip) = ip_of(&o) {
+                        this.release_ip(ip);
+                    }
+                }
+            }
+        }));
     }
 
     /// The range, in canonical form (`10.0.0.0/24`).
@@ -261,6 +375,132 @@ impl ServiceIpAllocator {
             }
         }
     }
+}
+
+/// Upstream's `RangeAllocation` of node ports in storage: `data` is a bitmap, bit `i` for port
+/// `first + i`, as the bytes of a big-endian integer (Go's `big.Int.Bytes`). Written and read as
+/// JSON, which kube-apiserver reads too; a stored value in another form fails the allocation
+/// rather than being overwritten. The bitmap decides: the in-memory set only spares the store
+/// the ports this server already knows are taken.
+struct SharedPorts {
+    kv: Arc<dyn storage::Kv>,
+    key: String,
+    range: String,
+    first: u16,
+}
+
+/// How often a compare-and-swap of the bitmap is retried before the allocation fails.
+const SHARED_RETRIES: usize = 256;
+
+impl SharedPorts {
+    /// The stored bitmap and the revision to compare against (`None`: no bitmap stored yet).
+    async fn read(&self) -> Result<(Vec<u8>, Option<i64>), String> {
+        use base64::Engine as _;
+        let (found, _) = self
+            .kv
+            .get(&self.key)
+            .await
+            .map_err(|e| format!("reading {}: {e}", self.key))?;
+        let Some(kv) = found else {
+            return Ok((Vec::new(), None));
+        };
+        let obj: Value =
+            serde_json::from_slice(&kv.value).map_err(|e| format!("reading {}: {e}", self.key))?;
+        let range = obj.get("range").and_then(Value::as_str).unwrap_or("");
+        if range != self.range {
+            return Err(format!(
+                "the stored node port range {range:?} is not --service-node-port-range {:?}",
+                self.range
+            ));
+        }
+        let data = obj.get("data").and_then(Value::as_str).unwrap_or("");
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| format!("reading {}: {e}", self.key))?;
+        Ok((data, Some(kv.mod_revision)))
+    }
+
+    fn ports<'a>(&'a self, data: &'a [u8]) -> impl Iterator<Item = u16> + 'a {
+        data.iter().rev().enumerate().flat_map(move |(byte, bits)| {
+            (0..8)
+                .filter(move |b| (*bits >> *b) & 1 == 1)
+                .filter_map(move |b| u16::try_from(byte * 8 + b).ok())
+                .filter_map(move |i| self.first.checked_add(i))
+        })
+    }
+
+    /// Sets (`take`) or clears the bits of `ports` with a compare-and-swap, retried on
+    /// conflicts. Taking answers false, writing nothing, when one of them is set already.
+    async fn update(&self, ports: &[u16], take: bool) -> Result<bool, String> {
+        use base64::Engine as _;
+        for _ in 0..SHARED_RETRIES {
+            let (mut data, revision) = self.read().await?;
+            let mut changed = false;
+            for port in ports {
+                let Some(i) = port.checked_sub(self.first).map(usize::from) else {
+                    continue;
+                };
+                let is_set = bit(&data, i);
+                if take && is_set {
+                    if ports.len() == 1 {
+                        return Ok(false);
+                    }
+                    continue;
+                }
+                if is_set != take {
+                    set_bit(&mut data, i, take);
+                    changed = true;
+                }
+            }
+            if !changed {
+                return Ok(true);
+            }
+            let obj = json!({
+                "kind": "RangeAllocation",
+                "apiVersion": "v1",
+                "metadata": {"creationTimestamp": null},
+                "range": self.range,
+                "data": base64::engine::general_purpose::STANDARD.encode(&data),
+            });
+            let value = bytes::Bytes::from(obj.to_string());
+            let written = match revision {
+                None => self.kv.create(&self.key, value).await,
+                Some(rev) => self.kv.update(&self.key, value, rev).await,
+            }
+            .map_err(|e| format!("writing {}: {e}", self.key))?;
+            if let storage::TxnOutcome::Succeeded { .. } = written {
+                return Ok(true);
+            }
+        }
+        Err(format!("writing {}: too many conflicts", self.key))
+    }
+}
+
+/// Bit `i` of a big-endian integer's bytes.
+fn bit(data: &[u8], i: usize) -> bool {
+    let byte = i / 8;
+    byte < data.len() && (data[data.len() - 1 - byte] >> (i % 8)) & 1 == 1
+}
+
+/// Sets or clears bit `i`, keeping the bytes minimal as Go's `big.Int.Bytes` (no leading zeros).
+fn set_bit(data: &mut Vec<u8>, i: usize, on: bool) {
+    let byte = i / 8;
+    if byte >= data.len() {
+        if !on {
+            return;
+        }
+        let mut grown = vec![0u8; byte + 1 - data.len()];
+        grown.append(data);
+        *data = grown;
+    }
+    let at = data.len() - 1 - byte;
+    if on {
+        data[at] |= 1 << (i % 8);
+    } else {
+        data[at] &= !(1 << (i % 8));
+    }
+    let zeros = data.iter().take_while(|b| **b == 0).count();
+    data.drain(..zeros);
 }
 
 /// The cluster IPs a stored Service holds (IPv4 addresses, `None` aside).
@@ -430,7 +670,7 @@ impl<'a> PortOp<'a> {
     }
 
     /// Takes a requested port; the error is upstream's message.
-    fn allocate(&mut self, port: i64) -> Result<(), String> {
+    async fn allocate(&mut self, port: i64) -> Result<(), String> {
         if self.dry_run {
             if self.alloc.port_taken(port) || self.allocated.contains(&port) {
                 return Err(PORT_ALLOCATED.into());
@@ -441,8 +681,22 @@ impl<'a> PortOp<'a> {
         let Some(p) = self.alloc.port_in_range(port) else {
             return Err(self.not_in_range());
         };
-        if !self.alloc.reserve_port(p) {
+        // Shared, the stored bitmap decides: a port taken here may have been released by
+        // another server since.
+        let free_here = self.alloc.reserve_port(p);
+        if !free_here && !self.alloc.is_shared() {
             return Err(PORT_ALLOCATED.into());
+        }
+        match self.alloc.take_shared_port(p).await {
+            Ok(true) => {}
+            // Held by another server: it stays taken here.
+            Ok(false) => return Err(PORT_ALLOCATED.into()),
+            Err(e) => {
+                if free_here {
+                    self.alloc.release_port(p);
+                }
+                return Err(e);
+            }
         }
         self.allocated.push(port);
         self.taken.push(p);
@@ -450,13 +704,36 @@ impl<'a> PortOp<'a> {
     }
 
     /// Any free port; a dry run counts up from 32768 past what it handed out, as upstream.
-    fn allocate_next(&mut self) -> Result<i64, String> {
+    async fn allocate_next(&mut self) -> Result<i64, String> {
         if self.dry_run {
             let next = self.allocated.iter().copied().max().unwrap_or(32768) + 1;
             self.allocated.push(next);
             return Ok(next);
         }
-        let p = self.alloc.allocate_port().ok_or("range is full")?;
+        let mut reloaded = false;
+        let p = loop {
+            let Some(p) = self.alloc.allocate_port() else {
+                // Full as this server sees it; other servers may have released ports since.
+                if self.alloc.is_shared() && !reloaded {
+                    reloaded = true;
+                    self.alloc.reload_shared_ports().await?;
+                    for p in &self.taken {
+                        self.alloc.reserve_port(*p);
+                    }
+                    continue;
+                }
+                return Err("range is full".into());
+            };
+            match self.alloc.take_shared_port(p).await {
+                Ok(true) => break p,
+                // Another server holds it: it stays taken here; try another.
+                Ok(false) => continue,
+                Err(e) => {
+                    self.alloc.release_port(p);
+                    return Err(e);
+                }
+            }
+        };
         self.allocated.push(i64::from(p));
         self.taken.push(p);
         Ok(i64::from(p))
@@ -827,11 +1104,11 @@ impl Allocation<'_> {
     ) -> Result<(), Status> {
         self.alloc_cluster_ips(svc, dry_run, res).await?;
         let mut op = PortOp::new(self.allocator, dry_run);
-        let result = self.alloc_node_ports(svc, &mut op);
+        let result = self.alloc_node_ports(svc, &mut op).await;
         res.new_ports.append(&mut op.taken);
         result?;
         if needs_health_check(svc) {
-            let result = alloc_health_check_port(svc, &mut op);
+            let result = alloc_health_check_port(svc, &mut op).await;
             res.new_ports.append(&mut op.taken);
             result.map_err(Status::internal)?;
         }
@@ -888,14 +1165,14 @@ impl Allocation<'_> {
             );
         }
         if needs_node_port(new) {
-            let result = self.update_node_ports(new, old, &mut op, res);
+            let result = self.update_node_ports(new, old, &mut op, res).await;
             res.new_ports.append(&mut op.taken);
             result?;
         }
         // The health check node port of LoadBalancer Services with externalTrafficPolicy Local.
         match (needs_health_check(old), needs_health_check(new)) {
             (false, true) => {
-                let result = alloc_health_check_port(new, &mut op);
+                let result = alloc_health_check_port(new, &mut op).await;
                 res.new_ports.append(&mut op.taken);
                 result.map_err(Status::internal)?;
             }
@@ -1040,7 +1317,7 @@ impl Allocation<'_> {
 
     /// Upstream's `initNodePorts`: requested ports are taken, the others allocated; ports
     /// sharing a port number share a node port.
-    fn alloc_node_ports(&self, svc: &mut Value, op: &mut PortOp) -> Result<(), Status> {
+    async fn alloc_node_ports(&self, svc: &mut Value, op: &mut PortOp<'_>) -> Result<(), Status> {
         if !needs_node_port(svc) {
             return Ok(());
         }
@@ -1078,10 +1355,10 @@ impl Allocation<'_> {
                         .map(|(_, n)| *n);
                     let n = match requested {
                         Some(n) => {
-                            op.allocate(n).map_err(|why| bad(n, why))?;
+                            op.allocate(n).await.map_err(|why| bad(n, why))?;
                             n
                         }
-                        None => op.allocate_next().map_err(|why| {
+                        None => op.allocate_next().await.map_err(|why| {
                             Status::internal(format!("failed to allocate a nodePort: {why}"))
                         })?,
                     };
@@ -1092,7 +1369,7 @@ impl Allocation<'_> {
                     if np == 0 {
                         assigned[i] = Some(shared);
                     } else {
-                        op.allocate(np).map_err(|why| bad(np, why))?;
+                        op.allocate(np).await.map_err(|why| bad(np, why))?;
                     }
                 }
                 Some(_) => {}
@@ -1104,11 +1381,11 @@ impl Allocation<'_> {
 
     /// Upstream's `updateNodePorts`: ports the old Service held stay, new ones are taken or
     /// allocated, and the old ones no longer used are released once the update is stored.
-    fn update_node_ports(
+    async fn update_node_ports(
         &self,
         new: &mut Value,
         old: &Value,
-        op: &mut PortOp,
+        op: &mut PortOp<'_>,
         res: &mut Reservation,
     ) -> Result<(), Status> {
         let old_ports: Vec<i64> = ports_of(old)
@@ -1127,7 +1404,7 @@ impl Allocation<'_> {
             }
             if np != 0 {
                 if !old_ports.contains(&np) && !taken_here.contains(&np) {
-                    op.allocate(np).map_err(|why| {
+                    op.allocate(np).await.map_err(|why| {
                         let path = FieldPath::new("spec")
                             .child("ports")
                             .index(i)
@@ -1142,7 +1419,7 @@ impl Allocation<'_> {
                     taken_here.insert(np);
                 }
             } else {
-                let n = op.allocate_next().map_err(|why| {
+                let n = op.allocate_next().await.map_err(|why| {
                     Status::internal(format!("failed to allocate a nodePort: {why}"))
                 })?;
                 assigned[i] = Some(n);
@@ -1181,6 +1458,7 @@ async fn release(
     }
     for p in ports {
         if let Ok(p) = u16::try_from(*p) {
+            allocator.release_shared_port(p).await;
             allocator.release_port(p);
         }
     }
@@ -1217,18 +1495,19 @@ fn should_allocate_node_ports(svc: &Value) -> bool {
 }
 
 /// Upstream's `allocHealthCheckNodePort`; the error is wrapped as an internal error.
-fn alloc_health_check_port(svc: &mut Value, op: &mut PortOp) -> Result<(), String> {
+async fn alloc_health_check_port(svc: &mut Value, op: &mut PortOp<'_>) -> Result<(), String> {
     let requested = svc
         .pointer("/spec/healthCheckNodePort")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     if requested != 0 {
-        return op.allocate(requested).map_err(|e| {
+        return op.allocate(requested).await.map_err(|e| {
             format!("failed to allocate requested HealthCheck NodePort {requested}: {e}")
         });
     }
     let n = op
         .allocate_next()
+        .await
         .map_err(|e| format!("failed to allocate a HealthCheck NodePort 0: {e}"))?;
     if let Some(spec) = spec_mut(svc) {
         spec.insert("healthCheckNodePort".into(), json!(n));
@@ -1271,19 +1550,65 @@ mod tests {
         assert_eq!(a.allocate_port(), None);
     }
 
-    #[test]
-    fn dry_run_node_ports_count_from_32769() {
+    #[tokio::test]
+    async fn dry_run_node_ports_count_from_32769() {
         let a = ServiceIpAllocator::new("10.0.0.0/24", "30000-32767").unwrap();
         let mut op = PortOp::new(&a, true);
-        assert_eq!(op.allocate_next(), Ok(32769));
-        assert_eq!(op.allocate_next(), Ok(32770));
+        assert_eq!(op.allocate_next().await, Ok(32769));
+        assert_eq!(op.allocate_next().await, Ok(32770));
         let mut real = PortOp::new(&a, false);
         assert_eq!(
-            real.allocate(80).unwrap_err(),
+            real.allocate(80).await.unwrap_err(),
             "provided port is not in the valid range. The range of valid ports is 30000-32767"
         );
-        assert_eq!(real.allocate(30080), Ok(()));
-        assert_eq!(real.allocate(30080).unwrap_err(), PORT_ALLOCATED);
+        assert_eq!(real.allocate(30080).await, Ok(()));
+        assert_eq!(real.allocate(30080).await.unwrap_err(), PORT_ALLOCATED);
+    }
+
+    #[test]
+    fn bitmaps_are_big_endian_integers() {
+        let mut data = Vec::new();
+        set_bit(&mut data, 0, true);
+        set_bit(&mut data, 9, true);
+        assert_eq!(data, [0x02, 0x01]);
+        assert!(bit(&data, 9) && bit(&data, 0) && !bit(&data, 8) && !bit(&data, 200));
+        set_bit(&mut data, 9, false);
+        assert_eq!(data, [0x01], "no leading zero bytes, as Go's big.Int.Bytes");
+        set_bit(&mut data, 0, false);
+        assert!(data.is_empty());
+    }
+
+    /// Two allocators on one store, as two servers on one etcd: a port one holds is refused to
+    /// the other, and one it releases becomes free for the other.
+    #[tokio::test]
+    async fn servers_sharing_a_store_never_hand_out_one_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv: Arc<dyn storage::Kv> =
+            storage::SqliteKv::open(&dir.path().join("state.db")).unwrap();
+        let a = ServiceIpAllocator::new("10.0.0.0/24", "30000-30015").unwrap();
+        let b = ServiceIpAllocator::new("10.0.0.0/24", "30000-30015").unwrap();
+        a.share_node_ports(kv.clone(), "/registry");
+        b.share_node_ports(kv.clone(), "/registry/");
+        let mut held = BTreeSet::new();
+        for alloc in [&a, &b].into_iter().cycle().take(16) {
+            let mut op = PortOp::new(alloc, false);
+            let p = op.allocate_next().await.unwrap();
+            assert!(held.insert(p), "{p} handed out twice");
+        }
+        let mut op = PortOp::new(&b, false);
+        assert_eq!(op.allocate_next().await.unwrap_err(), "range is full");
+        assert_eq!(op.allocate(30003).await.unwrap_err(), PORT_ALLOCATED);
+        // Released by one, free for the other (which reloads the stored bitmap when it looks
+        // full).
+        a.release_shared_port(30003).await;
+        a.release_port(30003);
+        let mut op = PortOp::new(&b, false);
+        assert_eq!(op.allocate_next().await, Ok(30003));
+        let (stored, _) = kv.get("/registry/ranges/servicenodeports").await.unwrap();
+        let stored: Value = serde_json::from_slice(&stored.unwrap().value).unwrap();
+        assert_eq!(stored["kind"], "RangeAllocation");
+        assert_eq!(stored["range"], "30000-30015");
+        assert_eq!(stored["data"], "//8=", "all 16 ports taken");
     }
 
     #[test]

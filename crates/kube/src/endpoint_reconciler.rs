@@ -1,0 +1,87 @@
+//! The `kubernetes` Service's endpoints when several servers share one etcd: upstream's lease
+//! endpoint reconciler (`--endpoint-reconciler-type=lease`, the default;
+//! pkg/controlplane/reconcilers/lease.go). Every `INTERVAL` each server writes
+//! `<prefix>/masterleases/<its advertise address>` attached to an etcd lease of `TTL`, lists the
+//! addresses under `masterleases`, and sets the Endpoints and EndpointSlice `kubernetes` to all of
+//! them: a server that stops (or is killed) drops out once its lease expires and another server
+//! reconciles.
+//!
+//! It owns the lease keys and the loop; the Service and how its endpoints are written are
+//! `bootstrap`'s. It needs etcd's leases, so the embedded store keeps writing this server's
+//! address alone (it serves one process anyway).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiserver::endpoints::ApiResources;
+use bytes::Bytes;
+use serde_json::json;
+use storage::{EtcdKv, Kv, prefix_end};
+
+/// Upstream's `DefaultEndpointReconcilerInterval`.
+pub const INTERVAL: Duration = Duration::from_secs(10);
+/// Upstream's `DefaultEndpointReconcilerTTL`: a lease outlives one missed reconcile.
+pub const TTL: Duration = Duration::from_secs(15);
+
+/// One server's lease reconciler.
+pub struct LeaseReconciler {
+    pub etcd: Arc<EtcdKv>,
+    /// `--etcd-prefix`.
+    pub prefix: String,
+    /// `--advertise-address`.
+    pub advertise: IpAddr,
+    /// The port the endpoints name (the secure port).
+    pub port: u16,
+}
+
+impl LeaseReconciler {
+    /// `<prefix>/masterleases/`, upstream's base key of the leases.
+    fn base_key(&self) -> String {
+        format!("{}/masterleases/", self.prefix.trim_end_matches('/'))
+    }
+
+    /// Renews this server's lease, then writes the endpoints of every server holding one
+    /// (upstream's `ReconcileEndpoints`).
+    pub async fn reconcile(&self, api: &ApiResources) -> Result<(), String> {
+        let base = self.base_key();
+        let ip = self.advertise.to_string();
+        // The value is upstream's: an Endpoints named by the address, listing it.
+        let value = json!({
+            "kind": "Endpoints",
+            "apiVersion": "v1",
+            "metadata": {"name": ip, "creationTimestamp": null},
+            "subsets": [{"addresses": [{"ip": ip}]}],
+        });
+        self.etcd
+            .put_with_ttl(&format!("{base}{ip}"), Bytes::from(value.to_string()), TTL)
+            .await
+            .map_err(|e| format!("renewing the lease of {ip}: {e}"))?;
+        let listed = self
+            .etcd
+            .range(&base, &prefix_end(&base), 0, 0)
+            .await
+            .map_err(|e| format!("listing {base}: {e}"))?;
+        // Keys are named by the address (upstream's `path.Join(baseKey, ip)`).
+        let addresses: Vec<IpAddr> = listed
+            .kvs
+            .iter()
+            .filter_map(|kv| kv.key.get(base.len()..)?.parse().ok())
+            .collect();
+        if addresses.is_empty() {
+            return Err("no API server IP addresses were listed in storage, refusing to erase all endpoints for the kubernetes Service".into());
+        }
+        crate::bootstrap::ensure_kubernetes_endpoints(api, &addresses, self.port).await
+    }
+
+    /// Reconciles now and every `INTERVAL` until the process ends; failures are logged and
+    /// retried at the next tick, as upstream's controller does.
+    pub async fn run(self, api: Arc<ApiResources>) {
+        loop {
+            if let Err(error) = self.reconcile(&api).await {
+                tracing::warn!(%error, "reconciling the kubernetes endpoints");
+            }
+            tokio::time::sleep(INTERVAL).await;
+        }
+    }
+}
