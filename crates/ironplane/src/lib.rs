@@ -151,7 +151,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // Several servers may share etcd: node ports are taken in the stored bitmap too, and the
     // cluster IPs other servers allocate are followed.
     if etcd.is_some() {
-        allocator.share_node_ports(kv.clone(), &opts.etcd_prefix);
+        let codec =
+            ironplane_kube::storage_codec::BuiltinCodec::shared(opts.storage_media_type(true)?);
+        allocator.share_node_ports(kv.clone(), &opts.etcd_prefix, codec);
     }
     let mut hosts = vec![allocator.first_ip().to_string()];
     if !opts.bind_address.is_unspecified() {
@@ -228,8 +230,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // Built-in objects are stored as --storage-media-type says: by default JSON on the embedded
     // store, and upstream's protobuf on etcd, so that kube-apiserver reads what Ironplane wrote.
     let on_etcd = !opts.etcd_servers.is_empty();
-    let storage_codec =
-        ironplane_kube::storage_codec::BuiltinCodec::shared(opts.storage_media_type(on_etcd)?);
+    let storage_codec = ironplane_kube::storage_codec::BuiltinCodec::shared_with(
+        opts.storage_media_type(on_etcd)?,
+        apiextensions::crd::STORED_VERSIONS,
+    );
     let builtin = ironplane_kube::install(
         kv.clone(),
         storage_codec,

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use storage::{StorageCodec, StorageMediaType};
+use storage::{StorageCodec, StorageMediaType, StoredVersion};
 
 /// The four bytes that open protobuf values (upstream's `protoEncodingPrefix`).
 const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
@@ -27,12 +27,24 @@ const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
 #[derive(Clone, Copy, Debug)]
 pub struct BuiltinCodec {
     media_type: StorageMediaType,
+    stored_versions: &'static [StoredVersion],
 }
 
 impl BuiltinCodec {
     /// The codec writing `media_type`, ready to hand to `storage::KvStore::with_codec`.
     pub fn shared(media_type: StorageMediaType) -> Arc<dyn StorageCodec> {
-        Arc::new(BuiltinCodec { media_type })
+        Self::shared_with(media_type, &[])
+    }
+
+    /// [`BuiltinCodec::shared`] that also reads objects stored in `stored_versions`.
+    pub fn shared_with(
+        media_type: StorageMediaType,
+        stored_versions: &'static [StoredVersion],
+    ) -> Arc<dyn StorageCodec> {
+        Arc::new(BuiltinCodec {
+            media_type,
+            stored_versions,
+        })
     }
 }
 
@@ -67,6 +79,22 @@ impl StorageCodec for BuiltinCodec {
         apimachinery::yaml::to_json(stored)
             .map(|document| document.value)
             .map_err(|e| e.to_string())
+    }
+
+    fn upgrade(&self, obj: &mut Value) -> Result<bool, String> {
+        if self.stored_versions.is_empty() {
+            return Ok(false);
+        }
+        let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or_default();
+        let Some(version) = self
+            .stored_versions
+            .iter()
+            .find(|v| v.api_version == text("apiVersion") && v.kind == text("kind"))
+        else {
+            return Ok(false);
+        };
+        (version.upgrade)(obj)?;
+        Ok(true)
     }
 }
 

@@ -13,6 +13,16 @@
 
 use serde_json::Value;
 
+/// A version of a kind that kube-apiserver stores and a store of Ironplane does not keep, with
+/// the conversion of its objects to the version the store keeps, for a codec's
+/// [`StorageCodec::upgrade`]. The kind's own module owns it (e.g. `apiextensions::crd`).
+#[derive(Clone, Copy, Debug)]
+pub struct StoredVersion {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub upgrade: fn(&mut Value) -> Result<(), String>,
+}
+
 /// A media type `--storage-media-type` accepts (upstream's `storageMediaTypes`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StorageMediaType {
@@ -74,6 +84,15 @@ pub trait StorageCodec: Send + Sync + 'static {
     /// The object a stored value that is not JSON holds (JSON values never come here). The
     /// answer's metadata may lack a resourceVersion: the store sets it from the key's revision.
     fn decode(&self, stored: &[u8]) -> Result<Value, String>;
+
+    /// Brings an object stored in another version of its kind to the version its store keeps,
+    /// as upstream's storage codec converts whatever it decodes to the storage version; answers
+    /// whether it changed the object. Such objects come from servers whose storage version
+    /// differs (kube-apiserver stores CustomResourceDefinitions as `v1beta1`). Every stored
+    /// object comes here, JSON ones too, so the check must be cheap.
+    fn upgrade(&self, _obj: &mut Value) -> Result<bool, String> {
+        Ok(false)
+    }
 }
 
 /// JSON only: what custom resources are stored as (upstream stores them as JSON whatever the

@@ -95,12 +95,21 @@ impl Object {
         attrs: &AttrsFn,
         codec: &dyn StorageCodec,
     ) -> Result<Object, StorageError> {
-        if is_json(stored) {
-            return Self::from_stored(key, stored, resource_version, attrs);
-        }
-        let mut value = codec.decode(stored).map_err(|e| {
+        let invalid = |e: String| {
             StorageError::InvalidObject(format!("cannot decode stored object {key}: {e}"))
-        })?;
+        };
+        let mut value = if is_json(stored) {
+            let mut value: Value =
+                serde_json::from_slice(stored).map_err(|e| invalid(e.to_string()))?;
+            if !codec.upgrade(&mut value).map_err(invalid)? {
+                return Self::from_parts(key, value, stored, resource_version, attrs);
+            }
+            value
+        } else {
+            let mut value = codec.decode(stored).map_err(invalid)?;
+            codec.upgrade(&mut value).map_err(invalid)?;
+            value
+        };
         if !value.is_object() {
             return Err(StorageError::InvalidObject(format!(
                 "cannot decode stored object {key}: not an object"

@@ -1,11 +1,14 @@
-//! The CustomResourceDefinition kind itself: its strategy (defaults, lifecycle, warnings) and
-//! validation, for the built-in catalog that stores CRD objects.
+//! The CustomResourceDefinition kind itself: its strategy (defaults, lifecycle, warnings),
+//! validation, and the v1beta1 form kube-apiserver stores (`stored`), for the built-in catalog
+//! that stores CRD objects.
 
 mod internal_json;
 mod schema_checks;
+mod stored;
 mod strategy;
 mod validation;
 
+pub use stored::STORED_VERSIONS;
 pub use strategy::CustomResourceDefinitionStrategy;
 
 /// The errors a CRD with this top-level schema gets on create (for other modules' tests).

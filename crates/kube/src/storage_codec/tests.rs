@@ -426,3 +426,78 @@ async fn a_value_written_by_kube_apiserver_reads_back() {
         assert_eq!(got.value().expect("JSON"), expected);
     }
 }
+
+/// An object stored in a version the store does not keep is converted on every read — get,
+/// list and watch — and other objects are not. (Such values are JSON: kube-apiserver stores
+/// CustomResourceDefinitions, the one kind concerned, as JSON.)
+#[tokio::test]
+async fn objects_of_another_stored_version_are_upgraded_on_read() {
+    use storage::Kv;
+    fn to_v1(obj: &mut Value) -> Result<(), String> {
+        obj["apiVersion"] = json!("v1");
+        obj["data"]["upgraded"] = json!("yes");
+        Ok(())
+    }
+    const OLD: &[StoredVersion] = &[StoredVersion {
+        api_version: "v0",
+        kind: "ConfigMap",
+        upgrade: to_v1,
+    }];
+    let (kv, _dir) = open_kv();
+    let mut old = configmap("old", "a");
+    old["apiVersion"] = json!("v0");
+    kv.create(&key("old"), old.to_string().into_bytes().into())
+        .await
+        .expect("put");
+    let store: Arc<dyn Store> = Arc::new(KvStore::with_codec(
+        kv.clone(),
+        storage::default_attrs(),
+        BuiltinCodec::shared_with(PROTOBUF, OLD),
+    ));
+    let current = store
+        .create(&key("current"), configmap("current", "a"))
+        .await
+        .expect("create");
+    let got = store
+        .get(&key("old"), &GetOptions::default())
+        .await
+        .expect("get")
+        .value()
+        .expect("JSON");
+    let mut expected = configmap("old", "a");
+    expected["data"]["upgraded"] = json!("yes");
+    assert_eq!(got, at(expected.clone(), current.resource_version - 1));
+    let listed = store
+        .list(PREFIX, &ListOptions::default())
+        .await
+        .expect("list");
+    let names: Vec<Value> = listed
+        .items
+        .iter()
+        .map(|o| o.value().expect("JSON"))
+        .map(|v| json!([v["apiVersion"], v["data"]["upgraded"]]))
+        .collect();
+    // In key order: `current`, then `old`.
+    assert_eq!(names, [json!(["v1", null]), json!(["v1", "yes"])]);
+
+    // A watch event of a value of the old version.
+    let mut watch = store
+        .watch(
+            PREFIX,
+            &WatchOptions {
+                resource_version: ResourceVersion::Exact(current.resource_version),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("watch");
+    let mut later = configmap("later", "a");
+    later["apiVersion"] = json!("v0");
+    kv.create(&key("later"), later.to_string().into_bytes().into())
+        .await
+        .expect("put");
+    let (kind, obj) = event(&next(&mut watch).await);
+    assert_eq!(kind, "ADDED");
+    assert_eq!(obj["apiVersion"], "v1");
+    assert_eq!(obj["data"]["upgraded"], "yes");
+}

@@ -133,9 +133,17 @@ impl ServiceIpAllocator {
 
     /// Node ports are taken in the bitmap stored under `prefix` as well as in memory, and the
     /// cluster IPs in memory follow the stored IPAddress objects: for servers sharing one etcd.
-    pub fn share_node_ports(&self, kv: Arc<dyn storage::Kv>, prefix: &str) {
+    /// The bitmap is written in `codec`'s media type (the server's `--storage-media-type`, so
+    /// protobuf on etcd as kube-apiserver writes it) and read in any.
+    pub fn share_node_ports(
+        &self,
+        kv: Arc<dyn storage::Kv>,
+        prefix: &str,
+        codec: Arc<dyn storage::StorageCodec>,
+    ) {
         let _ = self.shared_ports.set(SharedPorts {
             kv,
+            codec,
             key: format!("{}/ranges/servicenodeports", prefix.trim_end_matches('/')),
             range: self.port_range_string(),
             first: self.port_range.0,
@@ -378,12 +386,14 @@ impl ServiceIpAllocator {
 }
 
 /// Upstream's `RangeAllocation` of node ports in storage: `data` is a bitmap, bit `i` for port
-/// `first + i`, as the bytes of a big-endian integer (Go's `big.Int.Bytes`). Written and read as
-/// JSON, which kube-apiserver reads too; a stored value in another form fails the allocation
-/// rather than being overwritten. The bitmap decides: the in-memory set only spares the store
-/// the ports this server already knows are taken.
+/// `first + i`, as the bytes of a big-endian integer (Go's `big.Int.Bytes`). Written in the
+/// server's storage media type and read in any (kube-apiserver writes it in protobuf); a stored
+/// value that does not decode fails the allocation rather than being overwritten. The bitmap
+/// decides: the in-memory set only spares the store the ports this server already knows are
+/// taken.
 struct SharedPorts {
     kv: Arc<dyn storage::Kv>,
+    codec: Arc<dyn storage::StorageCodec>,
     key: String,
     range: String,
     first: u16,
@@ -404,8 +414,13 @@ impl SharedPorts {
         let Some(kv) = found else {
             return Ok((Vec::new(), None));
         };
-        let obj: Value =
-            serde_json::from_slice(&kv.value).map_err(|e| format!("reading {}: {e}", self.key))?;
+        // JSON is read here, as the stores read it; the codec reads the other media types.
+        let obj: Value = if kv.value.first() == Some(&b'{') {
+            serde_json::from_slice(&kv.value).map_err(|e| e.to_string())
+        } else {
+            self.codec.decode(&kv.value)
+        }
+        .map_err(|e| format!("reading {}: {e}", self.key))?;
         let range = obj.get("range").and_then(Value::as_str).unwrap_or("");
         if range != self.range {
             return Err(format!(
@@ -462,7 +477,11 @@ impl SharedPorts {
                 "range": self.range,
                 "data": base64::engine::general_purpose::STANDARD.encode(&data),
             });
-            let value = bytes::Bytes::from(obj.to_string());
+            let value = match self.codec.encode(&obj) {
+                Ok(Some(encoded)) => bytes::Bytes::from(encoded),
+                Ok(None) => bytes::Bytes::from(obj.to_string()),
+                Err(e) => return Err(format!("writing {}: {e}", self.key)),
+            };
             let written = match revision {
                 None => self.kv.create(&self.key, value).await,
                 Some(rev) => self.kv.update(&self.key, value, rev).await,
@@ -1587,8 +1606,9 @@ mod tests {
             storage::SqliteKv::open(&dir.path().join("state.db")).unwrap();
         let a = ServiceIpAllocator::new("10.0.0.0/24", "30000-30015").unwrap();
         let b = ServiceIpAllocator::new("10.0.0.0/24", "30000-30015").unwrap();
-        a.share_node_ports(kv.clone(), "/registry");
-        b.share_node_ports(kv.clone(), "/registry/");
+        let json: Arc<dyn storage::StorageCodec> = Arc::new(storage::JsonCodec);
+        a.share_node_ports(kv.clone(), "/registry", json.clone());
+        b.share_node_ports(kv.clone(), "/registry/", json);
         let mut held = BTreeSet::new();
         for alloc in [&a, &b].into_iter().cycle().take(16) {
             let mut op = PortOp::new(alloc, false);
@@ -1609,6 +1629,66 @@ mod tests {
         assert_eq!(stored["kind"], "RangeAllocation");
         assert_eq!(stored["range"], "30000-30015");
         assert_eq!(stored["data"], "//8=", "all 16 ports taken");
+    }
+
+    /// A server storing protobuf (kube-apiserver's default on etcd) and one storing JSON read
+    /// each other's bitmap, and the protobuf one writes upstream's `k8s\0` envelope.
+    #[tokio::test]
+    async fn shared_bitmaps_are_read_in_any_media_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv: Arc<dyn storage::Kv> =
+            storage::SqliteKv::open(&dir.path().join("state.db")).unwrap();
+        let proto = ServiceIpAllocator::new("10.0.0.0/24", "30000-30015").unwrap();
+        let json = ServiceIpAllocator::new("10.0.0.0/24", "30000-30015").unwrap();
+        proto.share_node_ports(
+            kv.clone(),
+            "/registry",
+            crate::storage_codec::BuiltinCodec::shared(storage::StorageMediaType::Protobuf),
+        );
+        json.share_node_ports(
+            kv.clone(),
+            "/registry",
+            crate::storage_codec::BuiltinCodec::shared(storage::StorageMediaType::Json),
+        );
+        assert_eq!(PortOp::new(&proto, false).allocate(30001).await, Ok(()));
+        let (stored, _) = kv.get("/registry/ranges/servicenodeports").await.unwrap();
+        assert!(stored.unwrap().value.starts_with(b"k8s\0"));
+        let mut op = PortOp::new(&json, false);
+        assert_eq!(op.allocate(30001).await.unwrap_err(), PORT_ALLOCATED);
+        assert_eq!(op.allocate(30002).await, Ok(()));
+        let (stored, _) = kv.get("/registry/ranges/servicenodeports").await.unwrap();
+        assert!(stored.unwrap().value.starts_with(b"{"));
+        let mut op = PortOp::new(&proto, false);
+        assert_eq!(op.allocate(30002).await.unwrap_err(), PORT_ALLOCATED);
+    }
+
+    /// The bitmap as kube-apiserver v1.36 stored it on etcd (read back raw) after allocating
+    /// node port 31832 for a Service: a server sharing that etcd finds the port taken.
+    #[tokio::test]
+    async fn kube_apiservers_stored_bitmap_is_read() {
+        use base64::Engine as _;
+        let mut recorded = b"k8s\0\n\x15\n\x02v1\x12\x0fRangeAllocation\x12\x88\x02\n\x10\n\x00\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x0b30000-32767\x1a\xe6\x01\x01".to_vec();
+        recorded.extend([0u8; 229]);
+        recorded.extend(b"\x1a\x00\"\x00");
+        assert_eq!(recorded.len(), 298, "the recorded value's length");
+        let dir = tempfile::tempdir().unwrap();
+        let kv: Arc<dyn storage::Kv> =
+            storage::SqliteKv::open(&dir.path().join("state.db")).unwrap();
+        let key = "/registry/ranges/servicenodeports";
+        kv.create(key, recorded.into()).await.unwrap();
+        let alloc = ServiceIpAllocator::new("10.0.0.0/24", "30000-32767").unwrap();
+        let codec = crate::storage_codec::BuiltinCodec::shared(storage::StorageMediaType::Protobuf);
+        alloc.share_node_ports(kv.clone(), "/registry", codec.clone());
+        let mut op = PortOp::new(&alloc, false);
+        assert_eq!(op.allocate(31832).await.unwrap_err(), PORT_ALLOCATED);
+        assert_eq!(op.allocate(30000).await, Ok(()));
+        let (stored, _) = kv.get(key).await.unwrap();
+        let stored = codec.decode(&stored.unwrap().value).unwrap();
+        assert_eq!(stored["range"], "30000-32767");
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(stored["data"].as_str().unwrap())
+            .unwrap();
+        assert!(bit(&data, 1832) && bit(&data, 0) && !bit(&data, 1));
     }
 
     #[test]
