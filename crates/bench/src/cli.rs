@@ -44,6 +44,15 @@ pub struct Cli {
         value_name = "PID"
     )]
     pub server_pid: Option<u32>,
+    /// The process id of the server's etcd (or any second process serving it): adds its CPU per
+    /// request and its memory beside the server's, as `etcd_*` figures.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Common options",
+        value_name = "PID"
+    )]
+    pub etcd_pid: Option<u32>,
     /// The namespace to work in (default: bench-<random>; created if missing).
     #[arg(long, global = true, help_heading = "Common options")]
     pub namespace: Option<String>,
@@ -245,6 +254,7 @@ impl Cli {
             namespace: self.namespace.clone(),
             keep: self.keep,
             server_pid: self.server_pid,
+            etcd_pid: self.etcd_pid,
             progress: !self.quiet,
             value_bytes: self.value_bytes,
         };
@@ -484,6 +494,8 @@ mod tests {
             "20",
             "--server-pid",
             "42",
+            "--etcd-pid",
+            "43",
         ])
         .unwrap();
         let Some(Scenario::Watch(options)) = cli.scenario() else {
@@ -491,6 +503,7 @@ mod tests {
         };
         assert_eq!(options.watchers, 1000);
         assert_eq!(options.common.server_pid, Some(42));
+        assert_eq!(options.common.etcd_pid, Some(43));
         let cli = Cli::try_parse_from(["ironplane-bench", "compare", "a.json", "b.json"]).unwrap();
         assert!(cli.scenario().is_none());
     }

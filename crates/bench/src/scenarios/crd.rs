@@ -161,7 +161,7 @@ async fn measure(
     let schema = schema(options.schema_kb);
     let schema_bytes = serde_json::to_vec(&schema).map(|b| b.len()).unwrap_or(0);
     let run_id = &workspace.namespace;
-    let meter = Meter::start(pid);
+    let meter = Meter::start(&options.common);
     let (mut to_established, mut to_first) = (Histogram::new(), Histogram::new());
     let mut errors = 0u64;
     for i in 0..options.crds {

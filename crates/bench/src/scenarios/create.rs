@@ -248,7 +248,7 @@ async fn create_loop(
         options.count,
         planned,
     );
-    let meter = Meter::start(options.common.server_pid);
+    let meter = Meter::start(&options.common);
     let deadline = Instant::now() + planned.unwrap_or(MAX_DURATION);
     let count = options.count;
 

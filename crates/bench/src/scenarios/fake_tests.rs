@@ -120,6 +120,53 @@ async fn list_variants_see_every_object() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_reports_the_etcd_process_and_each_variants_cpu() {
+    let server = FakeServer::start(FakeAuth::Token("t".to_string())).await;
+    let cfg = config(&server, "list-etcd");
+    // The fake runs in this process, so this process stands for the server and for its etcd.
+    let me = std::process::id();
+    let scenario = Scenario::List(ListOptions {
+        objects: 600,
+        iterations: 2,
+        common: CommonOptions {
+            server_pid: Some(me),
+            etcd_pid: Some(me),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let result = run_scenario(&cfg, &scenario).await.unwrap();
+    for process in ["server", "etcd"] {
+        for variant in [
+            "full_cache",
+            "full_consistent",
+            "paged500_cache",
+            "paged500_consistent",
+        ] {
+            let name = format!("{process}_cpu_ms_per_traversal_{variant}");
+            assert!(
+                result.figures.get(&name).is_some_and(|v| *v >= 0.0),
+                "{name}"
+            );
+        }
+    }
+    assert!(result.figures.contains_key("etcd_cpu_ms_per_request"));
+    assert!(result.figures["etcd_rss_mib"] > 0.0);
+
+    let missing = Scenario::List(ListOptions {
+        objects: 1,
+        common: CommonOptions {
+            // Above any pid_max Linux allows.
+            etcd_pid: Some(4_000_000_000),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let err = run_scenario(&cfg, &missing).await.unwrap_err();
+    assert!(err.to_string().contains("--etcd-pid"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_reuses_a_namespace_that_has_enough() {
     let server = FakeServer::start(FakeAuth::Token("t".to_string())).await;
     let cfg = config(&server, "list-reuse");

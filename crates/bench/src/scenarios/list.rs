@@ -16,8 +16,8 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::{
-    ClientConfig, CommonOptions, MAX_DURATION, MAX_ITERATIONS, MAX_OBJECTS, Meter, ObjectSpec,
-    Tally, Workspace, check_common, check_duration, check_range, encode_query,
+    ClientConfig, CommonOptions, CpuSpan, MAX_DURATION, MAX_ITERATIONS, MAX_OBJECTS, Meter,
+    ObjectSpec, Tally, Workspace, check_common, check_duration, check_range, encode_query,
 };
 use crate::client::ApiClient;
 use crate::error::BenchError;
@@ -329,7 +329,7 @@ async fn measure(
     result.param("kind", format!("{:?}", options.kind).to_lowercase());
     result.figure("objects_in_namespace", expected as f64);
     result.figure("objects_created", created as f64);
-    let meter = Meter::start(options.common.server_pid);
+    let meter = Meter::start(&options.common);
     let mut requests = 0u64;
     for (label, resource_version, limit) in VARIANTS {
         note(
@@ -343,6 +343,10 @@ async fn measure(
         let mut errors = 0u64;
         let mut bytes = 0u64;
         let mut measured = Duration::ZERO;
+        let mut traversals = 0u64;
+        // Each variant takes its own path through the server (the cache, or storage), so each
+        // gets its own CPU figures beside the phase's.
+        let cpu = CpuSpan::start(&options.common);
         let started = Instant::now();
         for _ in 0..options.iterations {
             if started.elapsed() >= options.duration {
@@ -351,6 +355,7 @@ async fn measure(
             let start = Instant::now();
             let outcome = traverse(&client, &path, resource_version, limit).await;
             let took = start.elapsed();
+            traversals += 1;
             match outcome {
                 Ok(t) => {
                     requests += t.pages;
@@ -379,6 +384,7 @@ async fn measure(
                 }
             }
         }
+        cpu.finish(&mut result, "traversal", label, traversals);
         // Traversals run one after another, so time spent in them is the phase's length.
         let mut row = Row::from_histogram(label, &histogram, errors, measured);
         row.bytes_per_second = Some(if measured.is_zero() {

@@ -84,7 +84,7 @@ async fn measure(
     let client = workspace.client.clone();
     let tally = Arc::new(Tally::new(client.server()));
     let idle = settled_rss(pid, options.settle).await?;
-    let meter = Meter::start(Some(pid));
+    let meter = Meter::start(&options.common);
     let spec = ObjectSpec {
         name_prefix: None,
         generate_name: "memory-".to_string(),

@@ -126,7 +126,7 @@ async fn measure(
         None,
         Some(options.duration),
     );
-    let meter = Meter::start(options.common.server_pid);
+    let meter = Meter::start(&options.common);
     let deadline = Instant::now() + options.duration;
     let base = workspace.configmaps_path();
     let objects = options.objects;

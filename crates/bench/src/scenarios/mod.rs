@@ -108,6 +108,9 @@ pub struct CommonOptions {
     pub keep: bool,
     /// The server's process id, for its CPU and memory figures (read from `/proc`).
     pub server_pid: Option<u32>,
+    /// A second process whose CPU and memory are reported beside the server's (its etcd), as the
+    /// `etcd_*` figures.
+    pub etcd_pid: Option<u32>,
     /// Print a progress line on stderr.
     pub progress: bool,
     /// Bytes of the value in each ConfigMap the tool writes; 64 when 0.
@@ -237,6 +240,13 @@ pub(crate) fn check_common(common: &CommonOptions) -> Result<(), BenchError> {
     {
         return Err(BenchError::InvalidArgument(
             "server pid must not be 0".to_string(),
+        ));
+    }
+    if let Some(pid) = common.etcd_pid
+        && pid == 0
+    {
+        return Err(BenchError::InvalidArgument(
+            "etcd pid must not be 0".to_string(),
         ));
     }
     Ok(())
@@ -491,23 +501,28 @@ impl RssSampler {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// CPU of the tool itself and of the server over a measured phase, and the server's RSS.
+/// CPU of the tool itself, of the server and of its etcd over a measured phase, and the server's
+/// RSS.
 pub(crate) struct Meter {
     started: Instant,
     own: Option<ProcSample>,
     server_pid: Option<u32>,
     server: Option<ProcSample>,
     rss: Option<RssSampler>,
+    /// The etcd pid and its CPU seconds at the start.
+    etcd: Option<(u32, f64)>,
 }
 
 impl Meter {
-    pub fn start(server_pid: Option<u32>) -> Meter {
+    pub fn start(common: &CommonOptions) -> Meter {
+        let server_pid = common.server_pid;
         Meter {
             started: Instant::now(),
             own: sample_process("self"),
             server_pid,
             server: server_pid.and_then(|pid| sample_process(&pid.to_string())),
             rss: server_pid.map(RssSampler::start),
+            etcd: CpuSpan::start(common).etcd,
         }
     }
 
@@ -518,9 +533,24 @@ impl Meter {
     /// Adds the CPU and memory figures for a phase of `requests` requests to `result`:
     /// `bench_cpu_percent` (100 = one core busy; the machine has `bench_cores`),
     /// `server_cpu_percent`, `server_cpu_ms_per_request`, and the server's RSS at the end, at its
-    /// peak and on average.
+    /// peak and on average; with an etcd pid, `etcd_cpu_seconds`, `etcd_cpu_percent`,
+    /// `etcd_cpu_ms_per_request` and `etcd_rss_mib`.
     pub fn finish(self, result: &mut ScenarioResult, requests: u64) {
         let wall = self.started.elapsed().as_secs_f64();
+        if let Some((pid, before)) = self.etcd
+            && let Some(after) = sample_process(&pid.to_string())
+        {
+            let cpu = after.cpu_seconds - before;
+            result.figure("etcd_cpu_seconds", cpu);
+            result.figure(
+                "etcd_cpu_percent",
+                if wall > 0.0 { cpu / wall * 100.0 } else { 0.0 },
+            );
+            if requests > 0 {
+                result.figure("etcd_cpu_ms_per_request", cpu * 1000.0 / requests as f64);
+            }
+            result.figure("etcd_rss_mib", after.rss_bytes as f64 / MIB);
+        }
         result.figure("wall_seconds", wall);
         if let (Some(before), Some(after)) = (self.own, sample_process("self")) {
             let cpu = after.cpu_seconds - before.cpu_seconds;
@@ -563,6 +593,48 @@ impl Meter {
     }
 }
 
+/// The CPU seconds the server and its etcd had used at the start of a span of work, for figures of
+/// one part of a scenario (one LIST variant) beside the whole phase's [`Meter`].
+pub(crate) struct CpuSpan {
+    server: Option<(u32, f64)>,
+    etcd: Option<(u32, f64)>,
+}
+
+impl CpuSpan {
+    pub fn start(common: &CommonOptions) -> CpuSpan {
+        let read = |pid: Option<u32>| {
+            pid.and_then(|pid| sample_process(&pid.to_string()).map(|s| (pid, s.cpu_seconds)))
+        };
+        CpuSpan {
+            server: read(common.server_pid),
+            etcd: read(common.etcd_pid),
+        }
+    }
+
+    /// Adds `server_cpu_ms_per_<unit>_<part>` and `etcd_cpu_ms_per_<unit>_<part>`: each process's
+    /// CPU since the start over `count` operations (`part` is made a figure name: `full/cache`
+    /// becomes `full_cache`).
+    pub fn finish(self, result: &mut ScenarioResult, unit: &str, part: &str, count: u64) {
+        if count == 0 {
+            return;
+        }
+        let part: String = part
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        for (process, span) in [("server", self.server), ("etcd", self.etcd)] {
+            if let Some((pid, before)) = span
+                && let Some(after) = sample_process(&pid.to_string())
+            {
+                result.figure(
+                    &format!("{process}_cpu_ms_per_{unit}_{part}"),
+                    (after.cpu_seconds - before) * 1000.0 / count as f64,
+                );
+            }
+        }
+    }
+}
+
 /// The namespace a scenario works in, and the client it uses.
 pub(crate) struct Workspace {
     pub client: Arc<ApiClient>,
@@ -580,12 +652,17 @@ impl Workspace {
     pub async fn open(cfg: &ClientConfig, common: &CommonOptions) -> Result<Workspace, BenchError> {
         let context = crate::kubeconfig::load(&cfg.kubeconfig, cfg.context.as_deref())?;
         let client = ApiClient::connect(&context, cfg.connections, cfg.request_timeout).await?;
-        if let Some(pid) = common.server_pid
-            && sample_process(&pid.to_string()).is_none()
-        {
-            return Err(BenchError::InvalidArgument(format!(
-                "no process {pid} to measure (--server-pid)"
-            )));
+        for (pid, flag) in [
+            (common.server_pid, "--server-pid"),
+            (common.etcd_pid, "--etcd-pid"),
+        ] {
+            if let Some(pid) = pid
+                && sample_process(&pid.to_string()).is_none()
+            {
+                return Err(BenchError::InvalidArgument(format!(
+                    "no process {pid} to measure ({flag})"
+                )));
+            }
         }
         let namespace = common
             .namespace

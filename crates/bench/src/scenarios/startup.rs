@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use http::Method;
 
-use super::{ClientConfig, MAX_RUNS, MAX_STARTUP_WAIT, Meter, check_duration, check_range};
+use super::{
+    ClientConfig, CommonOptions, MAX_RUNS, MAX_STARTUP_WAIT, Meter, check_duration, check_range,
+};
 use crate::client::ApiClient;
 use crate::error::BenchError;
 use crate::kubeconfig;
@@ -79,7 +81,7 @@ pub(crate) async fn run(
     options: &StartupOptions,
 ) -> Result<ScenarioResult, BenchError> {
     refuse_if_serving(cfg).await?;
-    let meter = Meter::start(None);
+    let meter = Meter::start(&CommonOptions::default());
     let mut histogram = Histogram::new();
     let mut failures = 0u64;
     let mut samples = Vec::new();

@@ -508,7 +508,7 @@ async fn measure(
         None,
         Some(options.duration),
     );
-    let meter = Meter::start(options.common.server_pid);
+    let meter = Meter::start(&options.common);
     let permits = Arc::new(tokio::sync::Semaphore::new(0));
     let sequence = Arc::new(AtomicU64::new(0));
     let acked = Arc::new(AtomicU64::new(0));
@@ -679,10 +679,15 @@ async fn measure(
     result.figure("watchers_missing_events", incomplete as f64);
     result.figure("rewatches", shared.rewatches.load(Ordering::Relaxed) as f64);
     meter.finish(&mut result, writes + write_errors);
-    if let Some(&cpu) = result.figures.get("server_cpu_seconds")
-        && delivered > 0
-    {
-        result.figure("server_cpu_us_per_event", cpu * 1e6 / delivered as f64);
+    for process in ["server", "etcd"] {
+        if let Some(&cpu) = result.figures.get(&format!("{process}_cpu_seconds"))
+            && delivered > 0
+        {
+            result.figure(
+                &format!("{process}_cpu_us_per_event"),
+                cpu * 1e6 / delivered as f64,
+            );
+        }
     }
     result.error_samples = shared.tally.samples();
     result.error_samples.extend(setup_tally.samples());
