@@ -392,7 +392,14 @@ impl Drop for Cacher {
     }
 }
 
-/// The reflector: list, then watch from the list's revision, until the watch fails; then again.
+/// The reflector: list, then watch from the list's revision. A watch that breaks (etcd gone,
+/// frozen past its keepalive, a leader lost) is watched again from the last revision the cache
+/// reached, keeping every watcher, so that clients' watches go on without a gap once storage is
+/// back (upstream's reflector re-watches from its last resourceVersion, and etcd's client resumes
+/// its watches itself). Only a watch whose history was compacted meanwhile (410) is followed by a
+/// relist, which closes the watchers as upstream's cacher does: the events between what they saw
+/// and the new list are unknown, and a client that re-watches from its version gets them from
+/// the new window or a 410 of its own, never a duplicate or a missed delete.
 async fn reflect(shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -409,13 +416,11 @@ async fn reflect(shared: Arc<Shared>) {
                 continue;
             }
         };
-        let opts = WatchOptions {
-            resource_version: ResourceVersion::Exact(list.resource_version),
-            send_initial_events: None,
-            allow_bookmarks: true,
-            predicate: None,
-        };
-        let mut events = match shared.inner.watch(&shared.prefix, &opts).await {
+        let mut events = match shared
+            .inner
+            .watch(&shared.prefix, &follow_from(list.resource_version))
+            .await
+        {
             Ok(events) => events,
             Err(err) => {
                 tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: watch failed; retrying");
@@ -426,16 +431,66 @@ async fn reflect(shared: Arc<Shared>) {
         };
         shared.replace(list.items, list.resource_version);
         backoff = Duration::from_millis(100);
-        while let Some(event) = events.recv().await {
-            if let WatchEvent::Error(err) = &event {
-                tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: watch ended; relisting");
-                break;
+        loop {
+            match follow(&shared, &mut events).await {
+                Some(StorageError::Expired(_)) | None => break,
+                Some(err) => {
+                    tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: watch broke; watching again from the last revision");
+                }
             }
-            shared.apply(event);
+            let Some(again) = rewatch(&shared).await else {
+                break;
+            };
+            events = again;
         }
+        tracing::warn!(prefix = %shared.prefix, "watch cache: history lost; relisting");
         // Serve nothing stale as fresh while relisting.
         shared.write().ready = false;
         shared.publish(NOT_READY);
+    }
+}
+
+/// The inner store's watch after `revision`, with bookmarks (progress notifications).
+fn follow_from(revision: i64) -> WatchOptions {
+    WatchOptions {
+        resource_version: ResourceVersion::Exact(revision),
+        send_initial_events: None,
+        allow_bookmarks: true,
+        predicate: None,
+    }
+}
+
+/// Applies the watch's events to the cache until it ends: with the error that ended it, or
+/// `None` when it closed without one.
+async fn follow(shared: &Shared, events: &mut WatchStream) -> Option<StorageError> {
+    while let Some(event) = events.recv().await {
+        if let WatchEvent::Error(err) = event {
+            return Some(err);
+        }
+        shared.apply(event);
+    }
+    None
+}
+
+/// Watches again from the cache's revision, retrying with a backoff while storage cannot be
+/// reached; `None` when that revision's history is gone (a relist is needed).
+async fn rewatch(shared: &Shared) -> Option<WatchStream> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        tokio::time::sleep(backoff).await;
+        let revision = shared.read().revision;
+        match shared
+            .inner
+            .watch(&shared.prefix, &follow_from(revision))
+            .await
+        {
+            Ok(events) => return Some(events),
+            Err(StorageError::Expired(_)) => return None,
+            Err(err) => {
+                tracing::debug!(prefix = %shared.prefix, error = %err, "watch cache: watch failed; retrying");
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
     }
 }
 
