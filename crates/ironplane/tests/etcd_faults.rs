@@ -272,6 +272,9 @@ impl Writers {
                         let (again, retry, _) = request_to(&url, "POST", CONFIGMAPS, Some(&body));
                         if again == 201 {
                             written.acknowledged.push(name.clone());
+                            if mark.load(Ordering::SeqCst) {
+                                written.acknowledged_after_mark += 1;
+                            }
                         }
                         written.failures.push((
                             name,
@@ -360,7 +363,9 @@ fn one_etcd_member_of_three_lost_under_write_load() {
     members[leader].kill();
     let killed = Instant::now();
     writers.mark();
-    std::thread::sleep(Duration::from_secs(6));
+    // Long enough for a write that the lost leader had taken to time out in etcd (its proposal
+    // timeout is about 7 s) and be retried, and for writes to go on after.
+    std::thread::sleep(Duration::from_secs(12));
     let written = writers.stop();
     eprintln!(
         "writers stopped {:?} after the leader's loss",
