@@ -809,3 +809,111 @@ impl Watcher {
         self.output.send(event).await.map_err(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{KvStore, SqliteKv, default_attrs};
+    use serde_json::json;
+
+    /// A store whose watches the test breaks, as etcd going away breaks them: each open watch
+    /// ends with an error when `broken` is bumped.
+    struct Flaky {
+        inner: Arc<dyn Store>,
+        broken: watch::Sender<u64>,
+    }
+
+    #[async_trait]
+    impl Store for Flaky {
+        async fn get(&self, key: &str, opts: &GetOptions) -> Result<Object, StorageError> {
+            self.inner.get(key, opts).await
+        }
+        async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+            self.inner.list(prefix, opts).await
+        }
+        async fn create(&self, key: &str, obj: Value) -> Result<Object, StorageError> {
+            self.inner.create(key, obj).await
+        }
+        async fn update(&self, key: &str, obj: Value, rv: i64) -> Result<Object, StorageError> {
+            self.inner.update(key, obj, rv).await
+        }
+        async fn delete(&self, key: &str, rv: Option<i64>) -> Result<Object, StorageError> {
+            self.inner.delete(key, rv).await
+        }
+        async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {
+            let mut events = self.inner.watch(key, opts).await?;
+            let mut broken = self.broken.subscribe();
+            let (tx, rx) = mpsc::channel(16);
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = broken.changed() => {
+                            let gone = StorageError::Internal("etcd went away".into());
+                            let _ = tx.send(WatchEvent::Error(gone)).await;
+                            return;
+                        }
+                        event = events.recv() => {
+                            let Some(event) = event else { return };
+                            if tx.send(event).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+            Ok(rx)
+        }
+        async fn current_revision(&self) -> Result<i64, StorageError> {
+            self.inner.current_revision().await
+        }
+    }
+
+    fn configmap(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns"}})
+    }
+
+    /// A broken storage watch is watched again from the cache's revision: a client's watch
+    /// opened before goes on and sees the writes made after, instead of being closed by a
+    /// relist.
+    #[tokio::test]
+    async fn a_broken_storage_watch_keeps_the_clients_watches() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kv = SqliteKv::open(&dir.path().join("state.db")).expect("open");
+        let flaky = Arc::new(Flaky {
+            inner: Arc::new(KvStore::new(kv, default_attrs())),
+            broken: watch::channel(0).0,
+        });
+        let cacher = Cacher::new(flaky.clone(), "/registry/configmaps/", default_attrs());
+        let first = cacher
+            .create("/registry/configmaps/ns/a", configmap("a"))
+            .await
+            .expect("create a");
+        let opts = WatchOptions {
+            resource_version: ResourceVersion::Exact(first.resource_version),
+            send_initial_events: None,
+            allow_bookmarks: false,
+            predicate: None,
+        };
+        let mut client = cacher
+            .watch("/registry/configmaps/", &opts)
+            .await
+            .expect("watch");
+        flaky.broken.send_modify(|n| *n += 1);
+        for name in ["b", "c"] {
+            cacher
+                .create(&format!("/registry/configmaps/ns/{name}"), configmap(name))
+                .await
+                .expect("create");
+        }
+        for name in ["b", "c"] {
+            let event = tokio::time::timeout(Duration::from_secs(5), client.recv()).await;
+            match event {
+                Ok(Some(WatchEvent::Added(o))) => {
+                    assert_eq!(&*o.key, format!("/registry/configmaps/ns/{name}"))
+                }
+                other => panic!("expected ADDED {name}, got {other:?}"),
+            }
+        }
+    }
+}
