@@ -6,46 +6,15 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{Server, wait_until};
 use storage::testing::EtcdServer;
-use storage::{EtcdKv, EtcdOptions, Kv};
 
 fn start(etcd: &EtcdServer) -> Server {
     let s = Server::start_with(&["--etcd-servers", &etcd.url]);
     s.wait_ready();
     s
-}
-
-/// Every key in etcd under `prefix`, read with the etcd client.
-fn raw_keys(etcd: &EtcdServer, prefix: &str) -> BTreeSet<String> {
-    raw_values(etcd, prefix).into_keys().collect()
-}
-
-/// Every key and value in etcd under `prefix`, read with the etcd client.
-fn raw_values(etcd: &EtcdServer, prefix: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let options = EtcdOptions {
-            servers: vec![etcd.url.clone()],
-            ..Default::default()
-        };
-        let kv = EtcdKv::connect(&options).await.expect("connect to etcd");
-        let found = kv
-            .range(prefix, &storage::prefix_end(prefix), 0, 0)
-            .await
-            .expect("range");
-        found
-            .kvs
-            .into_iter()
-            .map(|kv| (kv.key, kv.value.to_vec()))
-            .collect()
-    })
 }
 
 fn resource_version(s: &Server, ns: &str, what: &str) -> String {
@@ -196,7 +165,7 @@ fn objects_live_in_etcd_under_upstreams_keys() {
     );
 
     // Upstream's keys, under the default --etcd-prefix.
-    let keys = raw_keys(&etcd, "/registry/");
+    let keys = etcd.raw_keys("/registry/").expect("etcd\'s keys");
     for key in [
         "/registry/namespaces/team",
         "/registry/configmaps/team/settings",
@@ -217,7 +186,9 @@ fn objects_live_in_etcd_under_upstreams_keys() {
     assert!(!keys.contains("/registry/configmaps/team/extra"));
     // On etcd built-in objects are stored as kube-apiserver stores them: protobuf in the `k8s\0`
     // envelope (--storage-media-type's default there).
-    let values = raw_values(&etcd, "/registry/configmaps/team/");
+    let values = etcd
+        .raw_values("/registry/configmaps/team/")
+        .expect("etcd\'s values");
     let stored = &values["/registry/configmaps/team/settings"];
     assert!(
         stored.starts_with(b"k8s\0\x0a\x0f\x0a\x02v1\x12\x09ConfigMap"),
@@ -255,7 +226,10 @@ fn objects_live_in_etcd_under_upstreams_keys() {
     again.kubectl(&["-n", "team", "delete", "configmap", "settings"]);
     assert!(again.get_json("team", "configmap/settings").is_none());
     assert!(
-        !raw_keys(&etcd, "/registry/configmaps/").contains("/registry/configmaps/team/settings")
+        !etcd
+            .raw_keys("/registry/configmaps/")
+            .expect("etcd\'s keys")
+            .contains("/registry/configmaps/team/settings")
     );
 }
 

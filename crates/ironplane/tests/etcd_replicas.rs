@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use common::Server;
 use storage::testing::EtcdServer;
-use storage::{EtcdKv, EtcdOptions, Kv};
 
 /// The node port range both replicas serve: small, so that two allocators that did not share
 /// their node ports would hand out one port twice among 200 Services.
@@ -44,26 +43,6 @@ fn poll(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// Every key in etcd under `prefix`, read with the etcd client.
-fn raw_keys(etcd: &EtcdServer, prefix: &str) -> BTreeSet<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let options = EtcdOptions {
-            servers: vec![etcd.url.clone()],
-            ..Default::default()
-        };
-        let kv = EtcdKv::connect(&options).await.expect("connect to etcd");
-        let found = kv
-            .range(prefix, &storage::prefix_end(prefix), 0, 0)
-            .await
-            .expect("range");
-        found.kvs.into_iter().map(|kv| kv.key).collect()
-    })
 }
 
 #[test]
@@ -220,7 +199,9 @@ fn the_kubernetes_endpoints_list_live_replicas() {
     });
     assert_eq!(kubernetes_endpoints(&b), both);
     // Each replica's lease, at upstream's key.
-    let leases = raw_keys(&etcd, "/registry/masterleases/");
+    let leases = etcd
+        .raw_keys("/registry/masterleases/")
+        .expect("etcd\'s keys");
     assert_eq!(
         leases,
         BTreeSet::from([
@@ -237,7 +218,8 @@ fn the_kubernetes_endpoints_list_live_replicas() {
         kubernetes_endpoints(&a) == one
     });
     assert_eq!(
-        raw_keys(&etcd, "/registry/masterleases/"),
+        etcd.raw_keys("/registry/masterleases/")
+            .expect("etcd\'s keys"),
         BTreeSet::from(["/registry/masterleases/127.0.0.1".to_string()])
     );
 }

@@ -392,7 +392,14 @@ impl Drop for Cacher {
     }
 }
 
-/// The reflector: list, then watch from the list's revision, until the watch fails; then again.
+/// The reflector: list, then watch from the list's revision. A watch that breaks (etcd gone,
+/// frozen past its keepalive, a leader lost) is watched again from the last revision the cache
+/// reached, keeping every watcher, so that clients' watches go on without a gap once storage is
+/// back (upstream's reflector re-watches from its last resourceVersion, and etcd's client resumes
+/// its watches itself). Only a watch whose history was compacted meanwhile (410) is followed by a
+/// relist, which closes the watchers as upstream's cacher does: the events between what they saw
+/// and the new list are unknown, and a client that re-watches from its version gets them from
+/// the new window or a 410 of its own, never a duplicate or a missed delete.
 async fn reflect(shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -409,13 +416,11 @@ async fn reflect(shared: Arc<Shared>) {
                 continue;
             }
         };
-        let opts = WatchOptions {
-            resource_version: ResourceVersion::Exact(list.resource_version),
-            send_initial_events: None,
-            allow_bookmarks: true,
-            predicate: None,
-        };
-        let mut events = match shared.inner.watch(&shared.prefix, &opts).await {
+        let mut events = match shared
+            .inner
+            .watch(&shared.prefix, &follow_from(list.resource_version))
+            .await
+        {
             Ok(events) => events,
             Err(err) => {
                 tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: watch failed; retrying");
@@ -426,16 +431,66 @@ async fn reflect(shared: Arc<Shared>) {
         };
         shared.replace(list.items, list.resource_version);
         backoff = Duration::from_millis(100);
-        while let Some(event) = events.recv().await {
-            if let WatchEvent::Error(err) = &event {
-                tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: watch ended; relisting");
-                break;
+        loop {
+            match follow(&shared, &mut events).await {
+                Some(StorageError::Expired(_)) | None => break,
+                Some(err) => {
+                    tracing::warn!(prefix = %shared.prefix, error = %err, "watch cache: watch broke; watching again from the last revision");
+                }
             }
-            shared.apply(event);
+            let Some(again) = rewatch(&shared).await else {
+                break;
+            };
+            events = again;
         }
+        tracing::warn!(prefix = %shared.prefix, "watch cache: history lost; relisting");
         // Serve nothing stale as fresh while relisting.
         shared.write().ready = false;
         shared.publish(NOT_READY);
+    }
+}
+
+/// The inner store's watch after `revision`, with bookmarks (progress notifications).
+fn follow_from(revision: i64) -> WatchOptions {
+    WatchOptions {
+        resource_version: ResourceVersion::Exact(revision),
+        send_initial_events: None,
+        allow_bookmarks: true,
+        predicate: None,
+    }
+}
+
+/// Applies the watch's events to the cache until it ends: with the error that ended it, or
+/// `None` when it closed without one.
+async fn follow(shared: &Shared, events: &mut WatchStream) -> Option<StorageError> {
+    while let Some(event) = events.recv().await {
+        if let WatchEvent::Error(err) = event {
+            return Some(err);
+        }
+        shared.apply(event);
+    }
+    None
+}
+
+/// Watches again from the cache's revision, retrying with a backoff while storage cannot be
+/// reached; `None` when that revision's history is gone (a relist is needed).
+async fn rewatch(shared: &Shared) -> Option<WatchStream> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        tokio::time::sleep(backoff).await;
+        let revision = shared.read().revision;
+        match shared
+            .inner
+            .watch(&shared.prefix, &follow_from(revision))
+            .await
+        {
+            Ok(events) => return Some(events),
+            Err(StorageError::Expired(_)) => return None,
+            Err(err) => {
+                tracing::debug!(prefix = %shared.prefix, error = %err, "watch cache: watch failed; retrying");
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
     }
 }
 
@@ -752,5 +807,113 @@ impl Watcher {
 
     async fn send(&self, event: WatchEvent) -> Result<(), ()> {
         self.output.send(event).await.map_err(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{KvStore, SqliteKv, default_attrs};
+    use serde_json::json;
+
+    /// A store whose watches the test breaks, as etcd going away breaks them: each open watch
+    /// ends with an error when `broken` is bumped.
+    struct Flaky {
+        inner: Arc<dyn Store>,
+        broken: watch::Sender<u64>,
+    }
+
+    #[async_trait]
+    impl Store for Flaky {
+        async fn get(&self, key: &str, opts: &GetOptions) -> Result<Object, StorageError> {
+            self.inner.get(key, opts).await
+        }
+        async fn list(&self, prefix: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
+            self.inner.list(prefix, opts).await
+        }
+        async fn create(&self, key: &str, obj: Value) -> Result<Object, StorageError> {
+            self.inner.create(key, obj).await
+        }
+        async fn update(&self, key: &str, obj: Value, rv: i64) -> Result<Object, StorageError> {
+            self.inner.update(key, obj, rv).await
+        }
+        async fn delete(&self, key: &str, rv: Option<i64>) -> Result<Object, StorageError> {
+            self.inner.delete(key, rv).await
+        }
+        async fn watch(&self, key: &str, opts: &WatchOptions) -> Result<WatchStream, StorageError> {
+            let mut events = self.inner.watch(key, opts).await?;
+            let mut broken = self.broken.subscribe();
+            let (tx, rx) = mpsc::channel(16);
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = broken.changed() => {
+                            let gone = StorageError::Internal("etcd went away".into());
+                            let _ = tx.send(WatchEvent::Error(gone)).await;
+                            return;
+                        }
+                        event = events.recv() => {
+                            let Some(event) = event else { return };
+                            if tx.send(event).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+            Ok(rx)
+        }
+        async fn current_revision(&self) -> Result<i64, StorageError> {
+            self.inner.current_revision().await
+        }
+    }
+
+    fn configmap(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns"}})
+    }
+
+    /// A broken storage watch is watched again from the cache's revision: a client's watch
+    /// opened before goes on and sees the writes made after, instead of being closed by a
+    /// relist.
+    #[tokio::test]
+    async fn a_broken_storage_watch_keeps_the_clients_watches() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kv = SqliteKv::open(&dir.path().join("state.db")).expect("open");
+        let flaky = Arc::new(Flaky {
+            inner: Arc::new(KvStore::new(kv, default_attrs())),
+            broken: watch::channel(0).0,
+        });
+        let cacher = Cacher::new(flaky.clone(), "/registry/configmaps/", default_attrs());
+        let first = cacher
+            .create("/registry/configmaps/ns/a", configmap("a"))
+            .await
+            .expect("create a");
+        let opts = WatchOptions {
+            resource_version: ResourceVersion::Exact(first.resource_version),
+            send_initial_events: None,
+            allow_bookmarks: false,
+            predicate: None,
+        };
+        let mut client = cacher
+            .watch("/registry/configmaps/", &opts)
+            .await
+            .expect("watch");
+        flaky.broken.send_modify(|n| *n += 1);
+        for name in ["b", "c"] {
+            cacher
+                .create(&format!("/registry/configmaps/ns/{name}"), configmap(name))
+                .await
+                .expect("create");
+        }
+        for name in ["b", "c"] {
+            let event = tokio::time::timeout(Duration::from_secs(5), client.recv()).await;
+            match event {
+                Ok(Some(WatchEvent::Added(o))) => {
+                    assert_eq!(&*o.key, format!("/registry/configmaps/ns/{name}"))
+                }
+                other => panic!("expected ADDED {name}, got {other:?}"),
+            }
+        }
     }
 }

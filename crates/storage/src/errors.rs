@@ -28,6 +28,9 @@ pub const CONTINUE_INCONSISTENT: &str = "The provided continue parameter is too 
 /// Upstream's message when an etcd watch starts at a compacted revision.
 pub const WATCH_EXPIRED: &str = "The resourceVersion for the provided watch is too old.";
 
+/// Upstream's timeout filter's message, when a request outlives its deadline.
+pub const ALLOTTED_TIMEOUT: &str = "request did not complete within the allotted timeout";
+
 /// An error of the object store.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StorageError {
@@ -63,6 +66,10 @@ pub enum StorageError {
     /// The object could not be stored or read back (not a JSON object, ...).
     #[error("{0}")]
     InvalidObject(String),
+    /// 504 Timeout: the backend cannot be reached (etcd down), so the request was given up.
+    /// The string says why, for the log; clients read upstream's timeout message.
+    #[error("{0}")]
+    Unreachable(String),
     /// 500.
     #[error("{0}")]
     Internal(String),
@@ -105,6 +112,12 @@ impl StorageError {
                 })
             }
             StorageError::InvalidContinue(message) => Status::bad_request(message.clone()),
+            // Upstream's etcd client waits for etcd (gRPC's WaitForReady) until the request's
+            // deadline, where the timeout filter answers this (`WithTimeoutForNonLongRunning
+            // Requests`: `NewTimeoutError("request did not complete within the allotted
+            // timeout", 0)`). The same answer, given once the etcd check has failed.
+            StorageError::Unreachable(_) => Status::timeout(format!("Timeout: {ALLOTTED_TIMEOUT}"))
+                .with_details(StatusDetails::default()),
             StorageError::InvalidObject(message) | StorageError::Internal(message) => {
                 Status::internal(message)
             }
@@ -122,6 +135,10 @@ impl From<KvError> for StorageError {
             KvError::FutureRevision { requested, current } => {
                 StorageError::TooLargeResourceVersion { requested, current }
             }
+            KvError::Unreachable(_) => StorageError::Unreachable(err.to_string()),
+            // Upstream's store returns etcd's errors as they are, and its handlers turn an error
+            // that is no Status into a 500 without a reason carrying the error's text.
+            KvError::Etcd(message) => StorageError::Unknown(message),
             KvError::Closed | KvError::Backend(_) => StorageError::Internal(err.to_string()),
             KvError::Transform(message) => StorageError::Internal(message),
         }
@@ -147,6 +164,19 @@ mod tests {
         assert_eq!(
             status.details.as_ref().map(|d| d.retry_after_seconds),
             Some(1)
+        );
+    }
+
+    /// What kube-apiserver answers when etcd does not answer before the request's deadline.
+    #[test]
+    fn unreachable_is_the_timeout_filters_answer() {
+        let err = StorageError::from(KvError::Unreachable("etcd check failed".into()));
+        let status = err.to_status(&GroupResource::new("", "configmaps"), "x");
+        assert_eq!(
+            status.to_json(),
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "code": 504, "reason": "Timeout", "details": {},
+                "message": "Timeout: request did not complete within the allotted timeout"})
         );
     }
 

@@ -9,9 +9,10 @@
 //!
 //! # Verbs
 //! - create: a transaction `create_revision(key) == 0` → put, else get (upstream's `Create`);
-//! - update and delete: `mod_revision(key) == expected` → put or delete with the previous value,
-//!   else get (upstream's `GuaranteedUpdate` and `conditionalDelete`); a delete without a
-//!   precondition compares `version(key) > 0` so that deleting an absent key reports it absent;
+//! - update and delete: `version(key) > 0` and `mod_revision(key) == expected` → put or delete
+//!   with the previous value, else get (upstream's `GuaranteedUpdate` and `conditionalDelete`);
+//!   a delete without an expected revision compares only the version, so that deleting an
+//!   absent key reports it absent. Both are the shared [`Precondition`] sent as compares;
 //! - range: etcd's range with `revision` and `limit`, whose `count` and `more` are the trait's;
 //! - watch: one gRPC watch stream per watch, from `after_revision + 1`, with previous values and
 //!   progress notifications. A response without events is a progress notification; a canceled
@@ -29,6 +30,19 @@
 //! does there; etcd's own periodic notifications (`--experimental-watch-progress-notify-interval`)
 //! still pass through.
 //!
+//! # Unreachable etcd
+//! Upstream's client waits for etcd (gRPC's `WaitForReady`, and a retry of reads, and of writes
+//! that never reached a connection) until the request's deadline, where kube-apiserver answers
+//! 504 `Timeout`. This client waits the same way, retrying what upstream retries, but only while
+//! etcd is believed reachable: the server's `etcd` checks ([`EtcdKv::check`], a quorum read
+//! within `--etcd-healthcheck-timeout`) decide that. Once a check fails, every request waiting
+//! on etcd and every new one fails with [`KvError::Unreachable`] (the same 504) instead of
+//! holding its client until the deadline; the next check that passes lets requests through
+//! again, on the same client, which reconnects by itself. Without checks (a store used alone)
+//! requests wait as upstream's do. Watches are not cut: a watch on a frozen etcd resumes when it
+//! thaws, and one that breaks ends with an error that the watch cache follows by watching again
+//! from its last revision.
+//!
 //! # Compaction
 //! With a non-zero interval, a task does what kube-apiserver's compactor does: every interval it
 //! bumps `compact_rev_key` (outside the prefix, as upstream, so that every API server on the
@@ -36,6 +50,7 @@
 //! revision it saw at the previous tick. Several servers on one etcd thus compact once per
 //! interval between them, and history younger than one interval always survives.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +63,9 @@ use etcd_client::{
 };
 use tokio::sync::{mpsc, watch};
 
-use crate::kv::{KeyValue, Kv, KvError, KvEvent, RangeResponse, TxnOutcome, prefix_end};
+use crate::kv::{
+    KeyValue, Kv, KvError, KvEvent, Precondition, RangeResponse, TxnOutcome, prefix_end,
+};
 
 /// The key kube-apiserver's compactor coordinates on (outside `--etcd-prefix`, as upstream).
 const COMPACT_REV_KEY: &str = "compact_rev_key";
@@ -62,6 +79,10 @@ const MAX_MESSAGE: usize = i32::MAX as usize;
 /// Upstream's gRPC keepalive: a ping after 30s without traffic, dead after 10s without answer.
 const KEEPALIVE_TIME: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first and the longest pause between retries of a request that found no connection
+/// (upstream's client backs off 25-50 ms per retry, jittered).
+const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// How to reach etcd (kube-apiserver's `--etcd-*` flags).
 #[derive(Clone, Debug, Default)]
@@ -84,7 +105,44 @@ pub struct EtcdKv {
     progress_requests: bool,
     /// Bumped by `current_revision` to ask every open watch for a progress notification.
     progress_wanted: watch::Sender<u64>,
+    /// Whether the last check reached etcd (see "Unreachable etcd" in the module documentation).
+    reachable: watch::Sender<bool>,
     compactor: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Runs one request on etcd, sent again after a failure [`retriable`] says is safe to retry (the
+/// balanced channel then picks a member again), until etcd answers. Callers bound the wait.
+async fn retrying<T, F, Fut>(write: bool, mut request: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, etcd_client::Error>>,
+{
+    let mut backoff = RETRY_BACKOFF;
+    loop {
+        match request().await {
+            Err(err) if retriable(&err, write) => {
+                tracing::debug!(error = %err, "etcd: retrying a request");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// Whether a request may be sent again after `err`. Reads may, whenever etcd or the connection
+/// was unavailable; writes only when no connection could be made, so that a write is never
+/// applied twice (upstream's `isSafeRetryImmutableRPC` and `isSafeRetryMutableRPC`).
+fn retriable(err: &etcd_client::Error, write: bool) -> bool {
+    let etcd_client::Error::GRpcStatus(status) = err else {
+        return false;
+    };
+    if status.code() != tonic::Code::Unavailable {
+        return false;
+    }
+    // tonic reports a connection that could not be made as Unavailable with the connector's
+    // error ("tcp connect error", "error trying to connect"): the request was never sent.
+    !write || status.message().contains("connect")
 }
 
 impl Drop for EtcdKv {
@@ -100,6 +158,25 @@ impl EtcdKv {
         self.client
             .kv_client()
             .max_decoding_message_size(MAX_MESSAGE)
+    }
+
+    /// Runs one request on etcd, retried as [`retrying`] does, and given up with
+    /// [`KvError::Unreachable`] as soon as etcd is believed unreachable. The inner result is
+    /// etcd's answer.
+    async fn call<T, F, Fut>(
+        &self,
+        write: bool,
+        request: F,
+    ) -> Result<Result<T, etcd_client::Error>, KvError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let mut reachable = self.reachable.subscribe();
+        tokio::select! {
+            answer = retrying(write, request) => Ok(answer),
+            _ = reachable.wait_for(|up| !*up) => Err(unreachable()),
+        }
     }
 
     fn watches(&self) -> etcd_client::WatchClient {
@@ -153,22 +230,43 @@ impl EtcdKv {
             client,
             progress_requests,
             progress_wanted: watch::channel(0).0,
+            reachable: watch::channel(true).0,
             compactor,
         }))
     }
 
     /// Upstream's etcd health and readiness probe: a linearizable read of
     /// `<prefix>/health` within `timeout`; etcd refusing it for permissions still proves it is up.
+    /// Its outcome also decides whether requests wait for etcd or fail at once (see "Unreachable
+    /// etcd" in the module documentation).
     pub async fn check(&self, prefix: &str, timeout: Duration) -> Result<(), String> {
         let key = format!("{}/health", prefix.trim_end_matches('/'));
-        let mut kv = self.kv();
-        match tokio::time::timeout(timeout, kv.get(key, None)).await {
+        // Retried within the timeout as any read is, so that one lost member of a cluster does
+        // not fail the check while the others answer.
+        let read = retrying(false, || {
+            let mut kv = self.kv();
+            let key = key.clone();
+            async move { kv.get(key, None).await }
+        });
+        let result = match tokio::time::timeout(timeout, read).await {
             Err(_) => Err(format!("etcd did not answer within {timeout:?}")),
             Ok(Ok(_)) => Ok(()),
             // etcd's `ErrPermissionDenied`: it is up, the credentials lack the key.
             Ok(Err(err)) if err.to_string().contains("etcdserver: permission denied") => Ok(()),
             Ok(Err(err)) => Err(err.to_string()),
+        };
+        let up = result.is_ok();
+        if self
+            .reachable
+            .send_if_modified(|was| std::mem::replace(was, up) != up)
+        {
+            if up {
+                tracing::info!("etcd answers again: requests go through");
+            } else {
+                tracing::warn!("etcd is unreachable: requests fail until it answers a check");
+            }
         }
+        result
     }
 
     /// Writes `key` attached to a new lease of `ttl`, so that etcd deletes it when nobody writes
@@ -238,27 +336,50 @@ impl EtcdKv {
     }
 
     async fn current_revision_quietly(&self) -> Result<i64, KvError> {
-        let mut kv = self.kv();
-        let resp = kv
-            .get(COMPACT_REV_KEY, Some(GetOptions::new().with_count_only()))
-            .await
+        let resp = self
+            .call(false, || {
+                let mut kv = self.kv();
+                async move {
+                    kv.get(COMPACT_REV_KEY, Some(GetOptions::new().with_count_only()))
+                        .await
+                }
+            })
+            .await?
             .map_err(backend)?;
         header_revision(resp.header())
     }
 
-    /// Runs a compare-then-write transaction whose else branch reads the key.
+    /// Runs a write under `precondition` (as etcd compares) whose else branch reads the key.
     async fn txn(
         &self,
         key: &str,
-        compare: Vec<Compare>,
+        precondition: Precondition,
         then: TxnOp,
     ) -> Result<TxnOutcome, KvError> {
+        let compare = match precondition {
+            Precondition::Absent => vec![Compare::create_revision(key, CompareOp::Equal, 0)],
+            Precondition::Exists { mod_revision } => {
+                // An absent key has mod_revision 0: the version compare keeps an expected 0
+                // from matching it.
+                let mut compare = vec![Compare::version(key, CompareOp::Greater, 0)];
+                if let Some(expected) = mod_revision {
+                    compare.push(Compare::mod_revision(key, CompareOp::Equal, expected));
+                }
+                compare
+            }
+        };
         let txn = Txn::new()
             .when(compare)
             .and_then([then])
             .or_else([TxnOp::get(key, None)]);
-        let mut kv = self.kv();
-        let resp = kv.txn(txn).await.map_err(backend)?;
+        let resp = self
+            .call(true, || {
+                let mut kv = self.kv();
+                let txn = txn.clone();
+                async move { kv.txn(txn).await }
+            })
+            .await?
+            .map_err(backend)?;
         let revision = header_revision(resp.header())?;
         let first = resp.op_responses().into_iter().next();
         if !resp.succeeded() {
@@ -280,8 +401,13 @@ impl EtcdKv {
 #[async_trait]
 impl Kv for EtcdKv {
     async fn get(&self, key: &str) -> Result<(Option<KeyValue>, i64), KvError> {
-        let mut kv = self.kv();
-        let resp = kv.get(key, None).await.map_err(backend)?;
+        let resp = self
+            .call(false, || {
+                let mut kv = self.kv();
+                async move { kv.get(key, None).await }
+            })
+            .await?
+            .map_err(backend)?;
         Ok((
             resp.kvs().first().map(convert),
             header_revision(resp.header())?,
@@ -301,8 +427,14 @@ impl Kv for EtcdKv {
             .with_range(end)
             .with_revision(revision.max(0))
             .with_limit(limit.max(0));
-        let mut kv = self.kv();
-        let resp = match kv.get(start, Some(options)).await {
+        let answer = self
+            .call(false, || {
+                let mut kv = self.kv();
+                let options = options.clone();
+                async move { kv.get(start, Some(options)).await }
+            })
+            .await?;
+        let resp = match answer {
             Ok(resp) => resp,
             Err(err) => return Err(self.error(err, revision).await),
         };
@@ -317,7 +449,7 @@ impl Kv for EtcdKv {
     async fn create(&self, key: &str, value: Bytes) -> Result<TxnOutcome, KvError> {
         self.txn(
             key,
-            vec![Compare::create_revision(key, CompareOp::Equal, 0)],
+            Precondition::Absent,
             TxnOp::put(key, value.to_vec(), None),
         )
         .await
@@ -329,18 +461,12 @@ impl Kv for EtcdKv {
         value: Bytes,
         expected_mod_revision: i64,
     ) -> Result<TxnOutcome, KvError> {
-        let mut compare = vec![Compare::mod_revision(
-            key,
-            CompareOp::Equal,
-            expected_mod_revision,
-        )];
-        // An absent key has mod_revision 0: without this, expecting 0 would create it.
-        if expected_mod_revision <= 0 {
-            compare.push(Compare::version(key, CompareOp::Greater, 0));
-        }
+        let precondition = Precondition::Exists {
+            mod_revision: Some(expected_mod_revision),
+        };
         self.txn(
             key,
-            compare,
+            precondition,
             TxnOp::put(key, value.to_vec(), Some(PutOptions::new().with_prev_key())),
         )
         .await
@@ -351,13 +477,12 @@ impl Kv for EtcdKv {
         key: &str,
         expected_mod_revision: Option<i64>,
     ) -> Result<TxnOutcome, KvError> {
-        let mut compare = vec![Compare::version(key, CompareOp::Greater, 0)];
-        if let Some(expected) = expected_mod_revision {
-            compare.push(Compare::mod_revision(key, CompareOp::Equal, expected));
-        }
+        let precondition = Precondition::Exists {
+            mod_revision: expected_mod_revision,
+        };
         self.txn(
             key,
-            compare,
+            precondition,
             TxnOp::delete(key, Some(DeleteOptions::new().with_prev_key())),
         )
         .await
@@ -378,14 +503,20 @@ impl Kv for EtcdKv {
             .with_start_revision(after_revision.max(0) + 1)
             .with_prev_key()
             .with_progress_notify();
-        let mut watches = self.watches();
-        let mut stream = watches
-            .watch(prefix, Some(options))
-            .await
-            .map_err(backend)?;
         // etcd confirms the watch first (or cancels it at once when the start is compacted):
         // wait for that so that a watch that cannot start fails here.
-        let first = stream.message().await.map_err(backend)?;
+        let (mut stream, first) = self
+            .call(false, || {
+                let mut watches = self.watches();
+                let options = options.clone();
+                async move {
+                    let mut stream = watches.watch(prefix, Some(options)).await?;
+                    let first = stream.message().await?;
+                    Ok((stream, first))
+                }
+            })
+            .await?
+            .map_err(backend)?;
         let (tx, rx) = mpsc::channel(WATCH_CHANNEL);
         match first {
             Some(resp) if resp.canceled() => {
@@ -461,8 +592,14 @@ impl Kv for EtcdKv {
     }
 
     async fn compact(&self, revision: i64) -> Result<(), KvError> {
-        let mut kv = self.kv();
-        match kv.compact(revision, None).await {
+        // Compacting twice to one revision is harmless: a retry is safe.
+        let answer = self
+            .call(false, || {
+                let mut kv = self.kv();
+                async move { kv.compact(revision, None).await }
+            })
+            .await?;
+        match answer {
             Ok(_) => Ok(()),
             Err(err) => Err(self.error(err, revision).await),
         }
@@ -539,8 +676,24 @@ fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64, 
         .ok_or_else(|| KvError::Backend("etcd answered without a response header".into()))
 }
 
+fn unreachable() -> KvError {
+    KvError::Unreachable("etcd did not answer the last health check".into())
+}
+
 fn backend(err: etcd_client::Error) -> KvError {
-    KvError::Backend(format!("etcd: {err}"))
+    match err {
+        // etcd's own answer, e.g. `etcdserver: leader changed` while a member of a cluster is
+        // lost: upstream passes it to the client as it is (a 500 with etcd's message).
+        // Other gRPC failures (the connection's) are not etcd's answer and stay internal.
+        etcd_client::Error::GRpcStatus(status)
+            if ["etcdserver: ", "mvcc: ", "auth: "]
+                .iter()
+                .any(|p| status.message().starts_with(p)) =>
+        {
+            KvError::Etcd(status.message().to_string())
+        }
+        err => KvError::Backend(format!("etcd: {err}")),
+    }
 }
 
 fn tls_options(options: &EtcdOptions) -> Result<TlsOptions, KvError> {

@@ -38,6 +38,31 @@ pub enum TxnOutcome {
     Failed { current: Option<KeyValue> },
 }
 
+/// What a write requires of its key's current value: etcd's transaction compare, one rule for
+/// every backend (SQLite evaluates it, etcd is sent it as compares).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precondition {
+    /// The key must be absent (a create).
+    Absent,
+    /// The key must exist and, when given, have been last written at `mod_revision` (an update
+    /// always names one; a delete may not). An absent key never matches, even for an expected
+    /// revision of 0.
+    Exists { mod_revision: Option<i64> },
+}
+
+impl Precondition {
+    /// Whether the key's `current` value (`None`: absent) satisfies the precondition.
+    pub fn holds(self, current: Option<&KeyValue>) -> bool {
+        match (self, current) {
+            (Precondition::Absent, current) => current.is_none(),
+            (Precondition::Exists { .. }, None) => false,
+            (Precondition::Exists { mod_revision }, Some(kv)) => {
+                mod_revision.is_none_or(|expected| expected == kv.mod_revision)
+            }
+        }
+    }
+}
+
 /// The answer to [`Kv::range`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RangeResponse {
@@ -101,6 +126,15 @@ pub enum KvError {
     /// The backend was shut down.
     #[error("storage backend is closed")]
     Closed,
+    /// The backend cannot be reached (etcd down, frozen or cut off): the request was given up
+    /// instead of waiting for it to come back. A write already sent may still be applied, as
+    /// after upstream's timeout; one made while the backend is known unreachable is not sent.
+    #[error("storage backend unreachable: {0}")]
+    Unreachable(String),
+    /// etcd refused the request (`etcdserver: leader changed`, `etcdserver: request timed
+    /// out`, ...); the message is etcd's own, which upstream hands to clients unchanged.
+    #[error("{0}")]
+    Etcd(String),
     /// Anything else the backend reported (I/O, corruption, ...).
     #[error("storage backend error: {0}")]
     Backend(String),
@@ -225,5 +259,35 @@ mod tests {
             assert!(key.as_bytes() < end.as_bytes(), "{key}");
         }
         assert!("/a0".as_bytes() >= end.as_bytes());
+    }
+
+    /// etcd's compares as both backends apply them: a create needs the key absent; an update or
+    /// delete needs it present, at the expected revision when one is given — 0 included, which
+    /// an absent key (whose mod_revision etcd reports as 0) must not match.
+    #[test]
+    fn preconditions_follow_etcds_compares() {
+        let at = |mod_revision| KeyValue {
+            key: "/k".into(),
+            value: Bytes::new(),
+            create_revision: 1,
+            mod_revision,
+        };
+        let exists = |mod_revision| Precondition::Exists { mod_revision };
+        for (precondition, current, holds) in [
+            (Precondition::Absent, None, true),
+            (Precondition::Absent, Some(at(3)), false),
+            (exists(None), None, false),
+            (exists(None), Some(at(3)), true),
+            (exists(Some(3)), Some(at(3)), true),
+            (exists(Some(2)), Some(at(3)), false),
+            (exists(Some(0)), None, false),
+            (exists(Some(3)), None, false),
+        ] {
+            assert_eq!(
+                precondition.holds(current.as_ref()),
+                holds,
+                "{precondition:?} on {current:?}"
+            );
+        }
     }
 }

@@ -33,7 +33,7 @@ pub use codec::{JsonCodec, StorageCodec, StorageMediaType, StoredVersion};
 pub use delegate::cached;
 pub use errors::StorageError;
 pub use etcd::{EtcdKv, EtcdOptions};
-pub use kv::{KeyValue, Kv, KvError, KvEvent, RangeResponse, TxnOutcome, prefix_end};
+pub use kv::{KeyValue, Kv, KvError, KvEvent, Precondition, RangeResponse, TxnOutcome, prefix_end};
 pub use sqlite::{SqliteKv, SqliteOptions};
 pub use store::{
     Attrs, AttrsFn, GetOptions, KvStore, ListOptions, ListResult, Object, Predicate,

@@ -59,7 +59,9 @@ use bytes::Bytes;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::{Semaphore, broadcast, mpsc, oneshot};
 
-use crate::kv::{KeyValue, Kv, KvError, KvEvent, RangeResponse, TxnOutcome, prefix_end};
+use crate::kv::{
+    KeyValue, Kv, KvError, KvEvent, Precondition, RangeResponse, TxnOutcome, prefix_end,
+};
 
 /// Tunables of [`SqliteKv`]; `Default` gives the production values.
 #[derive(Clone, Debug)]
@@ -811,11 +813,20 @@ fn apply(
         .and_then(|mut stmt| stmt.execute(params![revision, key.as_bytes(), create_revision, prev_revision, deleted as i64, value]))
         .map_err(backend)
     };
-    match op {
-        Op::Create { value, .. } => {
-            if current.is_some() {
-                return Ok(TxnOutcome::Failed { current });
-            }
+    let precondition = match op {
+        Op::Create { .. } => Precondition::Absent,
+        Op::Update { expected, .. } => Precondition::Exists {
+            mod_revision: Some(*expected),
+        },
+        Op::Delete { expected, .. } => Precondition::Exists {
+            mod_revision: *expected,
+        },
+    };
+    if !precondition.holds(current.as_ref()) {
+        return Ok(TxnOutcome::Failed { current });
+    }
+    match (op, current) {
+        (Op::Create { value, .. }, _) => {
             insert(revision, false, value)?;
             let kv = KeyValue {
                 key: key.clone(),
@@ -829,43 +840,37 @@ fn apply(
                 prev: None,
             })
         }
-        Op::Update {
-            value, expected, ..
-        } => match current {
-            Some(prev) if prev.mod_revision == *expected => {
-                insert(prev.create_revision, false, value)?;
-                let kv = KeyValue {
-                    key: key.clone(),
-                    value: value.clone(),
-                    create_revision: prev.create_revision,
-                    mod_revision: revision,
-                };
-                events.push(KvEvent::Put {
-                    kv,
-                    prev: Some(prev.clone()),
-                });
-                Ok(TxnOutcome::Succeeded {
-                    revision,
-                    prev: Some(prev),
-                })
-            }
-            current => Ok(TxnOutcome::Failed { current }),
-        },
-        Op::Delete { expected, .. } => match current {
-            Some(prev) if expected.is_none_or(|e| e == prev.mod_revision) => {
-                insert(prev.create_revision, true, &[])?;
-                events.push(KvEvent::Delete {
-                    key: key.clone(),
-                    mod_revision: revision,
-                    prev: Some(prev.clone()),
-                });
-                Ok(TxnOutcome::Succeeded {
-                    revision,
-                    prev: Some(prev),
-                })
-            }
-            current => Ok(TxnOutcome::Failed { current }),
-        },
+        (Op::Update { value, .. }, Some(prev)) => {
+            insert(prev.create_revision, false, value)?;
+            let kv = KeyValue {
+                key: key.clone(),
+                value: value.clone(),
+                create_revision: prev.create_revision,
+                mod_revision: revision,
+            };
+            events.push(KvEvent::Put {
+                kv,
+                prev: Some(prev.clone()),
+            });
+            Ok(TxnOutcome::Succeeded {
+                revision,
+                prev: Some(prev),
+            })
+        }
+        (Op::Delete { .. }, Some(prev)) => {
+            insert(prev.create_revision, true, &[])?;
+            events.push(KvEvent::Delete {
+                key: key.clone(),
+                mod_revision: revision,
+                prev: Some(prev.clone()),
+            });
+            Ok(TxnOutcome::Succeeded {
+                revision,
+                prev: Some(prev),
+            })
+        }
+        // The precondition holds only for a present key.
+        (Op::Update { .. } | Op::Delete { .. }, None) => Ok(TxnOutcome::Failed { current: None }),
     }
 }
 
