@@ -177,6 +177,35 @@ pub struct Options {
     /// (workloads, nodes, volumes) are left to a kube-controller-manager beside it.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
+    /// Start a leader election client and gain leadership before running the in-process
+    /// controllers (kube-controller-manager's flag). Only on etcd, where several servers may
+    /// run: the embedded store serves one process, which runs them without an election.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// The duration that non-leader candidates will wait after observing a leadership renewal
+    /// until attempting to acquire leadership of a led but unrenewed leader slot.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// The interval between attempts by the acting master to renew a leadership slot before it
+    /// stops leading. This must be less than the lease duration.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// The duration the clients should wait between attempting acquisition and renewal of a
+    /// leadership.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+    /// The type of resource object that is used for locking during leader election. Supported
+    /// options are 'leases'.
+    #[arg(long, default_value = "leases")]
+    pub leader_elect_resource_lock: String,
+    /// The name of the Lease the in-process controllers elect on: not kube-controller-manager's
+    /// `kube-controller-manager`, so that a real controller manager beside Ironplane is not
+    /// kept waiting by it.
+    #[arg(long, default_value = ironplane_kube::leader_election::DEFAULT_RESOURCE_NAME)]
+    pub leader_elect_resource_name: String,
+    /// The namespace of the Lease.
+    #[arg(long, default_value = ironplane_kube::leader_election::DEFAULT_RESOURCE_NAMESPACE)]
+    pub leader_elect_resource_namespace: String,
     /// The range Service cluster IPs come from.
     #[arg(long, default_value = "10.0.0.0/24")]
     pub service_cluster_ip_range: String,
@@ -276,6 +305,33 @@ pub struct Options {
     pub verbosity: u8,
 }
 
+/// A duration as Go's `time.Duration.String` prints it (`15s`, `1m30s`, `500ms`).
+fn go_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".into();
+    }
+    if nanos < 1_000_000_000 {
+        return match nanos {
+            n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+            n if n % 1_000 == 0 => format!("{}µs", n / 1_000),
+            n => format!("{n}ns"),
+        };
+    }
+    let secs = d.as_secs();
+    let frac = d.subsec_nanos();
+    let mut seconds = format!("{}", secs % 60);
+    if frac > 0 {
+        let digits = format!("{frac:09}");
+        seconds = format!("{seconds}.{}", digits.trim_end_matches('0'));
+    }
+    match (secs / 3600, (secs % 3600) / 60) {
+        (0, 0) => format!("{seconds}s"),
+        (0, m) => format!("{m}m{seconds}s"),
+        (h, m) => format!("{h}h{m}m{seconds}s"),
+    }
+}
+
 /// Go-style durations: `500ms`, `5s`, `2m`, `1h`, or combinations like `1m30s`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
@@ -339,7 +395,74 @@ impl Options {
         }
         self.validate_authorization()?;
         self.validate_authentication()?;
+        self.leader_election()?;
         Ok(())
+    }
+
+    /// The in-process controllers' leader election, `None` when they run without one
+    /// (--leader-elect=false, or the embedded store). The flags are checked as
+    /// kube-controller-manager checks them: component-base's configuration checks, then
+    /// client-go's lock type and `NewLeaderElector`'s.
+    pub fn leader_election(
+        &self,
+    ) -> Result<Option<ironplane_kube::leader_election::Config>, String> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let mut errors = Vec::new();
+        let path = "leaderElection";
+        for (field, value) in [
+            ("leaseDuration", self.leader_elect_lease_duration),
+            ("renewDeadline", self.leader_elect_renew_deadline),
+            ("retryPeriod", self.leader_elect_retry_period),
+        ] {
+            if value.is_zero() {
+                errors.push(format!(
+                    "{path}.{field}: Invalid value: \"{}\": must be greater than zero",
+                    go_duration(value)
+                ));
+            }
+        }
+        if self.leader_elect_lease_duration <= self.leader_elect_renew_deadline {
+            errors.push(format!(
+                "{path}.leaseDuration: Invalid value: \"{}\": must be greater than `RenewDeadline`",
+                go_duration(self.leader_elect_renew_deadline)
+            ));
+        }
+        for (field, value) in [
+            ("resourceLock", &self.leader_elect_resource_lock),
+            ("resourceNamespace", &self.leader_elect_resource_namespace),
+            ("resourceName", &self.leader_elect_resource_name),
+        ] {
+            if value.is_empty() {
+                errors.push(format!("{path}.{field}: Required value"));
+            }
+        }
+        match errors.len() {
+            0 => {}
+            1 => return Err(errors.remove(0)),
+            _ => return Err(format!("[{}]", errors.join(", "))),
+        }
+        match self.leader_elect_resource_lock.as_str() {
+            "leases" => {}
+            lock @ ("endpoints" | "configmaps" | "endpointsleases") => {
+                return Err(format!("{lock} lock is removed, migrate to leases"));
+            }
+            "configmapsleases" => {
+                return Err("configmapsleases lock is removed, migrated to leases".into());
+            }
+            other => return Err(format!("Invalid lock-type {other}")),
+        }
+        let config = ironplane_kube::leader_election::Config {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: self.leader_elect_resource_name.clone(),
+            identity: ironplane_kube::leader_election::identity(),
+        };
+        config.validate()?;
+        Ok(Some(config))
     }
 
     /// `--storage-media-type`, checked as upstream checks it, or the backend's default when it
