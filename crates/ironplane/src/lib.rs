@@ -145,9 +145,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         health: etcd_check,
         readiness: etcd_readiness,
         etcd,
+        mut overrides,
+        override_health,
+        override_readiness,
     } = backend::open(&opts).await?;
     // Encryption at rest, applied over the backend (--encryption-provider-config).
-    let (kv, encryption) = encryption::setup(&opts, kv).await?;
+    let (kv, encryption) = encryption::setup(&opts, kv, &mut overrides).await?;
     let allocator = Arc::new(ServiceIpAllocator::new(
         &opts.service_cluster_ip_range,
         &opts.service_node_port_range,
@@ -236,6 +239,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         ironplane_kube::storage_codec::BuiltinCodec::shared(opts.storage_media_type(on_etcd)?);
     let builtin = ironplane_kube::install(
         kv.clone(),
+        &overrides,
         storage_codec,
         &opts.etcd_prefix,
         allocator.clone(),
@@ -337,8 +341,14 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             Check::new("ping", true),
             Check::new("log", true),
             etcd_check,
-        ],
-        readyz: vec![etcd_readiness],
+        ]
+        .into_iter()
+        .chain(override_health)
+        .collect(),
+        readyz: [etcd_readiness]
+            .into_iter()
+            .chain(override_readiness)
+            .collect(),
         post_start_hooks: [
             bootstrap_hook.clone(),
             controllers_hook.clone(),

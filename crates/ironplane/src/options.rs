@@ -263,6 +263,12 @@ pub struct Options {
     /// <namespace>/<name>`), so several servers can share one etcd cluster.
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
+    /// Per-resource etcd servers overrides, comma separated. The individual override format:
+    /// group/resource#servers, where servers are URLs, semicolon separated. Note that this
+    /// applies only to built-in resources. e.g. "/pods#http://etcd4:2379;http://etcd5:2379,
+    /// /events#http://etcd6:2379"
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers_overrides: Vec<String>,
     /// How the `kubernetes` Service's endpoints are kept: `lease` (on etcd, every server sharing
     /// it, each keeping a lease under `<--etcd-prefix>/masterleases/`; on the embedded store,
     /// this server), `master-count` (this server's address, as upstream's deprecated reconciler
@@ -396,7 +402,35 @@ impl Options {
         self.validate_authorization()?;
         self.validate_authentication()?;
         self.leader_election()?;
+        self.etcd_servers_overrides()?;
         Ok(())
+    }
+
+    /// `--etcd-servers-overrides` as upstream parses it: `(group, resource, servers)` each.
+    pub fn etcd_servers_overrides(&self) -> Result<Vec<(String, String, Vec<String>)>, String> {
+        const INVALID: &str = "--etcd-servers-overrides invalid, must be of format: group/resource#servers, where servers are URLs, semicolon separated";
+        let mut overrides = Vec::new();
+        for o in &self.etcd_servers_overrides {
+            let tokens: Vec<&str> = o.split('#').collect();
+            let [resource, servers] = tokens[..] else {
+                return Err(INVALID.into());
+            };
+            let Some((group, resource)) = resource.split_once('/') else {
+                return Err(INVALID.into());
+            };
+            if resource.contains('/') {
+                return Err(INVALID.into());
+            }
+            let servers: Vec<String> = servers.split(';').map(String::from).collect();
+            if servers.iter().any(String::is_empty) {
+                return Err(INVALID.into());
+            }
+            overrides.push((group.to_string(), resource.to_string(), servers));
+        }
+        if !overrides.is_empty() && self.etcd_servers.is_empty() {
+            return Err("--etcd-servers must be specified".into());
+        }
+        Ok(overrides)
     }
 
     /// The in-process controllers' leader election, `None` when they run without one
@@ -644,6 +678,87 @@ mod tests {
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5").is_err());
+    }
+
+    #[test]
+    fn etcd_servers_overrides_as_upstream_parses_them() {
+        let parse = |v: &str| {
+            Options::try_parse_from([
+                "ironplane",
+                "--etcd-servers",
+                "http://a:2379",
+                "--etcd-servers-overrides",
+                v,
+            ])
+            .unwrap()
+            .etcd_servers_overrides()
+        };
+        assert_eq!(
+            parse("/events#http://e:2379,apps/deployments#http://d1:2379;http://d2:2379"),
+            Ok(vec![
+                ("".into(), "events".into(), vec!["http://e:2379".into()]),
+                (
+                    "apps".into(),
+                    "deployments".into(),
+                    vec!["http://d1:2379".into(), "http://d2:2379".into()]
+                ),
+            ])
+        );
+        let invalid = "--etcd-servers-overrides invalid, must be of format: group/resource#servers, where servers are URLs, semicolon separated";
+        for bad in [
+            "events#http://e:2379",
+            "/events",
+            "/events#",
+            "/events#a;;b",
+            "a/b/c#x",
+            "/e#x#y",
+        ] {
+            assert_eq!(
+                parse(bad).as_deref().map_err(String::as_str),
+                Err(invalid),
+                "{bad}"
+            );
+        }
+        let alone = Options::try_parse_from(["ironplane", "--etcd-servers-overrides", "/events#x"])
+            .unwrap();
+        assert_eq!(
+            alone.validate(),
+            Err("--etcd-servers must be specified".to_string())
+        );
+    }
+
+    #[test]
+    fn leader_election_flags_as_kube_controller_manager_checks_them() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["ironplane"];
+            all.extend_from_slice(args);
+            Options::try_parse_from(all).unwrap().leader_election()
+        };
+        let config = parse(&[]).unwrap().expect("on by default");
+        assert_eq!(config.name, "ironplane-controller-manager");
+        assert_eq!(config.namespace, "kube-system");
+        assert_eq!(config.lease_duration, Duration::from_secs(15));
+        assert!(parse(&["--leader-elect=false"]).unwrap().is_none());
+        assert_eq!(
+            parse(&["--leader-elect-lease-duration", "10s"]).unwrap_err(),
+            "leaderElection.leaseDuration: Invalid value: \"10s\": must be greater than `RenewDeadline`"
+        );
+        assert_eq!(
+            parse(&["--leader-elect-retry-period", "9s"]).unwrap_err(),
+            "renewDeadline must be greater than retryPeriod*JitterFactor"
+        );
+        assert_eq!(
+            parse(&["--leader-elect-resource-lock", "endpoints"]).unwrap_err(),
+            "endpoints lock is removed, migrate to leases"
+        );
+        assert_eq!(
+            parse(&["--leader-elect-resource-lock", "x"]).unwrap_err(),
+            "Invalid lock-type x"
+        );
+        assert_eq!(
+            parse(&["--leader-elect-resource-name", ""]).unwrap_err(),
+            "leaderElection.resourceName: Required value"
+        );
     }
 
     #[test]

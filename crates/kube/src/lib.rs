@@ -58,7 +58,15 @@ pub struct LayeredStrategy {
     pub strategy: Arc<dyn apiserver::registry::Strategy>,
 }
 
-/// Serves every built-in resource from `kv`, its values written by `codec`
+/// A built-in resource kept in a store of its own (`--etcd-servers-overrides`).
+#[derive(Clone)]
+pub struct KvOverride {
+    pub group: String,
+    pub resource: String,
+    pub kv: Arc<dyn Kv>,
+}
+
+/// Serves every built-in resource from `kv` (or the store `overrides` names for it), its values written by `codec`
 /// (`storage_codec::BuiltinCodec` for `--storage-media-type`), under `prefix` (`--etcd-prefix`),
 /// each behind a watch cache keeping `watch_cache_size` recent events
 /// (`--default-watch-cache-size`; 0 serves straight from storage, as upstream's 0 disables the
@@ -70,6 +78,7 @@ pub struct LayeredStrategy {
 #[allow(clippy::too_many_arguments)]
 pub fn install(
     kv: Arc<dyn Kv>,
+    overrides: &[KvOverride],
     codec: Arc<dyn StorageCodec>,
     prefix: &str,
     allocator: Arc<ServiceIpAllocator>,
@@ -99,6 +108,12 @@ pub fn install(
     for info in catalog::builtin_resources() {
         let key_root = format!("{}/{}/", prefix.trim_end_matches('/'), info.storage_key);
         let attrs_info = info.clone();
+        // Resources sharing a storage root share the store of the first one listed (core
+        // Events before events.k8s.io's), as upstream's cohabitating resources do.
+        let kv = overrides
+            .iter()
+            .find(|o| o.group == info.group && o.resource == info.resource)
+            .map_or(&kv, |o| &o.kv);
         let store = caches
             .entry(key_root.clone())
             .or_insert_with(|| {
