@@ -33,6 +33,9 @@ pub struct Backend {
     /// The resources `--etcd-servers-overrides` keeps in other etcd clusters, each with the
     /// client of its cluster (one per distinct set of servers).
     pub overrides: Vec<ironplane_kube::KvOverride>,
+    /// The etcd clusters `componentstatuses` probes, as upstream's `etcd-<n>`: `--etcd-servers`,
+    /// then each override's.
+    pub etcd_clusters: Vec<Arc<EtcdKv>>,
     /// `etcd-override-<n>` (as `etcd`) and `etcd-override-readiness-<n>` (as
     /// `etcd-readiness`), one of each per cluster, as upstream names them.
     pub override_health: Vec<Check>,
@@ -62,6 +65,7 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
             readiness: Check::new("etcd-readiness", true),
             etcd: None,
             overrides: Vec::new(),
+            etcd_clusters: Vec::new(),
             override_health: Vec::new(),
             override_readiness: Vec::new(),
         });
@@ -88,6 +92,7 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
     let mut clusters: Vec<(Vec<String>, Arc<EtcdKv>)> = Vec::new();
     let mut overrides = Vec::new();
     let (mut override_health, mut override_readiness) = (Vec::new(), Vec::new());
+    let mut etcd_clusters = vec![etcd.clone()];
     for (group, resource, servers) in opts.etcd_servers_overrides()? {
         let mut sorted = servers.clone();
         sorted.sort();
@@ -115,6 +120,7 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
                 kv
             }
         };
+        etcd_clusters.push(kv.clone());
         overrides.push(ironplane_kube::KvOverride {
             group,
             resource,
@@ -127,6 +133,7 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
         readiness,
         etcd: Some(etcd),
         overrides,
+        etcd_clusters,
         override_health,
         override_readiness,
     })

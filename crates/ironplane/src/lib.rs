@@ -146,6 +146,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         readiness: etcd_readiness,
         etcd,
         mut overrides,
+        etcd_clusters,
         override_health,
         override_readiness,
     } = backend::open(&opts).await?;
@@ -240,6 +241,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let builtin = ironplane_kube::install(
         kv.clone(),
         &overrides,
+        &etcd_clusters,
         storage_codec,
         &opts.etcd_prefix,
         allocator.clone(),

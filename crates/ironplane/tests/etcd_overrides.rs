@@ -1,7 +1,8 @@
 //! `--etcd-servers-overrides`, end to end: Events kept in a second etcd cluster, as
 //! kube-apiserver keeps them with `/events#<servers>`, both clusters real etcds started here
 //! (Debian's `etcd-server`; missing etcd fails the test). Events are written to and read from
-//! the second cluster only, everything else from the first, and each cluster has its checks.
+//! the second cluster only, everything else from the first; each cluster has its checks, and
+//! `componentstatuses` probes each (`etcd-0`, `etcd-1`).
 
 mod common;
 
@@ -75,6 +76,26 @@ fn events_live_in_their_own_etcd() {
         readyz.contains("[+]etcd-override-readiness-0 ok"),
         "{readyz}"
     );
+
+    // componentstatuses probes each cluster, named as upstream names them.
+    let statuses = s.kubectl(&[
+        "get",
+        "componentstatuses",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.conditions[0].status}:{.conditions[0].message} {end}",
+    ]);
+    assert_eq!(statuses.trim(), "etcd-0=True:ok etcd-1=True:ok");
+    drop(events);
+    let down = s.get_json("", "componentstatus/etcd-1").expect("etcd-1");
+    assert_eq!(down["conditions"][0]["status"], "False", "{down}");
+    assert!(
+        down["conditions"][0]["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{down}"
+    );
+    let up = s.get_json("", "componentstatus/etcd-0").expect("etcd-0");
+    assert_eq!(up["conditions"][0]["status"], "True", "{up}");
 }
 
 #[test]

@@ -66,7 +66,8 @@ pub struct KvOverride {
     pub kv: Arc<dyn Kv>,
 }
 
-/// Serves every built-in resource from `kv` (or the store `overrides` names for it), its values written by `codec`
+/// Serves every built-in resource from `kv` (or the store `overrides` names for it; the etcd
+/// clusters behind them, `etcd_clusters`, are what `componentstatuses` probes), its values written by `codec`
 /// (`storage_codec::BuiltinCodec` for `--storage-media-type`), under `prefix` (`--etcd-prefix`),
 /// each behind a watch cache keeping `watch_cache_size` recent events
 /// (`--default-watch-cache-size`; 0 serves straight from storage, as upstream's 0 disables the
@@ -79,6 +80,7 @@ pub struct KvOverride {
 pub fn install(
     kv: Arc<dyn Kv>,
     overrides: &[KvOverride],
+    etcd_clusters: &[Arc<storage::EtcdKv>],
     codec: Arc<dyn StorageCodec>,
     prefix: &str,
     allocator: Arc<ServiceIpAllocator>,
@@ -140,6 +142,8 @@ pub fn install(
             Arc::new(componentstatus::ComponentStatusStore {
                 storage: store,
                 prefix: key_root.clone(),
+                etcd: etcd_clusters.to_vec(),
+                etcd_prefix: prefix.to_string(),
             })
         } else {
             store
