@@ -3,6 +3,9 @@
 //! flags and key layout, so that several servers can share it). It also owns the `etcd` check of
 //! `/livez` and `/readyz` and the `etcd-readiness` check of `/readyz`, as upstream names them.
 //!
+//! `--etcd-servers-overrides` keeps chosen resources in other etcd clusters, each with its own
+//! checks.
+//!
 //! Nothing above the `Kv` seam knows which backend it runs on, except where a watch cache may
 //! serve consistent reads (`storage::cached`).
 
@@ -27,6 +30,16 @@ pub struct Backend {
     pub readiness: Check,
     /// The etcd client, for what only etcd has (leases); `None` on the embedded store.
     pub etcd: Option<Arc<EtcdKv>>,
+    /// The resources `--etcd-servers-overrides` keeps in other etcd clusters, each with the
+    /// client of its cluster (one per distinct set of servers).
+    pub overrides: Vec<ironplane_kube::KvOverride>,
+    /// The etcd clusters `componentstatuses` probes, as upstream's `etcd-<n>`: `--etcd-servers`,
+    /// then each override's.
+    pub etcd_clusters: Vec<Arc<EtcdKv>>,
+    /// `etcd-override-<n>` (as `etcd`) and `etcd-override-readiness-<n>` (as
+    /// `etcd-readiness`), one of each per cluster, as upstream names them.
+    pub override_health: Vec<Check>,
+    pub override_readiness: Vec<Check>,
 }
 
 /// Opens the backend the options choose. With etcd, fails when etcd cannot be reached.
@@ -51,6 +64,10 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
             health: Check::new("etcd", true),
             readiness: Check::new("etcd-readiness", true),
             etcd: None,
+            overrides: Vec::new(),
+            etcd_clusters: Vec::new(),
+            override_health: Vec::new(),
+            override_readiness: Vec::new(),
         });
     }
     let options = EtcdOptions {
@@ -71,11 +88,54 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
         (health.clone(), opts.etcd_healthcheck_timeout),
         (readiness.clone(), opts.etcd_readycheck_timeout),
     ));
+    // Upstream opens one client per distinct set of servers, in the order first named.
+    let mut clusters: Vec<(Vec<String>, Arc<EtcdKv>)> = Vec::new();
+    let mut overrides = Vec::new();
+    let (mut override_health, mut override_readiness) = (Vec::new(), Vec::new());
+    let mut etcd_clusters = vec![etcd.clone()];
+    for (group, resource, servers) in opts.etcd_servers_overrides()? {
+        let mut sorted = servers.clone();
+        sorted.sort();
+        let kv = match clusters.iter().find(|(s, _)| *s == sorted) {
+            Some((_, kv)) => kv.clone(),
+            None => {
+                let kv = EtcdKv::connect(&EtcdOptions {
+                    servers: servers.clone(),
+                    ..options.clone()
+                })
+                .await
+                .map_err(|e| format!("{e} (--etcd-servers-overrides={group}/{resource})"))?;
+                let n = clusters.len();
+                let health = Check::new(format!("etcd-override-{n}"), true);
+                let readiness = Check::new(format!("etcd-override-readiness-{n}"), true);
+                tokio::spawn(probe(
+                    Arc::downgrade(&kv),
+                    opts.etcd_prefix.clone(),
+                    (health.clone(), opts.etcd_healthcheck_timeout),
+                    (readiness.clone(), opts.etcd_readycheck_timeout),
+                ));
+                override_health.push(health);
+                override_readiness.push(readiness);
+                clusters.push((sorted, kv.clone()));
+                kv
+            }
+        };
+        etcd_clusters.push(kv.clone());
+        overrides.push(ironplane_kube::KvOverride {
+            group,
+            resource,
+            kv,
+        });
+    }
     Ok(Backend {
         kv: etcd.clone(),
         health,
         readiness,
         etcd: Some(etcd),
+        overrides,
+        etcd_clusters,
+        override_health,
+        override_readiness,
     })
 }
 

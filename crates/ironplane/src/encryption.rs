@@ -28,7 +28,12 @@ pub struct Encryption {
 }
 
 /// The backend with encryption applied, or as it is without a configuration.
-pub async fn setup(opts: &Options, kv: Arc<dyn Kv>) -> Result<(Arc<dyn Kv>, Encryption), String> {
+/// `overrides` (the stores of `--etcd-servers-overrides`) are wrapped alike.
+pub async fn setup(
+    opts: &Options,
+    kv: Arc<dyn Kv>,
+    overrides: &mut [ironplane_kube::KvOverride],
+) -> Result<(Arc<dyn Kv>, Encryption), String> {
     let none = Encryption {
         health: None,
         reload_hook: None,
@@ -51,6 +56,13 @@ pub async fn setup(opts: &Options, kv: Arc<dyn Kv>) -> Result<(Arc<dyn Kv>, Encr
         })
         .collect::<Vec<_>>();
     let resources = KeyResources::new(&opts.etcd_prefix, roots);
+    for o in overrides.iter_mut() {
+        o.kv = Arc::new(TransformingKv::new(
+            o.kv.clone(),
+            dynamic.clone(),
+            resources.clone(),
+        ));
+    }
     let kv: Arc<dyn Kv> = Arc::new(TransformingKv::new(kv, dynamic.clone(), resources));
 
     let health = dynamic.has_health_check().then(|| {

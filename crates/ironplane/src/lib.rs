@@ -6,6 +6,7 @@ mod auth;
 mod backend;
 pub mod certs;
 pub mod chain;
+mod controllers;
 pub mod data_dir;
 mod encryption;
 pub mod kubeconfig;
@@ -25,6 +26,9 @@ use apiserver::{Config, GenericApiServer};
 use ironplane_kube::ServiceIpAllocator;
 
 pub use options::Options;
+
+/// How long shutdown waits for the leader to release its Lease (etcd may be gone).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Upstream's default `--request-timeout`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -141,9 +145,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         health: etcd_check,
         readiness: etcd_readiness,
         etcd,
+        mut overrides,
+        etcd_clusters,
+        override_health,
+        override_readiness,
     } = backend::open(&opts).await?;
     // Encryption at rest, applied over the backend (--encryption-provider-config).
-    let (kv, encryption) = encryption::setup(&opts, kv).await?;
+    let (kv, encryption) = encryption::setup(&opts, kv, &mut overrides).await?;
     let allocator = Arc::new(ServiceIpAllocator::new(
         &opts.service_cluster_ip_range,
         &opts.service_node_port_range,
@@ -236,6 +244,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     );
     let builtin = ironplane_kube::install(
         kv.clone(),
+        &overrides,
+        &etcd_clusters,
         storage_codec,
         &opts.etcd_prefix,
         allocator.clone(),
@@ -337,8 +347,14 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             Check::new("ping", true),
             Check::new("log", true),
             etcd_check,
-        ],
-        readyz: vec![etcd_readiness],
+        ]
+        .into_iter()
+        .chain(override_health)
+        .collect(),
+        readyz: [etcd_readiness]
+            .into_iter()
+            .chain(override_readiness)
+            .collect(),
         post_start_hooks: [
             bootstrap_hook.clone(),
             controllers_hook.clone(),
@@ -392,6 +408,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             resources.schemas();
         });
     }
+    // Set at shutdown: the lease endpoint reconciler removes this server from the `kubernetes`
+    // endpoints and says so on `endpoints_removed`; a leader stops its controllers and
+    // releases the Lease.
+    let (stopping, stop_requested) = tokio::sync::watch::channel(false);
+    let (endpoints_removed, endpoints_removed_rx) = tokio::sync::oneshot::channel::<()>();
     // Post-start hooks.
     let bootstrap_roles_hook = system_hooks
         .iter()
@@ -414,6 +435,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         };
         let advertise = (lease_reconciler.is_none() && opts.endpoint_reconciler_type != "none")
             .then(|| opts.advertise_address());
+        let resources_for_reconciler = resources.clone();
+        let reconciler_stop = stop_requested.clone();
         tokio::spawn(async move {
             let mut delay = Duration::from_millis(10);
             loop {
@@ -427,8 +450,16 @@ pub async fn start(opts: Options) -> Result<Running, String> {
                     }
                 }
             }
-            if let Some(reconciler) = lease_reconciler {
-                tokio::spawn(reconciler.run(resources.clone()));
+            match lease_reconciler {
+                Some(reconciler) => {
+                    tokio::spawn(async move {
+                        reconciler
+                            .run(resources_for_reconciler, reconciler_stop)
+                            .await;
+                        let _ = endpoints_removed.send(());
+                    });
+                }
+                None => drop(endpoints_removed),
             }
             bootstrap_hook.set(true);
             // The system namespaces exist now; the other hooks write into kube-system.
@@ -449,143 +480,35 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         }
         None => ironplane_kube::controllers::ExtraStores::none(),
     };
-    // The controllers kube-controller-manager would run, as `--controllers` selects them.
-    let selection = opts.controller_selection()?;
-    let on = |name: &str| selection.enabled(name);
-    if on("namespace-controller") {
-        tokio::spawn(ironplane_kube::controllers::run_namespace_controller(
-            resources.clone(),
-            custom_resources.clone(),
-        ));
-    }
-    if on("resourcequota-controller") {
-        tokio::spawn(ironplane_kube::resource_quota_controller::run(
-            resources.clone(),
-            custom_resources.clone(),
-            quotas,
-        ));
-    }
-    if on("garbage-collector-controller") {
-        tokio::spawn(ironplane_kube::controllers::garbage_collector::run(
-            resources.clone(),
-            custom_resources.clone(),
-        ));
-    }
-    if on("serviceaccount-controller") {
-        tokio::spawn(ironplane_kube::controllers::run_serviceaccount_controller(
-            resources.clone(),
-        ));
-    }
-    // The CA the admin kubeconfig trusts, for pods' `kube-api-access-*` volumes.
-    if on("root-ca-certificate-publisher-controller") {
-        tokio::spawn(ironplane_kube::controllers::run_root_ca_publisher(
-            resources.clone(),
-            pki.ca_cert_pem.clone(),
-        ));
-    }
-    if on("serviceaccount-token-controller") {
-        tokio::spawn(ironplane_kube::controllers::serviceaccount_tokens::run(
-            resources.clone(),
-            tokens.clone(),
-            pki.ca_cert_pem.clone(),
-        ));
-    }
-    let protection = ironplane_kube::controllers::storage_protection::CONTROLLER_NAMES.map(on);
-    if protection.contains(&true) {
-        tokio::spawn(
-            ironplane_kube::controllers::run_storage_protection_controller(
-                resources.clone(),
-                protection,
-            ),
-        );
-    }
-    if on("clusterrole-aggregation-controller") {
-        // Its writes pass the RBAC escalation check through the controller's own bootstrap
-        // role, so it starts once the bootstrap policy is stored (upstream's runs in another
-        // process, which starts after the server is ready).
-        let roles_stored = bootstrap_roles_hook.clone();
-        let resources = resources.clone();
-        tokio::spawn(async move {
-            if let Some(hook) = roles_stored {
-                hook.passed().await;
-            }
-            ironplane_kube::controllers::clusterrole_aggregation::run(resources).await;
-        });
-    }
-    if on("certificatesigningrequest-approving-controller") {
-        tokio::spawn(ironplane_kube::controllers::csr_approving::run(
-            resources.clone(),
-            csr_authorizer,
-        ));
-    }
-    if on("certificatesigningrequest-cleaner-controller") {
-        tokio::spawn(ironplane_kube::controllers::csr_cleaner::run(
-            resources.clone(),
-        ));
-    }
-    if on("ttl-after-finished-controller") {
-        tokio::spawn(ironplane_kube::controllers::ttl_after_finished::run(
-            resources.clone(),
-        ));
-    }
-    // Type checking reads what the whole chain serves (custom resources too), as upstream's
-    // controller reads discovery and /openapi/v3.
-    if on("validatingadmissionpolicy-status-controller") {
-        tokio::spawn(
-            ironplane_kube::controllers::validatingadmissionpolicy_status::run(
-                resources.clone(),
-                server.clone(),
-            ),
-        );
-    }
-    if on("service-cidr-controller") {
-        tokio::spawn(ironplane_kube::controllers::service_cidr::run(
-            resources.clone(),
-        ));
-    }
-    if on("legacy-serviceaccount-token-cleaner-controller") {
-        tokio::spawn(ironplane_kube::controllers::legacy_token_cleaner::run(
-            resources.clone(),
-            opts.legacy_service_account_token_clean_up_period,
-        ));
-    }
-    if on("token-cleaner-controller") {
-        tokio::spawn(ironplane_kube::controllers::bootstrap::run_token_cleaner(
-            resources.clone(),
-        ));
-    }
-    if on("bootstrap-signer-controller") {
-        tokio::spawn(
-            ironplane_kube::controllers::bootstrap::run_bootstrap_signer(resources.clone()),
-        );
-    }
-    if on("endpoints-controller") {
-        tokio::spawn(ironplane_kube::controllers::run_endpoints_controller(
-            resources.clone(),
-        ));
-    }
-    if on("endpointslice-controller") {
-        tokio::spawn(ironplane_kube::controllers::run_endpointslice_controller(
-            resources.clone(),
-        ));
-    }
-    if on("endpointslice-mirroring-controller") {
-        tokio::spawn(
-            ironplane_kube::controllers::run_endpointslice_mirroring_controller(resources.clone()),
-        );
-    }
-    // The csrsigning controller signs with the CA that verifies client certificates (the
-    // generated one unless --client-ca-file names another, whose key this server lacks).
-    if on("certificatesigningrequest-signing-controller") && opts.client_ca_file.is_none() {
-        tokio::spawn(ironplane_kube::controllers::csr_signing::run(
-            resources.clone(),
-            ironplane_kube::controllers::csr_signing::ClusterCa {
-                cert_pem: pki.ca_cert_pem.clone(),
-                key_pem: pki.ca_key_pem.clone(),
-                duration: opts.cluster_signing_duration,
-            },
-        ));
-    }
+    // The controllers kube-controller-manager would run, as `--controllers` selects them: on
+    // etcd only on the server that holds the election's Lease, else here and now.
+    let in_process = controllers::Controllers {
+        resources: resources.clone(),
+        custom_resources,
+        selection: opts.controller_selection()?,
+        quotas,
+        tokens: tokens.clone(),
+        ca_cert_pem: pki.ca_cert_pem.clone(),
+        signing_key_pem: opts
+            .client_ca_file
+            .is_none()
+            .then(|| pki.ca_key_pem.clone()),
+        cluster_signing_duration: opts.cluster_signing_duration,
+        legacy_token_clean_up_period: opts.legacy_service_account_token_clean_up_period,
+        authorizer: csr_authorizer,
+        server: server.clone(),
+        bootstrap_roles: bootstrap_roles_hook,
+    };
+    let election = match opts.leader_election()? {
+        Some(config) if on_etcd => Some(tokio::spawn(
+            ironplane_kube::leader_election::LeaderElector::new(resources.clone(), config)
+                .run(in_process, stop_requested),
+        )),
+        _ => {
+            in_process.spawn();
+            None
+        }
+    };
     // Upstream's CRD naming, establishing and finalizer controllers.
     if let Some(extensions) = extensions {
         tokio::spawn(apiextensions::run_controller(
@@ -606,7 +529,24 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             let _ = rx.await;
             // Fail /readyz first so that load balancers stop sending, then stop accepting.
             shutdown_check.set(false);
-            tokio::time::sleep(delay).await;
+            // Upstream's pre-shutdown work, beside the delay: this server leaves the `kubernetes`
+            // endpoints, and a leader's controllers stop and the Lease is released, so that
+            // clients and another server move on at once.
+            let _ = stopping.send(true);
+            let pre_shutdown = async move {
+                let release = async move {
+                    if let Some(election) = election {
+                        let _ = tokio::time::timeout(RELEASE_TIMEOUT, election).await;
+                    }
+                };
+                // Bounded by the reconciler itself, and here for a server still bootstrapping
+                // (one without a reconciler has dropped the sender).
+                let removal = async move {
+                    let _ = tokio::time::timeout(RELEASE_TIMEOUT, endpoints_removed_rx).await;
+                };
+                tokio::join!(release, removal);
+            };
+            tokio::join!(tokio::time::sleep(delay), pre_shutdown);
             let _ = watches.send(true);
         };
         if let Err(e) = apiserver::serving::serve(listener, tls, served, limits, stop).await {

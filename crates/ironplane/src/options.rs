@@ -177,6 +177,35 @@ pub struct Options {
     /// (workloads, nodes, volumes) are left to a kube-controller-manager beside it.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
+    /// Start a leader election client and gain leadership before running the in-process
+    /// controllers (kube-controller-manager's flag). Only on etcd, where several servers may
+    /// run: the embedded store serves one process, which runs them without an election.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// The duration that non-leader candidates will wait after observing a leadership renewal
+    /// until attempting to acquire leadership of a led but unrenewed leader slot.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// The interval between attempts by the acting master to renew a leadership slot before it
+    /// stops leading. This must be less than the lease duration.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// The duration the clients should wait between attempting acquisition and renewal of a
+    /// leadership.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+    /// The type of resource object that is used for locking during leader election. Supported
+    /// options are 'leases'.
+    #[arg(long, default_value = "leases")]
+    pub leader_elect_resource_lock: String,
+    /// The name of the Lease the in-process controllers elect on: not kube-controller-manager's
+    /// `kube-controller-manager`, so that a real controller manager beside Ironplane is not
+    /// kept waiting by it.
+    #[arg(long, default_value = ironplane_kube::leader_election::DEFAULT_RESOURCE_NAME)]
+    pub leader_elect_resource_name: String,
+    /// The namespace of the Lease.
+    #[arg(long, default_value = ironplane_kube::leader_election::DEFAULT_RESOURCE_NAMESPACE)]
+    pub leader_elect_resource_namespace: String,
     /// The range Service cluster IPs come from.
     #[arg(long, default_value = "10.0.0.0/24")]
     pub service_cluster_ip_range: String,
@@ -234,6 +263,12 @@ pub struct Options {
     /// <namespace>/<name>`), so several servers can share one etcd cluster.
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
+    /// Per-resource etcd servers overrides, comma separated. The individual override format:
+    /// group/resource#servers, where servers are URLs, semicolon separated. Note that this
+    /// applies only to built-in resources. e.g. "/pods#http://etcd4:2379;http://etcd5:2379,
+    /// /events#http://etcd6:2379"
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers_overrides: Vec<String>,
     /// How the `kubernetes` Service's endpoints are kept: `lease` (on etcd, every server sharing
     /// it, each keeping a lease under `<--etcd-prefix>/masterleases/`; on the embedded store,
     /// this server), `master-count` (this server's address, as upstream's deprecated reconciler
@@ -274,6 +309,33 @@ pub struct Options {
     /// Log verbosity, as kube-apiserver's -v: 0-1 info, 2-4 debug, 5+ trace.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
+}
+
+/// A duration as Go's `time.Duration.String` prints it (`15s`, `1m30s`, `500ms`).
+fn go_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".into();
+    }
+    if nanos < 1_000_000_000 {
+        return match nanos {
+            n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+            n if n % 1_000 == 0 => format!("{}µs", n / 1_000),
+            n => format!("{n}ns"),
+        };
+    }
+    let secs = d.as_secs();
+    let frac = d.subsec_nanos();
+    let mut seconds = format!("{}", secs % 60);
+    if frac > 0 {
+        let digits = format!("{frac:09}");
+        seconds = format!("{seconds}.{}", digits.trim_end_matches('0'));
+    }
+    match (secs / 3600, (secs % 3600) / 60) {
+        (0, 0) => format!("{seconds}s"),
+        (0, m) => format!("{m}m{seconds}s"),
+        (h, m) => format!("{h}h{m}m{seconds}s"),
+    }
 }
 
 /// Go-style durations: `500ms`, `5s`, `2m`, `1h`, or combinations like `1m30s`.
@@ -339,7 +401,102 @@ impl Options {
         }
         self.validate_authorization()?;
         self.validate_authentication()?;
+        self.leader_election()?;
+        self.etcd_servers_overrides()?;
         Ok(())
+    }
+
+    /// `--etcd-servers-overrides` as upstream parses it: `(group, resource, servers)` each.
+    pub fn etcd_servers_overrides(&self) -> Result<Vec<(String, String, Vec<String>)>, String> {
+        const INVALID: &str = "--etcd-servers-overrides invalid, must be of format: group/resource#servers, where servers are URLs, semicolon separated";
+        let mut overrides = Vec::new();
+        for o in &self.etcd_servers_overrides {
+            let tokens: Vec<&str> = o.split('#').collect();
+            let [resource, servers] = tokens[..] else {
+                return Err(INVALID.into());
+            };
+            let Some((group, resource)) = resource.split_once('/') else {
+                return Err(INVALID.into());
+            };
+            if resource.contains('/') {
+                return Err(INVALID.into());
+            }
+            let servers: Vec<String> = servers.split(';').map(String::from).collect();
+            if servers.iter().any(String::is_empty) {
+                return Err(INVALID.into());
+            }
+            overrides.push((group.to_string(), resource.to_string(), servers));
+        }
+        if !overrides.is_empty() && self.etcd_servers.is_empty() {
+            return Err("--etcd-servers must be specified".into());
+        }
+        Ok(overrides)
+    }
+
+    /// The in-process controllers' leader election, `None` when they run without one
+    /// (--leader-elect=false, or the embedded store). The flags are checked as
+    /// kube-controller-manager checks them: component-base's configuration checks, then
+    /// client-go's lock type and `NewLeaderElector`'s.
+    pub fn leader_election(
+        &self,
+    ) -> Result<Option<ironplane_kube::leader_election::Config>, String> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let mut errors = Vec::new();
+        let path = "leaderElection";
+        for (field, value) in [
+            ("leaseDuration", self.leader_elect_lease_duration),
+            ("renewDeadline", self.leader_elect_renew_deadline),
+            ("retryPeriod", self.leader_elect_retry_period),
+        ] {
+            if value.is_zero() {
+                errors.push(format!(
+                    "{path}.{field}: Invalid value: \"{}\": must be greater than zero",
+                    go_duration(value)
+                ));
+            }
+        }
+        if self.leader_elect_lease_duration <= self.leader_elect_renew_deadline {
+            errors.push(format!(
+                "{path}.leaseDuration: Invalid value: \"{}\": must be greater than `RenewDeadline`",
+                go_duration(self.leader_elect_renew_deadline)
+            ));
+        }
+        for (field, value) in [
+            ("resourceLock", &self.leader_elect_resource_lock),
+            ("resourceNamespace", &self.leader_elect_resource_namespace),
+            ("resourceName", &self.leader_elect_resource_name),
+        ] {
+            if value.is_empty() {
+                errors.push(format!("{path}.{field}: Required value"));
+            }
+        }
+        match errors.len() {
+            0 => {}
+            1 => return Err(errors.remove(0)),
+            _ => return Err(format!("[{}]", errors.join(", "))),
+        }
+        match self.leader_elect_resource_lock.as_str() {
+            "leases" => {}
+            lock @ ("endpoints" | "configmaps" | "endpointsleases") => {
+                return Err(format!("{lock} lock is removed, migrate to leases"));
+            }
+            "configmapsleases" => {
+                return Err("configmapsleases lock is removed, migrated to leases".into());
+            }
+            other => return Err(format!("Invalid lock-type {other}")),
+        }
+        let config = ironplane_kube::leader_election::Config {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: self.leader_elect_resource_name.clone(),
+            identity: ironplane_kube::leader_election::identity(),
+        };
+        config.validate()?;
+        Ok(Some(config))
     }
 
     /// `--storage-media-type`, checked as upstream checks it, or the backend's default when it
@@ -521,6 +678,87 @@ mod tests {
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5").is_err());
+    }
+
+    #[test]
+    fn etcd_servers_overrides_as_upstream_parses_them() {
+        let parse = |v: &str| {
+            Options::try_parse_from([
+                "ironplane",
+                "--etcd-servers",
+                "http://a:2379",
+                "--etcd-servers-overrides",
+                v,
+            ])
+            .unwrap()
+            .etcd_servers_overrides()
+        };
+        assert_eq!(
+            parse("/events#http://e:2379,apps/deployments#http://d1:2379;http://d2:2379"),
+            Ok(vec![
+                ("".into(), "events".into(), vec!["http://e:2379".into()]),
+                (
+                    "apps".into(),
+                    "deployments".into(),
+                    vec!["http://d1:2379".into(), "http://d2:2379".into()]
+                ),
+            ])
+        );
+        let invalid = "--etcd-servers-overrides invalid, must be of format: group/resource#servers, where servers are URLs, semicolon separated";
+        for bad in [
+            "events#http://e:2379",
+            "/events",
+            "/events#",
+            "/events#a;;b",
+            "a/b/c#x",
+            "/e#x#y",
+        ] {
+            assert_eq!(
+                parse(bad).as_deref().map_err(String::as_str),
+                Err(invalid),
+                "{bad}"
+            );
+        }
+        let alone = Options::try_parse_from(["ironplane", "--etcd-servers-overrides", "/events#x"])
+            .unwrap();
+        assert_eq!(
+            alone.validate(),
+            Err("--etcd-servers must be specified".to_string())
+        );
+    }
+
+    #[test]
+    fn leader_election_flags_as_kube_controller_manager_checks_them() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["ironplane"];
+            all.extend_from_slice(args);
+            Options::try_parse_from(all).unwrap().leader_election()
+        };
+        let config = parse(&[]).unwrap().expect("on by default");
+        assert_eq!(config.name, "ironplane-controller-manager");
+        assert_eq!(config.namespace, "kube-system");
+        assert_eq!(config.lease_duration, Duration::from_secs(15));
+        assert!(parse(&["--leader-elect=false"]).unwrap().is_none());
+        assert_eq!(
+            parse(&["--leader-elect-lease-duration", "10s"]).unwrap_err(),
+            "leaderElection.leaseDuration: Invalid value: \"10s\": must be greater than `RenewDeadline`"
+        );
+        assert_eq!(
+            parse(&["--leader-elect-retry-period", "9s"]).unwrap_err(),
+            "renewDeadline must be greater than retryPeriod*JitterFactor"
+        );
+        assert_eq!(
+            parse(&["--leader-elect-resource-lock", "endpoints"]).unwrap_err(),
+            "endpoints lock is removed, migrate to leases"
+        );
+        assert_eq!(
+            parse(&["--leader-elect-resource-lock", "x"]).unwrap_err(),
+            "Invalid lock-type x"
+        );
+        assert_eq!(
+            parse(&["--leader-elect-resource-name", ""]).unwrap_err(),
+            "leaderElection.resourceName: Required value"
+        );
     }
 
     #[test]

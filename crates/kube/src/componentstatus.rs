@@ -1,11 +1,13 @@
 //! `componentstatuses` (core/v1, deprecated since v1.19): a read-only view of the control plane's
 //! health that nothing stores, as upstream's componentstatus REST computes it on every request.
 //!
-//! Upstream probes the scheduler, the controller manager and each etcd server. Ironplane is one
-//! process with an embedded store, so it reports what it has: the store (`storage`), healthy when
-//! it answers. Components Ironplane does not run are not invented. This module is a `Store`
-//! that the generic registry serves like any other; it refuses writes and watches, which the
-//! resource's data row does not offer anyway.
+//! Upstream probes the scheduler, the controller manager and each etcd cluster it stores in
+//! (`etcd-0` for `--etcd-servers`, then one per `--etcd-servers-overrides` entry), each with a
+//! read of `<prefix>/health`. Ironplane reports the etcd clusters as upstream names them, or
+//! on the embedded store the store itself (`storage`), healthy when it answers. Components
+//! Ironplane does not run are not invented. This module is a `Store` that the generic registry
+//! serves like any other; it refuses writes and watches, which the resource's data row does
+//! not offer anyway.
 
 use std::sync::Arc;
 
@@ -13,7 +15,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use storage::{
-    GetOptions, ListOptions, ListResult, Object, StorageError, Store, WatchOptions, WatchStream,
+    EtcdKv, GetOptions, ListOptions, ListResult, Object, StorageError, Store, WatchOptions,
+    WatchStream,
 };
 
 /// The components and how each is checked.
@@ -22,15 +25,33 @@ pub struct ComponentStatusStore {
     pub storage: Arc<dyn Store>,
     /// The key prefix of `componentstatuses` (`/registry/componentstatuses/`).
     pub prefix: String,
+    /// The etcd clusters, `etcd-<n>` in this order; empty on the embedded store.
+    pub etcd: Vec<Arc<EtcdKv>>,
+    /// `--etcd-prefix`, under which the probes read `health`.
+    pub etcd_prefix: String,
 }
+
+/// Upstream's `probeTimeOut` of component status probes.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl ComponentStatusStore {
     async fn component(&self, name: &str) -> Option<Object> {
-        let condition = match name {
-            "storage" => match self.storage.current_revision().await {
-                Ok(_) => json!({"type": "Healthy", "status": "True", "message": "ok"}),
-                Err(e) => json!({"type": "Healthy", "status": "False", "error": e.to_string()}),
+        let etcd = name
+            .strip_prefix("etcd-")
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| n.to_string() == name["etcd-".len()..])
+            .and_then(|n| self.etcd.get(n));
+        let condition = match (name, etcd) {
+            (_, Some(etcd)) => match etcd.check(&self.etcd_prefix, PROBE_TIMEOUT).await {
+                Ok(()) => json!({"type": "Healthy", "status": "True", "message": "ok"}),
+                Err(e) => json!({"type": "Healthy", "status": "False", "error": e}),
             },
+            ("storage", None) if self.etcd.is_empty() => {
+                match self.storage.current_revision().await {
+                    Ok(_) => json!({"type": "Healthy", "status": "True", "message": "ok"}),
+                    Err(e) => json!({"type": "Healthy", "status": "False", "error": e.to_string()}),
+                }
+            }
             _ => return None,
         };
         let obj: Value = json!({"kind": "ComponentStatus", "apiVersion": "v1",
@@ -52,7 +73,15 @@ impl ComponentStatusStore {
     }
 }
 
-const COMPONENTS: &[&str] = &["storage"];
+impl ComponentStatusStore {
+    /// The components listed, in order.
+    fn components(&self) -> Vec<String> {
+        if self.etcd.is_empty() {
+            return vec!["storage".into()];
+        }
+        (0..self.etcd.len()).map(|n| format!("etcd-{n}")).collect()
+    }
+}
 
 #[async_trait]
 impl Store for ComponentStatusStore {
@@ -65,7 +94,7 @@ impl Store for ComponentStatusStore {
 
     async fn list(&self, _prefix: &str, opts: &ListOptions) -> Result<ListResult, StorageError> {
         let mut items = Vec::new();
-        for name in COMPONENTS {
+        for name in &self.components() {
             if let Some(o) = self.component(name).await
                 && storage::matches(&opts.predicate, &o.attrs)
             {

@@ -4,7 +4,8 @@
 //! `<prefix>/masterleases/<its advertise address>` attached to an etcd lease of `TTL`, lists the
 //! addresses under `masterleases`, and sets the Endpoints and EndpointSlice `kubernetes` to all of
 //! them: a server that stops (or is killed) drops out once its lease expires and another server
-//! reconciles.
+//! reconciles. At shutdown a server deletes its lease and rewrites the endpoints without it at
+//! once (upstream's `RemoveEndpoints`).
 //!
 //! It owns the lease keys and the loop; the Service and how its endpoints are written are
 //! `bootstrap`'s. It needs etcd's leases, so the embedded store keeps writing this server's
@@ -18,6 +19,7 @@ use apiserver::endpoints::ApiResources;
 use bytes::Bytes;
 use serde_json::json;
 use storage::{EtcdKv, Kv, prefix_end};
+use tokio::sync::watch;
 
 /// Upstream's `DefaultEndpointReconcilerInterval`.
 pub const INTERVAL: Duration = Duration::from_secs(10);
@@ -74,14 +76,57 @@ impl LeaseReconciler {
         crate::bootstrap::ensure_kubernetes_endpoints(api, &addresses, self.port).await
     }
 
-    /// Reconciles now and every `INTERVAL` until the process ends; failures are logged and
-    /// retried at the next tick, as upstream's controller does.
-    pub async fn run(self, api: Arc<ApiResources>) {
+    /// Upstream's `RemoveEndpoints`: deletes this server's lease and writes the endpoints of
+    /// the servers left, so that clients stop being sent here at once rather than when the
+    /// lease expires. The last server leaves the endpoints as they are: there is no address
+    /// left to write, and an Endpoints subset needs one.
+    pub async fn remove(&self, api: &ApiResources) -> Result<(), String> {
+        let base = self.base_key();
+        let ip = self.advertise.to_string();
+        self.etcd
+            .delete(&format!("{base}{ip}"), None)
+            .await
+            .map_err(|e| format!("removing the lease of {ip}: {e}"))?;
+        let listed = self
+            .etcd
+            .range(&base, &prefix_end(&base), 0, 0)
+            .await
+            .map_err(|e| format!("listing {base}: {e}"))?;
+        let addresses: Vec<IpAddr> = listed
+            .kvs
+            .iter()
+            .filter_map(|kv| kv.key.get(base.len()..)?.parse().ok())
+            .collect();
+        if addresses.is_empty() {
+            return Ok(());
+        }
+        crate::bootstrap::ensure_kubernetes_endpoints(api, &addresses, self.port).await
+    }
+
+    /// Reconciles now and every `INTERVAL` until `stop` turns true (or its sender goes);
+    /// failures are logged and retried at the next tick, as upstream's controller does. Then,
+    /// as upstream's controller at shutdown, stops reconciling and removes this server from the
+    /// endpoints, giving up after two intervals when etcd does not answer.
+    pub async fn run(self, api: Arc<ApiResources>, mut stop: watch::Receiver<bool>) {
         loop {
+            if *stop.borrow() {
+                break;
+            }
             if let Err(error) = self.reconcile(&api).await {
                 tracing::warn!(%error, "reconciling the kubernetes endpoints");
             }
-            tokio::time::sleep(INTERVAL).await;
+            tokio::select! {
+                _ = tokio::time::sleep(INTERVAL) => {}
+                changed = stop.changed() => if changed.is_err() { break },
+            }
+        }
+        tracing::info!("shutting down kubernetes service endpoint reconciler");
+        match tokio::time::timeout(2 * INTERVAL, self.remove(&api)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::error!(%error, "unable to remove endpoints from kubernetes service")
+            }
+            Err(_) => tracing::warn!("RemoveEndpoints() timed out"),
         }
     }
 }

@@ -11,6 +11,7 @@ mod componentstatus;
 pub mod controllers;
 pub mod default_service_cidr;
 pub mod endpoint_reconciler;
+pub mod leader_election;
 pub mod node_authorizer;
 pub mod openapi;
 pub mod poststart;
@@ -57,7 +58,16 @@ pub struct LayeredStrategy {
     pub strategy: Arc<dyn apiserver::registry::Strategy>,
 }
 
-/// Serves every built-in resource from `kv`, its values written by `codec`
+/// A built-in resource kept in a store of its own (`--etcd-servers-overrides`).
+#[derive(Clone)]
+pub struct KvOverride {
+    pub group: String,
+    pub resource: String,
+    pub kv: Arc<dyn Kv>,
+}
+
+/// Serves every built-in resource from `kv` (or the store `overrides` names for it; the etcd
+/// clusters behind them, `etcd_clusters`, are what `componentstatuses` probes), its values written by `codec`
 /// (`storage_codec::BuiltinCodec` for `--storage-media-type`), under `prefix` (`--etcd-prefix`),
 /// each behind a watch cache keeping `watch_cache_size` recent events
 /// (`--default-watch-cache-size`; 0 serves straight from storage, as upstream's 0 disables the
@@ -69,6 +79,8 @@ pub struct LayeredStrategy {
 #[allow(clippy::too_many_arguments)]
 pub fn install(
     kv: Arc<dyn Kv>,
+    overrides: &[KvOverride],
+    etcd_clusters: &[Arc<storage::EtcdKv>],
     codec: Arc<dyn StorageCodec>,
     prefix: &str,
     allocator: Arc<ServiceIpAllocator>,
@@ -98,6 +110,12 @@ pub fn install(
     for info in catalog::builtin_resources() {
         let key_root = format!("{}/{}/", prefix.trim_end_matches('/'), info.storage_key);
         let attrs_info = info.clone();
+        // Resources sharing a storage root share the store of the first one listed (core
+        // Events before events.k8s.io's), as upstream's cohabitating resources do.
+        let kv = overrides
+            .iter()
+            .find(|o| o.group == info.group && o.resource == info.resource)
+            .map_or(&kv, |o| &o.kv);
         let store = caches
             .entry(key_root.clone())
             .or_insert_with(|| {
@@ -124,6 +142,8 @@ pub fn install(
             Arc::new(componentstatus::ComponentStatusStore {
                 storage: store,
                 prefix: key_root.clone(),
+                etcd: etcd_clusters.to_vec(),
+                etcd_prefix: prefix.to_string(),
             })
         } else {
             store

@@ -94,7 +94,7 @@ pub async fn bootstrap_system_priority_classes(api: &ApiResources) -> Result<(),
 }
 
 /// The host's name, as Go's `os.Hostname` reads it on Linux.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
@@ -133,7 +133,8 @@ pub fn api_server_id(hostname: &str) -> String {
     format!("apiserver-{}", base32_lower(&hash.as_ref()[..16]))
 }
 
-fn micro_time_now() -> String {
+/// A `metav1.MicroTime` as it is serialized: RFC 3339 with microseconds.
+pub(crate) fn micro_time_now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 

@@ -70,9 +70,8 @@ const COMBINED: &str = "(combined from similar events): ";
 /// `v1.EventTypeNormal` and `v1.EventTypeWarning`, the only types a recorder accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventType {
-    /// No controller here records one yet: upstream's only Normal Event in this set,
-    /// `TopologyAwareHintsEnabled`, is about hints Ironplane does not compute.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Leader election's `LeaderElection` Events (upstream's only other Normal Event in this
+    /// set, `TopologyAwareHintsEnabled`, is about hints Ironplane does not compute).
     Normal,
     Warning,
 }
