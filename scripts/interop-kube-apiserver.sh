@@ -21,7 +21,14 @@ command -v "$ETCD" >/dev/null || { echo "missing etcd ($ETCD)" >&2; exit 2; }
 WORK=$(mktemp -d /tmp/interop.XXXXXX)
 PIDS=()
 cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  # Servers first, etcd (the first process) last: kube-apiserver waits for etcd at shutdown and
+  # ignores a second SIGTERM, so one still running after 10 s is killed.
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    local p=${PIDS[$i]}
+    kill "$p" 2>/dev/null || continue
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  done
   wait 2>/dev/null || true
   [ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
@@ -74,11 +81,11 @@ k() { "$KUBECTL" --server "https://127.0.0.1:$1" --token "$TOKEN" --insecure-ski
 OBJECTS=(namespace/interop configmap/cm-kas secret/secret-kas deployment/dep-kas service/svc-kas
   configmap/cm-ip secret/secret-ip deployment/dep-ip service/svc-ip crontab/ct-kas crontab/ct-ip
   clusterrole/system:basic-user clusterrolebinding/system:discovery
-  priorityclass/system-node-critical)
+  priorityclass/system-node-critical customresourcedefinition/crontabs.stable.example.com)
 snapshot() {
   local out=$2; mkdir -p "$out"
   for o in "${OBJECTS[@]}"; do
-    local ns=(-n interop); case $o in namespace/*|clusterrole*|priorityclass/*) ns=();; esac
+    local ns=(-n interop); case $o in namespace/*|clusterrole*|priorityclass/*|customresourcedefinition/*) ns=();; esac
     k "$1" get "$o" "${ns[@]}" -o json --ignore-not-found > "$out/${o//\//_}.json"
   done
 }

@@ -271,10 +271,14 @@ pub struct Options {
     pub etcd_servers_overrides: Vec<String>,
     /// How the `kubernetes` Service's endpoints are kept: `lease` (on etcd, every server sharing
     /// it, each keeping a lease under `<--etcd-prefix>/masterleases/`; on the embedded store,
-    /// this server), `master-count` (this server's address, as upstream's deprecated reconciler
-    /// with --apiserver-count=1), or `none` (not written).
+    /// this server), `master-count` (upstream's deprecated reconciler: each server adds its
+    /// address and trims the list to --apiserver-count), or `none` (not written).
     #[arg(long, default_value = "lease", value_parser = ["master-count", "lease", "none"])]
     pub endpoint_reconciler_type: String,
+    /// The number of apiservers running in the cluster, must be a positive number. (In use when
+    /// --endpoint-reconciler-type=master-count is enabled.) Deprecated upstream.
+    #[arg(long, allow_hyphen_values = true)]
+    pub apiserver_count: Option<i64>,
     /// SSL Certificate Authority file used to secure etcd communication.
     #[arg(long)]
     pub etcd_cafile: Option<PathBuf>,
@@ -371,6 +375,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 impl Options {
     /// Checks what can be checked before anything is created.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(count) = self.apiserver_count.filter(|c| *c <= 0) {
+            return Err(format!(
+                "--apiserver-count should be a positive number, but value '{count}' provided"
+            ));
+        }
         if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
             return Err("--tls-cert-file and --tls-private-key-file must be given together".into());
         }

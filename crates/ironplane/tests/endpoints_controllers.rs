@@ -534,3 +534,82 @@ fn endpoints_of_a_selectorless_service_are_mirrored() {
             .is_none()
     );
 }
+
+/// `--endpoint-reconciler-type=master-count`: the server adds its own address to the
+/// `kubernetes` Endpoints and trims them to `--apiserver-count` as upstream's reconciler does
+/// (sorted, dropping the addresses after its own, wrapping around), every ten seconds; the
+/// EndpointSlice follows. A count that is not positive is refused with upstream's message.
+#[test]
+fn master_count_keeps_this_server_among_apiserver_count_addresses() {
+    let s = Server::start_with(&[
+        "--endpoint-reconciler-type",
+        "master-count",
+        "--apiserver-count",
+        "2",
+    ]);
+    let addresses = |s: &Server| -> Result<Vec<String>, String> {
+        let ep = get_json(s, &["get", "endpoints", "kubernetes", "-n", "default"])
+            .ok_or("no Endpoints")?;
+        let ips = ep["subsets"][0]["addresses"]
+            .as_array()
+            .ok_or(format!("{ep}"))?
+            .iter()
+            .filter_map(|a| a["ip"].as_str().map(str::to_string))
+            .collect();
+        Ok(ips)
+    };
+    eventually("this server listed", || {
+        addresses(&s).and_then(|ips| {
+            (ips == ["127.0.0.1"])
+                .then_some(())
+                .ok_or(format!("{ips:?}"))
+        })
+    });
+    // Two other servers' addresses, as other replicas would have written them.
+    let out = s.kubectl_output(&[
+        "patch", "endpoints", "kubernetes", "-n", "default", "--type=json", "-p",
+        r#"[{"op": "replace", "path": "/subsets/0/addresses", "value": [{"ip": "10.9.9.8"}, {"ip": "10.9.9.9"}]}]"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(25);
+    loop {
+        let ips = addresses(&s).unwrap_or_default();
+        let slice = get_json(
+            &s,
+            &["get", "endpointslices", "kubernetes", "-n", "default"],
+        )
+        .unwrap_or_default();
+        let slice_ips: Vec<&str> = slice["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["addresses"][0].as_str())
+            .collect();
+        if ips == ["10.9.9.9", "127.0.0.1"] && slice_ips == ["10.9.9.9", "127.0.0.1"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reconciler did not re-add this server: {ips:?} {slice_ips:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironplane"))
+        .args(["--secure-port", "0", "--data-dir"])
+        .arg(dir.path())
+        .args(["--apiserver-count", "0"])
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--apiserver-count should be a positive number, but value '0' provided"),
+        "{stderr}"
+    );
+}

@@ -283,6 +283,38 @@ pub(crate) async fn ensure_kubernetes_endpoints(
     .await
 }
 
+/// The addresses the `kubernetes` Endpoints list, `None` when there are none or they are not
+/// one subset (the form the endpoint reconcilers write).
+pub(crate) async fn kubernetes_endpoint_addresses(
+    api: &ApiResources,
+) -> Result<Option<Vec<IpAddr>>, String> {
+    let store = served(api, "", "endpoints")?;
+    let endpoints = match store
+        .get("default", KUBERNETES, ResourceVersion::Unset)
+        .await
+    {
+        Ok(o) => o.value().map_err(|e| e.to_string())?,
+        Err(s) if s.code == 404 => return Ok(None),
+        Err(s) => return Err(s.message),
+    };
+    let Some([subset]) = endpoints
+        .get("subsets")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(
+        subset
+            .get("addresses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.get("ip")?.as_str()?.parse().ok())
+            .collect(),
+    ))
+}
+
 /// Creates `desired`, or brings the `fields` of the stored object to it. Endpoints of a
 /// loopback address (the default advertise address of a server bound to 127.0.0.1) fail
 /// endpoint validation, which upstream's reconciler also meets; they are written to storage

@@ -10,6 +10,10 @@
 //! It owns the lease keys and the loop; the Service and how its endpoints are written are
 //! `bootstrap`'s. It needs etcd's leases, so the embedded store keeps writing this server's
 //! address alone (it serves one process anyway).
+//!
+//! `MasterCountReconciler` is upstream's deprecated `master-count` type
+//! (pkg/controlplane/reconcilers/instancecount.go): every server adds its own address to the
+//! Endpoints and trims them to `--apiserver-count`, on either backend.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -128,5 +132,154 @@ impl LeaseReconciler {
             }
             Err(_) => tracing::warn!("RemoveEndpoints() timed out"),
         }
+    }
+}
+
+/// One server's master-count reconciler: no leases, only the addresses listed in the Endpoints
+/// and the number of servers every one of them is told (`--apiserver-count`).
+pub struct MasterCountReconciler {
+    /// `--advertise-address`.
+    pub advertise: IpAddr,
+    /// The port the endpoints name (the secure port).
+    pub port: u16,
+    /// `--apiserver-count`.
+    pub count: usize,
+}
+
+impl MasterCountReconciler {
+    /// Upstream's `ReconcileEndpoints` of this type.
+    pub async fn reconcile(&self, api: &ApiResources) -> Result<(), String> {
+        let listed = crate::bootstrap::kubernetes_endpoint_addresses(api).await?;
+        let addresses = master_count_addresses(listed.as_deref(), self.advertise, self.count);
+        crate::bootstrap::ensure_kubernetes_endpoints(api, &addresses, self.port).await
+    }
+
+    /// Upstream's `RemoveEndpoints` of this type: this server's address taken out. The last
+    /// server leaves the endpoints as they are, as the lease reconciler does.
+    pub async fn remove(&self, api: &ApiResources) -> Result<(), String> {
+        let Some(listed) = crate::bootstrap::kubernetes_endpoint_addresses(api).await? else {
+            return Ok(());
+        };
+        let left: Vec<IpAddr> = listed
+            .into_iter()
+            .filter(|a| *a != self.advertise)
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        crate::bootstrap::ensure_kubernetes_endpoints(api, &left, self.port).await
+    }
+
+    /// Reconciles now and every `INTERVAL` until `stop`, then removes this server, as
+    /// [`LeaseReconciler::run`] does.
+    pub async fn run(self, api: Arc<ApiResources>, mut stop: watch::Receiver<bool>) {
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            if let Err(error) = self.reconcile(&api).await {
+                tracing::warn!(%error, "reconciling the kubernetes endpoints");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(INTERVAL) => {}
+                changed = stop.changed() => if changed.is_err() { break },
+            }
+        }
+        match tokio::time::timeout(2 * INTERVAL, self.remove(&api)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::error!(%error, "unable to remove endpoints from kubernetes service")
+            }
+            Err(_) => tracing::warn!("RemoveEndpoints() timed out"),
+        }
+    }
+}
+
+/// The addresses the master-count rule writes, given those the Endpoints list (`None`: no
+/// Endpoints, or not in the one-subset form, which upstream re-makes with this server alone).
+/// Kept as they are when this server is listed and there are at most `count`; else this server
+/// is added, the list sorted as upstream's `RepackSubsets` sorts it, and addresses after this
+/// server's (wrapping around) are dropped until `count` are left — upstream's walk, whose index
+/// does not follow a removal before it.
+pub fn master_count_addresses(listed: Option<&[IpAddr]>, own: IpAddr, count: usize) -> Vec<IpAddr> {
+    let Some(listed) = listed else {
+        return vec![own];
+    };
+    if listed.contains(&own) && listed.len() <= count {
+        return listed.to_vec();
+    }
+    let mut addresses: Vec<IpAddr> = listed.to_vec();
+    addresses.push(own);
+    addresses.sort_by_key(|a| a.to_string());
+    addresses.dedup();
+    if let Some(i) = addresses.iter().position(|a| *a == own) {
+        while addresses.len() > count.max(1) {
+            let remove = (i + 1) % addresses.len();
+            addresses.remove(remove);
+        }
+    }
+    addresses
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(list: &[&str]) -> Vec<IpAddr> {
+        list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    /// The cases of upstream's `TestMasterCountEndpointReconciler` that decide the addresses.
+    #[test]
+    fn master_count_follows_upstreams_rule() {
+        let own: IpAddr = "1.2.3.4".parse().unwrap();
+        let rule = |listed: Option<&[&str]>, count| {
+            let listed = listed.map(ips);
+            master_count_addresses(listed.as_deref(), own, count)
+        };
+        assert_eq!(rule(None, 1), ips(&["1.2.3.4"]), "no endpoints");
+        assert_eq!(
+            rule(Some(&["1.2.3.4"]), 1),
+            ips(&["1.2.3.4"]),
+            "exactly right"
+        );
+        assert_eq!(
+            rule(Some(&["1.2.3.4", "4.3.2.1"]), 2),
+            ips(&["1.2.3.4", "4.3.2.1"]),
+            "both listed"
+        );
+        assert_eq!(
+            rule(Some(&["4.3.2.1"]), 2),
+            ips(&["1.2.3.4", "4.3.2.1"]),
+            "this one added"
+        );
+        assert_eq!(rule(Some(&["4.3.2.1"]), 1), ips(&["1.2.3.4"]), "replaced");
+        assert_eq!(
+            rule(Some(&["1.2.3.4", "4.3.2.1", "4.3.2.2", "4.3.2.3"]), 2),
+            ips(&["1.2.3.4", "4.3.2.3"]),
+            "trimmed after ours"
+        );
+        assert_eq!(
+            rule(Some(&["4.3.2.1", "1.2.3.4", "4.3.2.2"]), 2),
+            ips(&["1.2.3.4", "4.3.2.2"]),
+            "one extra"
+        );
+        assert_eq!(
+            rule(Some(&["1.1.1.1", "2.2.2.2", "3.3.3.3"]), 1),
+            ips(&["1.2.3.4"]),
+            "others only"
+        );
+        // Upstream's "too many" cases, with their expected updates.
+        assert_eq!(rule(Some(&["1.2.3.4", "4.3.2.1"]), 1), ips(&["1.2.3.4"]));
+        let five = ["1.2.3.4", "4.3.2.1", "4.3.2.2", "4.3.2.3", "4.3.2.4"];
+        assert_eq!(
+            rule(Some(&five), 4),
+            ips(&["1.2.3.4", "4.3.2.2", "4.3.2.3", "4.3.2.4"])
+        );
+        assert_eq!(
+            master_count_addresses(Some(&ips(&five)), "4.3.2.4".parse().unwrap(), 4),
+            ips(&["4.3.2.1", "4.3.2.2", "4.3.2.3", "4.3.2.4"]),
+            "the first one goes when this server is last"
+        );
     }
 }
