@@ -426,30 +426,31 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         // live server's address by the lease reconciler; with `master-count`, up to
         // --apiserver-count addresses, this server's among them; else this server's, written
         // once.
-        let lease_reconciler = match (&etcd, opts.endpoint_reconciler_type.as_str()) {
-            (Some(etcd), "lease") => Some(ironplane_kube::endpoint_reconciler::LeaseReconciler {
+        use ironplane_kube::endpoint_reconciler::{
+            EndpointReconciler, LeaseReconciler, MasterCountReconciler,
+        };
+        let reconciler = match (&etcd, opts.endpoint_reconciler_type.as_str()) {
+            (Some(etcd), "lease") => Some(EndpointReconciler::Lease(LeaseReconciler {
                 etcd: etcd.clone(),
                 prefix: opts.etcd_prefix.clone(),
                 advertise: opts.advertise_address(),
                 port,
-            }),
+            })),
+            (_, "master-count") => {
+                if opts.apiserver_count.is_some() {
+                    tracing::warn!(
+                        "Flag --apiserver-count has been deprecated, apiserver-count is deprecated and will be removed in a future version."
+                    );
+                }
+                Some(EndpointReconciler::MasterCount(MasterCountReconciler {
+                    advertise: opts.advertise_address(),
+                    port,
+                    count: usize::try_from(opts.apiserver_count.unwrap_or(1)).unwrap_or(1),
+                }))
+            }
             _ => None,
         };
-        let master_count = (opts.endpoint_reconciler_type == "master-count").then(|| {
-            if opts.apiserver_count.is_some() {
-                tracing::warn!(
-                    "Flag --apiserver-count has been deprecated, apiserver-count is deprecated and will be removed in a future version."
-                );
-            }
-            ironplane_kube::endpoint_reconciler::MasterCountReconciler {
-                advertise: opts.advertise_address(),
-                port,
-                count: usize::try_from(opts.apiserver_count.unwrap_or(1)).unwrap_or(1),
-            }
-        });
-        let advertise = (lease_reconciler.is_none()
-            && master_count.is_none()
-            && opts.endpoint_reconciler_type != "none")
+        let advertise = (reconciler.is_none() && opts.endpoint_reconciler_type != "none")
             .then(|| opts.advertise_address());
         let resources_for_reconciler = resources.clone();
         let reconciler_stop = stop_requested.clone();
@@ -466,8 +467,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
                     }
                 }
             }
-            match (lease_reconciler, master_count) {
-                (Some(reconciler), _) => {
+            match reconciler {
+                Some(reconciler) => {
                     tokio::spawn(async move {
                         reconciler
                             .run(resources_for_reconciler, reconciler_stop)
@@ -475,15 +476,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
                         let _ = endpoints_removed.send(());
                     });
                 }
-                (None, Some(reconciler)) => {
-                    tokio::spawn(async move {
-                        reconciler
-                            .run(resources_for_reconciler, reconciler_stop)
-                            .await;
-                        let _ = endpoints_removed.send(());
-                    });
-                }
-                (None, None) => drop(endpoints_removed),
+                None => drop(endpoints_removed),
             }
             bootstrap_hook.set(true);
             // The system namespaces exist now; the other hooks write into kube-system.

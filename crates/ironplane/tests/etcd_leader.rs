@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use common::{ROOT_CA, Server};
 use serde_json::Value;
 use storage::testing::EtcdServer;
-use storage::{EtcdKv, EtcdOptions, Kv};
 
 const LEASE: &str = "ironplane-controller-manager";
 /// The election's timings: kube-controller-manager's 15s/10s/2s shortened.
@@ -105,49 +104,6 @@ fn acquired_as(s: &Server) -> Option<String> {
             Some(rest.split_whitespace().next().unwrap_or("").to_string())
         })
         .next_back()
-}
-
-/// Every key in etcd under `prefix`, read with the etcd client.
-fn raw_keys(etcd: &EtcdServer, prefix: &str) -> BTreeSet<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let options = EtcdOptions {
-            servers: vec![etcd.url.clone()],
-            ..Default::default()
-        };
-        let kv = EtcdKv::connect(&options).await.expect("connect to etcd");
-        let found = kv
-            .range(prefix, &storage::prefix_end(prefix), 0, 0)
-            .await
-            .expect("range");
-        found.kvs.into_iter().map(|kv| kv.key).collect()
-    })
-}
-
-/// The addresses of the `kubernetes` Endpoints and of its EndpointSlice, as `s` serves them.
-fn kubernetes_endpoints(s: &Server) -> (String, String) {
-    let endpoints = s.kubectl(&[
-        "-n",
-        "default",
-        "get",
-        "endpoints",
-        "kubernetes",
-        "-o",
-        "jsonpath={.subsets[*].addresses[*].ip}",
-    ]);
-    let slice = s.kubectl(&[
-        "-n",
-        "default",
-        "get",
-        "endpointslice",
-        "kubernetes",
-        "-o",
-        "jsonpath={.endpoints[*].addresses[*]}",
-    ]);
-    (endpoints, slice)
 }
 
 /// How many EndpointSlices `s` serves for the Service `name` in `default`.
@@ -308,7 +264,7 @@ fn a_stopping_leader_releases_the_lease_and_leaves_the_endpoints() {
         "127.0.0.1 127.0.0.2".to_string(),
     );
     common::wait_until("both replicas in the kubernetes endpoints", 30, || {
-        kubernetes_endpoints(&b) == both
+        b.kubernetes_endpoints() == both
     });
 
     // SIGTERM: the Lease is released as the leader stops, and the follower takes it within a
@@ -318,11 +274,12 @@ fn a_stopping_leader_releases_the_lease_and_leaves_the_endpoints() {
     // It has left the `kubernetes` endpoints before it exited, not when its 15 s lease
     // expires.
     assert_eq!(
-        raw_keys(&etcd, "/registry/masterleases/"),
+        etcd.raw_keys("/registry/masterleases/")
+            .expect("etcd's keys"),
         BTreeSet::from(["/registry/masterleases/127.0.0.2".to_string()])
     );
     let one = ("127.0.0.2".to_string(), "127.0.0.2".to_string());
-    assert_eq!(kubernetes_endpoints(&b), one);
+    assert_eq!(b.kubernetes_endpoints(), one);
     let released = lease(&b).expect("lease");
     assert_ne!(
         released["spec"]["holderIdentity"],

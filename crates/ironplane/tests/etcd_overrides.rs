@@ -6,31 +6,8 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-
 use common::Server;
 use storage::testing::EtcdServer;
-use storage::{EtcdKv, EtcdOptions, Kv};
-
-/// Every key in `etcd` under `prefix`, read with the etcd client.
-fn raw_keys(etcd: &EtcdServer, prefix: &str) -> BTreeSet<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let options = EtcdOptions {
-            servers: vec![etcd.url.clone()],
-            ..Default::default()
-        };
-        let kv = EtcdKv::connect(&options).await.expect("connect to etcd");
-        let found = kv
-            .range(prefix, &storage::prefix_end(prefix), 0, 0)
-            .await
-            .expect("range");
-        found.kvs.into_iter().map(|kv| kv.key).collect()
-    })
-}
 
 #[test]
 fn events_live_in_their_own_etcd() {
@@ -52,12 +29,29 @@ fn events_live_in_their_own_etcd() {
     s.kubectl(&["create", "configmap", "c"]);
 
     let key = "/registry/events/default/hello".to_string();
-    assert!(raw_keys(&events, "/registry/events/").contains(&key));
-    assert!(!raw_keys(&main, "/registry/events/").contains(&key));
     assert!(
-        raw_keys(&main, "/registry/configmaps/default/").contains("/registry/configmaps/default/c")
+        events
+            .raw_keys("/registry/events/")
+            .expect("etcd's keys")
+            .contains(&key)
     );
-    assert!(raw_keys(&events, "/registry/configmaps/").is_empty());
+    assert!(
+        !main
+            .raw_keys("/registry/events/")
+            .expect("etcd's keys")
+            .contains(&key)
+    );
+    assert!(
+        main.raw_keys("/registry/configmaps/default/")
+            .expect("etcd's keys")
+            .contains("/registry/configmaps/default/c")
+    );
+    assert!(
+        events
+            .raw_keys("/registry/configmaps/")
+            .expect("etcd's keys")
+            .is_empty()
+    );
     // Read back through both versions the Events are served in.
     let got = s.get_json("default", "event/hello").expect("the Event");
     assert_eq!(got["message"], "kept apart");

@@ -160,29 +160,6 @@ fn replicas_see_each_others_writes_and_allocate_uniquely() {
     });
 }
 
-/// The `kubernetes` Endpoints' addresses and the EndpointSlice's, as `s` serves them.
-fn kubernetes_endpoints(s: &Server) -> (String, String) {
-    let endpoints = s.kubectl(&[
-        "-n",
-        "default",
-        "get",
-        "endpoints",
-        "kubernetes",
-        "-o",
-        "jsonpath={.subsets[*].addresses[*].ip}",
-    ]);
-    let slice = s.kubectl(&[
-        "-n",
-        "default",
-        "get",
-        "endpointslice",
-        "kubernetes",
-        "-o",
-        "jsonpath={.endpoints[*].addresses[*]}",
-    ]);
-    (endpoints, slice)
-}
-
 #[test]
 fn the_kubernetes_endpoints_list_live_replicas() {
     let etcd = EtcdServer::start().expect("a real etcd (apt-get install -y etcd-server)");
@@ -195,9 +172,9 @@ fn the_kubernetes_endpoints_list_live_replicas() {
         "127.0.0.1 127.0.0.2".to_string(),
     );
     poll("both replicas in the kubernetes endpoints", 30, || {
-        kubernetes_endpoints(&a) == both
+        a.kubernetes_endpoints() == both
     });
-    assert_eq!(kubernetes_endpoints(&b), both);
+    assert_eq!(b.kubernetes_endpoints(), both);
     // Each replica's lease, at upstream's key.
     let leases = etcd
         .raw_keys("/registry/masterleases/")
@@ -215,7 +192,7 @@ fn the_kubernetes_endpoints_list_live_replicas() {
     drop(b.kill9());
     let one = ("127.0.0.1".to_string(), "127.0.0.1".to_string());
     poll("the killed replica to drop out", 45, || {
-        kubernetes_endpoints(&a) == one
+        a.kubernetes_endpoints() == one
     });
     assert_eq!(
         etcd.raw_keys("/registry/masterleases/")

@@ -106,33 +106,6 @@ impl LeaseReconciler {
         }
         crate::bootstrap::ensure_kubernetes_endpoints(api, &addresses, self.port).await
     }
-
-    /// Reconciles now and every `INTERVAL` until `stop` turns true (or its sender goes);
-    /// failures are logged and retried at the next tick, as upstream's controller does. Then,
-    /// as upstream's controller at shutdown, stops reconciling and removes this server from the
-    /// endpoints, giving up after two intervals when etcd does not answer.
-    pub async fn run(self, api: Arc<ApiResources>, mut stop: watch::Receiver<bool>) {
-        loop {
-            if *stop.borrow() {
-                break;
-            }
-            if let Err(error) = self.reconcile(&api).await {
-                tracing::warn!(%error, "reconciling the kubernetes endpoints");
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(INTERVAL) => {}
-                changed = stop.changed() => if changed.is_err() { break },
-            }
-        }
-        tracing::info!("shutting down kubernetes service endpoint reconciler");
-        match tokio::time::timeout(2 * INTERVAL, self.remove(&api)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                tracing::error!(%error, "unable to remove endpoints from kubernetes service")
-            }
-            Err(_) => tracing::warn!("RemoveEndpoints() timed out"),
-        }
-    }
 }
 
 /// One server's master-count reconciler: no leases, only the addresses listed in the Endpoints
@@ -169,9 +142,33 @@ impl MasterCountReconciler {
         }
         crate::bootstrap::ensure_kubernetes_endpoints(api, &left, self.port).await
     }
+}
 
-    /// Reconciles now and every `INTERVAL` until `stop`, then removes this server, as
-    /// [`LeaseReconciler::run`] does.
+/// A server's reconciler of the `kubernetes` endpoints, of either type.
+pub enum EndpointReconciler {
+    Lease(LeaseReconciler),
+    MasterCount(MasterCountReconciler),
+}
+
+impl EndpointReconciler {
+    async fn reconcile(&self, api: &ApiResources) -> Result<(), String> {
+        match self {
+            Self::Lease(r) => r.reconcile(api).await,
+            Self::MasterCount(r) => r.reconcile(api).await,
+        }
+    }
+
+    async fn remove(&self, api: &ApiResources) -> Result<(), String> {
+        match self {
+            Self::Lease(r) => r.remove(api).await,
+            Self::MasterCount(r) => r.remove(api).await,
+        }
+    }
+
+    /// Reconciles now and every `INTERVAL` until `stop` turns true (or its sender goes);
+    /// failures are logged and retried at the next tick, as upstream's controller does. Then,
+    /// as upstream's controller at shutdown, stops reconciling and removes this server from the
+    /// endpoints, giving up after two intervals when storage does not answer.
     pub async fn run(self, api: Arc<ApiResources>, mut stop: watch::Receiver<bool>) {
         loop {
             if *stop.borrow() {
@@ -185,6 +182,7 @@ impl MasterCountReconciler {
                 changed = stop.changed() => if changed.is_err() { break },
             }
         }
+        tracing::info!("shutting down kubernetes service endpoint reconciler");
         match tokio::time::timeout(2 * INTERVAL, self.remove(&api)).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {

@@ -169,6 +169,30 @@ impl Server {
             .expect("kubectl runs (is it installed?)")
     }
 
+    /// The addresses of the `kubernetes` Endpoints and of its EndpointSlice, as this server
+    /// serves them (space-separated).
+    pub fn kubernetes_endpoints(&self) -> (String, String) {
+        let endpoints = self.kubectl(&[
+            "-n",
+            "default",
+            "get",
+            "endpoints",
+            "kubernetes",
+            "-o",
+            "jsonpath={.subsets[*].addresses[*].ip}",
+        ]);
+        let slice = self.kubectl(&[
+            "-n",
+            "default",
+            "get",
+            "endpointslice",
+            "kubernetes",
+            "-o",
+            "jsonpath={.endpoints[*].addresses[*]}",
+        ]);
+        (endpoints, slice)
+    }
+
     /// Runs kubectl and returns stdout; panics with stderr when it fails.
     pub fn kubectl(&self, args: &[&str]) -> String {
         let out = self.kubectl_output(args);
