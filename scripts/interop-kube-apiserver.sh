@@ -81,7 +81,8 @@ k() { "$KUBECTL" --server "https://127.0.0.1:$1" --token "$TOKEN" --insecure-ski
 OBJECTS=(namespace/interop configmap/cm-kas secret/secret-kas deployment/dep-kas service/svc-kas
   configmap/cm-ip secret/secret-ip deployment/dep-ip service/svc-ip crontab/ct-kas crontab/ct-ip
   clusterrole/system:basic-user clusterrolebinding/system:discovery
-  priorityclass/system-node-critical customresourcedefinition/crontabs.stable.example.com)
+  priorityclass/system-node-critical customresourcedefinition/crontabs.stable.example.com
+  customresourcedefinition/gadgets.stable.example.com)
 snapshot() {
   local out=$2; mkdir -p "$out"
   for o in "${OBJECTS[@]}"; do
@@ -167,6 +168,22 @@ start_ironplane
 snapshot "$IP" "$WORK/1-ip"
 compare "$WORK/1-kas" "$WORK/1-ip"
 write_objects "$IP" ip
+sed 's/crontab/gadget/g; s/CronTab/Gadget/g; s/shortNames: \[ct\]/shortNames: [gd]/' "$WORK/crd.yaml" \
+  > "$WORK/crd2.yaml"
+k "$IP" create -f "$WORK/crd2.yaml" >/dev/null
+# Both CRDs are stored as kube-apiserver stores them: v1beta1 JSON, the shared schema at the top.
+python3 - "$EC" <<'EOF'
+import base64, json, sys, urllib.request
+for name in ("crontabs", "gadgets"):
+    key = f"/registry/apiextensions.k8s.io/customresourcedefinitions/{name}.stable.example.com"
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+    answer = json.load(urllib.request.urlopen(
+        f"http://127.0.0.1:{sys.argv[1]}/v3/kv/range", data=body))
+    stored = json.loads(base64.b64decode(answer["kvs"][0]["value"]))
+    assert stored["apiVersion"] == "apiextensions.k8s.io/v1beta1", (name, stored["apiVersion"])
+    assert "validation" in stored["spec"] and "schema" not in stored["spec"]["versions"][0], name
+print("CRDs stored as v1beta1 JSON by both servers")
+EOF
 k "$IP" -n interop scale deployment dep-kas --replicas=3 >/dev/null
 k "$IP" -n interop label configmap cm-kas touched-by=ironplane >/dev/null
 snapshot "$IP" "$WORK/2-ip"

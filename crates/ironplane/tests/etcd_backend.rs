@@ -196,6 +196,41 @@ fn objects_live_in_etcd_under_upstreams_keys() {
         String::from_utf8_lossy(stored)
     );
 
+    // CustomResourceDefinitions as kube-apiserver stores them: v1beta1 JSON, the schema every
+    // version shares at the top; served as v1.
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}}"#,
+    );
+    let values = etcd
+        .raw_values("/registry/apiextensions.k8s.io/customresourcedefinitions/")
+        .expect("etcd's values");
+    let stored: serde_json::Value = serde_json::from_slice(
+        &values["/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com"],
+    )
+    .expect("stored as JSON");
+    assert_eq!(stored["apiVersion"], "apiextensions.k8s.io/v1beta1");
+    assert_eq!(stored["spec"]["version"], "v1");
+    assert_eq!(
+        stored["spec"]["validation"],
+        serde_json::json!({"openAPIV3Schema": {"type": "object"}})
+    );
+    assert!(stored["spec"]["versions"][0].get("schema").is_none());
+    let served = s
+        .get_json("", "customresourcedefinition/widgets.example.com")
+        .expect("the CRD");
+    assert_eq!(served["apiVersion"], "apiextensions.k8s.io/v1");
+    assert_eq!(
+        served["spec"]["versions"][0]["schema"],
+        serde_json::json!({"openAPIV3Schema": {"type": "object"}})
+    );
+    assert!(served["spec"].get("validation").is_none());
+
     // Another server with a fresh data directory on the same etcd finds everything.
     drop(s.kill9());
     let again = start(&etcd);

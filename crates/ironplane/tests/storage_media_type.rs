@@ -153,13 +153,15 @@ spec:
     let dir = s.stop();
     let widget = raw_value(dir.path(), "/registry/example.com/widgets/default/w").expect("stored");
     assert!(widget.starts_with(b"{"), "{widget:?}");
-    // The CRD itself is a built-in kind: protobuf.
+    // The CRD itself is stored as kube-apiserver stores it whatever the media type: v1beta1
+    // JSON.
     let crd = raw_value(
         dir.path(),
         "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com",
     )
     .expect("stored");
-    assert!(crd.starts_with(b"k8s\0"));
+    let crd: serde_json::Value = serde_json::from_slice(&crd).expect("JSON");
+    assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1beta1");
 }
 
 #[test]

@@ -48,8 +48,32 @@ impl BuiltinCodec {
     }
 }
 
+impl BuiltinCodec {
+    /// The JSON of `obj` in the version kube-apiserver stores its kind in, when a
+    /// [`StoredVersion`] row says Ironplane writes it so.
+    fn stored_as_upstream(&self, obj: &Value) -> Result<Option<Vec<u8>>, String> {
+        let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or_default();
+        let Some((_, downgrade)) = self
+            .stored_versions
+            .iter()
+            .filter(|v| v.kind == text("kind"))
+            .find_map(|v| v.write.filter(|(kept, _)| *kept == text("apiVersion")))
+        else {
+            return Ok(None);
+        };
+        let mut stored = obj.clone();
+        downgrade(&mut stored)?;
+        serde_json::to_vec(&stored)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl StorageCodec for BuiltinCodec {
     fn encode(&self, obj: &Value) -> Result<Option<Vec<u8>>, String> {
+        if let Some(stored) = self.stored_as_upstream(obj)? {
+            return Ok(Some(stored));
+        }
         match self.media_type {
             StorageMediaType::Json => Ok(None),
             StorageMediaType::Protobuf => {

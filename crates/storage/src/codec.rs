@@ -15,13 +15,20 @@ use serde_json::Value;
 
 /// A version of a kind that kube-apiserver stores and a store of Ironplane does not keep, with
 /// the conversion of its objects to the version the store keeps, for a codec's
-/// [`StorageCodec::upgrade`]. The kind's own module owns it (e.g. `apiextensions::crd`).
+/// [`StorageCodec::upgrade`]; and, with `write`, the version Ironplane keeps and the conversion
+/// of its objects back, so that they are stored as kube-apiserver stores them (as JSON: the
+/// kinds concerned have their own legacy codec upstream). The kind's own module owns it (e.g.
+/// `apiextensions::crd`).
 #[derive(Clone, Copy, Debug)]
 pub struct StoredVersion {
     pub api_version: &'static str,
     pub kind: &'static str,
-    pub upgrade: fn(&mut Value) -> Result<(), String>,
+    pub upgrade: Convert,
+    pub write: Option<(&'static str, Convert)>,
 }
+
+/// A conversion of an object between two versions of its kind, in place.
+pub type Convert = fn(&mut Value) -> Result<(), String>;
 
 /// A media type `--storage-media-type` accepts (upstream's `storageMediaTypes`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -442,6 +442,7 @@ async fn objects_of_another_stored_version_are_upgraded_on_read() {
         api_version: "v0",
         kind: "ConfigMap",
         upgrade: to_v1,
+        write: None,
     }];
     let (kv, _dir) = open_kv();
     let mut old = configmap("old", "a");
@@ -500,4 +501,61 @@ async fn objects_of_another_stored_version_are_upgraded_on_read() {
     assert_eq!(kind, "ADDED");
     assert_eq!(obj["apiVersion"], "v1");
     assert_eq!(obj["data"]["upgraded"], "yes");
+}
+
+/// A kind whose row says Ironplane stores it as kube-apiserver does: written in the stored
+/// version as JSON whatever the media type, read back in the version the store keeps, its own
+/// watch event too.
+#[tokio::test]
+async fn objects_are_written_in_upstreams_stored_version_when_a_row_says_so() {
+    fn to_v1(obj: &mut Value) -> Result<(), String> {
+        obj["apiVersion"] = json!("v1");
+        if let Some(data) = obj["data"].as_object_mut() {
+            data.remove("stored-as");
+        }
+        Ok(())
+    }
+    fn to_v0(obj: &mut Value) -> Result<(), String> {
+        obj["apiVersion"] = json!("v0");
+        obj["data"]["stored-as"] = json!("v0");
+        Ok(())
+    }
+    const STORED_AS_V0: &[StoredVersion] = &[StoredVersion {
+        api_version: "v0",
+        kind: "ConfigMap",
+        upgrade: to_v1,
+        write: Some(("v1", to_v0)),
+    }];
+    let (kv, _dir) = open_kv();
+    let store: Arc<dyn Store> = Arc::new(KvStore::with_codec(
+        kv.clone(),
+        storage::default_attrs(),
+        BuiltinCodec::shared_with(PROTOBUF, STORED_AS_V0),
+    ));
+    let start = store.current_revision().await.expect("revision");
+    let mut watch = store
+        .watch(
+            PREFIX,
+            &WatchOptions {
+                resource_version: ResourceVersion::Exact(start),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("watch");
+    let created = store
+        .create(&key("one"), configmap("one", "a"))
+        .await
+        .expect("create");
+    let stored: Value = serde_json::from_slice(&raw(&kv, &key("one")).await).expect("JSON");
+    assert_eq!(stored["apiVersion"], "v0");
+    assert_eq!(stored["data"]["stored-as"], "v0");
+    let expected = at(configmap("one", "a"), created.resource_version);
+    assert_eq!(created.value().expect("JSON"), expected);
+    let got = store
+        .get(&key("one"), &GetOptions::default())
+        .await
+        .expect("get");
+    assert_eq!(got.value().expect("JSON"), expected);
+    assert_eq!(event(&next(&mut watch).await), ("ADDED", expected));
 }
