@@ -14,6 +14,11 @@
 //! the store reads JSON itself and hands the rest here, where the `k8s\0` prefix marks protobuf
 //! and anything else is read as YAML. Custom resources never come here: upstream stores them
 //! as JSON whatever the flag says, and their stores keep the storage crate's JSON codec.
+//!
+//! A kind kube-apiserver stores in another version than the one Ironplane serves it in
+//! (CustomResourceDefinitions, in v1beta1 JSON) has a `StoredVersion` row, handed in by its own
+//! module at start-up: objects of that version are converted on every read, and the row may ask
+//! that Ironplane write them in it too.
 
 use std::sync::Arc;
 
@@ -36,7 +41,8 @@ impl BuiltinCodec {
         Self::shared_with(media_type, &[])
     }
 
-    /// [`BuiltinCodec::shared`] that also reads objects stored in `stored_versions`.
+    /// [`BuiltinCodec::shared`] that also reads objects stored in `stored_versions`, and
+    /// writes the kinds whose row says so in their stored version.
     pub fn shared_with(
         media_type: StorageMediaType,
         stored_versions: &'static [StoredVersion],
@@ -46,9 +52,7 @@ impl BuiltinCodec {
             stored_versions,
         })
     }
-}
 
-impl BuiltinCodec {
     /// The JSON of `obj` in the version kube-apiserver stores its kind in, when a
     /// [`StoredVersion`] row says Ironplane writes it so.
     fn stored_as_upstream(&self, obj: &Value) -> Result<Option<Vec<u8>>, String> {
