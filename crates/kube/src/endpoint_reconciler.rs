@@ -47,6 +47,22 @@ impl LeaseReconciler {
         format!("{}/masterleases/", self.prefix.trim_end_matches('/'))
     }
 
+    /// The addresses of every server holding a lease: the keys under the base key are named by
+    /// the address (upstream's `path.Join(baseKey, ip)`).
+    async fn leased_addresses(&self) -> Result<Vec<IpAddr>, String> {
+        let base = self.base_key();
+        let listed = self
+            .etcd
+            .range(&base, &prefix_end(&base), 0, 0)
+            .await
+            .map_err(|e| format!("listing {base}: {e}"))?;
+        Ok(listed
+            .kvs
+            .iter()
+            .filter_map(|kv| kv.key.get(base.len()..)?.parse().ok())
+            .collect())
+    }
+
     /// Renews this server's lease, then writes the endpoints of every server holding one
     /// (upstream's `ReconcileEndpoints`).
     pub async fn reconcile(&self, api: &ApiResources) -> Result<(), String> {
@@ -63,17 +79,7 @@ impl LeaseReconciler {
             .put_with_ttl(&format!("{base}{ip}"), Bytes::from(value.to_string()), TTL)
             .await
             .map_err(|e| format!("renewing the lease of {ip}: {e}"))?;
-        let listed = self
-            .etcd
-            .range(&base, &prefix_end(&base), 0, 0)
-            .await
-            .map_err(|e| format!("listing {base}: {e}"))?;
-        // Keys are named by the address (upstream's `path.Join(baseKey, ip)`).
-        let addresses: Vec<IpAddr> = listed
-            .kvs
-            .iter()
-            .filter_map(|kv| kv.key.get(base.len()..)?.parse().ok())
-            .collect();
+        let addresses = self.leased_addresses().await?;
         if addresses.is_empty() {
             return Err("no API server IP addresses were listed in storage, refusing to erase all endpoints for the kubernetes Service".into());
         }
@@ -91,16 +97,7 @@ impl LeaseReconciler {
             .delete(&format!("{base}{ip}"), None)
             .await
             .map_err(|e| format!("removing the lease of {ip}: {e}"))?;
-        let listed = self
-            .etcd
-            .range(&base, &prefix_end(&base), 0, 0)
-            .await
-            .map_err(|e| format!("listing {base}: {e}"))?;
-        let addresses: Vec<IpAddr> = listed
-            .kvs
-            .iter()
-            .filter_map(|kv| kv.key.get(base.len()..)?.parse().ok())
-            .collect();
+        let addresses = self.leased_addresses().await?;
         if addresses.is_empty() {
             return Ok(());
         }

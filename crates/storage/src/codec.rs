@@ -118,6 +118,23 @@ impl StorageCodec for JsonCodec {
     }
 }
 
+/// The object a stored value of any format holds, in the version its store keeps: JSON parsed
+/// here, anything else decoded by `codec`, then [`StorageCodec::upgrade`]d. The flag tells
+/// whether `stored` is that object's JSON as it is (JSON that needed no upgrade), so that a
+/// caller may keep the stored bytes instead of encoding the object again.
+pub fn read_stored(codec: &dyn StorageCodec, stored: &[u8]) -> Result<(Value, bool), String> {
+    let (mut value, json) = if is_json(stored) {
+        (
+            serde_json::from_slice(stored).map_err(|e| e.to_string())?,
+            true,
+        )
+    } else {
+        (codec.decode(stored)?, false)
+    };
+    let upgraded = codec.upgrade(&mut value)?;
+    Ok((value, json && !upgraded))
+}
+
 /// Whether a stored value is JSON (upstream's JSON recognizer: the first byte after white space
 /// is `{`).
 pub(crate) fn is_json(stored: &[u8]) -> bool {

@@ -29,7 +29,7 @@ pub mod value;
 mod conformance;
 
 pub use cacher::{Cacher, CacherOptions};
-pub use codec::{JsonCodec, StorageCodec, StorageMediaType, StoredVersion};
+pub use codec::{JsonCodec, StorageCodec, StorageMediaType, StoredVersion, read_stored};
 pub use delegate::cached;
 pub use errors::StorageError;
 pub use etcd::{EtcdKv, EtcdOptions};

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::codec::{JsonCodec, StorageCodec, is_json};
+use crate::codec::{JsonCodec, StorageCodec, read_stored};
 use crate::errors::{CONTINUE_EXPIRED, LIST_EXPIRED, StorageError, WATCH_EXPIRED};
 use crate::kv::{KeyValue, Kv, KvError, KvEvent, TxnOutcome, prefix_end};
 
@@ -95,21 +95,12 @@ impl Object {
         attrs: &AttrsFn,
         codec: &dyn StorageCodec,
     ) -> Result<Object, StorageError> {
-        let invalid = |e: String| {
+        let (mut value, as_stored) = read_stored(codec, stored).map_err(|e| {
             StorageError::InvalidObject(format!("cannot decode stored object {key}: {e}"))
-        };
-        let mut value = if is_json(stored) {
-            let mut value: Value =
-                serde_json::from_slice(stored).map_err(|e| invalid(e.to_string()))?;
-            if !codec.upgrade(&mut value).map_err(invalid)? {
-                return Self::from_parts(key, value, stored, resource_version, attrs);
-            }
-            value
-        } else {
-            let mut value = codec.decode(stored).map_err(invalid)?;
-            codec.upgrade(&mut value).map_err(invalid)?;
-            value
-        };
+        })?;
+        if as_stored {
+            return Self::from_parts(key, value, stored, resource_version, attrs);
+        }
         if !value.is_object() {
             return Err(StorageError::InvalidObject(format!(
                 "cannot decode stored object {key}: not an object"

@@ -157,10 +157,19 @@ fn open_kv() -> (Arc<SqliteKv>, tempfile::TempDir) {
 }
 
 fn store(kv: &Arc<SqliteKv>, media_type: StorageMediaType) -> Arc<dyn Store> {
+    store_with(kv, media_type, &[])
+}
+
+/// [`store`] with the codec's stored-version rows.
+fn store_with(
+    kv: &Arc<SqliteKv>,
+    media_type: StorageMediaType,
+    stored_versions: &'static [StoredVersion],
+) -> Arc<dyn Store> {
     Arc::new(KvStore::with_codec(
         kv.clone(),
         storage::default_attrs(),
-        BuiltinCodec::shared(media_type),
+        BuiltinCodec::shared_with(media_type, stored_versions),
     ))
 }
 
@@ -450,11 +459,7 @@ async fn objects_of_another_stored_version_are_upgraded_on_read() {
     kv.create(&key("old"), old.to_string().into_bytes().into())
         .await
         .expect("put");
-    let store: Arc<dyn Store> = Arc::new(KvStore::with_codec(
-        kv.clone(),
-        storage::default_attrs(),
-        BuiltinCodec::shared_with(PROTOBUF, OLD),
-    ));
+    let store = store_with(&kv, PROTOBUF, OLD);
     let current = store
         .create(&key("current"), configmap("current", "a"))
         .await
@@ -527,11 +532,7 @@ async fn objects_are_written_in_upstreams_stored_version_when_a_row_says_so() {
         write: Some(("v1", to_v0)),
     }];
     let (kv, _dir) = open_kv();
-    let store: Arc<dyn Store> = Arc::new(KvStore::with_codec(
-        kv.clone(),
-        storage::default_attrs(),
-        BuiltinCodec::shared_with(PROTOBUF, STORED_AS_V0),
-    ));
+    let store = store_with(&kv, PROTOBUF, STORED_AS_V0);
     let start = store.current_revision().await.expect("revision");
     let mut watch = store
         .watch(

@@ -414,13 +414,8 @@ impl SharedPorts {
         let Some(kv) = found else {
             return Ok((Vec::new(), None));
         };
-        // JSON is read here, as the stores read it; the codec reads the other media types.
-        let obj: Value = if kv.value.first() == Some(&b'{') {
-            serde_json::from_slice(&kv.value).map_err(|e| e.to_string())
-        } else {
-            self.codec.decode(&kv.value)
-        }
-        .map_err(|e| format!("reading {}: {e}", self.key))?;
+        let (obj, _) = storage::read_stored(self.codec.as_ref(), &kv.value)
+            .map_err(|e| format!("reading {}: {e}", self.key))?;
         let range = obj.get("range").and_then(Value::as_str).unwrap_or("");
         if range != self.range {
             return Err(format!(
