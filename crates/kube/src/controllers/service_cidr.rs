@@ -26,7 +26,8 @@
 //! force. Ironplane's own care: each write is made on the resourceVersion the decision was read
 //! at, a sync that loses a race or fails is tried again, and nothing is judged before both the
 //! ServiceCIDRs and the IPAddresses have been listed. A failed write of `Ready=True` records
-//! upstream's Warning `KubernetesServiceCIDRError` on the ServiceCIDR.
+//! upstream's Warning `KubernetesServiceCIDRError` on the ServiceCIDR, unless it only lost that
+//! race (a conflict, which upstream's unpinned apply never meets).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -409,6 +410,13 @@ async fn sync(
         message: READY_MESSAGE,
     };
     if let Err(e) = apply_ready(api, store, &cidr, &condition, CONTROLLER_NAME, &user()).await {
+        // A conflict is a race lost to another writer (the API server marking its default
+        // ServiceCIDR ready, most often at start) on the resourceVersion this write is pinned
+        // to: upstream's unpinned apply cannot meet it, so it is no failure to report, only a
+        // sync to run again on what is stored now.
+        if e.code == 409 {
+            return Err(e.message);
+        }
         // On the ServiceCIDR as the sync read it, as upstream's lister object.
         let object = ObjectReference::to("networking.k8s.io/v1", "ServiceCIDR", &read);
         events.warning(&object, "KubernetesServiceCIDRError", READY_ERROR_MESSAGE);
