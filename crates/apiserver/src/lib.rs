@@ -11,6 +11,7 @@ pub mod cel;
 pub mod endpoints;
 pub mod filters;
 pub mod health;
+pub mod metrics;
 pub mod openapi;
 pub mod registry;
 pub mod request;

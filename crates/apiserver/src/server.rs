@@ -296,6 +296,11 @@ impl GenericApiServer {
         };
         match segments.as_slice() {
             ["version"] => json(&self.config.version),
+            ["metrics"] => Ok(response::raw(
+                StatusCode::OK,
+                crate::metrics::TEXT_CONTENT_TYPE,
+                crate::metrics::encode(),
+            )),
             ["api"] | ["apis"] => {
                 let infos = self.infos();
                 let n = negotiate(accept, &[View::Object, View::AggregatedDiscovery])?;
