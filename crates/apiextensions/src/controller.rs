@@ -500,13 +500,17 @@ fn new_storage(
         .first()
         .map(|v| registration::resource_info(crd, facts, v))
         .unwrap_or_default();
+    let metrics = storage::ResourceMetrics::new(&info.group, &info.resource);
     let attrs: storage::AttrsFn = Arc::new(move |v| info.attrs(v));
-    let inner: Arc<dyn Store> = Arc::new(KvStore::new(handler.storage.kv.clone(), attrs.clone()));
+    let inner: Arc<dyn Store> = Arc::new(
+        KvStore::new(handler.storage.kv.clone(), attrs.clone()).with_metrics(metrics.clone()),
+    );
     if handler.storage.watch_cache_size == 0 {
         return inner;
     }
     let options = CacherOptions {
         window_capacity: handler.storage.watch_cache_size,
+        metrics: Some(metrics),
         ..Default::default()
     };
     let cache = Cacher::with_options(inner.clone(), key_root, attrs, options);

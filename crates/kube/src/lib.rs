@@ -120,16 +120,19 @@ pub fn install(
             .entry(key_root.clone())
             .or_insert_with(|| {
                 let attrs: storage::AttrsFn = Arc::new(move |v| attrs_info.attrs(v));
-                let inner: Arc<dyn Store> = Arc::new(KvStore::with_codec(
-                    kv.clone(),
-                    attrs.clone(),
-                    codec.clone(),
-                ));
+                // Resources sharing a store are counted as the first one, as upstream's
+                // cohabitating resources share one store.
+                let metrics = storage::ResourceMetrics::new(&info.group, &info.resource);
+                let inner: Arc<dyn Store> = Arc::new(
+                    KvStore::with_codec(kv.clone(), attrs.clone(), codec.clone())
+                        .with_metrics(metrics.clone()),
+                );
                 if watch_cache_size == 0 {
                     return inner;
                 }
                 let options = CacherOptions {
                     window_capacity: watch_cache_size,
+                    metrics: Some(metrics),
                     ..Default::default()
                 };
                 let cache = Cacher::with_options(inner.clone(), &key_root, attrs, options);

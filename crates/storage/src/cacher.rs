@@ -40,6 +40,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::errors::StorageError;
+use crate::metrics::ResourceMetrics;
 use crate::store::{
     AttrsFn, GetOptions, ListOptions, ListResult, Object, ResourceVersion, ResourceVersionMatch,
     Store, WatchEvent, WatchOptions, WatchScope, WatchStream, decode_continue, encode_continue,
@@ -57,6 +58,8 @@ pub struct CacherOptions {
     pub bookmark_interval: Duration,
     /// How many events may queue for one watcher before it is closed as too slow.
     pub watcher_buffer: usize,
+    /// The resource's metrics (events, revision, object count, LISTs from the cache).
+    pub metrics: Option<Arc<ResourceMetrics>>,
 }
 
 impl Default for CacherOptions {
@@ -66,6 +69,7 @@ impl Default for CacherOptions {
             fresh_wait: Duration::from_secs(3),
             bookmark_interval: Duration::from_secs(5),
             watcher_buffer: 1000,
+            metrics: None,
         }
     }
 }
@@ -106,6 +110,12 @@ struct State {
     window_from: i64,
     watchers: HashMap<u64, WatcherHandle>,
     next_watcher: u64,
+}
+
+/// A page read from memory, and how many cached objects were looked at for it.
+struct Page {
+    result: ListResult,
+    fetched: usize,
 }
 
 /// One change, built once and shared by every watcher.
@@ -199,6 +209,10 @@ impl Shared {
         state.revision = revision;
         state.ready = true;
         state.watchers.clear();
+        if let Some(m) = &self.options.metrics {
+            m.cache_initialized();
+            m.cache_state(state.objects.len(), revision);
+        }
         drop(state);
         self.publish(revision);
     }
@@ -255,12 +269,19 @@ impl Shared {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     tracing::info!(watcher = id, prefix = %self.prefix, "closing a watcher that is too slow");
+                    if let Some(m) = &self.options.metrics {
+                        m.watcher_terminated();
+                    }
                     false
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => false,
             }
         });
         let revision = state.revision;
+        if let Some(m) = &self.options.metrics {
+            m.cache_event();
+            m.cache_state(state.objects.len(), revision);
+        }
         drop(state);
         self.publish(revision);
     }
@@ -271,7 +292,12 @@ impl Shared {
         opts: &ListOptions,
     ) -> Result<ListResult, StorageError> {
         let state = self.read();
-        Self::page(&state, prefix, prefix, opts)
+        let page = Self::page(&state, prefix, prefix, opts)?;
+        drop(state);
+        if let Some(m) = &self.options.metrics {
+            m.cache_list(page.fetched, page.result.items.len());
+        }
+        Ok(page.result)
     }
 
     /// The next page of a paginated list whose snapshot is `revision`, when the cache is still
@@ -288,7 +314,12 @@ impl Shared {
         if !state.ready || state.revision != revision {
             return Ok(None);
         }
-        Self::page(&state, prefix, start, opts).map(Some)
+        let page = Self::page(&state, prefix, start, opts)?;
+        drop(state);
+        if let Some(m) = &self.options.metrics {
+            m.cache_list(page.fetched, page.result.items.len());
+        }
+        Ok(Some(page.result))
     }
 
     /// A page of the objects under `prefix`, from `start` (inclusive) on.
@@ -297,14 +328,16 @@ impl Shared {
         prefix: &str,
         start: &str,
         opts: &ListOptions,
-    ) -> Result<ListResult, StorageError> {
+    ) -> Result<Page, StorageError> {
         let mut range = state
             .objects
             .range::<str, _>((Bound::Included(start), Bound::Unbounded))
             .take_while(|(key, _)| key.starts_with(prefix));
         let mut items = Vec::new();
         let mut has_more = false;
+        let mut fetched = 0;
         for (_, object) in range.by_ref() {
+            fetched += 1;
             if !matches(&opts.predicate, &object.attrs) {
                 continue;
             }
@@ -333,7 +366,7 @@ impl Shared {
                 result.remaining_item_count = Some(1 + range.count() as i64);
             }
         }
-        Ok(result)
+        Ok(Page { result, fetched })
     }
 }
 

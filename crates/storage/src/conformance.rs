@@ -80,6 +80,8 @@ impl Fixture {
                 fresh_wait: Duration::from_millis(500),
                 bookmark_interval: Duration::from_millis(200),
                 watcher_buffer: 1000,
+                // The suite runs with metrics on, so that recording is exercised everywhere.
+                metrics: Some(crate::ResourceMetrics::new("conformance", "things")),
             },
         )
         .await
@@ -1233,6 +1235,7 @@ mod cacher_only {
                 fresh_wait: Duration::from_millis(500),
                 bookmark_interval: Duration::from_secs(60),
                 watcher_buffer: 8,
+                metrics: Some(crate::ResourceMetrics::new("conformance", "slowwatchers")),
             },
         )
         .await;
@@ -1266,6 +1269,17 @@ mod cacher_only {
             received < total,
             "the slow watcher was closed (it got {received})"
         );
+        let terminated = prometheus::default_registry()
+            .gather()
+            .into_iter()
+            .find(|f| f.name() == "apiserver_terminated_watchers_total")
+            .and_then(|f| {
+                f.get_metric()
+                    .iter()
+                    .find(|m| m.get_label().iter().any(|l| l.value() == "slowwatchers"))
+                    .map(|m| m.get_counter().get_value())
+            });
+        assert_eq!(terminated, Some(1.0), "the closing is counted");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

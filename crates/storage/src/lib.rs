@@ -20,6 +20,7 @@ pub mod delegate;
 pub mod errors;
 pub mod etcd;
 pub mod kv;
+pub mod metrics;
 pub mod sqlite;
 pub mod store;
 pub mod testing;
@@ -34,6 +35,7 @@ pub use delegate::cached;
 pub use errors::StorageError;
 pub use etcd::{EtcdKv, EtcdOptions};
 pub use kv::{KeyValue, Kv, KvError, KvEvent, Precondition, RangeResponse, TxnOutcome, prefix_end};
+pub use metrics::ResourceMetrics;
 pub use sqlite::{SqliteKv, SqliteOptions};
 pub use store::{
     Attrs, AttrsFn, GetOptions, KvStore, ListOptions, ListResult, Object, Predicate,

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 use apimachinery::object::ObjectExt;
 use async_trait::async_trait;
@@ -27,6 +28,7 @@ use tokio::sync::mpsc;
 use crate::codec::{JsonCodec, StorageCodec, read_stored};
 use crate::errors::{CONTINUE_EXPIRED, LIST_EXPIRED, StorageError, WATCH_EXPIRED};
 use crate::kv::{KeyValue, Kv, KvError, KvEvent, TxnOutcome, prefix_end};
+use crate::metrics::{Operation, ResourceMetrics};
 
 /// What selectors see of an object: its labels and its selectable fields. `fields` always holds
 /// `metadata.name` and `metadata.namespace`.
@@ -588,6 +590,8 @@ pub struct KvStore {
     attrs: AttrsFn,
     codec: Arc<dyn StorageCodec>,
     written: Arc<Written>,
+    /// The resource's request metrics; none for stores no resource owns (tests, tools).
+    metrics: Option<Arc<ResourceMetrics>>,
 }
 
 /// What this store just wrote, by key: the stored bytes, the object's JSON (the same bytes when
@@ -669,6 +673,20 @@ impl KvStore {
             attrs,
             codec,
             written: Arc::default(),
+            metrics: None,
+        }
+    }
+
+    /// Records this store's backend requests and LISTs in the resource's metrics.
+    pub fn with_metrics(mut self, metrics: Arc<ResourceMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Records one backend call that started at `start`.
+    fn record<T>(&self, op: Operation, start: Instant, result: &Result<T, KvError>) {
+        if let Some(m) = &self.metrics {
+            m.backend_request(op, start, result.is_err());
         }
     }
 
@@ -746,7 +764,10 @@ pub(crate) fn list_prefix(prefix: &str) -> String {
 #[async_trait]
 impl Store for KvStore {
     async fn get(&self, key: &str, opts: &GetOptions) -> Result<Object, StorageError> {
-        let (kv, revision) = self.kv.get(key).await?;
+        let start = Instant::now();
+        let got = self.kv.get(key).await;
+        self.record(Operation::Get, start, &got);
+        let (kv, revision) = got?;
         // Upstream checks the minimum resourceVersion before looking at the answer.
         if let ResourceVersion::Exact(requested) = opts.resource_version
             && requested > revision
@@ -801,19 +822,22 @@ impl Store for KvStore {
         let mut items = Vec::new();
         let mut last_key: Option<String> = None;
         let (mut has_more, mut count, mut revision);
+        let (mut fetched, mut evaluated) = (0, 0);
         // Read pages until `limit` objects passed the predicate or the range ends, doubling the
         // page size when the predicate drops objects, as upstream does.
         loop {
+            let started = Instant::now();
             let resp = self
                 .kv
                 .range(&start, &end, with_rev, if paging { page } else { 0 })
-                .await
-                .map_err(|e| {
-                    list_error(
-                        e,
-                        continuing.then_some((continued_from.as_str(), prefix.as_str())),
-                    )
-                })?;
+                .await;
+            self.record(Operation::List, started, &resp);
+            let resp = resp.map_err(|e| {
+                list_error(
+                    e,
+                    continuing.then_some((continued_from.as_str(), prefix.as_str())),
+                )
+            })?;
             if minimum > resp.revision {
                 return Err(StorageError::TooLargeResourceVersion {
                     requested: minimum,
@@ -834,9 +858,11 @@ impl Store for KvStore {
                     break;
                 }
                 last_key = Some(kv.key.clone());
+                fetched += 1;
                 let Some(object) = self.readable(kv) else {
                     continue;
                 };
+                evaluated += 1;
                 if matches(&opts.predicate, &object.attrs) {
                     items.push(object);
                 }
@@ -854,6 +880,9 @@ impl Store for KvStore {
             }
         }
         let resource_version = if with_rev != 0 { with_rev } else { revision };
+        if let Some(m) = &self.metrics {
+            m.storage_list(fetched, evaluated, items.len());
+        }
         let mut result = ListResult {
             items,
             resource_version,
@@ -880,7 +909,10 @@ impl Store for KvStore {
         let attrs = Arc::new(compute_attrs(&self.attrs, &obj));
         self.written
             .put(key, stored.clone(), json.clone(), attrs.clone());
-        match self.kv.create(key, stored).await? {
+        let start = Instant::now();
+        let created = self.kv.create(key, stored).await;
+        self.record(Operation::Create, start, &created);
+        match created? {
             TxnOutcome::Succeeded { revision, .. } => {
                 Object::from_parts_with(key, obj, &json, revision, attrs)
             }
@@ -901,7 +933,10 @@ impl Store for KvStore {
         // stored bytes: a no-op update keeps its resourceVersion and wakes no watcher.
         // A stale value (encrypted with an old key) is written even when unchanged, so that
         // rewriting every object moves them all to the new key.
-        let (current, stale) = self.kv.get_for_update(key).await?;
+        let start = Instant::now();
+        let current = self.kv.get_for_update(key).await;
+        self.record(Operation::Get, start, &current);
+        let (current, stale) = current?;
         let current = current.ok_or_else(|| StorageError::NotFound {
             key: key.to_string(),
         })?;
@@ -917,11 +952,10 @@ impl Store for KvStore {
         let attrs = Arc::new(compute_attrs(&self.attrs, &obj));
         self.written
             .put(key, stored.clone(), json.clone(), attrs.clone());
-        match self
-            .kv
-            .update(key, stored, expected_resource_version)
-            .await?
-        {
+        let start = Instant::now();
+        let updated = self.kv.update(key, stored, expected_resource_version).await;
+        self.record(Operation::Update, start, &updated);
+        match updated? {
             TxnOutcome::Succeeded { revision, .. } => {
                 Object::from_parts_with(key, obj, &json, revision, attrs)
             }
@@ -942,7 +976,10 @@ impl Store for KvStore {
         key: &str,
         expected_resource_version: Option<i64>,
     ) -> Result<Object, StorageError> {
-        match self.kv.delete(key, expected_resource_version).await? {
+        let start = Instant::now();
+        let deleted = self.kv.delete(key, expected_resource_version).await;
+        self.record(Operation::Delete, start, &deleted);
+        match deleted? {
             TxnOutcome::Succeeded {
                 revision,
                 prev: Some(prev),

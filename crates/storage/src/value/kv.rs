@@ -78,16 +78,18 @@ impl TransformingKv {
         }
     }
 
-    fn transformer(&self, key: &str) -> Option<Arc<dyn Transformer>> {
+    /// The transformer of `key`'s resource, and the resource as the metrics name it.
+    fn transformer(&self, key: &str) -> Option<(Arc<dyn Transformer>, String)> {
         let gr = self.resources.resource(key)?;
-        self.transformers.for_resource(&gr)
+        let t = self.transformers.for_resource(&gr)?;
+        Some((t, gr.display()))
     }
 
     /// The value of `key` as stored, and whether it is stale.
     async fn read(&self, key: &str, value: &Bytes) -> Result<(Bytes, bool), KvError> {
         match self.transformer(key) {
-            Some(t) => t
-                .transform_from_storage(value, key.as_bytes())
+            Some((t, resource)) => t
+                .transform_from_storage_for(value, key.as_bytes(), &resource)
                 .await
                 .map(|(out, stale)| (Bytes::from(out), stale))
                 .map_err(|e| KvError::Transform(e.0)),
@@ -113,8 +115,8 @@ impl TransformingKv {
 
     async fn write(&self, key: &str, value: Bytes) -> Result<Bytes, KvError> {
         match self.transformer(key) {
-            Some(t) => t
-                .transform_to_storage(&value, key.as_bytes())
+            Some((t, resource)) => t
+                .transform_to_storage_for(&value, key.as_bytes(), &resource)
                 .await
                 .map(Bytes::from)
                 .map_err(|e| KvError::Transform(e.0)),

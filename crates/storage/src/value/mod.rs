@@ -23,6 +23,7 @@ pub mod secretbox;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 
@@ -74,6 +75,27 @@ pub trait Transformer: Send + Sync {
         data: &[u8],
         context: &[u8],
     ) -> Result<Vec<u8>, TransformError>;
+
+    /// `transform_from_storage` for a value of `resource` (as `secrets`, `deployments.apps`):
+    /// the prefix dispatch records the transformation in the metrics under that resource.
+    async fn transform_from_storage_for(
+        &self,
+        data: &[u8],
+        context: &[u8],
+        _resource: &str,
+    ) -> Result<(Vec<u8>, bool), TransformError> {
+        self.transform_from_storage(data, context).await
+    }
+
+    /// `transform_to_storage` for a value of `resource`, as `transform_from_storage_for`.
+    async fn transform_to_storage_for(
+        &self,
+        data: &[u8],
+        context: &[u8],
+        _resource: &str,
+    ) -> Result<Vec<u8>, TransformError> {
+        self.transform_to_storage(data, context).await
+    }
 }
 
 /// The prefix that marks every encrypted value; identity refuses to read values with it.
@@ -138,23 +160,7 @@ impl Transformer for PrefixTransformers {
         data: &[u8],
         context: &[u8],
     ) -> Result<(Vec<u8>, bool), TransformError> {
-        let mut errors = Vec::new();
-        for (i, t) in self.transformers.iter().enumerate() {
-            if !data.starts_with(&t.prefix) {
-                continue;
-            }
-            match t
-                .transformer
-                .transform_from_storage(&data[t.prefix.len()..], context)
-                .await
-            {
-                Ok((out, stale)) => return Ok((out, stale || i != 0)),
-                Err(_) if t.prefix.is_empty() => continue,
-                Err(e) => errors.push(e),
-            }
-        }
-        Err(TransformError::aggregate(errors)
-            .unwrap_or_else(|| TransformError::new(self.no_match.clone())))
+        self.transform_from_storage_for(data, context, "").await
     }
 
     async fn transform_to_storage(
@@ -162,17 +168,108 @@ impl Transformer for PrefixTransformers {
         data: &[u8],
         context: &[u8],
     ) -> Result<Vec<u8>, TransformError> {
+        self.transform_to_storage_for(data, context, "").await
+    }
+
+    async fn transform_from_storage_for(
+        &self,
+        data: &[u8],
+        context: &[u8],
+        resource: &str,
+    ) -> Result<(Vec<u8>, bool), TransformError> {
+        let start = Instant::now();
+        let mut errors = Vec::new();
+        for (i, t) in self.transformers.iter().enumerate() {
+            if !data.starts_with(&t.prefix) {
+                continue;
+            }
+            let result = t
+                .transformer
+                .transform_from_storage(&data[t.prefix.len()..], context)
+                .await;
+            if t.prefix.is_empty() && result.is_err() {
+                continue;
+            }
+            // Every prefix that was tried is recorded, its failures too, as upstream's.
+            record_transformation(resource, FROM_STORAGE, &t.prefix, start, result.is_ok());
+            match result {
+                Ok((out, stale)) => return Ok((out, stale || i != 0)),
+                Err(e) => errors.push(e),
+            }
+        }
+        match TransformError::aggregate(errors) {
+            Some(e) => Err(e),
+            None => {
+                record_transformation(resource, FROM_STORAGE, b"unknown", start, false);
+                Err(TransformError::new(self.no_match.clone()))
+            }
+        }
+    }
+
+    async fn transform_to_storage_for(
+        &self,
+        data: &[u8],
+        context: &[u8],
+        resource: &str,
+    ) -> Result<Vec<u8>, TransformError> {
         let Some(first) = self.transformers.first() else {
             return Err(TransformError::new(self.no_match.clone()));
         };
-        let out = first
-            .transformer
-            .transform_to_storage(data, context)
-            .await?;
+        let start = Instant::now();
+        let out = first.transformer.transform_to_storage(data, context).await;
+        record_transformation(resource, TO_STORAGE, &first.prefix, start, out.is_ok());
+        let out = out?;
         let mut prefixed = Vec::with_capacity(first.prefix.len() + out.len());
         prefixed.extend_from_slice(&first.prefix);
         prefixed.extend_from_slice(&out);
         Ok(prefixed)
+    }
+}
+
+const FROM_STORAGE: &str = "from_storage";
+const TO_STORAGE: &str = "to_storage";
+
+static TRANSFORMATIONS: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::LazyLock::new(
+    || {
+        crate::metrics::counter(
+            "apiserver_storage_transformation_operations_total",
+            "Total number of transformations. Successful transformation will have a status 'OK' and a varied status string when the transformation fails. The status, resource, and transformation_type fields can be used for alerting purposes. For example, you can monitor for encryption/decryption failures using the transformation_type (e.g., from_storage for decryption and to_storage for encryption). Additionally, these fields can be used to ensure that the correct transformers are applied to each resource.",
+            &[
+                "resource",
+                "transformation_type",
+                "transformer_prefix",
+                "status",
+            ],
+        )
+    },
+);
+static TRANSFORMATION_LATENCY: std::sync::LazyLock<prometheus::HistogramVec> =
+    std::sync::LazyLock::new(|| {
+        crate::metrics::histogram(
+            "apiserver_storage_transformation_duration_seconds",
+            "Latencies in seconds of value transformation operations.",
+            &["transformation_type", "transformer_prefix"],
+            prometheus::exponential_buckets(5e-6, 2.0, 25).unwrap_or_default(),
+        )
+    });
+
+/// Upstream's `RecordTransformation`: every transformation is counted with its status (`OK`, or
+/// upstream's label for a failure that carries no gRPC code), and the successful ones timed.
+/// The identity transformer's empty prefix is labelled `identity`.
+fn record_transformation(resource: &str, kind: &str, prefix: &[u8], start: Instant, ok: bool) {
+    let prefix = if prefix.is_empty() {
+        "identity"
+    } else {
+        std::str::from_utf8(prefix).unwrap_or("unknown")
+    };
+    let status = if ok { "OK" } else { "unknown-non-grpc" };
+    TRANSFORMATIONS
+        .with_label_values(&[resource, kind, prefix, status])
+        .inc();
+    if ok {
+        TRANSFORMATION_LATENCY
+            .with_label_values(&[kind, prefix])
+            .observe(start.elapsed().as_secs_f64());
     }
 }
 
@@ -306,6 +403,30 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.0, "no matching prefix found");
+    }
+
+    #[tokio::test]
+    async fn transformations_are_counted_by_resource_prefix_and_status() {
+        let t = PrefixTransformers::new(
+            "no matching prefix found",
+            vec![pt("m:", Tagged("M", false)), pt("", Identity)],
+        );
+        let count = |kind: &str, prefix: &str, status: &str| {
+            TRANSFORMATIONS
+                .with_label_values(&["metrictests.example.com", kind, prefix, status])
+                .get()
+        };
+        let r = "metrictests.example.com";
+        t.transform_to_storage_for(b"x", b"", r).await.unwrap();
+        t.transform_from_storage_for(b"m:x", b"", r).await.unwrap();
+        t.transform_from_storage_for(b"{}", b"", r).await.unwrap();
+        t.transform_from_storage_for(b"k8s:enc:other:v1:k:x", b"", r)
+            .await
+            .unwrap_err();
+        assert_eq!(count("to_storage", "m:", "OK"), 1);
+        assert_eq!(count("from_storage", "m:", "OK"), 1);
+        assert_eq!(count("from_storage", "identity", "OK"), 1);
+        assert_eq!(count("from_storage", "unknown", "unknown-non-grpc"), 1);
     }
 
     #[tokio::test]

@@ -1,0 +1,372 @@
+//! The storage layer's Prometheus metrics, with upstream's names, labels and buckets
+//! (k8s.io/apiserver/pkg/storage/etcd3/metrics and storage/cacher/metrics):
+//!
+//! - the backend's requests — `etcd_request_duration_seconds`, `etcd_requests_total`,
+//!   `etcd_request_errors_total` by operation, group and resource — for whichever backend is in
+//!   use (the embedded store answers the same calls), and the LISTs served from it:
+//!   `apiserver_storage_list_{total,fetched_objects_total,evaluated_objects_total,returned_objects_total}`;
+//! - the watch cache's: `apiserver_watch_cache_{events_received_total,events_dispatched_total,
+//!   resource_version,initializations_total}`, `apiserver_terminated_watchers_total` (watchers
+//!   closed for not keeping up), the LISTs it serves
+//!   (`apiserver_cache_list_{total,fetched_objects_total,returned_objects_total}`), and the
+//!   object counts upstream takes from etcd every minute (`apiserver_storage_objects`,
+//!   `apiserver_resource_objects`), kept exact here by the cache at each change.
+//!
+//! The families live in the `prometheus` crate's default registry, the process-wide one that
+//! `/metrics` serves (this crate sits below the server, so it registers there itself). A store
+//! or cache is given its group and resource once ([`ResourceMetrics`]): the labelled children are
+//! looked up then, so recording is an atomic add.
+
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::Instant;
+
+use prometheus::core::Collector;
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+};
+
+fn register<C: Collector + Clone + 'static>(c: C) -> C {
+    if let Err(e) = prometheus::default_registry().register(Box::new(c.clone())) {
+        tracing::warn!(error = %e, "a storage metric family is not registered");
+    }
+    c
+}
+
+#[track_caller]
+fn unbuildable<T>(e: prometheus::Error) -> T {
+    // Reached only if this module's constant options were wrong: its tests catch that first.
+    panic!("a storage metric family cannot be built: {e}")
+}
+
+pub(crate) fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    register(IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(unbuildable))
+}
+
+pub(crate) fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    register(IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(unbuildable))
+}
+
+pub(crate) fn histogram(
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let opts = HistogramOpts::new(name, help).buckets(buckets);
+    register(HistogramVec::new(opts, labels).unwrap_or_else(unbuildable))
+}
+
+const GR: &[&str] = &["group", "resource"];
+const OP_GR: &[&str] = &["operation", "group", "resource"];
+
+static ETCD_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
+    histogram(
+        "etcd_request_duration_seconds",
+        "Etcd request latency in seconds for each operation and object type.",
+        OP_GR,
+        vec![
+            0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0,
+            8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+        ],
+    )
+});
+static ETCD_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "etcd_requests_total",
+        "Etcd request counts for each operation and object type.",
+        OP_GR,
+    )
+});
+static ETCD_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "etcd_request_errors_total",
+        "Etcd failed request counts for each operation and object type.",
+        OP_GR,
+    )
+});
+static STORAGE_LIST: LazyLock<[IntCounterVec; 4]> = LazyLock::new(|| {
+    [
+        counter(
+            "apiserver_storage_list_total",
+            "Number of LIST requests served from storage",
+            GR,
+        ),
+        counter(
+            "apiserver_storage_list_fetched_objects_total",
+            "Number of objects read from storage in the course of serving a LIST request",
+            GR,
+        ),
+        counter(
+            "apiserver_storage_list_evaluated_objects_total",
+            "Number of objects tested in the course of serving a LIST request from storage",
+            GR,
+        ),
+        counter(
+            "apiserver_storage_list_returned_objects_total",
+            "Number of objects returned for a LIST request from storage",
+            GR,
+        ),
+    ]
+});
+static OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "apiserver_storage_objects",
+        "[DEPRECATED, consider using apiserver_resource_objects instead] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+        &["resource"],
+    )
+});
+static RESOURCE_OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "apiserver_resource_objects",
+        "Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+        GR,
+    )
+});
+static CACHE_EVENTS_RECEIVED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "apiserver_watch_cache_events_received_total",
+        "Counter of events received in watch cache broken by resource type.",
+        GR,
+    )
+});
+static CACHE_EVENTS_DISPATCHED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "apiserver_watch_cache_events_dispatched_total",
+        "Counter of events dispatched in watch cache broken by resource type.",
+        GR,
+    )
+});
+static CACHE_RESOURCE_VERSION: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "apiserver_watch_cache_resource_version",
+        "Current resource version of watch cache broken by resource type.",
+        GR,
+    )
+});
+static TERMINATED_WATCHERS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "apiserver_terminated_watchers_total",
+        "Counter of watchers closed due to unresponsiveness broken by resource type.",
+        GR,
+    )
+});
+static CACHE_INITIALIZATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "apiserver_watch_cache_initializations_total",
+        "Counter of watch cache initializations broken by resource type.",
+        GR,
+    )
+});
+static CACHE_LIST: LazyLock<[IntCounterVec; 2]> = LazyLock::new(|| {
+    let labels = &["group", "resource", "index"];
+    [
+        counter(
+            "apiserver_cache_list_total",
+            "Number of LIST requests served from watch cache",
+            labels,
+        ),
+        counter(
+            "apiserver_cache_list_fetched_objects_total",
+            "Number of objects read from watch cache in the course of serving a LIST request",
+            labels,
+        ),
+    ]
+});
+static CACHE_LIST_RETURNED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "apiserver_cache_list_returned_objects_total",
+        "Number of objects returned for a LIST request from watch cache",
+        GR,
+    )
+});
+
+/// A backend operation, as upstream labels it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Get,
+    List,
+    Create,
+    Update,
+    Delete,
+}
+
+impl Operation {
+    fn label(self) -> &'static str {
+        match self {
+            Operation::Get => "get",
+            Operation::List => "list",
+            Operation::Create => "create",
+            Operation::Update => "update",
+            Operation::Delete => "delete",
+        }
+    }
+}
+
+struct OperationMetrics {
+    latency: Histogram,
+    count: IntCounter,
+}
+
+/// One resource's children of every storage family. A child is made the first time something
+/// is recorded in it, as upstream's vectors make theirs, so that `/metrics` carries only the
+/// label sets in use (eagerly, every resource's histograms would be a megabyte of zeros).
+pub struct ResourceMetrics {
+    group: String,
+    resource: String,
+    operations: [OnceLock<OperationMetrics>; 5],
+    errors: [OnceLock<IntCounter>; 5],
+    storage_list: OnceLock<[IntCounter; 4]>,
+    cache_list: OnceLock<[IntCounter; 3]>,
+    events: OnceLock<[IntCounter; 2]>,
+    initializations: OnceLock<IntCounter>,
+    terminated_watchers: OnceLock<IntCounter>,
+    objects: OnceLock<[IntGauge; 3]>,
+}
+
+impl std::fmt::Debug for ResourceMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ResourceMetrics({}.{})", self.resource, self.group)
+    }
+}
+
+impl ResourceMetrics {
+    /// The metrics of `resource` in `group` (empty for the core group).
+    pub fn new(group: &str, resource: &str) -> Arc<ResourceMetrics> {
+        Arc::new(ResourceMetrics {
+            group: group.to_string(),
+            resource: resource.to_string(),
+            operations: Default::default(),
+            errors: Default::default(),
+            storage_list: OnceLock::new(),
+            cache_list: OnceLock::new(),
+            events: OnceLock::new(),
+            initializations: OnceLock::new(),
+            terminated_watchers: OnceLock::new(),
+            objects: OnceLock::new(),
+        })
+    }
+
+    fn gr(&self) -> [&str; 2] {
+        [&self.group, &self.resource]
+    }
+
+    /// Records one backend request that started at `start`.
+    pub fn backend_request(&self, op: Operation, start: Instant, failed: bool) {
+        let labels = [op.label(), &self.group, &self.resource];
+        let m = self.operations[op as usize].get_or_init(|| OperationMetrics {
+            latency: ETCD_LATENCY.with_label_values(&labels),
+            count: ETCD_REQUESTS.with_label_values(&labels),
+        });
+        m.latency.observe(start.elapsed().as_secs_f64());
+        m.count.inc();
+        if failed {
+            self.errors[op as usize]
+                .get_or_init(|| ETCD_ERRORS.with_label_values(&labels))
+                .inc();
+        }
+    }
+
+    /// A LIST served from storage: objects read, tested by the predicate, returned.
+    pub fn storage_list(&self, fetched: usize, evaluated: usize, returned: usize) {
+        let [total, f, e, r] = self.storage_list.get_or_init(|| {
+            STORAGE_LIST
+                .each_ref()
+                .map(|f| f.with_label_values(&self.gr()))
+        });
+        total.inc();
+        f.inc_by(fetched as u64);
+        e.inc_by(evaluated as u64);
+        r.inc_by(returned as u64);
+    }
+
+    /// A LIST served from the watch cache.
+    pub fn cache_list(&self, fetched: usize, returned: usize) {
+        let [total, f, r] = self.cache_list.get_or_init(|| {
+            let index = [self.group.as_str(), self.resource.as_str(), ""];
+            let [total, f] = CACHE_LIST.each_ref().map(|f| f.with_label_values(&index));
+            [total, f, CACHE_LIST_RETURNED.with_label_values(&self.gr())]
+        });
+        total.inc();
+        f.inc_by(fetched as u64);
+        r.inc_by(returned as u64);
+    }
+
+    /// The watch cache's state after a change: its object count and revision.
+    pub fn cache_state(&self, objects: usize, revision: i64) {
+        let [o, ro, rv] = self.objects.get_or_init(|| {
+            // `apiserver_storage_objects` names the resource as `resource.group`.
+            let qualified = if self.group.is_empty() {
+                self.resource.clone()
+            } else {
+                format!("{}.{}", self.resource, self.group)
+            };
+            [
+                OBJECTS.with_label_values(&[qualified.as_str()]),
+                RESOURCE_OBJECTS.with_label_values(&self.gr()),
+                CACHE_RESOURCE_VERSION.with_label_values(&self.gr()),
+            ]
+        });
+        o.set(objects as i64);
+        ro.set(objects as i64);
+        rv.set(revision);
+    }
+
+    /// An event received from storage and dispatched to the cache's watchers.
+    pub fn cache_event(&self) {
+        let [received, dispatched] = self.events.get_or_init(|| {
+            [
+                CACHE_EVENTS_RECEIVED.with_label_values(&self.gr()),
+                CACHE_EVENTS_DISPATCHED.with_label_values(&self.gr()),
+            ]
+        });
+        received.inc();
+        dispatched.inc();
+    }
+
+    /// A watcher closed because it did not keep up.
+    pub fn watcher_terminated(&self) {
+        self.terminated_watchers
+            .get_or_init(|| TERMINATED_WATCHERS.with_label_values(&self.gr()))
+            .inc();
+    }
+
+    /// The cache (re)built from a full list.
+    pub fn cache_initialized(&self) {
+        self.initializations
+            .get_or_init(|| CACHE_INITIALIZATIONS.with_label_values(&self.gr()))
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_carry_upstreams_labels() {
+        let m = ResourceMetrics::new("apps", "metricstests");
+        m.backend_request(Operation::Update, Instant::now(), true);
+        m.storage_list(5, 5, 2);
+        m.cache_state(7, 42);
+        let text = {
+            let mut out = Vec::new();
+            prometheus::Encoder::encode(
+                &prometheus::TextEncoder::new(),
+                &prometheus::default_registry().gather(),
+                &mut out,
+            )
+            .unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        for line in [
+            "etcd_requests_total{group=\"apps\",operation=\"update\",resource=\"metricstests\"} 1",
+            "etcd_request_errors_total{group=\"apps\",operation=\"update\",resource=\"metricstests\"} 1",
+            "apiserver_storage_list_fetched_objects_total{group=\"apps\",resource=\"metricstests\"} 5",
+            "apiserver_storage_list_returned_objects_total{group=\"apps\",resource=\"metricstests\"} 2",
+            "apiserver_storage_objects{resource=\"metricstests.apps\"} 7",
+            "apiserver_watch_cache_resource_version{group=\"apps\",resource=\"metricstests\"} 42",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+}
