@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Server CPU per write with managed fields, next to a server built without them: ConfigMap
-# creates (8 clients) and unconditional ConfigMap updates (`mixed --updates-only`, 8 clients,
-# over 1,000 objects), and Deployment creates. BEFORE and AFTER name two ironplane binaries
+# Server CPU per request of two builds side by side (first written for managed fields, now the
+# before/after comparison of any change on the request path): ConfigMap creates (8 clients),
+# unconditional ConfigMap updates (`mixed --updates-only`, 8 clients, over 1,000 objects),
+# Deployment creates, and the controller-like mix (`mixed`: 60 % GETs, LISTs by label, updates,
+# creates and deletes; 8 clients). BEFORE and AFTER name two ironplane binaries
 # (AFTER defaults to this tree's release build); runs alternate between them, a fresh server
 # each, RUNS times (default 3); prints medians and AFTER/BEFORE ratios.
 # Usage: BEFORE=path/to/old/ironplane scripts/bench-managed-fields.sh [OUT]
@@ -34,6 +36,8 @@ for i in $(seq 1 "$RUNS"); do
       --server-pid "$PID" -q --json "$OUT/mf-$side-update-$i.json" >/dev/null
     "$bench" --kubeconfig "$KC" create --kind deployment --concurrency 8 --duration 10s \
       --server-pid "$PID" -q --json "$OUT/mf-$side-deployment-$i.json" >/dev/null
+    "$bench" --kubeconfig "$KC" mixed --concurrency 8 --duration 10s \
+      --server-pid "$PID" -q --json "$OUT/mf-$side-mixed-$i.json" >/dev/null
     kill -TERM "$PID"; wait "$PID" || true
   done
 done
@@ -43,15 +47,18 @@ import json, statistics, sys
 out, runs = sys.argv[1], int(sys.argv[2])
 figures = {}
 for side in ("before", "after"):
-    for what in ("create", "update", "deployment"):
+    for what in ("create", "update", "deployment", "mixed"):
         rs = [json.load(open(f"{out}/mf-{side}-{what}-{i}.json")) for i in range(1, runs + 1)]
         label = "update" if what == "update" else None
         row = lambda r: next(x for x in r["rows"] if x["label"] == label) if label else r["rows"][0]
-        figures[(side, what, "per s")] = statistics.median(row(r)["per_second"] for r in rs)
+        # The mix counts all its requests together.
+        per_second = (lambda r: sum(x["per_second"] for x in r["rows"])) if what == "mixed" \
+            else (lambda r: row(r)["per_second"])
+        figures[(side, what, "per s")] = statistics.median(per_second(r) for r in rs)
         figures[(side, what, "cpu ms")] = statistics.median(
             r["figures"]["server_cpu_ms_per_request"] for r in rs)
 print(f"{'figure':<28}{'before':>10}{'after':>10}{'after/before':>14}")
-for what in ("create", "update", "deployment"):
+for what in ("create", "update", "deployment", "mixed"):
     for f in ("per s", "cpu ms"):
         b, a = figures[("before", what, f)], figures[("after", what, f)]
         print(f"{what + ' ' + f:<28}{b:>10.3f}{a:>10.3f}{a / b:>14.2f}")

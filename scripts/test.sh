@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need (kubectl check, the Python client, cryptography, openssl, etcd) and runs every test of the
-# workspace against one release build. Missing tools fail loudly; nothing is skipped silently.
+# Installs what the tests need (kubectl check, the Python client, cryptography, prometheus_client,
+# openssl, etcd) and runs every test of the workspace against one release build. Missing tools fail
+# loudly; nothing is skipped silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,8 @@ python3 -c "import kubernetes" 2>/dev/null || python3 -m pip install --quiet "ku
 # The service-account token tests forge tokens with `cryptography`; the CSR test makes its
 # request with the openssl command, and the OIDC test its issuer's RSA key.
 python3 -c "import cryptography" 2>/dev/null || python3 -m pip install --quiet cryptography
+# The /metrics test reads the exposition format with Prometheus's own Python parser.
+python3 -c "import prometheus_client" 2>/dev/null || python3 -m pip install --quiet prometheus_client
 if ! command -v openssl >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq openssl) || true

@@ -117,7 +117,9 @@ impl Health {
             .iter()
             .filter(|c| !excluded.contains(&c.name.as_str()))
         {
-            if c.is_ok() {
+            let ok = c.is_ok();
+            crate::metrics::observe_healthcheck(&c.name, endpoint, ok);
+            if ok {
                 lines.push(format!("[+]{} ok", c.name));
             } else {
                 failed = true;

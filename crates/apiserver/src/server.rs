@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::authentication::{Authenticator, UserInfo};
 use crate::authorization::Authorizer;
+use crate::endpoints::metrics::Monitor;
 use crate::endpoints::negotiation::{Encoding, View, negotiate};
 use crate::endpoints::{ApiRequest, ApiResources, Response, discovery, response};
 use crate::filters::{InFlight, RequestBody};
@@ -101,6 +102,19 @@ pub struct Document {
     pub max_age_seconds: u32,
 }
 
+/// The non-resource handlers upstream instruments with its request metrics, as the path label
+/// and component each reports: the health endpoints' roots and OpenAPI v3.
+fn instrumented_non_resource(path: &str) -> Option<(&'static str, &'static str)> {
+    match path.trim_end_matches('/') {
+        "/healthz" => Some(("/healthz", "")),
+        "/livez" => Some(("/livez", "")),
+        "/readyz" => Some(("/readyz", "")),
+        "/openapi/v3" => Some(("openapi/v3", "")),
+        p if p.starts_with("/openapi/v3/") => Some(("openapi/v3/", "")),
+        _ => None,
+    }
+}
+
 fn text(code: StatusCode, body: impl Into<Bytes>) -> Response {
     response::raw(code, "text/plain; charset=utf-8", body)
 }
@@ -174,9 +188,26 @@ impl GenericApiServer {
             .get::<crate::filters::AuthnNotes>()
             .map(|n| n.warnings.clone())
             .unwrap_or_default();
+        let received = req
+            .extensions()
+            .get::<crate::endpoints::metrics::Received>()
+            .map_or_else(std::time::Instant::now, |r| r.0);
+        let monitor = if info.is_resource_request {
+            Some(Monitor::resource(
+                &info,
+                req.uri().query().unwrap_or(""),
+                req.headers(),
+                received,
+            ))
+        } else {
+            instrumented_non_resource(&info.path)
+                .map(|(path, component)| Monitor::non_resource(path, component, received))
+        };
+        let mut served = !info.is_resource_request;
         let (result, warnings) = crate::warning::record(async {
             crate::warning::add_all(from_authentication);
-            self.route_inner(req, info, user, accept.as_deref()).await
+            self.route_inner(req, info, user, accept.as_deref(), &mut served)
+                .await
         })
         .await;
         let response = match result {
@@ -188,7 +219,12 @@ impl GenericApiServer {
                 response::status(&s, error_encoding)
             }
         };
-        crate::warning::append(response, warnings)
+        let response = crate::warning::append(response, warnings);
+        // Upstream records what a route served: not a resource request no route matched.
+        match monitor {
+            Some(m) if served => m.finish(response),
+            _ => response,
+        }
     }
 
     async fn route_inner(
@@ -197,6 +233,7 @@ impl GenericApiServer {
         info: RequestInfo,
         user: UserInfo,
         accept: Option<&str>,
+        served: &mut bool,
     ) -> Result<Response, Status> {
         let path = info.path.trim_end_matches('/').to_string();
         let query = req.uri().query().unwrap_or("").to_string();
@@ -217,7 +254,10 @@ impl GenericApiServer {
         };
         for delegate in &self.chain {
             match delegate.serve(api_req).await {
-                Ok(result) => return result,
+                Ok(result) => {
+                    *served = true;
+                    return result;
+                }
                 Err(back) => api_req = back,
             }
         }
@@ -300,6 +340,11 @@ impl GenericApiServer {
                 StatusCode::OK,
                 crate::metrics::TEXT_CONTENT_TYPE,
                 crate::metrics::encode(),
+            )),
+            ["metrics", "slis"] => Ok(response::raw(
+                StatusCode::OK,
+                crate::metrics::TEXT_CONTENT_TYPE,
+                crate::metrics::encode_slis(),
             )),
             ["api"] | ["apis"] => {
                 let infos = self.infos();

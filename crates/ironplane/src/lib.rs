@@ -12,6 +12,7 @@ mod encryption;
 pub mod kubeconfig;
 #[cfg(test)]
 mod layering;
+pub mod logging;
 pub mod options;
 pub mod testing;
 

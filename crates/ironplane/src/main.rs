@@ -15,23 +15,6 @@ use ironplane::Options;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-fn log_filter(v: u8) -> &'static str {
-    match v {
-        0 | 1 => "info",
-        2..=4 => "debug",
-        _ => "trace",
-    }
-}
-
-fn init_logging(verbosity: u8) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(verbosity)));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     match Mode::of_program(std::env::args_os().next().as_deref()) {
@@ -48,7 +31,7 @@ async fn main() -> std::process::ExitCode {
             code
         }
         Mode::Etcd => {
-            init_logging(0);
+            ironplane::logging::init(0, ironplane::logging::Format::Text);
             let args: Vec<String> = std::env::args().skip(1).collect();
             envtest::etcd::run(&args, wait_for_signal()).await
         }
@@ -57,7 +40,7 @@ async fn main() -> std::process::ExitCode {
 
 /// Starts the server, serves until SIGTERM or SIGINT, then stops gracefully.
 async fn serve(opts: Options, mode: Mode, notes: &[String]) -> std::process::ExitCode {
-    init_logging(opts.verbosity);
+    ironplane::logging::init(opts.verbosity, opts.logging_format);
     for note in notes {
         tracing::info!("{note}");
     }

@@ -310,9 +310,13 @@ pub struct Options {
     /// After SIGTERM, how long /readyz fails before the server stops accepting (e.g. 5s).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub shutdown_delay_duration: Duration,
-    /// Log verbosity, as kube-apiserver's -v: 0-1 info, 2-4 debug, 5+ trace.
+    /// Log verbosity, as kube-apiserver's -v: 0-1 info, 2-4 debug, 5+ trace; request lines
+    /// (httplog) from 3.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
+    /// How logs are written: `text` (klog's lines) or `json` (component-base's JSON lines).
+    #[arg(long, value_enum, default_value = "text")]
+    pub logging_format: crate::logging::Format,
 }
 
 /// A duration as Go's `time.Duration.String` prints it (`15s`, `1m30s`, `500ms`).

@@ -101,7 +101,9 @@ fn acquired_as(s: &Server) -> Option<String> {
         .filter(|l| l.contains("successfully acquired lease"))
         .filter_map(|l| {
             let rest = l.split("identity=").nth(1)?;
-            Some(rest.split_whitespace().next().unwrap_or("").to_string())
+            // klog's text quotes string values.
+            let value = rest.split_whitespace().next().unwrap_or("");
+            Some(value.trim_matches('"').to_string())
         })
         .next_back()
 }

@@ -7,6 +7,7 @@
 
 pub mod compile;
 pub mod informer;
+pub mod metrics;
 pub mod policy;
 pub mod rules;
 pub mod webhook;
@@ -14,6 +15,9 @@ pub mod webhook;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use metrics::Step;
 
 use apimachinery::Status;
 use async_trait::async_trait;
@@ -203,30 +207,77 @@ impl Admission {
     }
 
     pub async fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
+        let start = Instant::now();
+        let result = self.admit_all(attrs, obj).await;
+        metrics::observe_step(Step::Admit, attrs.operation, start, result.is_err());
+        result
+    }
+
+    async fn admit_all(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
         for p in &self.mutating {
-            p.admit(attrs, obj).await?;
+            let start = Instant::now();
+            let r = p.admit(attrs, obj).await;
+            metrics::observe_controller(p.name(), Step::Admit, attrs.operation, start, r.is_err());
+            r?;
         }
         let again = std::mem::take(&mut attrs.state.lock().reinvoke_requested);
         if again {
             attrs.state.lock().reinvoking = true;
             for p in &self.mutating {
-                p.admit(attrs, obj).await?;
+                let start = Instant::now();
+                let r = p.admit(attrs, obj).await;
+                metrics::observe_controller(
+                    p.name(),
+                    Step::Admit,
+                    attrs.operation,
+                    start,
+                    r.is_err(),
+                );
+                r?;
             }
         }
         Ok(())
     }
 
     pub async fn admit_delete(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
+        let step = Instant::now();
+        let mut result = Ok(());
         for p in &self.mutating {
-            p.admit_delete(attrs).await?;
+            let start = Instant::now();
+            result = p.admit_delete(attrs).await;
+            metrics::observe_controller(
+                p.name(),
+                Step::Admit,
+                attrs.operation,
+                start,
+                result.is_err(),
+            );
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(())
+        metrics::observe_step(Step::Admit, attrs.operation, step, result.is_err());
+        result
     }
 
     pub async fn validate(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), Status> {
+        let step = Instant::now();
+        let mut result = Ok(());
         for p in &self.validating {
-            p.validate(attrs, obj).await?;
+            let start = Instant::now();
+            result = p.validate(attrs, obj).await;
+            metrics::observe_controller(
+                p.name(),
+                Step::Validate,
+                attrs.operation,
+                start,
+                result.is_err(),
+            );
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(())
+        metrics::observe_step(Step::Validate, attrs.operation, step, result.is_err());
+        result
     }
 }

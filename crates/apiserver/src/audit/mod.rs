@@ -235,14 +235,51 @@ impl Sink {
     pub fn write(&self, event: &Value) {
         let mut line = event.to_string();
         line.push('\n');
+        EVENTS.inc();
         if let Ok(mut out) = self.out.lock() {
             // An audit log that cannot be written is logged, not fatal, as upstream's
             // blocking backend only logs too.
             if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.flush()) {
+                ERRORS.with_label_values(&["log"]).inc();
                 tracing::error!(error = %e, "cannot write audit event");
             }
         }
     }
+}
+
+// Upstream's audit metrics (k8s.io/apiserver/pkg/audit/metrics.go): events sent to the backend,
+// events a backend failed to record (by plugin: the log backend is `log`), and the policy level
+// of every request while auditing is on.
+static EVENTS: std::sync::LazyLock<prometheus::IntCounter> = std::sync::LazyLock::new(|| {
+    crate::metrics::counter(
+        "apiserver_audit_event_total",
+        "Counter of audit events generated and sent to the audit backend.",
+    )
+});
+static ERRORS: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::LazyLock::new(|| {
+    crate::metrics::counter_vec(
+        "apiserver_audit_error_total",
+        "Counter of audit events that failed to be audited properly. Plugin identifies the plugin affected by the error.",
+        &["plugin"],
+    )
+});
+static LEVELS: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::LazyLock::new(|| {
+    crate::metrics::counter_vec(
+        "apiserver_audit_level_total",
+        "Counter of policy levels for audit events (1 per request).",
+        &["level"],
+    )
+});
+
+/// Counts a request's audit level (upstream's `ObservePolicyLevel`).
+pub fn observe_policy_level(level: Level) {
+    let label = match level {
+        Level::None => "None",
+        Level::Metadata => "Metadata",
+        Level::Request => "Request",
+        Level::RequestResponse => "RequestResponse",
+    };
+    LEVELS.with_label_values(&[label]).inc();
 }
 
 /// The policy and its sink.

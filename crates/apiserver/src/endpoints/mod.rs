@@ -9,6 +9,7 @@ mod delete;
 pub mod discovery;
 mod get;
 mod list;
+pub mod metrics;
 pub mod negotiation;
 mod patch;
 pub mod query;

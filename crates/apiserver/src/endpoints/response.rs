@@ -28,6 +28,59 @@ pub fn empty() -> Body {
     full(Bytes::new())
 }
 
+/// `body`, calling `on_end` once when it has been sent to its end or is dropped (the client went
+/// away), whichever comes first: how long-running responses report that they are over.
+pub fn completing(body: Body, on_end: Box<dyn FnOnce() + Send + Sync>) -> Body {
+    CompletingBody {
+        inner: body,
+        on_end: Some(on_end),
+    }
+    .boxed()
+}
+
+struct CompletingBody {
+    inner: Body,
+    on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl CompletingBody {
+    fn finish(&mut self) {
+        if let Some(f) = self.on_end.take() {
+            f();
+        }
+    }
+}
+
+impl http_body::Body for CompletingBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(None) = polled {
+            self.finish();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for CompletingBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 /// A response with a body already encoded as `content_type`.
 pub fn raw(code: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response {
     let mut r = http::Response::new(full(body));

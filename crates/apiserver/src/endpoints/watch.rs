@@ -64,6 +64,7 @@ pub async fn handle(
     let info = store.info.clone();
     let tables = api.tables.clone();
     let mut shutdown = api.shutdown.subscribe();
+    let sent = super::metrics::WatchEventMetrics::new(&info.group, &info.version, &info.resource);
     tokio::spawn(async move {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
@@ -83,6 +84,7 @@ pub async fn handle(
                     break;
                 }
             };
+            sent.sent(frame.len());
             if tx.send(frame).await.is_err() || is_error {
                 break;
             }

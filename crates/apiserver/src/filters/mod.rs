@@ -15,6 +15,8 @@
 //! 9. authorization — behind the `Authorizer` seam;
 //! 10. then the server chain (`GenericApiServer::route_request`).
 
+mod metrics;
+
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -61,6 +63,7 @@ pub fn build_handler_chain(server: Arc<GenericApiServer>) -> Next {
         // Outermost, so that a panic anywhere below is caught.
         .layer(filter(s(), recover_panics))
         .layer(filter(s(), with_request_info))
+        .layer(filter(s(), with_http_log))
         .layer(filter(s(), track_in_flight))
         .layer(filter(s(), with_deadline))
         .layer(filter(s(), authenticate))
@@ -227,7 +230,75 @@ fn with_request_info(
         req.uri().query().unwrap_or(""),
     );
     req.extensions_mut().insert(info);
+    // The request metrics count the filters' time too, as upstream's received timestamp.
+    req.extensions_mut()
+        .insert(crate::endpoints::metrics::Received(
+            std::time::Instant::now(),
+        ));
     Box::pin(call_next(next, req))
+}
+
+/// The target of request lines (upstream's `httplog`), which `-v=3` turns on.
+pub const HTTPLOG_TARGET: &str = "httplog";
+
+/// Writes one line per request, as upstream's httplog does at `-v=3`: verb, URI, latency, user
+/// agent, audit ID, source address and response code; a watch's line when its stream ends. Costs
+/// one check of the log filter when the lines are off.
+fn with_http_log(
+    _: Arc<GenericApiServer>,
+    req: HttpRequest,
+    next: Next,
+) -> BoxFuture<'static, Response> {
+    if !tracing::enabled!(target: HTTPLOG_TARGET, tracing::Level::INFO) {
+        return Box::pin(call_next(next, req));
+    }
+    let start = std::time::Instant::now();
+    let info = request_info(&req);
+    let verb = crate::endpoints::metrics::reported_verb(&info, req.headers());
+    let uri = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_string(), |p| p.to_string());
+    let agent = req
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let src = req
+        .extensions()
+        .get::<crate::serving::PeerAddr>()
+        .map(|p| p.0.to_string())
+        .unwrap_or_default();
+    Box::pin(async move {
+        let response = call_next(next, req).await;
+        let code = response.status().as_u16();
+        let audit_id = response
+            .headers()
+            .get("audit-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let log = move || {
+            tracing::info!(
+                target: HTTPLOG_TARGET,
+                verb,
+                URI = %uri,
+                latency = ?start.elapsed(),
+                userAgent = %agent,
+                "audit-ID" = %audit_id,
+                srcIP = %src,
+                resp = code,
+                "HTTP"
+            );
+        };
+        if info.verb != "watch" {
+            log();
+            return response;
+        }
+        let (parts, body) = response.into_parts();
+        http::Response::from_parts(parts, response::completing(body, Box::new(log)))
+    })
 }
 
 fn track_in_flight(
@@ -306,6 +377,7 @@ fn authenticate(
 ) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         let peer = req.extensions().get::<PeerCertificates>().cloned();
+        let start = std::time::Instant::now();
         // What authenticators say besides the user (a legacy token's audit annotations and
         // warning) is kept for the audit event and the response, which come later in the chain.
         let ((outcome, warnings), annotations) = {
@@ -324,6 +396,7 @@ fn authenticate(
                 annotations,
             });
         }
+        let errored = outcome.is_err();
         let user: UserInfo = match outcome {
             Ok(Some(user)) => user,
             // `--anonymous-auth`: requests without credentials go on as `system:anonymous`,
@@ -340,9 +413,16 @@ fn authenticate(
                 anonymous_user()
             }
             Ok(None) | Err(_) => {
+                let result = if errored {
+                    metrics::AuthnResult::Error
+                } else {
+                    metrics::AuthnResult::Failure
+                };
+                metrics::record_authentication(result, start);
                 return response::status(&Status::unauthorized("Unauthorized"), Encoding::Json);
             }
         };
+        metrics::record_authentication(metrics::AuthnResult::Success { user: &user.name }, start);
         req.extensions_mut().insert(user);
         call_next(next, req).await
     })
@@ -359,43 +439,6 @@ pub struct AuthnNotes {
 /// Where the impersonation filter leaves the user it switched to, for the audit event.
 #[derive(Clone, Default)]
 pub struct ImpersonatedSlot(Arc<std::sync::Mutex<Option<UserInfo>>>);
-
-/// Calls `on_end` when the body has been sent to its end, or dropped, whichever comes first:
-/// the ResponseComplete of a long-running request.
-struct CompletingBody {
-    inner: crate::endpoints::Body,
-    on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
-}
-
-impl CompletingBody {
-    fn finish(&mut self) {
-        if let Some(f) = self.on_end.take() {
-            f();
-        }
-    }
-}
-
-impl http_body::Body for CompletingBody {
-    type Data = bytes::Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
-        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None) = polled {
-            self.finish();
-        }
-        polled
-    }
-}
-
-impl Drop for CompletingBody {
-    fn drop(&mut self) {
-        self.finish();
-    }
-}
 
 /// A request or response body as the object it encodes (JSON, YAML or protobuf, by its
 /// Content-Type; patch documents of their own media types are JSON), for an audit event.
@@ -424,6 +467,7 @@ fn audit(
         let info = request_info(&req);
         let user = request_user(&req);
         let decision = auditor.policy.decide(&user, &info);
+        crate::audit::observe_policy_level(decision.level);
         if decision.level == Level::None {
             return call_next(next, req).await;
         }
@@ -526,11 +570,8 @@ fn audit(
                 } else {
                     Box::new(|| {})
                 };
-            let body = CompletingBody {
-                inner: body,
-                on_end: Some(on_end),
-            };
-            return http::Response::from_parts(parts, BodyExt::boxed(body));
+            // The ResponseComplete of a long-running request.
+            return http::Response::from_parts(parts, response::completing(body, on_end));
         }
         // Short requests: the answer is whole; read it when the event needs it.
         if !decision.records(Stage::ResponseComplete) {
@@ -768,7 +809,15 @@ fn authorize(
         let info = request_info(&req);
         let user = request_user(&req);
         // The decision and its reason go to the audit event, as upstream's filter adds them.
-        match server.config.authorizer.authorize(&user, &info).await {
+        let start = std::time::Instant::now();
+        let decision = server.config.authorizer.authorize(&user, &info).await;
+        let result = match &decision {
+            Decision::Allow(_) => "allowed",
+            Decision::Deny(_) => "denied",
+            Decision::NoOpinion(_) => "no-opinion",
+        };
+        metrics::record_authorization(result, start);
+        match decision {
             Decision::Allow(reason) => {
                 crate::audit::add_annotation(DECISION_ANNOTATION, "allow");
                 crate::audit::add_annotation(REASON_ANNOTATION, reason);

@@ -264,8 +264,37 @@ impl Shared {
         Err(rules::forbidden(attrs, why))
     }
 
-    /// One call: the review out, the answer checked, its warnings kept.
+    /// One call, recorded in the webhook metrics: the answer's code is 200 when the webhook
+    /// allowed, the refusal's code when it refused, 0 when no answer came.
     async fn call(
+        &self,
+        hook: &Hook,
+        attrs: &Attributes<'_>,
+        inv: &Invocation,
+        obj: Option<&Value>,
+        old: Option<&Value>,
+        mutating: bool,
+    ) -> Result<review::Answer, Failure> {
+        let start = std::time::Instant::now();
+        let result = self.call_once(hook, attrs, inv, obj, old, mutating).await;
+        let (rejected, code) = match &result {
+            Ok(_) => (false, 200),
+            Err(Failure::Refused(s)) => (true, s.code),
+            Err(Failure::Calling(_)) => (true, 0),
+        };
+        crate::admission::metrics::observe_webhook(
+            &hook.name,
+            mutating,
+            attrs.operation,
+            start,
+            rejected,
+            code,
+        );
+        result
+    }
+
+    /// One call: the review out, the answer checked, its warnings kept.
+    async fn call_once(
         &self,
         hook: &Hook,
         attrs: &Attributes<'_>,

@@ -1,0 +1,499 @@
+//! The request metrics of the endpoints (upstream: k8s.io/apiserver/pkg/endpoints/metrics):
+//! `apiserver_request_total`, `apiserver_request_duration_seconds`,
+//! `apiserver_request_sli_duration_seconds`, `apiserver_response_sizes`,
+//! `apiserver_longrunning_requests`, `apiserver_selfrequest_total`, and the watch events'
+//! `apiserver_watch_events_total` / `apiserver_watch_events_sizes`, with upstream's names,
+//! labels and buckets.
+//!
+//! Upstream records a request where a route served it (`InstrumentRouteFunc`), so requests that a
+//! filter refused (401, 403) or that no route matched (404 outside a served resource) are not
+//! counted; the same here: [`Monitor`] is made by the server for what a delegate served, and for
+//! the few non-resource handlers upstream instruments (health, discovery, OpenAPI v3). Its labels
+//! are upstream's: the verb as `cleanVerb` reports it (`POST` for create, `PUT` for update,
+//! `APPLY` for an apply patch, `WATCH`, `CONNECT` for the connect subresources), the scope
+//! (`resource`, `namespace`, `cluster`), `dry_run`, and `system_client` from the User-Agent.
+//! The time is taken from when the request met the first filter, so it counts the filters too. A
+//! watch is long-running: it is in `apiserver_longrunning_requests` while it streams, and is
+//! recorded when its stream ends.
+
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use http_body::Body as _;
+use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
+
+use super::response::Response;
+use crate::metrics::{
+    counter_vec as counter, exponential_buckets, gauge_vec as gauge, histogram_vec as histogram,
+};
+use crate::request::RequestInfo;
+
+/// Upstream's `APIServerComponent`: every route of the server chain reports it.
+pub const COMPONENT: &str = "apiserver";
+
+const REQUEST_LABELS: &[&str] = &[
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+];
+const ROUTE_LABELS: &[&str] = &[
+    "verb",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+];
+const GVR_LABELS: &[&str] = &["group", "version", "resource"];
+
+/// Upstream's latency buckets, in seconds.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+const SLI_BUCKETS: &[f64] = &[
+    0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0,
+    30.0, 45.0, 60.0,
+];
+
+static REQUEST_TOTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let mut labels = REQUEST_LABELS.to_vec();
+    labels.extend(["code", "system_client"]);
+    counter(
+        "apiserver_request_total",
+        "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+        &labels,
+    )
+});
+static REQUEST_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
+    histogram(
+        "apiserver_request_duration_seconds",
+        "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+        REQUEST_LABELS,
+        LATENCY_BUCKETS.to_vec(),
+    )
+});
+static REQUEST_SLI_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
+    histogram(
+        "apiserver_request_sli_duration_seconds",
+        "Response latency distribution (not counting webhook duration and priority & fairness queue wait times) in seconds for each verb, group, version, resource, subresource, scope and component.",
+        ROUTE_LABELS,
+        SLI_BUCKETS.to_vec(),
+    )
+});
+static RESPONSE_SIZES: LazyLock<HistogramVec> = LazyLock::new(|| {
+    histogram(
+        "apiserver_response_sizes",
+        "Response size distribution in bytes for each group, version, verb, resource, subresource, scope and component.",
+        ROUTE_LABELS,
+        exponential_buckets(1000.0, 10.0, 7),
+    )
+});
+static LONGRUNNING: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "apiserver_longrunning_requests",
+        "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+        ROUTE_LABELS,
+    )
+});
+static SELF_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "apiserver_selfrequest_total",
+        "Counter of apiserver self-requests broken out for each verb, API resource and subresource.",
+        &["verb", "group", "resource", "subresource"],
+    )
+});
+static WATCH_EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "apiserver_watch_events_total",
+        "Number of events sent in watch clients",
+        GVR_LABELS,
+    )
+});
+static WATCH_EVENT_SIZES: LazyLock<HistogramVec> = LazyLock::new(|| {
+    histogram(
+        "apiserver_watch_events_sizes",
+        "Watch event size distribution in bytes",
+        GVR_LABELS,
+        exponential_buckets(1024.0, 2.0, 8),
+    )
+});
+
+/// When the request met the first filter (upstream's `ReceivedTimestamp`), put in its
+/// extensions by the request-info filter.
+#[derive(Clone, Copy, Debug)]
+pub struct Received(pub Instant);
+
+/// The subresources whose requests upstream reports as `CONNECT` (`validConnectRequests`).
+const CONNECT_SUBRESOURCES: &[&str] = &["log", "exec", "portforward", "attach", "proxy"];
+
+/// One request to be recorded: its labels, fixed when it is routed.
+pub struct Monitor {
+    verb: &'static str,
+    dry_run: String,
+    group: String,
+    version: String,
+    resource: String,
+    subresource: String,
+    scope: &'static str,
+    component: &'static str,
+    system_client: &'static str,
+    received: Instant,
+}
+
+impl Monitor {
+    /// A resource request served by a route.
+    pub fn resource(
+        info: &RequestInfo,
+        query: &str,
+        headers: &http::HeaderMap,
+        received: Instant,
+    ) -> Monitor {
+        let scope = if !info.name.is_empty() || info.verb == "create" {
+            "resource"
+        } else if !info.namespace.is_empty() {
+            "namespace"
+        } else {
+            "cluster"
+        };
+        let verb = reported_verb(info, headers);
+        let system_client = system_client(headers);
+        Monitor {
+            verb,
+            dry_run: dry_run(query),
+            group: info.api_group.clone(),
+            version: info.api_version.clone(),
+            resource: info.resource.clone(),
+            subresource: info.subresource.clone(),
+            scope,
+            component: COMPONENT,
+            system_client,
+            received,
+        }
+    }
+
+    /// A non-resource handler that upstream instruments: `GET`, the path as the subresource
+    /// label, the component upstream gives that handler.
+    pub fn non_resource(path: &str, component: &'static str, received: Instant) -> Monitor {
+        Monitor {
+            verb: "GET",
+            dry_run: String::new(),
+            group: String::new(),
+            version: String::new(),
+            resource: String::new(),
+            subresource: path.to_string(),
+            scope: "",
+            component,
+            system_client: "",
+            received,
+        }
+    }
+
+    /// Records the response; a watch's stream is recorded when it ends, and counted as
+    /// long-running until then.
+    pub fn finish(self, response: Response) -> Response {
+        if self.verb != "WATCH" {
+            let size = response.body().size_hint().exact();
+            self.record(response.status().as_u16(), size);
+            return response;
+        }
+        let code = response.status().as_u16();
+        if !response.status().is_success() {
+            self.record(code, None);
+            return response;
+        }
+        let running = LONGRUNNING.with_label_values(&self.route_labels());
+        running.inc();
+        let (parts, body) = response.into_parts();
+        let body = super::response::completing(
+            body,
+            Box::new(move || {
+                running.dec();
+                self.record(code, None);
+            }),
+        );
+        http::Response::from_parts(parts, body)
+    }
+
+    fn route_labels(&self) -> [&str; 7] {
+        [
+            self.verb,
+            &self.group,
+            &self.version,
+            &self.resource,
+            &self.subresource,
+            self.scope,
+            self.component,
+        ]
+    }
+
+    fn record(&self, code: u16, size: Option<u64>) {
+        let elapsed = self.received.elapsed().as_secs_f64();
+        let code = code.to_string();
+        let code = code.as_str();
+        let request = [
+            self.verb,
+            &self.dry_run,
+            &self.group,
+            &self.version,
+            &self.resource,
+            &self.subresource,
+            self.scope,
+            self.component,
+        ];
+        let mut total = [""; 10];
+        total[..8].copy_from_slice(&request);
+        total[8] = code;
+        total[9] = self.system_client;
+        REQUEST_TOTAL.with_label_values(&total).inc();
+        REQUEST_DURATION
+            .with_label_values(&request)
+            .observe(elapsed);
+        let route = self.route_labels();
+        if self.dry_run.is_empty() {
+            // Upstream takes webhook and queue waits out of this one; Ironplane records no such
+            // waits yet, so the SLI is the whole latency.
+            REQUEST_SLI_DURATION
+                .with_label_values(&route)
+                .observe(elapsed);
+        }
+        if matches!(self.verb, "GET" | "LIST")
+            && let Some(size) = size
+        {
+            RESPONSE_SIZES
+                .with_label_values(&route)
+                .observe(size as f64);
+        }
+        if self.system_client == "kube-apiserver" {
+            SELF_REQUESTS
+                .with_label_values(&[self.verb, &self.group, &self.resource, &self.subresource])
+                .inc();
+        }
+    }
+}
+
+/// The verb as upstream's metrics and request log report it (`NormalizedVerb`): `POST` for
+/// create, `PUT` for update, `APPLY` for an apply patch, `WATCH`, `CONNECT` for the connect
+/// subresources; a non-resource request's HTTP method; `other` for anything else.
+pub fn reported_verb(info: &RequestInfo, headers: &http::HeaderMap) -> &'static str {
+    if !info.is_resource_request {
+        return match info.verb.as_str() {
+            "get" => "GET",
+            "head" => "HEAD",
+            "post" => "POST",
+            "put" => "PUT",
+            "patch" => "PATCH",
+            "delete" => "DELETE",
+            _ => "other",
+        };
+    }
+    let apply = headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/apply-patch+yaml");
+    match info.verb.as_str() {
+        "watch" => "WATCH",
+        _ if CONNECT_SUBRESOURCES.contains(&info.subresource.as_str()) => "CONNECT",
+        "get" => "GET",
+        "list" => "LIST",
+        "create" => "POST",
+        "update" => "PUT",
+        "patch" if apply => "APPLY",
+        "patch" => "PATCH",
+        "delete" => "DELETE",
+        "deletecollection" => "DELETECOLLECTION",
+        _ => "other",
+    }
+}
+
+/// Upstream's `cleanDryRun`: empty without the parameter, `invalid` for a value other than
+/// `All`, else the distinct values sorted and joined.
+fn dry_run(query: &str) -> String {
+    if !query.contains("dryRun") {
+        return String::new();
+    }
+    let mut values: Vec<String> = form_urlencoded::parse(query.as_bytes())
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.into_owned())
+        .collect();
+    if values.iter().any(|v| v != "All") {
+        return "invalid".into();
+    }
+    values.dedup();
+    values.join(",")
+}
+
+/// The `system_client` label: the program name of the User-Agent when it is one of the control
+/// plane's own.
+fn system_client(headers: &http::HeaderMap) -> &'static str {
+    let Some(agent) = headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return "";
+    };
+    let Some((program, _)) = agent.split_once('/') else {
+        return "";
+    };
+    match program {
+        "kube-apiserver" => "kube-apiserver",
+        "kube-controller-manager" => "kube-controller-manager",
+        "kube-scheduler" => "kube-scheduler",
+        "cluster-policy-controller" => "cluster-policy-controller",
+        _ => "",
+    }
+}
+
+/// The counters of one watch's events: looked up once when the watch starts, so that each event
+/// costs two atomic adds.
+pub struct WatchEventMetrics {
+    count: prometheus::IntCounter,
+    size: prometheus::Histogram,
+}
+
+impl WatchEventMetrics {
+    pub fn new(group: &str, version: &str, resource: &str) -> WatchEventMetrics {
+        let labels = [group, version, resource];
+        WatchEventMetrics {
+            count: WATCH_EVENTS.with_label_values(&labels),
+            size: WATCH_EVENT_SIZES.with_label_values(&labels),
+        }
+    }
+
+    /// One event sent, `size` bytes as encoded.
+    pub fn sent(&self, size: usize) {
+        self.count.inc();
+        self.size.observe(size as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(verb: &str, ns: &str, name: &str, sub: &str) -> RequestInfo {
+        RequestInfo {
+            is_resource_request: true,
+            path: String::new(),
+            verb: verb.into(),
+            api_prefix: "api".into(),
+            api_group: String::new(),
+            api_version: "v1".into(),
+            namespace: ns.into(),
+            resource: "metricstest".into(),
+            subresource: sub.into(),
+            name: name.into(),
+            parts: vec![],
+            field_selector: String::new(),
+        }
+    }
+
+    fn count(labels: &[&str]) -> u64 {
+        REQUEST_TOTAL.with_label_values(labels).get()
+    }
+
+    #[test]
+    fn labels_are_upstreams() {
+        let h = http::HeaderMap::new();
+        let now = Instant::now();
+        let ok = || http::Response::new(super::super::response::full("abc"));
+        Monitor::resource(&info("list", "ns", "", ""), "", &h, now).finish(ok());
+        Monitor::resource(&info("create", "ns", "", ""), "dryRun=All", &h, now).finish(ok());
+        Monitor::resource(&info("get", "", "x", "log"), "", &h, now).finish(ok());
+        let mut apply = http::HeaderMap::new();
+        apply.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/apply-patch+yaml"),
+        );
+        apply.insert(
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static("kube-controller-manager/v1.36.2 (linux/amd64)"),
+        );
+        Monitor::resource(&info("patch", "", "x", ""), "", &apply, now).finish(ok());
+        Monitor::resource(&info("list", "", "", ""), "dryRun=x", &h, now).finish(ok());
+
+        let l = |verb, dry, scope, sub, code, client| {
+            count(&[
+                verb,
+                dry,
+                "",
+                "v1",
+                "metricstest",
+                sub,
+                scope,
+                "apiserver",
+                code,
+                client,
+            ])
+        };
+        assert_eq!(l("LIST", "", "namespace", "", "200", ""), 1);
+        assert_eq!(l("POST", "All", "resource", "", "200", ""), 1);
+        assert_eq!(l("CONNECT", "", "resource", "log", "200", ""), 1);
+        assert_eq!(
+            l(
+                "APPLY",
+                "",
+                "resource",
+                "",
+                "200",
+                "kube-controller-manager"
+            ),
+            1
+        );
+        assert_eq!(l("LIST", "invalid", "cluster", "", "200", ""), 1);
+        // The LIST's size is observed; the create's is not.
+        let sizes = RESPONSE_SIZES.with_label_values(&[
+            "LIST",
+            "",
+            "v1",
+            "metricstest",
+            "",
+            "namespace",
+            "apiserver",
+        ]);
+        assert_eq!(sizes.get_sample_count(), 1);
+        assert_eq!(sizes.get_sample_sum(), 3.0);
+    }
+
+    #[test]
+    fn a_watch_is_long_running_until_its_stream_ends() {
+        let h = http::HeaderMap::new();
+        let mut i = info("watch", "w", "", "");
+        i.resource = "metricswatch".into();
+        let r = Monitor::resource(&i, "", &h, Instant::now())
+            .finish(http::Response::new(super::super::response::full("x")));
+        let labels = [
+            "WATCH",
+            "",
+            "v1",
+            "metricswatch",
+            "",
+            "namespace",
+            "apiserver",
+        ];
+        assert_eq!(LONGRUNNING.with_label_values(&labels).get(), 1);
+        let total = || {
+            count(&[
+                "WATCH",
+                "",
+                "",
+                "v1",
+                "metricswatch",
+                "",
+                "namespace",
+                "apiserver",
+                "200",
+                "",
+            ])
+        };
+        assert_eq!(total(), 0);
+        drop(r);
+        assert_eq!(LONGRUNNING.with_label_values(&labels).get(), 0);
+        assert_eq!(total(), 1);
+    }
+}
