@@ -290,9 +290,11 @@ fn an_extension_api_server_is_served_through_the_aggregator() {
     let proxy_cert = write("proxy.crt", &pki.proxy_cert_pem);
     let proxy_key = write("proxy.key", &pki.proxy_key_pem);
     let proxy_ca = write("proxy-ca.crt", &pki.proxy_ca_pem);
+    let tokens = write("tokens.csv", "boss-token,boss,boss-uid,system:masters\n");
     let mut extension = Extension::start(&pki, 0);
     let port = extension.port;
     let server = Server::start_with(&[
+        &format!("--token-auth-file={tokens}"),
         &format!("--proxy-client-cert-file={proxy_cert}"),
         &format!("--proxy-client-key-file={proxy_key}"),
         &format!("--requestheader-client-ca-file={proxy_ca}"),
@@ -388,28 +390,42 @@ spec:
     );
     assert!(list.all("authorization").is_empty(), "{list:?}");
 
-    // Impersonated: the impersonated user, groups and extra travel; the Impersonate-* headers
-    // do not.
+    // Impersonated, by a user with a bearer token: the impersonated user, uid, groups and extra
+    // travel; neither the token nor the Impersonate-* headers do.
     server.kubectl(&[
-        "--as=alice",
-        "--as-group=devs",
-        "--as-user-extra=team=blue",
-        "-n",
-        "wardle",
-        "get",
-        "flunders",
-        "-o",
-        "name",
+        "create",
+        "clusterrolebinding",
+        "devs",
+        "--clusterrole=cluster-admin",
+        "--group=devs",
     ]);
+    let answer = common::raw_https(
+        &format!(
+            "{}/apis/{GROUP}/v1alpha1/namespaces/wardle/flunders",
+            server.url
+        ),
+        "GET",
+        &[
+            ("Authorization", "Bearer boss-token"),
+            ("Impersonate-User", "alice"),
+            ("Impersonate-Uid", "u-1"),
+            ("Impersonate-Group", "devs"),
+            ("Impersonate-Extra-Team", "blue"),
+        ],
+        None,
+    );
+    assert!(answer.starts_with("200 "), "{answer}");
     let list = extension
         .seen()
         .into_iter()
         .rfind(|s| s.path.ends_with("/flunders"))
         .unwrap();
     assert_eq!(list.all("x-remote-user"), ["alice"], "{list:?}");
+    assert_eq!(list.all("x-remote-uid"), ["u-1"], "{list:?}");
     let groups = list.all("x-remote-group");
     assert!(groups.contains(&"devs".to_string()), "{list:?}");
     assert_eq!(list.all("x-remote-extra-team"), ["blue"], "{list:?}");
+    assert!(list.all("authorization").is_empty(), "{list:?}");
     assert!(
         list.headers
             .iter()
@@ -448,6 +464,13 @@ spec:
     assert_eq!(first["type"], "ADDED");
     assert_eq!(first["object"]["metadata"]["name"], "alpha");
     extension.release.notify_waiters();
+    assert!(
+        extension
+            .seen()
+            .iter()
+            .any(|s| s.path.ends_with("/flunders") && s.query.contains("watch=true")),
+        "the watch reached the extension server"
+    );
     let second: Value =
         serde_json::from_str(&lines_rx.recv_timeout(Duration::from_secs(20)).unwrap()).unwrap();
     assert_eq!(second["object"]["metadata"]["name"], "beta");
