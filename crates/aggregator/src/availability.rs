@@ -126,6 +126,9 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(apiservice.name.clone(), rows);
             }
+            if condition.status == "True" {
+                crate::openapi::refresh(&agg, apiservice).await;
+            }
             let written = record(&agg, apiservice, &condition).await;
             if condition.status == "True" && written {
                 schedule.failures = 0;
@@ -332,7 +335,7 @@ async fn check(
         format!("/apis/{}/{}", apiservice.group, apiservice.version)
     };
     // Five attempts at once; one success is enough.
-    let attempts = (0..5).map(|_| agg.transports.discovery_check(apiservice, &path));
+    let attempts = (0..5).map(|_| agg.transports.get(apiservice, &path));
     let results = futures_util::future::join_all(attempts).await;
     let mut last_error = String::new();
     for result in results {

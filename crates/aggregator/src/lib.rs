@@ -10,7 +10,9 @@
 //! - `proxy`: requests for a remote group version streamed to the Service's endpoint over TLS,
 //!   as the user who asked (the `X-Remote-*` headers, the proxy client certificate);
 //! - `discovery`: the extension servers' resources as discovery rows, so that `/apis` and the
-//!   aggregated discovery documents list them.
+//!   aggregated discovery documents list them;
+//! - `openapi`: the extension servers' OpenAPI v2 paths and definitions and v3 documents,
+//!   merged into this server's.
 //!
 //! What it must not do: serve a local group version (those go on down the chain), or read a
 //! request body (the proxy streams it, watches and large writes alike).
@@ -18,6 +20,7 @@
 mod autoregister;
 mod availability;
 mod discovery;
+mod openapi;
 mod priorities;
 mod proxy;
 
@@ -114,6 +117,8 @@ pub struct Aggregator {
     /// What the extension server behind each remote APIService serves, by APIService name, from
     /// its last successful discovery answer (kept while it is unavailable, as stale discovery).
     remote_resources: RwLock<HashMap<String, Vec<ResourceInfo>>>,
+    /// What each remote APIService's extension server adds to the OpenAPI documents.
+    openapi: RwLock<BTreeMap<String, openapi::Documents>>,
     /// The group versions of established custom resources (served versions), asked at each
     /// autoregistration pass.
     crd_versions: Box<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
@@ -133,6 +138,7 @@ impl Aggregator {
             transports: proxy::Transports::new(proxy_identity, resolver)?,
             apiservices: RwLock::new(BTreeMap::new()),
             remote_resources: RwLock::new(HashMap::new()),
+            openapi: RwLock::new(BTreeMap::new()),
             crd_versions,
         }))
     }
@@ -179,6 +185,10 @@ impl Aggregator {
                         availability::forget(o.name());
                         drop(services);
                         this.remote_resources
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(o.name());
+                        this.openapi
                             .write()
                             .unwrap_or_else(|e| e.into_inner())
                             .remove(o.name());
@@ -268,6 +278,26 @@ impl apiserver::Delegate for Aggregator {
             .flatten()
             .cloned()
             .collect()
+    }
+
+    fn openapi_v3_paths(&self) -> Vec<(String, String)> {
+        let docs = self.openapi.read().unwrap_or_else(|e| e.into_inner());
+        docs.values()
+            .filter_map(|d| d.v3.as_ref())
+            .map(|(path, _, hash)| (path.clone(), hash.clone()))
+            .collect()
+    }
+
+    fn openapi_v3_doc(&self, path: &str) -> Option<bytes::Bytes> {
+        let docs = self.openapi.read().unwrap_or_else(|e| e.into_inner());
+        docs.values()
+            .filter_map(|d| d.v3.as_ref())
+            .find(|(p, _, _)| p == path)
+            .map(|(_, body, _)| body.clone())
+    }
+
+    fn openapi_v2_fragment(&self) -> Option<(String, Arc<serde_json::Value>)> {
+        openapi::merged_v2(&self.openapi.read().unwrap_or_else(|e| e.into_inner()))
     }
 }
 

@@ -146,14 +146,10 @@ impl Transports {
         http::Response::from_parts(parts, Relay(body).boxed())
     }
 
-    /// One discovery request to the extension server, as upstream's availability check makes it:
-    /// as `system:kube-aggregator` in `system:masters`, on its own connection, within 5 s.
-    /// Returns the answer's body, or why there is none, in upstream's words.
-    pub(crate) async fn discovery_check(
-        &self,
-        apiservice: &ApiService,
-        path: &str,
-    ) -> Result<Bytes, String> {
+    /// A GET of the extension server's own (discovery, OpenAPI), as upstream's aggregator makes
+    /// it: as `system:kube-aggregator` in `system:masters`, within 5 s. Returns the answer's
+    /// body, or why there is none, in upstream's words.
+    pub(crate) async fn get(&self, apiservice: &ApiService, path: &str) -> Result<Bytes, String> {
         let Some(service) = &apiservice.service else {
             return Err("not a remote APIService".into());
         };

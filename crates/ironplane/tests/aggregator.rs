@@ -220,6 +220,19 @@ fn answer(
             "resources": [{"name": "flunders", "singularName": "flunder", "namespaced": true,
                            "kind": "Flunder", "verbs": ["get", "list", "watch"], "shortNames": ["fl"]}],
         })),
+        ["openapi", "v2"] => json_reply(&json!({
+            "swagger": "2.0", "info": {"title": "wardle", "version": "v0"},
+            "paths": {"/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders": {"get": {
+                "operationId": "listWardleV1alpha1NamespacedFlunder",
+                "responses": {"200": {"description": "OK"}}}}},
+            "definitions": {"com.example.wardle.v1alpha1.Flunder": {"type": "object",
+                "x-kubernetes-group-version-kind": [{"group": GROUP, "version": "v1alpha1", "kind": "Flunder"}]}},
+        })),
+        ["openapi", "v3", "apis", GROUP, "v1alpha1"] => json_reply(&json!({
+            "openapi": "3.0.0", "info": {"title": "wardle", "version": "v0"},
+            "paths": {"/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders": {}},
+            "components": {"schemas": {"com.example.wardle.v1alpha1.Flunder": {"type": "object"}}},
+        })),
         ["apis", GROUP, "v1alpha1", "namespaces", ns, "flunders"]
             if query.contains("watch=true") || query.contains("watch=1") =>
         {
@@ -373,6 +386,31 @@ spec:
         .expect("a discovery check");
     assert_eq!(check.all("x-remote-user"), ["system:kube-aggregator"]);
     assert_eq!(check.all("x-remote-group"), ["system:masters"]);
+
+    // The extension server's OpenAPI documents are merged into this server's.
+    wait_until("the extension server's OpenAPI v3 document", 30, || {
+        let index: Value =
+            serde_json::from_str(&server.kubectl(&["get", "--raw", "/openapi/v3"])).unwrap();
+        index["paths"]
+            .get("apis/wardle.example.com/v1alpha1")
+            .is_some()
+    });
+    let v3: Value = serde_json::from_str(&server.kubectl(&[
+        "get",
+        "--raw",
+        "/openapi/v3/apis/wardle.example.com/v1alpha1",
+    ]))
+    .unwrap();
+    assert!(v3["components"]["schemas"]["com.example.wardle.v1alpha1.Flunder"].is_object());
+    let v2: Value =
+        serde_json::from_str(&server.kubectl(&["get", "--raw", "/openapi/v2"])).unwrap();
+    assert!(
+        v2["paths"]["/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders"]
+            .is_object()
+    );
+    assert!(v2["definitions"]["com.example.wardle.v1alpha1.Flunder"].is_object());
+    // Built-in paths are still there.
+    assert!(v2["paths"]["/api/v1/namespaces/{namespace}/pods"].is_object());
 
     // A list through the proxy, as the admin.
     let names = server.kubectl(&["-n", "wardle", "get", "flunders", "-o", "name"]);
