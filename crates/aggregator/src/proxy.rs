@@ -116,7 +116,14 @@ impl Transports {
             Ok(c) => c,
             Err(e) => return error_text(http::StatusCode::INTERNAL_SERVER_ERROR, &e),
         };
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
+        // A connection upgrade (exec, attach, port-forward of an extension's resources) is passed
+        // through: the Upgrade headers travel, and after the extension server's 101 the two
+        // connections are joined byte for byte.
+        let upgrade = upgrade_protocol(&parts.headers);
+        let client_upgrade = upgrade
+            .as_ref()
+            .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>());
         let path_and_query = parts
             .uri
             .path_and_query()
@@ -133,7 +140,15 @@ impl Transports {
             .body(body)
             .unwrap_or_else(|_| http::Request::new(empty_body()));
         *out.headers_mut() = forwarded_headers(&parts.headers, user);
-        let response = match client.request(out).await {
+        if let Some(protocol) = &upgrade {
+            out.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("Upgrade"),
+            );
+            out.headers_mut()
+                .insert(http::header::UPGRADE, protocol.clone());
+        }
+        let mut response = match client.request(out).await {
             Ok(r) => r,
             Err(e) => {
                 let reason = error_reason(&e);
@@ -141,6 +156,32 @@ impl Transports {
                 return error_text(http::StatusCode::SERVICE_UNAVAILABLE, &reason);
             }
         };
+        if response.status() == http::StatusCode::SWITCHING_PROTOCOLS
+            && let Some(client_upgrade) = client_upgrade
+        {
+            let backend_upgrade = hyper::upgrade::on(&mut response);
+            tokio::spawn(async move {
+                match tokio::try_join!(client_upgrade, backend_upgrade) {
+                    Ok((client, backend)) => {
+                        let mut client = hyper_util::rt::TokioIo::new(client);
+                        let mut backend = hyper_util::rt::TokioIo::new(backend);
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "an upgraded connection was not joined"),
+                }
+            });
+            let (mut parts, _) = response.into_parts();
+            let protocol = parts.headers.get(http::header::UPGRADE).cloned();
+            remove_hop_by_hop(&mut parts.headers);
+            parts.headers.insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("Upgrade"),
+            );
+            if let Some(p) = protocol {
+                parts.headers.insert(http::header::UPGRADE, p);
+            }
+            return http::Response::from_parts(parts, apiserver::endpoints::response::empty());
+        }
         let (mut parts, body) = response.into_parts();
         remove_hop_by_hop(&mut parts.headers);
         http::Response::from_parts(parts, Relay(body).boxed())
@@ -194,6 +235,18 @@ impl Transports {
             Err(_) => Err(format!("timed out waiting for {url}")),
         }
     }
+}
+
+/// The protocol an HTTP/1.1 request asks to switch to (`Connection: Upgrade` with `Upgrade`).
+fn upgrade_protocol(headers: &http::HeaderMap) -> Option<http::HeaderValue> {
+    let asks = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    asks.then(|| headers.get(http::header::UPGRADE).cloned())
+        .flatten()
 }
 
 fn reference(service: &ServiceRef) -> ServiceReference {

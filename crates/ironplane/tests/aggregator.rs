@@ -167,6 +167,7 @@ impl Extension {
                         );
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .with_upgrades()
                             .await;
                     });
                 }
@@ -198,11 +199,29 @@ impl Drop for Extension {
 }
 
 fn answer(
-    req: hyper::Request<hyper::body::Incoming>,
+    mut req: hyper::Request<hyper::body::Incoming>,
     seen: &Mutex<Vec<Seen>>,
     release: &Arc<tokio::sync::Notify>,
 ) -> hyper::Response<Body> {
     let path = req.uri().path().to_string();
+    // `.../flunders/<name>/echo` with an Upgrade: switch protocols and echo what comes.
+    if path.ends_with("/echo") && req.headers().contains_key("upgrade") {
+        let on = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            if let Ok(upgraded) = on.await {
+                let io = hyper_util::rt::TokioIo::new(upgraded);
+                let (mut r, mut w) = tokio::io::split(io);
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            }
+        });
+        let mut r = hyper::Response::new(http_body_util::Empty::new().boxed());
+        *r.status_mut() = hyper::StatusCode::SWITCHING_PROTOCOLS;
+        r.headers_mut()
+            .insert("connection", "Upgrade".parse().unwrap());
+        r.headers_mut()
+            .insert("upgrade", "ironplane-echo".parse().unwrap());
+        return r;
+    }
     let query = req.uri().query().unwrap_or("").to_string();
     seen.lock().unwrap().push(Seen {
         path: path.clone(),
@@ -270,6 +289,74 @@ fn answer(
             r
         }
     }
+}
+
+/// Opens a connection to Ironplane as the admin, asks `.../flunders/alpha/echo` to switch to
+/// the `ironplane-echo` protocol, sends `payload` once switched and reads it back: the response
+/// head and the echoed bytes.
+fn upgraded_echo(server: &Server, payload: &[u8]) -> (String, Vec<u8>) {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = server.dir.path().join("pki");
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(pki.join("ca.crt")).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let chain = rustls::pki_types::CertificateDer::pem_file_iter(pki.join("admin.crt"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(pki.join("admin.key")).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .unwrap();
+    let address = server.url.trim_start_matches("https://").to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let request = format!(
+            "GET /apis/{GROUP}/v1alpha1/namespaces/wardle/flunders/alpha/echo HTTP/1.1\r\n\
+             Host: {address}\r\nConnection: Upgrade\r\nUpgrade: ironplane-echo\r\n\r\n"
+        );
+        tls.write_all(request.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = tokio::time::timeout(Duration::from_secs(10), tls.read(&mut byte))
+                .await
+                .expect("the response head in time")
+                .unwrap();
+            assert_eq!(
+                n, 1,
+                "the connection closed before the head ended: {head:?}"
+            );
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        if !head.starts_with("HTTP/1.1 101") {
+            return (head, Vec::new());
+        }
+        tls.write_all(payload).await.unwrap();
+        let mut echoed = vec![0u8; payload.len()];
+        tokio::time::timeout(Duration::from_secs(10), tls.read_exact(&mut echoed))
+            .await
+            .expect("the echo in time")
+            .unwrap();
+        (head, echoed)
+    })
 }
 
 fn available(server: &Server) -> Option<(String, String, String)> {
@@ -514,6 +601,19 @@ spec:
     assert_eq!(second["object"]["metadata"]["name"], "beta");
     let _ = watch.kill();
     let _ = watch.wait();
+
+    // A connection upgrade passes through: after the 101, bytes go both ways.
+    let echoed = upgraded_echo(&server, b"ping through the aggregator\n");
+    assert!(echoed.0.starts_with("HTTP/1.1 101"), "{}", echoed.0);
+    assert!(
+        echoed
+            .0
+            .to_ascii_lowercase()
+            .contains("upgrade: ironplane-echo"),
+        "{}",
+        echoed.0
+    );
+    assert_eq!(echoed.1, b"ping through the aggregator\n");
 
     // Discovery lists the extension server's resources.
     let resources = server.kubectl(&["api-resources", "--api-group", GROUP, "-o", "name"]);
