@@ -162,15 +162,15 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
             .map(|i| (i.group.clone(), i.version.clone()))
             .collect()
     };
-    let at_start: BTreeSet<String> = agg.snapshot().into_iter().map(|s| s.name).collect();
+    let at_start: BTreeSet<String> = agg.snapshot().iter().map(|s| s.name.clone()).collect();
     let mut synced: BTreeSet<String> = BTreeSet::new();
     let mut last: Option<(BTreeMap<String, Desired>, BTreeMap<String, String>)> = None;
     loop {
         let want = desired(&builtin, &(agg.crd_versions)());
-        let current: BTreeMap<String, Value> = agg
-            .snapshot()
-            .into_iter()
-            .map(|s| (s.name, s.object))
+        let snapshot = agg.snapshot();
+        let current: BTreeMap<String, &Value> = snapshot
+            .iter()
+            .map(|s| (s.name.clone(), &s.object))
             .collect();
         let versions: BTreeMap<String, String> = current
             .iter()
@@ -191,12 +191,19 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
                         .filter(|(n, rv)| last_versions.get(*n) != Some(*rv))
                         .map(|(n, _)| n.clone()),
                 )
+                // Deleted since: put back if wanted.
+                .chain(
+                    last_versions
+                        .keys()
+                        .filter(|n| !versions.contains_key(*n))
+                        .cloned(),
+                )
                 .collect(),
         };
         let mut all_done = true;
         for name in names {
             let d = want.get(&name);
-            let cur = current.get(&name);
+            let cur = current.get(&name).copied();
             let result = match action(d, cur, synced.contains(&name), at_start.contains(&name)) {
                 Action::Nothing => Ok(()),
                 Action::Create => {

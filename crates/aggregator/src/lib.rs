@@ -113,7 +113,7 @@ pub struct Aggregator {
     api: Arc<ApiResources>,
     transports: proxy::Transports,
     /// Every APIService by name, kept by a reflector on their store.
-    apiservices: RwLock<BTreeMap<String, ApiService>>,
+    apiservices: RwLock<BTreeMap<String, Arc<ApiService>>>,
     /// What the extension server behind each remote APIService serves, by APIService name, from
     /// its last successful discovery answer (kept while it is unavailable, as stale discovery).
     remote_resources: RwLock<HashMap<String, Vec<ResourceInfo>>>,
@@ -144,7 +144,7 @@ impl Aggregator {
     }
 
     /// The remote APIService that serves `group`/`version`, if one does.
-    fn remote_for(&self, group: &str, version: &str) -> Option<ApiService> {
+    fn remote_for(&self, group: &str, version: &str) -> Option<Arc<ApiService>> {
         let services = self.apiservices.read().unwrap_or_else(|e| e.into_inner());
         services
             .values()
@@ -173,12 +173,12 @@ impl Aggregator {
                     Delta::Replace(all) => {
                         *services = all
                             .iter()
-                            .map(|o| (o.name().to_string(), ApiService::parse(o)))
+                            .map(|o| (o.name().to_string(), Arc::new(ApiService::parse(o))))
                             .collect();
                         let _ = listed_tx.send(true);
                     }
                     Delta::Upsert(o) => {
-                        services.insert(o.name().to_string(), ApiService::parse(&o));
+                        services.insert(o.name().to_string(), Arc::new(ApiService::parse(&o)));
                     }
                     Delta::Deleted(o) => {
                         services.remove(o.name());
@@ -205,7 +205,7 @@ impl Aggregator {
     }
 
     /// Every APIService as last seen.
-    fn snapshot(&self) -> Vec<ApiService> {
+    fn snapshot(&self) -> Vec<Arc<ApiService>> {
         self.apiservices
             .read()
             .unwrap_or_else(|e| e.into_inner())

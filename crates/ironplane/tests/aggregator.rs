@@ -422,26 +422,12 @@ fn an_extension_api_server_is_served_through_the_aggregator() {
     // The extension server behind a selectorless Service and a hand-written EndpointSlice.
     use base64::Engine;
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&pki.serving_ca_pem);
-    let manifests = format!(
+    // Registered before its Service exists, then given a Service without endpoints, then the
+    // endpoint: each step has upstream's reason.
+    let apiservice = format!(
         r#"apiVersion: v1
 kind: Namespace
 metadata: {{name: wardle}}
----
-apiVersion: v1
-kind: Service
-metadata: {{name: api, namespace: wardle}}
-spec:
-  ports: [{{name: https, port: 443, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: api-1
-  namespace: wardle
-  labels: {{kubernetes.io/service-name: api}}
-addressType: IPv4
-ports: [{{name: https, port: {port}, protocol: TCP}}]
-endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
 ---
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService
@@ -453,10 +439,46 @@ spec:
   versionPriority: 15
   service: {{namespace: wardle, name: api, port: 443}}
   caBundle: {ca_bundle}
+"#
+    );
+    server.kubectl_stdin(&["apply", "-f", "-"], &apiservice);
+    let reason_is = |want: &str| {
+        wait_until(want, 30, || {
+            available(&server).is_some_and(|(_, reason, _)| reason == want)
+        });
+        available(&server).unwrap()
+    };
+    let (status, _, message) = reason_is("ServiceNotFound");
+    assert_eq!(status, "False");
+    assert_eq!(message, r#"service/api in "wardle" is not present"#);
+    let service = format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: api, namespace: wardle}}
+spec:
+  ports: [{{name: https, port: 443, targetPort: {port}}}]
+"#
+    );
+    server.kubectl_stdin(&["apply", "-f", "-"], &service);
+    let (_, _, message) = reason_is("EndpointsNotFound");
+    assert_eq!(
+        message,
+        r#"cannot find endpointslices for service/api in "wardle""#
+    );
+    let slice = format!(
+        r#"apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: api-1
+  namespace: wardle
+  labels: {{kubernetes.io/service-name: api}}
+addressType: IPv4
+ports: [{{name: https, port: {port}, protocol: TCP}}]
+endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
 "#,
         ip = own_address()
     );
-    server.kubectl_stdin(&["apply", "-f", "-"], &manifests);
+    server.kubectl_stdin(&["apply", "-f", "-"], &slice);
     wait_until("the APIService to become available", 60, || {
         available(&server).is_some_and(|(s, _, _)| s == "True")
     });
