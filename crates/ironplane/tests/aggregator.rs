@@ -419,6 +419,44 @@ fn an_extension_api_server_is_served_through_the_aggregator() {
     assert!(apps["spec"].get("service").is_none_or(Value::is_null));
     assert_eq!(apps["status"]["conditions"][0]["reason"], "Local");
 
+    // A CRD's group version is registered while a CRD serves it, and removed after.
+    server.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object}}
+"#,
+    );
+    wait_until("the CRD's APIService", 30, || {
+        server
+            .get_json("", "apiservice/v1.stable.example.com")
+            .is_some()
+    });
+    let crd = server
+        .get_json("", "apiservice/v1.stable.example.com")
+        .unwrap();
+    assert_eq!(
+        crd["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "true"
+    );
+    assert_eq!(crd["spec"]["groupPriorityMinimum"], 1000);
+    assert_eq!(crd["spec"]["versionPriority"], 100);
+    server.kubectl(&["delete", "crd", "widgets.stable.example.com"]);
+    wait_until("the CRD's APIService to go", 30, || {
+        server
+            .get_json("", "apiservice/v1.stable.example.com")
+            .is_none()
+    });
+
     // The extension server behind a selectorless Service and a hand-written EndpointSlice.
     use base64::Engine;
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&pki.serving_ca_pem);
