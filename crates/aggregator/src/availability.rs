@@ -194,6 +194,35 @@ async fn slices(agg: &Aggregator, service: &ServiceRef) -> Result<Vec<Value>, St
         .collect())
 }
 
+/// Whether the Service has a ready endpoint for the port the APIService names, read from the
+/// watch caches as upstream's proxy reads its listers: the proxy's per-request check (the dial
+/// itself resolves through the server's resolver, only for new connections).
+pub(crate) async fn has_endpoint(agg: &Aggregator, service: &ServiceRef) -> bool {
+    let Some(services) = agg.api.get("", "v1", "services") else {
+        return false;
+    };
+    let Ok(svc) = services
+        .get(&service.namespace, &service.name, ResourceVersion::Any)
+        .await
+        .and_then(|o| o.value().map_err(Status::internal))
+    else {
+        return false;
+    };
+    let Some(port) = svc
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|p| p.get("port").and_then(Value::as_i64) == Some(i64::from(service.port)))
+    else {
+        return false;
+    };
+    let port_name = port.get("name").and_then(Value::as_str).unwrap_or("");
+    slices(agg, service)
+        .await
+        .is_ok_and(|s| has_available_endpoint(port_name, &s))
+}
+
 /// Whether a slice has a ready address serving the port named `port_name` (upstream's
 /// `hasAvailableEndpoint`: a missing ready condition counts as ready).
 fn has_available_endpoint(port_name: &str, slices: &[Value]) -> bool {

@@ -253,6 +253,16 @@ impl apiserver::server::StreamingHandler for Aggregator {
                 "service unavailable",
             ));
         }
+        // Upstream resolves an endpoint for every request and answers 503 when there is none.
+        if let Some(service) = &apiservice.service
+            && !availability::has_endpoint(self, service).await
+        {
+            tracing::warn!(service = %format!("{}/{}", service.namespace, service.name), "no endpoint for an aggregated API's service");
+            return Ok(proxy::error_text(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "service unavailable",
+            ));
+        }
         Ok(self.transports.forward(&apiservice, req, user).await)
     }
 }

@@ -97,7 +97,8 @@ impl Transports {
     }
 
     /// Sends `req` to the extension server as `user` and streams its answer back; a failure to
-    /// reach it is a 503 with the reason, as upstream's proxy responder answers.
+    /// reach it is a 503 with the reason, as upstream's proxy responder answers. The caller has
+    /// checked that the Service has an endpoint.
     pub(crate) async fn forward(
         &self,
         apiservice: &ApiService,
@@ -107,11 +108,6 @@ impl Transports {
         let Some(service) = &apiservice.service else {
             return error_text(http::StatusCode::NOT_FOUND, "");
         };
-        // Upstream resolves an endpoint for every request and answers 503 when there is none.
-        if let Err(e) = self.resolver.resolve(&reference(service)).await {
-            tracing::warn!(service = %format!("{}/{}", service.namespace, service.name), error = %e, "error resolving an aggregated API's service");
-            return error_text(http::StatusCode::SERVICE_UNAVAILABLE, "service unavailable");
-        }
         let client = match self.client(apiservice) {
             Ok(c) => c,
             Err(e) => return error_text(http::StatusCode::INTERNAL_SERVER_ERROR, &e),
