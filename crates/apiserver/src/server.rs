@@ -60,6 +60,19 @@ impl Delegate for ApiResources {
     }
 }
 
+/// A handler that sees a request before its body is read, and either serves it — with the body
+/// still streaming, as a proxy needs — or hands it back untouched (the aggregator's proxy to
+/// extension API servers, upstream's `proxyHandler` at the head of the server chain).
+#[async_trait]
+pub trait StreamingHandler: Send + Sync {
+    async fn serve_streaming(
+        &self,
+        req: http::Request<RequestBody>,
+        info: &RequestInfo,
+        user: &UserInfo,
+    ) -> Result<Response, http::Request<RequestBody>>;
+}
+
 pub struct Config {
     pub authenticator: Arc<dyn Authenticator>,
     pub authorizer: Arc<dyn Authorizer>,
@@ -91,6 +104,9 @@ pub struct GenericApiServer {
     /// Fixed documents served at non-resource paths (the service-account issuer's OIDC
     /// discovery document and key set).
     pub documents: Vec<Document>,
+    /// Asked first for every request that passed the filter chain (discovery of a group version
+    /// included: an extension server answers for its own), before the body is read.
+    pub streaming: Option<Arc<dyn StreamingHandler>>,
 }
 
 /// A document served as it is at `path` (with or without a trailing slash), with a
@@ -133,6 +149,7 @@ impl GenericApiServer {
             limits,
             auditor: None,
             documents: Vec::new(),
+            streaming: None,
         }
     }
 
@@ -235,6 +252,13 @@ impl GenericApiServer {
         accept: Option<&str>,
         served: &mut bool,
     ) -> Result<Response, Status> {
+        let req = match &self.streaming {
+            Some(handler) => match handler.serve_streaming(req, &info, &user).await {
+                Ok(response) => return Ok(response),
+                Err(back) => back,
+            },
+            None => req,
+        };
         let path = info.path.trim_end_matches('/').to_string();
         let query = req.uri().query().unwrap_or("").to_string();
         if !info.is_resource_request {

@@ -1,7 +1,9 @@
 //! The server chain (upstream: CreateServerChain): aggregator → built-in groups → extensions →
-//! not found; first match wins. The built-in groups also store and serve APIService and
+//! not found; first match wins. The aggregator's proxy sees every request first, before its body
+//! is read (`GenericApiServer::streaming`), and keeps those of remote APIServices; the rest go
+//! down this list. The built-in groups also store and serve APIService and
 //! CustomResourceDefinition objects; custom resources are served by the `apiextensions` delegate
-//! behind them. The aggregation proxy joins the chain in front as its own crate.
+//! behind them.
 
 use std::sync::Arc;
 
@@ -14,10 +16,18 @@ use apiserver::registry::RegistryStore;
 pub fn build(
     builtin: Arc<ApiResources>,
     extensions: Option<Arc<CrdHandler>>,
+    aggregator: Option<Arc<aggregator::Aggregator>>,
 ) -> Vec<Arc<dyn Delegate>> {
     let mut chain: Vec<Arc<dyn Delegate>> = vec![builtin];
     if let Some(e) = extensions {
         chain.push(e);
+    }
+    // Last in the list although first in the chain: it serves nothing here (its proxy has
+    // answered already), and discovery lists groups in the chain's order, where upstream sorts
+    // by groupPriorityMinimum — extension servers' groups usually sort after every built-in and
+    // custom one.
+    if let Some(a) = aggregator {
+        chain.push(a);
     }
     chain
 }

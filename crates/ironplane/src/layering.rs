@@ -1,6 +1,6 @@
 //! The crates' layering, checked: a crate's normal dependencies on the workspace's own crates
 //! point down the table of `../shared/DESIGN.md` (`apimachinery` ← `protobuf`, `storage` ←
-//! `apiserver` ← `kube`, `apiextensions` ← `ironplane`), so that no layer reaches up and no cycle can form.
+//! `apiserver` ← `kube`, `apiextensions`, `aggregator` ← `ironplane`), so that no layer reaches up and no cycle can form.
 //! Dev-dependencies (test harnesses, the bench tool's in-process server) are not layering.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,6 +21,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The CRD server is a sibling of the built-in catalog: it reads CRDs through the generic
     // registry, never through `ironplane-kube`.
     ("apiextensions", &["apimachinery", "storage", "apiserver"]),
+    // The aggregator is another sibling: APIServices, Services and EndpointSlices are read
+    // through the generic registry.
+    ("aggregator", &["apimachinery", "storage", "apiserver"]),
     (
         "ironplane",
         &[
@@ -30,6 +33,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "apiserver",
             "ironplane-kube",
             "apiextensions",
+            "aggregator",
         ],
     ),
     // The bench tool drives any API server; it depends on nothing of the server.

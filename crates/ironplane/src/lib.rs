@@ -301,7 +301,35 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
             .map(|r| r as Arc<dyn apiserver::util::webhook::ServiceResolver>),
     );
-    let chain = chain::build(resources.clone(), extensions.clone());
+    // The aggregation layer: APIServices registered for what this server serves, remote ones'
+    // availability, and the proxy to extension servers.
+    let proxy_identity = match (&opts.proxy_client_cert_file, &opts.proxy_client_key_file) {
+        (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
+        _ => None,
+    };
+    let aggregator = match ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
+    {
+        Some(resolver) => {
+            let crds = extensions.clone();
+            Some(aggregator::Aggregator::new(
+                resources.clone(),
+                resolver,
+                proxy_identity,
+                Box::new(move || {
+                    crds.as_ref()
+                        .map(|c| {
+                            apiserver::Delegate::resources(c.as_ref())
+                                .into_iter()
+                                .map(|i| (i.group, i.version))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                }),
+            )?)
+        }
+        None => None,
+    };
+    let chain = chain::build(resources.clone(), extensions.clone(), aggregator.clone());
 
     // Bind before anything is announced, so that port 0 resolves to the real port.
     let listener = apiserver::serving::bind(SocketAddr::new(opts.bind_address, opts.secure_port))
@@ -342,6 +370,24 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         Check::new("poststarthook/start-apiextensions-controllers", true),
     ];
     let crd_synced = Check::new("poststarthook/crd-informer-synced", extensions.is_none());
+    // The aggregator's hooks: its controllers start with the server; the APIServices' informer
+    // is synced once they have been listed.
+    let aggregator_hooks = [
+        Check::new("poststarthook/apiservice-registration-controller", true),
+        Check::new(
+            "poststarthook/apiservice-status-local-available-controller",
+            true,
+        ),
+        Check::new(
+            "poststarthook/apiservice-status-remote-available-controller",
+            true,
+        ),
+        Check::new("poststarthook/kube-apiserver-autoregistration", true),
+    ];
+    let apiservices_synced = Check::new(
+        "poststarthook/start-kube-aggregator-informers",
+        aggregator.is_none(),
+    );
     let shutdown_check = Check::new("shutdown", true);
     let health = Health {
         common: vec![
@@ -365,6 +411,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         .chain(system_hooks.iter().cloned())
         .chain(crd_hooks)
         .chain([crd_synced.clone()])
+        .chain(aggregator_hooks)
+        .chain([apiservices_synced.clone()])
         .chain(encryption.reload_hook.clone())
         .collect(),
         shutdown: Some(shutdown_check.clone()),
@@ -383,6 +431,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
     };
     let mut server = GenericApiServer::new(config, chain, health);
+    server.streaming = aggregator
+        .clone()
+        .map(|a| a as Arc<dyn apiserver::server::StreamingHandler>);
     server.documents = tokens.discovery_documents(&format!("{url_host}:{}", addr.port()));
     // Upstream audits only with both a policy and a backend.
     if let (Some(policy), Some(log)) = (&opts.audit_policy_file, &opts.audit_log_path) {
@@ -533,6 +584,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             extensions,
             Box::new(move || crd_synced.set(true)),
         ));
+    }
+    if let Some(aggregator) = aggregator {
+        tokio::spawn(aggregator.run(Box::new(move || apiservices_synced.set(true))));
     }
     controllers_hook.set(true);
 

@@ -65,6 +65,17 @@ pub struct Options {
     /// Prefixes of headers that give the user's extra (kubeadm: X-Remote-Extra-).
     #[arg(long, value_delimiter = ',')]
     pub requestheader_extra_headers_prefix: Vec<String>,
+    /// Client certificate (PEM) the aggregation proxy presents to extension API servers, which
+    /// trust it through --requestheader-client-ca-file; with --proxy-client-key-file.
+    #[arg(long)]
+    pub proxy_client_cert_file: Option<PathBuf>,
+    /// The key of --proxy-client-cert-file.
+    #[arg(long)]
+    pub proxy_client_key_file: Option<PathBuf>,
+    /// Accepted for kube-apiserver's command lines: Ironplane always proxies to an endpoint of
+    /// the APIService's Service (nothing routes cluster IPs here).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_aggregator_routing: bool,
     /// Bootstrap tokens (`<id>.<secret>`, Secrets `bootstrap-token-<id>` of type
     /// `bootstrap.kubernetes.io/token` in kube-system) authenticate, as kubeadm's TLS
     /// bootstrapping uses them.
@@ -386,6 +397,12 @@ impl Options {
         }
         if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
             return Err("--tls-cert-file and --tls-private-key-file must be given together".into());
+        }
+        if self.proxy_client_cert_file.is_some() != self.proxy_client_key_file.is_some() {
+            return Err(
+                "--proxy-client-cert-file and --proxy-client-key-file must be given together"
+                    .into(),
+            );
         }
         if !self.etcd_prefix.starts_with('/') {
             return Err(format!(

@@ -366,7 +366,7 @@ fn clean_path(p: &str) -> String {
 
 /// The TLS configuration for a webhook: its `caBundle`, or without one the system's trusted
 /// roots, as Go's TLS client uses them when a REST config has no CA data.
-fn tls_config(
+pub fn tls_config(
     ca_bundle: &[u8],
     identity: Option<&(Vec<u8>, Vec<u8>)>,
 ) -> Result<rustls::ClientConfig, String> {

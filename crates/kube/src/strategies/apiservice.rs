@@ -3,8 +3,8 @@
 //! a service reference defaults to port 443; a local APIService (no service: served by this
 //! server itself) may carry neither a CA bundle nor insecureSkipTLSVerify. Status starts empty,
 //! and a local APIService is marked available at once by the strategy's prepare-for-create, as
-//! upstream's `PrepareForCreate` does (the availability controller does the same later for
-//! remote ones, which Ironplane does not proxy yet). Updates must name the resourceVersion they
+//! upstream's `PrepareForCreate` does (the `aggregator` crate's availability controller writes
+//! the condition of remote ones). Updates must name the resourceVersion they
 //! replace (`AllowUnconditionalUpdate` is false).
 
 use apimachinery::validation::{

@@ -1,0 +1,378 @@
+//! The aggregation layer (upstream: k8s.io/kube-aggregator), at the head of the server chain.
+//! It owns what APIService objects (apiregistration.k8s.io/v1, stored by the built-in catalog)
+//! mean at run time:
+//!
+//! - `autoregister`: a local APIService for every built-in and custom group version this server
+//!   serves, kept as upstream's autoregister and crdregistration controllers keep them;
+//! - `availability`: the `Available` condition of remote APIServices (those naming a Service),
+//!   from the Service, its EndpointSlices and a discovery request to the extension server, with
+//!   the `aggregator_unavailable_apiservice` gauge; local ones are always available;
+//! - `proxy`: requests for a remote group version streamed to the Service's endpoint over TLS,
+//!   as the user who asked (the `X-Remote-*` headers, the proxy client certificate);
+//! - `discovery`: the extension servers' resources as discovery rows, so that `/apis` and the
+//!   aggregated discovery documents list them;
+//! - `openapi`: the extension servers' OpenAPI v2 paths and definitions and v3 documents,
+//!   merged into this server's.
+//!
+//! What it must not do: serve a local group version (those go on down the chain), or read a
+//! request body (the proxy streams it, watches and large writes alike).
+
+mod autoregister;
+mod availability;
+mod discovery;
+mod openapi;
+mod priorities;
+mod proxy;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use apimachinery::Status;
+use apimachinery::object::ObjectExt;
+use apiserver::authentication::UserInfo;
+use apiserver::endpoints::{ApiRequest, ApiResources, Response};
+use apiserver::filters::RequestBody;
+use apiserver::registry::ResourceInfo;
+use apiserver::request::RequestInfo;
+use apiserver::util::webhook::ServiceResolver;
+use async_trait::async_trait;
+use serde_json::Value;
+
+pub use availability::unavailable_gauge;
+
+/// The label autoregistration marks its APIServices with: `onstart` (built-in groups, written
+/// once at start) or `true` (custom resources' groups, kept in step while the server runs).
+pub const AUTOMANAGED_LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
+
+/// The Service an APIService names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ServiceRef {
+    pub namespace: String,
+    pub name: String,
+    pub port: i32,
+}
+
+/// What this server needs of an APIService.
+#[derive(Clone, Debug)]
+pub(crate) struct ApiService {
+    pub name: String,
+    pub group: String,
+    pub version: String,
+    /// None for a local APIService (served by this server).
+    pub service: Option<ServiceRef>,
+    pub ca_bundle: Vec<u8>,
+    pub insecure_skip_tls_verify: bool,
+    /// `Available` is `True`.
+    pub available: bool,
+    pub object: Value,
+}
+
+impl ApiService {
+    pub(crate) fn parse(obj: &Value) -> ApiService {
+        use base64::Engine;
+        let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let service = obj
+            .pointer("/spec/service")
+            .filter(|s| s.is_object())
+            .map(|s| ServiceRef {
+                namespace: s["namespace"].as_str().unwrap_or("").to_string(),
+                name: s["name"].as_str().unwrap_or("").to_string(),
+                port: s
+                    .get("port")
+                    .and_then(Value::as_i64)
+                    .and_then(|p| i32::try_from(p).ok())
+                    .unwrap_or(443),
+            });
+        let available = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Available" && c["status"] == "True");
+        ApiService {
+            name: obj.name().to_string(),
+            group: text("/spec/group").to_string(),
+            version: text("/spec/version").to_string(),
+            service,
+            ca_bundle: base64::engine::general_purpose::STANDARD
+                .decode(text("/spec/caBundle"))
+                .unwrap_or_default(),
+            insecure_skip_tls_verify: obj
+                .pointer("/spec/insecureSkipTLSVerify")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            available,
+            object: obj.clone(),
+        }
+    }
+}
+
+/// The aggregator: the APIServices as last seen, what each remote one serves, and the proxy's
+/// transports. One per server; its controllers run from [`Aggregator::run`].
+pub struct Aggregator {
+    api: Arc<ApiResources>,
+    transports: proxy::Transports,
+    /// Every APIService by name, kept by a reflector on their store.
+    apiservices: RwLock<BTreeMap<String, Arc<ApiService>>>,
+    /// What the extension server behind each remote APIService serves, by APIService name, from
+    /// its last successful discovery answer (kept while it is unavailable, as stale discovery).
+    remote_resources: RwLock<HashMap<String, Vec<ResourceInfo>>>,
+    /// What each remote APIService's extension server adds to the OpenAPI documents.
+    openapi: RwLock<BTreeMap<String, openapi::Documents>>,
+    /// The group versions of established custom resources (served versions), asked at each
+    /// autoregistration pass.
+    crd_versions: Box<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+}
+
+impl Aggregator {
+    /// `proxy_identity`: the proxy client certificate chain and key (PEM) presented to
+    /// extension servers (`--proxy-client-cert-file`, `--proxy-client-key-file`).
+    pub fn new(
+        api: Arc<ApiResources>,
+        resolver: Arc<dyn ServiceResolver>,
+        proxy_identity: Option<(Vec<u8>, Vec<u8>)>,
+        crd_versions: Box<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+    ) -> Result<Arc<Aggregator>, String> {
+        Ok(Arc::new(Aggregator {
+            api,
+            transports: proxy::Transports::new(proxy_identity, resolver)?,
+            apiservices: RwLock::new(BTreeMap::new()),
+            remote_resources: RwLock::new(HashMap::new()),
+            openapi: RwLock::new(BTreeMap::new()),
+            crd_versions,
+        }))
+    }
+
+    /// The remote APIService that serves `group`/`version`, if one does.
+    fn remote_for(&self, group: &str, version: &str) -> Option<Arc<ApiService>> {
+        let services = self.apiservices.read().unwrap_or_else(|e| e.into_inner());
+        services
+            .values()
+            .find(|s| s.service.is_some() && s.group == group && s.version == version)
+            .cloned()
+    }
+
+    /// Starts the aggregator's controllers: the APIService reflector, autoregistration and the
+    /// availability controllers. `synced` is called once the APIServices have been listed.
+    pub async fn run(self: Arc<Self>, synced: Box<dyn FnOnce() + Send>) {
+        let Some(store) = self
+            .api
+            .get("apiregistration.k8s.io", "v1", "apiservices")
+            .cloned()
+        else {
+            tracing::warn!("apiservices are not served: the aggregator does not run");
+            return;
+        };
+        let (listed_tx, mut listed_rx) = tokio::sync::watch::channel(false);
+        {
+            let this = self.clone();
+            tokio::spawn(apiserver::registry::reflector::run(store, move |delta| {
+                use apiserver::registry::reflector::Delta;
+                let mut services = this.apiservices.write().unwrap_or_else(|e| e.into_inner());
+                match delta {
+                    Delta::Replace(all) => {
+                        *services = all
+                            .iter()
+                            .map(|o| (o.name().to_string(), Arc::new(ApiService::parse(o))))
+                            .collect();
+                        let _ = listed_tx.send(true);
+                    }
+                    Delta::Upsert(o) => {
+                        services.insert(o.name().to_string(), Arc::new(ApiService::parse(&o)));
+                    }
+                    Delta::Deleted(o) => {
+                        services.remove(o.name());
+                        availability::forget(o.name());
+                        drop(services);
+                        this.remote_resources
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(o.name());
+                        this.openapi
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(o.name());
+                    }
+                }
+            }));
+        }
+        if listed_rx.wait_for(|listed| *listed).await.is_err() {
+            return;
+        }
+        synced();
+        tokio::spawn(autoregister::run(self.clone()));
+        availability::run(self).await;
+    }
+
+    /// Every APIService as last seen.
+    fn snapshot(&self) -> Vec<Arc<ApiService>> {
+        self.apiservices
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The group version a request is for, when it is under `/apis/<group>/<version>` (resource
+/// requests, and the group version's own discovery document).
+fn group_version(info: &RequestInfo) -> Option<(String, String)> {
+    if info.is_resource_request {
+        return (!info.api_group.is_empty())
+            .then(|| (info.api_group.clone(), info.api_version.clone()));
+    }
+    let mut segments = info.path.trim_start_matches('/').split('/');
+    match (segments.next(), segments.next(), segments.next()) {
+        (Some("apis"), Some(group), Some(version)) if !group.is_empty() && !version.is_empty() => {
+            Some((group.to_string(), version.to_string()))
+        }
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl apiserver::server::StreamingHandler for Aggregator {
+    async fn serve_streaming(
+        &self,
+        req: http::Request<RequestBody>,
+        info: &RequestInfo,
+        user: &UserInfo,
+    ) -> Result<Response, http::Request<RequestBody>> {
+        let Some((group, version)) = group_version(info) else {
+            return Err(req);
+        };
+        let Some(apiservice) = self.remote_for(&group, &version) else {
+            return Err(req);
+        };
+        // Upstream's proxy answers 503 for an APIService not marked available, whatever the
+        // extension server would say.
+        if !apiservice.available {
+            return Ok(proxy::error_text(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "service unavailable",
+            ));
+        }
+        // Upstream resolves an endpoint for every request and answers 503 when there is none.
+        if let Some(service) = &apiservice.service
+            && !availability::has_endpoint(self, service).await
+        {
+            tracing::warn!(service = %format!("{}/{}", service.namespace, service.name), "no endpoint for an aggregated API's service");
+            return Ok(proxy::error_text(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                "service unavailable",
+            ));
+        }
+        Ok(self.transports.forward(&apiservice, req, user).await)
+    }
+}
+
+/// In the delegation chain the aggregator serves nothing itself (its proxy has answered before
+/// the chain is asked); it lends discovery the extension servers' resources.
+#[async_trait]
+impl apiserver::Delegate for Aggregator {
+    async fn serve(&self, req: ApiRequest) -> Result<Result<Response, Status>, ApiRequest> {
+        Err(req)
+    }
+
+    fn resources(&self) -> Vec<ResourceInfo> {
+        let remote = self
+            .remote_resources
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let services = self.apiservices.read().unwrap_or_else(|e| e.into_inner());
+        // In the APIServices' order, only for those still registered.
+        services
+            .keys()
+            .filter_map(|name| remote.get(name))
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    fn openapi_v3_paths(&self) -> Vec<(String, String)> {
+        let docs = self.openapi.read().unwrap_or_else(|e| e.into_inner());
+        docs.values()
+            .filter_map(|d| d.v3.as_ref())
+            .map(|(path, _, hash)| (path.clone(), hash.clone()))
+            .collect()
+    }
+
+    fn openapi_v3_doc(&self, path: &str) -> Option<bytes::Bytes> {
+        let docs = self.openapi.read().unwrap_or_else(|e| e.into_inner());
+        docs.values()
+            .filter_map(|d| d.v3.as_ref())
+            .find(|(p, _, _)| p == path)
+            .map(|(_, body, _)| body.clone())
+    }
+
+    fn openapi_v2_fragment(&self) -> Option<(String, Arc<serde_json::Value>)> {
+        openapi::merged_v2(&self.openapi.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(path: &str, resource: bool, group: &str, version: &str) -> RequestInfo {
+        RequestInfo {
+            path: path.into(),
+            is_resource_request: resource,
+            api_group: group.into(),
+            api_version: version.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn requests_under_a_group_version_are_the_proxys_to_consider() {
+        assert_eq!(
+            group_version(&info("/apis/metrics.k8s.io/v1beta1", false, "", "")),
+            Some(("metrics.k8s.io".into(), "v1beta1".into()))
+        );
+        assert_eq!(
+            group_version(&info(
+                "/apis/metrics.k8s.io/v1beta1/pods",
+                true,
+                "metrics.k8s.io",
+                "v1beta1"
+            )),
+            Some(("metrics.k8s.io".into(), "v1beta1".into()))
+        );
+        // The group's own document and the core group are this server's.
+        assert_eq!(
+            group_version(&info("/apis/metrics.k8s.io", false, "", "")),
+            None
+        );
+        assert_eq!(group_version(&info("/api/v1/pods", true, "", "v1")), None);
+        assert_eq!(group_version(&info("/apis", false, "", "")), None);
+    }
+
+    #[test]
+    fn an_apiservice_is_read_with_upstreams_defaults() {
+        let s = ApiService::parse(&serde_json::json!({
+            "metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {"group": "metrics.k8s.io", "version": "v1beta1",
+                     "service": {"namespace": "kube-system", "name": "metrics-server"},
+                     "caBundle": "UEVN"},
+            "status": {"conditions": [{"type": "Available", "status": "False"}]},
+        }));
+        assert_eq!(
+            s.service,
+            Some(ServiceRef {
+                namespace: "kube-system".into(),
+                name: "metrics-server".into(),
+                port: 443
+            })
+        );
+        assert_eq!(s.ca_bundle, b"PEM");
+        assert!(!s.available);
+        let local = ApiService::parse(&serde_json::json!({
+            "metadata": {"name": "v1.apps"},
+            "spec": {"group": "apps", "version": "v1", "service": null},
+            "status": {"conditions": [{"type": "Available", "status": "True"}]},
+        }));
+        assert!(local.service.is_none() && local.available);
+    }
+}

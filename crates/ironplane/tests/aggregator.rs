@@ -1,0 +1,733 @@
+//! The aggregation layer end to end: a small extension API server run by the test (HTTPS on
+//! this machine's address, requiring the proxy's client certificate), registered by an
+//! APIService through a selectorless Service and an EndpointSlice. Its resources are listed and
+//! watched through Ironplane with kubectl, as the user who asked; discovery lists them; a stopped
+//! extension server gives 503 and `Available=False`, and one that comes back is used again.
+
+mod common;
+
+use std::convert::Infallible;
+use std::io::BufRead;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{Server, hook_server::own_address, wait_until};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use serde_json::{Value, json};
+
+const GROUP: &str = "wardle.example.com";
+const APISERVICE: &str = "v1alpha1.wardle.example.com";
+
+/// One request the extension server received.
+#[derive(Clone, Debug)]
+struct Seen {
+    path: String,
+    query: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Seen {
+    fn all(&self, name: &str) -> Vec<String> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
+/// Certificates made for one test: the extension server's serving pair (for
+/// `api.wardle.svc`) under its own CA, and the proxy's client pair under the front-proxy CA.
+struct Pki {
+    serving_ca_pem: String,
+    serving: (rustls::pki_types::CertificateDer<'static>, Vec<u8>),
+    proxy_ca_der: rustls::pki_types::CertificateDer<'static>,
+    proxy_ca_pem: String,
+    proxy_cert_pem: String,
+    proxy_key_pem: String,
+}
+
+fn pki() -> Pki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+        IsCa, Issuer, KeyPair,
+    };
+    let ca = |cn: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, cn);
+        params.distinguished_name = dn;
+        let cert = params.self_signed(&key).unwrap();
+        (cert, Issuer::new(params, key))
+    };
+    let (serving_ca, serving_issuer) = ca("wardle-ca");
+    let serving_key = KeyPair::generate().unwrap();
+    let serving = CertificateParams::new(vec!["api.wardle.svc".to_string()])
+        .unwrap()
+        .signed_by(&serving_key, &serving_issuer)
+        .unwrap();
+    let (proxy_ca, proxy_issuer) = ca("front-proxy-ca");
+    let proxy_key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "front-proxy-client");
+    params.distinguished_name = dn;
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let proxy = params.signed_by(&proxy_key, &proxy_issuer).unwrap();
+    Pki {
+        serving_ca_pem: serving_ca.pem(),
+        serving: (serving.der().clone(), serving_key.serialize_der()),
+        proxy_ca_der: proxy_ca.der().clone(),
+        proxy_ca_pem: proxy_ca.pem(),
+        proxy_cert_pem: proxy.pem(),
+        proxy_key_pem: proxy_key.serialize_pem(),
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn json_reply(v: &Value) -> hyper::Response<Body> {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(v.to_string())).boxed());
+    r.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    r
+}
+
+fn flunder(name: &str, ns: &str) -> Value {
+    json!({"apiVersion": "wardle.example.com/v1alpha1", "kind": "Flunder",
+           "metadata": {"name": name, "namespace": ns, "resourceVersion": "1",
+                        "creationTimestamp": "2026-01-01T00:00:00Z"}})
+}
+
+/// The extension server: the discovery document of `wardle.example.com/v1alpha1`, a list of
+/// one Flunder, and a watch that sends one event, then a second one when the test says so,
+/// then ends. Every request is recorded; a client without the proxy's certificate is refused
+/// in the handshake.
+struct Extension {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    /// Lets an open watch send its second event and end.
+    release: Arc<tokio::sync::Notify>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Extension {
+    fn start(pki: &Pki, port: u16) -> Extension {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.proxy_ca_der.clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.into(),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(
+                vec![pki.serving.0.clone()],
+                rustls::pki_types::PrivateKeyDer::try_from(pki.serving.1.clone()).unwrap(),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind((own_address(), port)))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let release = Arc::new(tokio::sync::Notify::new());
+        {
+            let (seen, release) = (seen.clone(), release.clone());
+            runtime.spawn(async move {
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let (acceptor, seen, release) =
+                        (acceptor.clone(), seen.clone(), release.clone());
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        let service = hyper::service::service_fn(
+                            move |req: hyper::Request<hyper::body::Incoming>| {
+                                let (seen, release) = (seen.clone(), release.clone());
+                                async move { Ok::<_, Infallible>(answer(req, &seen, &release)) }
+                            },
+                        );
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .with_upgrades()
+                            .await;
+                    });
+                }
+            });
+        }
+        Extension {
+            port,
+            seen,
+            release,
+            runtime: Some(runtime),
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn stop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+impl Drop for Extension {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn answer(
+    mut req: hyper::Request<hyper::body::Incoming>,
+    seen: &Mutex<Vec<Seen>>,
+    release: &Arc<tokio::sync::Notify>,
+) -> hyper::Response<Body> {
+    let path = req.uri().path().to_string();
+    // `.../flunders/<name>/echo` with an Upgrade: switch protocols and echo what comes.
+    if path.ends_with("/echo") && req.headers().contains_key("upgrade") {
+        let on = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            if let Ok(upgraded) = on.await {
+                let io = hyper_util::rt::TokioIo::new(upgraded);
+                let (mut r, mut w) = tokio::io::split(io);
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            }
+        });
+        let mut r = hyper::Response::new(http_body_util::Empty::new().boxed());
+        *r.status_mut() = hyper::StatusCode::SWITCHING_PROTOCOLS;
+        r.headers_mut()
+            .insert("connection", "Upgrade".parse().unwrap());
+        r.headers_mut()
+            .insert("upgrade", "ironplane-echo".parse().unwrap());
+        return r;
+    }
+    let query = req.uri().query().unwrap_or("").to_string();
+    seen.lock().unwrap().push(Seen {
+        path: path.clone(),
+        query: query.clone(),
+        headers: req
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect(),
+    });
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["apis", GROUP, "v1alpha1"] => json_reply(&json!({
+            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "wardle.example.com/v1alpha1",
+            "resources": [{"name": "flunders", "singularName": "flunder", "namespaced": true,
+                           "kind": "Flunder", "verbs": ["get", "list", "watch"], "shortNames": ["fl"]}],
+        })),
+        ["openapi", "v2"] => json_reply(&json!({
+            "swagger": "2.0", "info": {"title": "wardle", "version": "v0"},
+            "paths": {"/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders": {"get": {
+                "operationId": "listWardleV1alpha1NamespacedFlunder",
+                "responses": {"200": {"description": "OK"}}}}},
+            "definitions": {"com.example.wardle.v1alpha1.Flunder": {"type": "object",
+                "x-kubernetes-group-version-kind": [{"group": GROUP, "version": "v1alpha1", "kind": "Flunder"}]}},
+        })),
+        ["openapi", "v3", "apis", GROUP, "v1alpha1"] => json_reply(&json!({
+            "openapi": "3.0.0", "info": {"title": "wardle", "version": "v0"},
+            "paths": {"/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders": {}},
+            "components": {"schemas": {"com.example.wardle.v1alpha1.Flunder": {"type": "object"}}},
+        })),
+        ["apis", GROUP, "v1alpha1", "namespaces", ns, "flunders"]
+            if query.contains("watch=true") || query.contains("watch=1") =>
+        {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+            let (first, second) = (flunder("alpha", ns), flunder("beta", ns));
+            let release = release.clone();
+            tokio::spawn(async move {
+                let event = |t: &str, o: &Value| {
+                    Bytes::from(format!("{}\n", json!({"type": t, "object": o})))
+                };
+                let _ = tx.send(event("ADDED", &first)).await;
+                release.notified().await;
+                let _ = tx.send(event("ADDED", &second)).await;
+            });
+            let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv()
+                    .await
+                    .map(|b| (Ok::<_, Infallible>(hyper::body::Frame::data(b)), rx))
+            });
+            let mut r = hyper::Response::new(StreamBody::new(stream).boxed());
+            r.headers_mut()
+                .insert("content-type", "application/json".parse().unwrap());
+            r
+        }
+        ["apis", GROUP, "v1alpha1", "namespaces", ns, "flunders"] => json_reply(&json!({
+            "apiVersion": "wardle.example.com/v1alpha1", "kind": "FlunderList",
+            "metadata": {"resourceVersion": "1"}, "items": [flunder("alpha", ns)],
+        })),
+        _ => {
+            let mut r = json_reply(
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                            "reason": "NotFound", "code": 404}),
+            );
+            *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+            r
+        }
+    }
+}
+
+/// Opens a connection to Ironplane as the admin, asks `.../flunders/alpha/echo` to switch to
+/// the `ironplane-echo` protocol, sends `payload` once switched and reads it back: the response
+/// head and the echoed bytes.
+fn upgraded_echo(server: &Server, payload: &[u8]) -> (String, Vec<u8>) {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = server.dir.path().join("pki");
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(pki.join("ca.crt")).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let chain = rustls::pki_types::CertificateDer::pem_file_iter(pki.join("admin.crt"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(pki.join("admin.key")).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .unwrap();
+    let address = server.url.trim_start_matches("https://").to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let request = format!(
+            "GET /apis/{GROUP}/v1alpha1/namespaces/wardle/flunders/alpha/echo HTTP/1.1\r\n\
+             Host: {address}\r\nConnection: Upgrade\r\nUpgrade: ironplane-echo\r\n\r\n"
+        );
+        tls.write_all(request.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = tokio::time::timeout(Duration::from_secs(10), tls.read(&mut byte))
+                .await
+                .expect("the response head in time")
+                .unwrap();
+            assert_eq!(
+                n, 1,
+                "the connection closed before the head ended: {head:?}"
+            );
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        if !head.starts_with("HTTP/1.1 101") {
+            return (head, Vec::new());
+        }
+        tls.write_all(payload).await.unwrap();
+        let mut echoed = vec![0u8; payload.len()];
+        tokio::time::timeout(Duration::from_secs(10), tls.read_exact(&mut echoed))
+            .await
+            .expect("the echo in time")
+            .unwrap();
+        (head, echoed)
+    })
+}
+
+fn available(server: &Server) -> Option<(String, String, String)> {
+    let s = server.get_json("", &format!("apiservice/{APISERVICE}"))?;
+    let c = s["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Available")?
+        .clone();
+    let text = |k: &str| c[k].as_str().unwrap_or("").to_string();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+fn metric(server: &Server, name: &str) -> Option<String> {
+    let text = server.kubectl(&["get", "--raw", "/metrics"]);
+    let prefix = format!("aggregator_unavailable_apiservice{{name=\"{name}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(str::to_string)
+}
+
+#[test]
+fn an_extension_api_server_is_served_through_the_aggregator() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, pem: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let proxy_cert = write("proxy.crt", &pki.proxy_cert_pem);
+    let proxy_key = write("proxy.key", &pki.proxy_key_pem);
+    let proxy_ca = write("proxy-ca.crt", &pki.proxy_ca_pem);
+    let tokens = write("tokens.csv", "boss-token,boss,boss-uid,system:masters\n");
+    let mut extension = Extension::start(&pki, 0);
+    let port = extension.port;
+    let server = Server::start_with(&[
+        &format!("--token-auth-file={tokens}"),
+        &format!("--proxy-client-cert-file={proxy_cert}"),
+        &format!("--proxy-client-key-file={proxy_key}"),
+        &format!("--requestheader-client-ca-file={proxy_ca}"),
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+    ]);
+
+    // Built-in group versions are registered as local APIServices with upstream's priorities.
+    wait_until("the built-in APIServices", 30, || {
+        server.get_json("", "apiservice/v1.apps").is_some()
+            && server.get_json("", "apiservice/v1.").is_some()
+    });
+    let apps = server.get_json("", "apiservice/v1.apps").unwrap();
+    assert_eq!(
+        apps["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "onstart"
+    );
+    assert_eq!(apps["spec"]["groupPriorityMinimum"], 17800);
+    assert_eq!(apps["spec"]["versionPriority"], 15);
+    assert!(apps["spec"].get("service").is_none_or(Value::is_null));
+    assert_eq!(apps["status"]["conditions"][0]["reason"], "Local");
+
+    // A CRD's group version is registered while a CRD serves it, and removed after.
+    server.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object}}
+"#,
+    );
+    wait_until("the CRD's APIService", 30, || {
+        server
+            .get_json("", "apiservice/v1.stable.example.com")
+            .is_some()
+    });
+    let crd = server
+        .get_json("", "apiservice/v1.stable.example.com")
+        .unwrap();
+    assert_eq!(
+        crd["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"],
+        "true"
+    );
+    assert_eq!(crd["spec"]["groupPriorityMinimum"], 1000);
+    assert_eq!(crd["spec"]["versionPriority"], 100);
+    server.kubectl(&["delete", "crd", "widgets.stable.example.com"]);
+    wait_until("the CRD's APIService to go", 30, || {
+        server
+            .get_json("", "apiservice/v1.stable.example.com")
+            .is_none()
+    });
+
+    // The extension server behind a selectorless Service and a hand-written EndpointSlice.
+    use base64::Engine;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&pki.serving_ca_pem);
+    // Registered before its Service exists, then given a Service without endpoints, then the
+    // endpoint: each step has upstream's reason.
+    let apiservice = format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: wardle}}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: {APISERVICE}}}
+spec:
+  group: {GROUP}
+  version: v1alpha1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {{namespace: wardle, name: api, port: 443}}
+  caBundle: {ca_bundle}
+"#
+    );
+    server.kubectl_stdin(&["apply", "-f", "-"], &apiservice);
+    let reason_is = |want: &str| {
+        wait_until(want, 30, || {
+            available(&server).is_some_and(|(_, reason, _)| reason == want)
+        });
+        available(&server).unwrap()
+    };
+    let (status, _, message) = reason_is("ServiceNotFound");
+    assert_eq!(status, "False");
+    assert_eq!(message, r#"service/api in "wardle" is not present"#);
+    let service = format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: api, namespace: wardle}}
+spec:
+  ports: [{{name: https, port: 443, targetPort: {port}}}]
+"#
+    );
+    server.kubectl_stdin(&["apply", "-f", "-"], &service);
+    let (_, _, message) = reason_is("EndpointsNotFound");
+    assert_eq!(
+        message,
+        r#"cannot find endpointslices for service/api in "wardle""#
+    );
+    let slice = format!(
+        r#"apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: api-1
+  namespace: wardle
+  labels: {{kubernetes.io/service-name: api}}
+addressType: IPv4
+ports: [{{name: https, port: {port}, protocol: TCP}}]
+endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
+"#,
+        ip = own_address()
+    );
+    server.kubectl_stdin(&["apply", "-f", "-"], &slice);
+    wait_until("the APIService to become available", 60, || {
+        available(&server).is_some_and(|(s, _, _)| s == "True")
+    });
+    let (_, reason, message) = available(&server).unwrap();
+    assert_eq!(
+        (reason.as_str(), message.as_str()),
+        ("Passed", "all checks passed")
+    );
+    // The availability check asked as upstream's aggregator does.
+    let check = extension
+        .seen()
+        .into_iter()
+        .find(|s| s.path == "/apis/wardle.example.com/v1alpha1")
+        .expect("a discovery check");
+    assert_eq!(check.all("x-remote-user"), ["system:kube-aggregator"]);
+    assert_eq!(check.all("x-remote-group"), ["system:masters"]);
+
+    // The extension server's OpenAPI documents are merged into this server's.
+    wait_until("the extension server's OpenAPI v3 document", 30, || {
+        let index: Value =
+            serde_json::from_str(&server.kubectl(&["get", "--raw", "/openapi/v3"])).unwrap();
+        index["paths"]
+            .get("apis/wardle.example.com/v1alpha1")
+            .is_some()
+    });
+    let v3: Value = serde_json::from_str(&server.kubectl(&[
+        "get",
+        "--raw",
+        "/openapi/v3/apis/wardle.example.com/v1alpha1",
+    ]))
+    .unwrap();
+    assert!(v3["components"]["schemas"]["com.example.wardle.v1alpha1.Flunder"].is_object());
+    let v2: Value =
+        serde_json::from_str(&server.kubectl(&["get", "--raw", "/openapi/v2"])).unwrap();
+    assert!(
+        v2["paths"]["/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders"]
+            .is_object()
+    );
+    assert!(v2["definitions"]["com.example.wardle.v1alpha1.Flunder"].is_object());
+    // Built-in paths are still there.
+    assert!(v2["paths"]["/api/v1/namespaces/{namespace}/pods"].is_object());
+
+    // A list through the proxy, as the admin.
+    let names = server.kubectl(&["-n", "wardle", "get", "flunders", "-o", "name"]);
+    assert_eq!(names.trim(), "flunder.wardle.example.com/alpha");
+    let list = extension
+        .seen()
+        .into_iter()
+        .rfind(|s| s.path == "/apis/wardle.example.com/v1alpha1/namespaces/wardle/flunders")
+        .expect("the list reached the extension server");
+    assert_eq!(list.all("x-remote-user"), ["kubernetes-admin"]);
+    assert!(
+        list.all("x-remote-group")
+            .contains(&"system:masters".to_string()),
+        "{list:?}"
+    );
+    assert!(list.all("authorization").is_empty(), "{list:?}");
+
+    // Impersonated, by a user with a bearer token: the impersonated user, uid, groups and extra
+    // travel; neither the token nor the Impersonate-* headers do.
+    server.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        "devs",
+        "--clusterrole=cluster-admin",
+        "--group=devs",
+    ]);
+    let answer = common::raw_https(
+        &format!(
+            "{}/apis/{GROUP}/v1alpha1/namespaces/wardle/flunders",
+            server.url
+        ),
+        "GET",
+        &[
+            ("Authorization", "Bearer boss-token"),
+            ("Impersonate-User", "alice"),
+            ("Impersonate-Uid", "u-1"),
+            ("Impersonate-Group", "devs"),
+            ("Impersonate-Extra-Team", "blue"),
+        ],
+        None,
+    );
+    assert!(answer.starts_with("200 "), "{answer}");
+    let list = extension
+        .seen()
+        .into_iter()
+        .rfind(|s| s.path.ends_with("/flunders"))
+        .unwrap();
+    assert_eq!(list.all("x-remote-user"), ["alice"], "{list:?}");
+    assert_eq!(list.all("x-remote-uid"), ["u-1"], "{list:?}");
+    let groups = list.all("x-remote-group");
+    assert!(groups.contains(&"devs".to_string()), "{list:?}");
+    assert_eq!(list.all("x-remote-extra-team"), ["blue"], "{list:?}");
+    assert!(list.all("authorization").is_empty(), "{list:?}");
+    assert!(
+        list.headers
+            .iter()
+            .all(|(k, _)| !k.starts_with("impersonate-")),
+        "{list:?}"
+    );
+
+    // A watch streams through: the first event arrives while the extension server holds the
+    // second back.
+    let mut watch = server
+        .kubectl_cmd(&[
+            "get",
+            "--raw",
+            "/apis/wardle.example.com/v1alpha1/namespaces/wardle/flunders?watch=true",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let first: Value = serde_json::from_str(
+        &lines_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the first watch event before the stream ends"),
+    )
+    .unwrap();
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["metadata"]["name"], "alpha");
+    extension.release.notify_waiters();
+    assert!(
+        extension
+            .seen()
+            .iter()
+            .any(|s| s.path.ends_with("/flunders") && s.query.contains("watch=true")),
+        "the watch reached the extension server"
+    );
+    let second: Value =
+        serde_json::from_str(&lines_rx.recv_timeout(Duration::from_secs(20)).unwrap()).unwrap();
+    assert_eq!(second["object"]["metadata"]["name"], "beta");
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    // A connection upgrade passes through: after the 101, bytes go both ways.
+    let echoed = upgraded_echo(&server, b"ping through the aggregator\n");
+    assert!(echoed.0.starts_with("HTTP/1.1 101"), "{}", echoed.0);
+    assert!(
+        echoed
+            .0
+            .to_ascii_lowercase()
+            .contains("upgrade: ironplane-echo"),
+        "{}",
+        echoed.0
+    );
+    assert_eq!(echoed.1, b"ping through the aggregator\n");
+
+    // Discovery lists the extension server's resources.
+    let resources = server.kubectl(&["api-resources", "--api-group", GROUP, "-o", "name"]);
+    assert_eq!(resources.trim(), "flunders.wardle.example.com");
+    let groups: Value = serde_json::from_str(&server.kubectl(&["get", "--raw", "/apis"])).unwrap();
+    assert!(
+        groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == GROUP),
+        "{groups}"
+    );
+    assert_eq!(metric(&server, APISERVICE).as_deref(), Some("0"));
+    assert_eq!(metric(&server, "v1.apps").as_deref(), Some("0"));
+
+    // Stopped: 503 at once (the proxy cannot connect), then Available=False.
+    extension.stop();
+    let out = server.kubectl_output(&["-n", "wardle", "get", "flunders"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ServiceUnavailable") || stderr.contains("unable to handle the request"),
+        "{stderr}"
+    );
+    wait_until("the APIService to become unavailable", 60, || {
+        available(&server).is_some_and(|(s, _, _)| s == "False")
+    });
+    let (_, reason, message) = available(&server).unwrap();
+    assert_eq!(reason, "FailedDiscoveryCheck");
+    assert!(
+        message.starts_with(&format!(
+            "failing or missing response from https://{}:{port}/apis/wardle.example.com/v1alpha1",
+            own_address()
+        )),
+        "{message}"
+    );
+    assert_eq!(metric(&server, APISERVICE).as_deref(), Some("1"));
+    // Now refused by the aggregator itself, as upstream's proxy refuses an unavailable one.
+    let raw = server.kubectl_output(&["get", "--raw", "/apis/wardle.example.com/v1alpha1"]);
+    assert!(!raw.status.success());
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    assert!(stderr.contains("ServiceUnavailable"), "{stderr}");
+    // The rest of discovery and the built-in groups are untouched.
+    server.kubectl(&["get", "--raw", "/apis"]);
+    server.kubectl(&["api-resources", "--api-group", "apps"]);
+    server.kubectl(&["-n", "default", "get", "services"]);
+
+    // Back on the same port: available again, and used.
+    let extension = Extension::start(&pki, port);
+    wait_until("the APIService to become available again", 90, || {
+        available(&server).is_some_and(|(s, _, _)| s == "True")
+    });
+    let names = server.kubectl(&["-n", "wardle", "get", "flunders", "-o", "name"]);
+    assert_eq!(names.trim(), "flunder.wardle.example.com/alpha");
+    assert!(!extension.seen().is_empty());
+}
