@@ -90,3 +90,32 @@ fn request_lines_stay_off_below_verbosity_three_and_text_is_klogs() {
     assert!(fields[2].parse::<u32>().is_ok(), "{klog}");
     assert!(fields[3].contains(".rs:"), "{klog}");
 }
+
+#[test]
+fn metrics_are_authorized_as_the_non_resource_url_they_are() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "tok-monitor,prometheus,u1,\"system:monitoring\"\ntok-nobody,nobody,u2\n",
+    )
+    .expect("the token file is written");
+    let s = Server::start_with(&["--token-auth-file", tokens.to_str().expect("a UTF-8 path")]);
+    // The bootstrap policy's `system:monitoring` role lets its group read both documents.
+    for path in ["/metrics", "/metrics/slis"] {
+        let out = s.kubectl_with_token("tok-monitor", &["get", "--raw", path]);
+        assert!(out.status.success(), "{path}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("# TYPE "),
+            "{path}"
+        );
+    }
+    // Anyone else is refused with upstream's non-resource message.
+    let out = s.kubectl_with_token("tok-nobody", &["get", "--raw", "/metrics"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("forbidden: User \"nobody\" cannot get path \"/metrics\""),
+        "{err}"
+    );
+}
