@@ -12,7 +12,7 @@ use serde_json::Value;
 
 const TOKENS: &str = "flooder-token,flooder,uid-flooder\ncalm-token,calm,uid-calm\n";
 
-/// A level of one seat (1 share of 5 seats) with one queue of one: the flood spills at once.
+/// A level of one seat with one queue of one: the flood spills at once.
 const FLOOD_CONFIG: &str = r#"
 apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: PriorityLevelConfiguration
@@ -118,14 +118,16 @@ fn a_flooding_flow_is_limited_while_others_are_served() {
     let tokens = tempfile::tempdir().unwrap();
     let file = tokens.path().join("tokens.csv");
     std::fs::write(&file, TOKENS).unwrap();
-    // Five seats in all, shared by the levels' nominal shares.
+    // 80 seats in all, shared by the levels' nominal shares (the flood level's one share of
+    // 246 gives it one seat). The sum also bounds connections yet to send a request, so it is
+    // kept above the flood's 41 connections.
     let server = Server::start_with(&[
         "--token-auth-file",
         file.to_str().unwrap(),
         "--max-requests-inflight",
-        "4",
+        "60",
         "--max-mutating-requests-inflight",
-        "1",
+        "20",
     ]);
 
     // The bootstrap configuration is there once the server is ready, annotated as kept up to
@@ -175,10 +177,31 @@ fn a_flooding_flow_is_limited_while_others_are_served() {
         probes["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"],
         "true"
     );
-    assert_eq!(
-        probes["metadata"]["managedFields"][0]["manager"],
-        "api-priority-and-fairness-config-producer-v1"
-    );
+    // The producer wrote the object; the consumer applied its Dangling condition to /status.
+    let managers: Vec<(String, String, String)> = probes["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let field = |k: &str| m[k].as_str().unwrap_or("").to_string();
+            (field("manager"), field("operation"), field("subresource"))
+        })
+        .collect();
+    for want in [
+        ("api-priority-and-fairness-config-producer-v1", "Update", ""),
+        (
+            "api-priority-and-fairness-config-consumer-v1",
+            "Apply",
+            "status",
+        ),
+    ] {
+        assert!(
+            managers
+                .iter()
+                .any(|(m, o, s)| (m.as_str(), o.as_str(), s.as_str()) == want),
+            "{managers:?}"
+        );
+    }
 
     // Something to list: fifty ConfigMaps of 8 KiB make each flood request take a while.
     let mut list = String::from("apiVersion: v1\nkind: List\nitems:\n");
@@ -232,10 +255,16 @@ fn a_flooding_flow_is_limited_while_others_are_served() {
     }
     // The flooder gets some answers and many 429s, all naming its schema and level.
     let flood = rows("flooder");
-    assert_eq!(flood.len(), 1000);
+    assert_eq!(
+        flood.len(),
+        1000,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ok = flood.iter().filter(|r| r["status"] == 200).count();
     let rejected: Vec<&Value> = flood.iter().filter(|r| r["status"] == 429).collect();
     assert_eq!(ok + rejected.len(), 1000, "only 200s and 429s");
+    eprintln!("flood: {ok} served, {} rejected", rejected.len());
     assert!(ok > 0, "some flood requests are served");
     assert!(!rejected.is_empty(), "the flood is limited");
     for row in flood.iter() {
@@ -271,15 +300,29 @@ fn a_flooding_flow_is_limited_while_others_are_served() {
         ]
     );
     let flood_row: Vec<String> = lines
-        .map(|l| l.split(',').map(|c| c.trim().to_string()).collect::<Vec<_>>())
+        .map(|l| {
+            l.split(',')
+                .map(|c| c.trim().to_string())
+                .collect::<Vec<_>>()
+        })
         .find(|cells| cells[0] == "flood")
         .unwrap_or_else(|| panic!("{dump}"));
     assert_eq!(flood_row[6].parse::<usize>().unwrap(), ok, "{dump}");
-    assert_eq!(flood_row[7].parse::<usize>().unwrap(), rejected.len(), "{dump}");
-    let queues = server.kubectl(&["get", "--raw", "/debug/api_priority_and_fairness/dump_queues"]);
+    assert_eq!(
+        flood_row[7].parse::<usize>().unwrap(),
+        rejected.len(),
+        "{dump}"
+    );
+    let queues = server.kubectl(&[
+        "get",
+        "--raw",
+        "/debug/api_priority_and_fairness/dump_queues",
+    ]);
     assert!(queues.starts_with("PriorityLevelName, Index,"), "{queues}");
     assert!(
-        queues.lines().any(|l| l.starts_with("flood,") && l.split(',').nth(1).map(str::trim) == Some("0")),
+        queues
+            .lines()
+            .any(|l| l.starts_with("flood,") && l.split(',').nth(1).map(str::trim) == Some("0")),
         "{queues}"
     );
     let requests = server.kubectl(&[
@@ -291,11 +334,22 @@ fn a_flooding_flow_is_limited_while_others_are_served() {
         requests.starts_with("PriorityLevelName, FlowSchemaName, QueueIndex,"),
         "{requests}"
     );
-    assert!(requests.lines().next().unwrap().ends_with("Resource, SubResource"), "{requests}");
+    assert!(
+        requests
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("Resource, SubResource"),
+        "{requests}"
+    );
     // The calm user has no grant on /debug: a 403 as for any non-resource URL.
     let denied = server.kubectl_with_token(
         "calm-token",
-        &["get", "--raw", "/debug/api_priority_and_fairness/dump_queues"],
+        &[
+            "get",
+            "--raw",
+            "/debug/api_priority_and_fairness/dump_queues",
+        ],
     );
     assert!(!denied.status.success());
     assert!(
@@ -321,19 +375,22 @@ fn a_flooding_flow_is_limited_while_others_are_served() {
         "{metrics}"
     );
     assert_eq!(
-        sample("apiserver_flowcontrol_rejected_requests_total{flow_schema=\"flood\",priority_level=\"flood\",")
-            as usize,
+        sample(
+            "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"flood\",priority_level=\"flood\","
+        ) as usize,
         rejected.len()
     );
     assert_eq!(
         sample("apiserver_flowcontrol_nominal_limit_seats{priority_level=\"flood\"}"),
         1.0
     );
-    assert!(metrics.contains("# TYPE apiserver_flowcontrol_request_wait_duration_seconds histogram"));
+    assert!(
+        metrics.contains("# TYPE apiserver_flowcontrol_request_wait_duration_seconds histogram")
+    );
 }
 
 #[test]
-fn without_priority_and_fairness_max_in_flight_limits() {
+fn off_it_serves_no_dumps_and_on_it_needs_a_positive_limit() {
     let server = Server::start_with(&["--enable-priority-and-fairness=false"]);
     // No flow-control headers, no dumps.
     let out = server.kubectl_output(&[

@@ -1265,6 +1265,75 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn priority_and_fairness_replaces_max_in_flight_when_on() {
+        let release = Arc::new(tokio::sync::Notify::new());
+        let held = release.clone();
+        let slow = tower::service_fn(move |_req: HttpRequest| {
+            let held = held.clone();
+            async move {
+                held.notified().await;
+                Ok::<_, Infallible>(response::raw(http::StatusCode::OK, "text/plain", "done"))
+            }
+        });
+        // One seat in all: the mandatory catch-all level takes it (exempt has no shares).
+        // The max-in-flight limits would let both requests through.
+        let server = server_with_limits(100, 100);
+        let server = Arc::new(GenericApiServer {
+            flow_control: Some(crate::flowcontrol::FlowControl::new(1)),
+            ..Arc::into_inner(server).unwrap()
+        });
+        let chain: Next = ServiceBuilder::new()
+            .layer(filter(server, limit_in_flight))
+            .service(slow)
+            .boxed_clone();
+        let bob = user("bob", &["system:authenticated"]);
+        let get = |who: &UserInfo| {
+            authenticated(
+                http::Method::GET,
+                "/api/v1/namespaces/a/configmaps",
+                who.clone(),
+                &[],
+            )
+        };
+        let first = tokio::spawn(chain.clone().oneshot(get(&bob)));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let second = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            chain.clone().oneshot(get(&bob)),
+        )
+        .await
+        .expect("answered at once, not run")
+        .unwrap();
+        assert_eq!(second.status(), 429);
+        assert_eq!(second.headers()[http::header::RETRY_AFTER], "1");
+        assert!(
+            second
+                .headers()
+                .contains_key(crate::flowcontrol::FLOW_SCHEMA_UID_HEADER)
+        );
+        assert!(
+            second
+                .headers()
+                .contains_key(crate::flowcontrol::PRIORITY_LEVEL_UID_HEADER)
+        );
+        let body = second.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"Too many requests, please try again later.\n");
+        // system:masters matches the exempt schema.
+        let admin = user("admin", &["system:masters", "system:authenticated"]);
+        let masters = tokio::spawn(chain.clone().oneshot(get(&admin)));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        release.notify_waiters();
+        let first = first.await.unwrap().unwrap();
+        assert_eq!(first.status(), 200);
+        assert!(
+            first
+                .headers()
+                .contains_key(crate::flowcontrol::FLOW_SCHEMA_UID_HEADER)
+        );
+        assert_eq!(masters.await.unwrap().unwrap().status(), 200);
+    }
+
+    #[tokio::test]
     async fn max_in_flight_answers_429_beyond_the_limit_but_not_for_masters() {
         let release = Arc::new(tokio::sync::Notify::new());
         let held = release.clone();
