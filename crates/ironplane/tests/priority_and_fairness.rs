@@ -12,7 +12,7 @@ use serde_json::Value;
 
 const TOKENS: &str = "flooder-token,flooder,uid-flooder\ncalm-token,calm,uid-calm\n";
 
-/// A level of one seat with one queue of one: the flood spills at once.
+/// A level of one seat that borrows none, with one queue of one: the flood spills at once.
 const FLOOD_CONFIG: &str = r#"
 apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: PriorityLevelConfiguration
@@ -23,6 +23,7 @@ spec:
   limited:
     nominalConcurrencyShares: 1
     lendablePercent: 0
+    borrowingLimitPercent: 0
     limitResponse:
       type: Queue
       queuing:

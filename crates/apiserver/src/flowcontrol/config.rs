@@ -249,13 +249,16 @@ fn contains(list: &[String], x: &str, wildcard: &str) -> bool {
 
 impl ResourceRule {
     fn matches(&self, info: &RequestInfo) -> bool {
-        let resource = if info.subresource.is_empty() {
-            info.resource.clone()
+        // Joined only for subresources: classification runs on every request.
+        let joined;
+        let resource: &str = if info.subresource.is_empty() {
+            &info.resource
         } else {
-            format!("{}/{}", info.resource, info.subresource)
+            joined = format!("{}/{}", info.resource, info.subresource);
+            &joined
         };
         if !contains(&self.verbs, &info.verb, "*")
-            || !contains(&self.resources, &resource, "*")
+            || !contains(&self.resources, resource, "*")
             || !contains(&self.api_groups, &info.api_group, "*")
         {
             return false;
@@ -359,6 +362,47 @@ pub fn allocate(server_limit: u64, levels: &[PriorityLevel]) -> Vec<Seats> {
             }
         })
         .collect()
+}
+
+/// One level's part in dividing the seats: its bounds and the seats it would like.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AllocationItem {
+    pub lower: f64,
+    pub upper: f64,
+    pub target: f64,
+}
+
+/// Upstream's `computeConcurrencyAllocation`: each level gets its target scaled by one common
+/// factor, held within its bounds, the factor chosen (by bisection) so that the allocations
+/// add up to `total`; when the bounds leave no choice, every level is at the bound.
+pub fn allocate_concurrency(total: f64, items: &[AllocationItem]) -> Vec<f64> {
+    let at = |f: f64| -> Vec<f64> {
+        items
+            .iter()
+            .map(|i| (f * i.target).max(i.lower).min(i.upper.max(i.lower)))
+            .collect()
+    };
+    let sum = |v: &[f64]| v.iter().sum::<f64>();
+    if total <= items.iter().map(|i| i.lower).sum::<f64>() {
+        return items.iter().map(|i| i.lower).collect();
+    }
+    if total >= items.iter().map(|i| i.upper.max(i.lower)).sum::<f64>() {
+        return items.iter().map(|i| i.upper.max(i.lower)).collect();
+    }
+    let (mut low, mut high) = (0.0f64, 1.0f64);
+    // Levels that want nothing stay at their lower bound however large the factor grows.
+    while sum(&at(high)) < total && high < 1e12 {
+        high *= 2.0;
+    }
+    for _ in 0..100 {
+        let mid = (low + high) / 2.0;
+        if sum(&at(mid)) < total {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    at(high)
 }
 
 /// The configuration in effect: schemas in matching order, and levels by name.
@@ -627,6 +671,32 @@ mod tests {
         assert!(urls.matches(&req("GET", "/version")));
         assert!(urls.matches(&req("GET", "/version/x")));
         assert!(!urls.matches(&req("GET", "/api")));
+    }
+
+    #[test]
+    fn idle_levels_lend_their_seats_to_busy_ones() {
+        let item = |lower: f64, upper: f64, target: f64| AllocationItem {
+            lower,
+            upper,
+            target,
+        };
+        // 20 seats: an idle level that may lend half of its 10, a busy one asking for 15.
+        let allocs = allocate_concurrency(20.0, &[item(5.0, 20.0, 5.0), item(10.0, 20.0, 15.0)]);
+        assert!(
+            (allocs[0] - 5.0).abs() < 0.01 && (allocs[1] - 15.0).abs() < 0.01,
+            "{allocs:?}"
+        );
+        // Both busy: shared in proportion to what they ask, within the bounds.
+        let allocs = allocate_concurrency(20.0, &[item(5.0, 20.0, 30.0), item(10.0, 20.0, 30.0)]);
+        assert!(
+            (allocs[0] - 10.0).abs() < 0.01 && (allocs[1] - 10.0).abs() < 0.01,
+            "{allocs:?}"
+        );
+        // A borrowing limit holds.
+        let allocs = allocate_concurrency(20.0, &[item(5.0, 20.0, 5.0), item(10.0, 12.0, 15.0)]);
+        assert!((allocs[1] - 12.0).abs() < 0.01, "{allocs:?}");
+        // No choice: the lower bounds.
+        assert_eq!(allocate_concurrency(3.0, &[item(5.0, 9.0, 9.0)]), vec![5.0]);
     }
 
     #[test]

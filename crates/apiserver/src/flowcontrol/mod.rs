@@ -16,10 +16,15 @@
 //! went away. Levels whose queuing changes get a fresh queue set; requests holding seats of the
 //! old one give them back to it (upstream's quiescing, without its wait).
 //!
-//! Not built (yet): borrowing between levels (each level is held to its nominal seats; the
-//! lendable and borrowing limits are computed and shown, not used), the watch-count part of
-//! the mutating work estimate, and the growing Retry-After of upstream's dropped-requests
-//! tracker (always 1 s).
+//! Every 10 s seats move between levels (`adjust_borrowing`, upstream's `updateBorrowing`):
+//! each level's highest seat demand of the period, smoothed as upstream smooths it, is its
+//! target; a level keeps at least its nominal seats less what it may lend (and what it used,
+//! up to its nominal seats), and gets at most its nominal seats plus its borrowing limit.
+//! Upstream's target adds the demand's standard deviation to its mean; here the period's high
+//! watermark stands for both.
+//!
+//! Not built (yet): the watch-count part of the mutating work estimate, and the growing
+//! Retry-After of upstream's dropped-requests tracker (always 1 s).
 
 pub mod bootstrap;
 pub mod config;
@@ -51,6 +56,9 @@ pub const FIELD_MANAGER: &str = "api-priority-and-fairness-config-consumer-v1";
 /// The longest a request waits in a queue, whatever its deadline.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
+/// How often seats move between levels (upstream's `borrowingAdjustmentPeriod`).
+const BORROWING_PERIOD: Duration = Duration::from_secs(10);
+
 /// One priority level in effect.
 pub struct Level {
     pub config: PriorityLevel,
@@ -66,6 +74,8 @@ struct InEffect {
 
 pub struct FlowControl {
     server_limit: u64,
+    /// Each level's smoothed seat demand, for borrowing.
+    smoothed_demand: Mutex<HashMap<String, f64>>,
     in_effect: RwLock<Arc<InEffect>>,
     /// Object counts for the LIST width estimate, when something keeps them.
     object_counts: RwLock<Option<Arc<dyn width::ObjectCounts>>>,
@@ -120,6 +130,7 @@ impl FlowControl {
         metrics::register_all();
         let this = Arc::new(Self {
             server_limit,
+            smoothed_demand: Mutex::new(HashMap::new()),
             in_effect: RwLock::new(Arc::new(InEffect::default())),
             object_counts: RwLock::new(None),
         });
@@ -194,6 +205,62 @@ impl FlowControl {
         }
         *self.in_effect.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(InEffect { digest, levels });
+    }
+
+    /// Moves seats from levels that do not need them to levels that do (upstream's
+    /// `updateBorrowingLocked`, run every `BORROWING_PERIOD`).
+    pub fn adjust_borrowing(&self) {
+        /// Upstream's `seatDemandSmoothingCoefficient`.
+        const SMOOTHING: f64 = 0.977;
+        let levels = self.levels();
+        let mut smoothed = self
+            .smoothed_demand
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let nominal_sum: u64 = levels.iter().map(|l| l.seats.nominal).sum();
+        let mut remaining = nominal_sum as f64;
+        let mut limited = Vec::new();
+        let mut items = Vec::new();
+        let (mut min_sum, mut min_current_sum) = (0.0, 0.0);
+        for level in &levels {
+            let high = level.queues.take_demand_high_watermark() as f64;
+            let s = smoothed.entry(level.config.name.clone()).or_insert(0.0);
+            *s = high.max(*s * SMOOTHING + high * (1.0 - SMOOTHING));
+            let nominal = level.seats.nominal as f64;
+            let min_cl = nominal - level.seats.lendable.min(level.seats.nominal) as f64;
+            if level.config.exempt {
+                remaining -= min_cl.max(high);
+                continue;
+            }
+            let min_current = min_cl.max(nominal.min(high));
+            let upper = match level.seats.borrowing_limit {
+                Some(b) => nominal + b as f64,
+                None => (self.server_limit as f64).max(nominal),
+            };
+            items.push(config::AllocationItem {
+                lower: min_current,
+                upper,
+                target: min_current.max(*s),
+            });
+            limited.push((level.clone(), min_cl, min_current));
+            min_sum += min_cl;
+            min_current_sum += min_current;
+        }
+        drop(smoothed);
+        let limits: Vec<f64> = if remaining <= min_sum {
+            limited.iter().map(|(_, min_cl, _)| *min_cl).collect()
+        } else if remaining <= min_current_sum {
+            let share = (remaining - min_sum) / (min_current_sum - min_sum);
+            limited
+                .iter()
+                .map(|(_, min_cl, min_current)| min_cl + share * (min_current - min_cl))
+                .collect()
+        } else {
+            config::allocate_concurrency(nominal_sum as f64, &items)
+        };
+        for ((level, _, _), limit) in limited.iter().zip(limits) {
+            level.queues.set_limit(Some(limit.round().max(0.0) as u64));
+        }
     }
 
     /// Classifies a request and waits for its level to run it. `query` is the request's query
@@ -351,6 +418,17 @@ impl FlowControl {
             apply(|s| &mut s.flow_schemas),
         ));
         tokio::spawn(reflector::run(pl_store, apply(|s| &mut s.priority_levels)));
+        {
+            let this = self.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(BORROWING_PERIOD);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    this.adjust_borrowing();
+                }
+            });
+        }
         let user = UserInfo {
             name: "system:apiserver".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
@@ -512,6 +590,75 @@ mod tests {
             name: name.into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
             ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_busy_level_borrows_what_an_idle_one_lends() {
+        let level = |name: &str, lendable: u64, response: Value| {
+            json!({"metadata": {"name": name}, "spec": {"type": "Limited", "limited": {
+                "nominalConcurrencyShares": 10, "lendablePercent": lendable,
+                "limitResponse": response}}})
+        };
+        let queue = json!({"type": "Queue",
+            "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 20}});
+        let fs = json!({"metadata": {"name": "busy"}, "spec": {
+            "priorityLevelConfiguration": {"name": "busy"}, "matchingPrecedence": 100,
+            "rules": [{"subjects": [{"kind": "Group", "group": {"name": "*"}}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}});
+        // 40 seats by 25 shares: catch-all 5 (8 seats), busy 10 (16), idle 10 (16, all of
+        // them lendable).
+        let fc = FlowControl::new(40);
+        fc.update(
+            &[fs],
+            &[
+                level("busy", 0, queue),
+                level("idle", 100, json!({"type": "Reject"})),
+            ],
+        );
+        let limit = |name: &str| {
+            fc.levels()
+                .iter()
+                .find(|l| l.config.name == name)
+                .and_then(|l| l.queues.limit())
+        };
+        assert_eq!((limit("busy"), limit("idle")), (Some(16), Some(16)));
+        let jane = user("jane", &["system:authenticated"]);
+        let info = RequestInfo::parse(&http::Method::GET, "/version", "");
+        let mut running = Vec::new();
+        for _ in 0..16 {
+            match fc
+                .admit(&jane, &info, "", Instant::now(), Duration::from_secs(40))
+                .await
+            {
+                Outcome::Execute(_, e) => running.push(e),
+                _ => panic!("within the nominal seats"),
+            }
+        }
+        // Ten more wait: the busy level asks for 26 seats.
+        let waiting: Vec<_> = (0..10)
+            .map(|_| {
+                let (fc, jane, info) = (fc.clone(), jane.clone(), info.clone());
+                tokio::spawn(async move {
+                    matches!(
+                        fc.admit(&jane, &info, "", Instant::now(), Duration::from_secs(40))
+                            .await,
+                        Outcome::Execute(..)
+                    )
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(waiting.iter().all(|w| !w.is_finished()), "queued");
+        fc.adjust_borrowing();
+        // idle lends all of its seats; catch-all, which lends none, keeps its 8 and shares the
+        // rest with busy by what each asks for: 40 × 26 / 34 ≈ 31 for busy.
+        assert_eq!(
+            (limit("busy"), limit("idle"), limit("catch-all")),
+            (Some(31), Some(0), Some(9))
+        );
+        for w in waiting {
+            assert!(w.await.unwrap(), "dispatched on borrowed seats");
         }
     }
 

@@ -96,6 +96,10 @@ struct State {
     robin: usize,
     next_id: u64,
     counts: Counts,
+    /// Seats asked for (running and waiting) now, and at most since the last
+    /// `take_demand_high_watermark`: what borrowing between levels reads.
+    waiting_seats: u64,
+    demand_high: u64,
 }
 
 pub struct QueueSet {
@@ -198,6 +202,8 @@ impl QueueSet {
                 robin: 0,
                 next_id: 0,
                 counts: Counts::default(),
+                waiting_seats: 0,
+                demand_high: 0,
             }),
         })
     }
@@ -210,6 +216,20 @@ impl QueueSet {
 
     pub fn queuing(&self) -> Option<Queuing> {
         self.lock().queuing
+    }
+
+    /// The most seats asked for at once since the last call; starts the next period at what
+    /// is asked for now.
+    pub fn take_demand_high_watermark(&self) -> u64 {
+        let mut s = self.lock();
+        let high = s.demand_high;
+        s.demand_high = s.seats_in_use + s.waiting_seats;
+        high
+    }
+
+    /// The seats the level may use now.
+    pub fn limit(&self) -> Option<u64> {
+        self.lock().limit
     }
 
     /// A new concurrency limit (the configuration changed); waiting requests that now fit run.
@@ -232,6 +252,7 @@ impl QueueSet {
                 return Admission::Rejected(Rejection::ConcurrencyLimit);
             }
             s.start(id, None, dump);
+            s.note_demand();
             return Admission::Dispatched(Ticket {
                 set: self.clone(),
                 id,
@@ -256,7 +277,10 @@ impl QueueSet {
             queue.next_dispatch_r = current_r;
         }
         let (ready, rx) = tokio::sync::oneshot::channel();
+        let seats = dump.seats;
         queue.waiting.push_back(Waiting { id, dump, ready });
+        s.waiting_seats += seats;
+        s.note_demand();
         s.dispatch_as_much_as_possible();
         if s.executing.contains_key(&id) {
             return Admission::Dispatched(Ticket {
@@ -366,6 +390,18 @@ impl State {
         self.current_r += elapsed * usable as f64 / busy as f64;
     }
 
+    /// Takes a waiting request out of its queue; its seats, or `None` when it is not there
+    /// (it was dispatched).
+    fn remove_waiting(&mut self, queue: usize, id: u64) -> Option<u64> {
+        let q = self.queues.get_mut(queue)?;
+        let pos = q.waiting.iter().position(|w| w.id == id)?;
+        q.waiting.remove(pos).map(|w| w.dump.seats)
+    }
+
+    fn note_demand(&mut self) {
+        self.demand_high = self.demand_high.max(self.seats_in_use + self.waiting_seats);
+    }
+
     /// Whether a request of `seats` may start now: it fits in what is free, or it is wider
     /// than the whole level and nothing runs (so that it runs at all).
     fn can_accommodate(&self, seats: u64) -> bool {
@@ -414,6 +450,7 @@ impl State {
             let Some(w) = self.queues[i].waiting.pop_front() else {
                 return;
             };
+            self.waiting_seats -= seats;
             self.robin = (i + 1) % n;
             let q = &mut self.queues[i];
             q.executing += 1;
@@ -438,10 +475,8 @@ impl Waiter {
         self.settled = true;
         if !dispatched {
             // Still queued: it leaves the queue. Otherwise it was dispatched just now.
-            if let Some(q) = s.queues.get_mut(self.queue)
-                && let Some(pos) = q.waiting.iter().position(|w| w.id == self.id)
-            {
-                q.waiting.remove(pos);
+            if let Some(seats) = s.remove_waiting(self.queue, self.id) {
+                s.waiting_seats -= seats;
                 s.counts.timed_out += 1;
                 s.counts.rejected += 1;
                 return Err(Rejection::TimedOut);
@@ -461,10 +496,8 @@ impl Drop for Waiter {
             return;
         }
         let mut s = self.set.lock();
-        if let Some(q) = s.queues.get_mut(self.queue)
-            && let Some(pos) = q.waiting.iter().position(|w| w.id == self.id)
-        {
-            q.waiting.remove(pos);
+        if let Some(seats) = s.remove_waiting(self.queue, self.id) {
+            s.waiting_seats -= seats;
             s.counts.cancelled += 1;
             return;
         }
