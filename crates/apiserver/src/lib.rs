@@ -10,6 +10,7 @@ pub mod authorization;
 pub mod cel;
 pub mod endpoints;
 pub mod filters;
+pub mod flowcontrol;
 pub mod health;
 pub mod metrics;
 pub mod openapi;

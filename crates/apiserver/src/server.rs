@@ -99,6 +99,9 @@ pub struct GenericApiServer {
     pub health: Health,
     pub in_flight: InFlight,
     pub limits: crate::filters::InFlightLimits,
+    /// API Priority and Fairness (`--enable-priority-and-fairness`): when set, it replaces
+    /// the max-in-flight limits.
+    pub flow_control: Option<Arc<crate::flowcontrol::FlowControl>>,
     /// `--audit-policy-file` and `--audit-log-path`; `None` audits nothing.
     pub auditor: Option<Arc<crate::audit::Auditor>>,
     /// Fixed documents served at non-resource paths (the service-account issuer's OIDC
@@ -147,6 +150,7 @@ impl GenericApiServer {
             health,
             in_flight: InFlight::default(),
             limits,
+            flow_control: None,
             auditor: None,
             documents: Vec::new(),
             streaming: None,
@@ -360,6 +364,23 @@ impl GenericApiServer {
         };
         match segments.as_slice() {
             ["version"] => json(&self.config.version),
+            ["debug", "api_priority_and_fairness", dump] if self.flow_control.is_some() => {
+                let Some(fc) = self.flow_control.as_deref() else {
+                    return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
+                };
+                use crate::flowcontrol::debug;
+                let body = match *dump {
+                    "dump_priority_levels" => debug::dump_priority_levels(fc),
+                    "dump_queues" => debug::dump_queues(fc),
+                    "dump_requests" => debug::dump_requests(
+                        fc,
+                        form_urlencoded::parse(query.as_bytes())
+                            .any(|(k, v)| k == "includeRequestDetails" && !v.is_empty()),
+                    ),
+                    _ => return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
+                };
+                Ok(text(StatusCode::OK, body))
+            }
             ["metrics"] => Ok(response::raw(
                 StatusCode::OK,
                 crate::metrics::TEXT_CONTENT_TYPE,

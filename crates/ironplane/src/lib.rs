@@ -388,6 +388,14 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         "poststarthook/start-kube-aggregator-informers",
         aggregator.is_none(),
     );
+    // API Priority and Fairness: its bootstrap objects' hook gates readiness when it is on.
+    let apf_hook = Check::new(
+        format!(
+            "poststarthook/{}",
+            ironplane_kube::flowcontrol_bootstrap::HOOK
+        ),
+        !opts.enable_priority_and_fairness,
+    );
     let shutdown_check = Check::new("shutdown", true);
     let health = Health {
         common: vec![
@@ -413,6 +421,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         .chain([crd_synced.clone()])
         .chain(aggregator_hooks)
         .chain([apiservices_synced.clone()])
+        .chain(opts.enable_priority_and_fairness.then(|| apf_hook.clone()))
         .chain(encryption.reload_hook.clone())
         .collect(),
         shutdown: Some(shutdown_check.clone()),
@@ -434,6 +443,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     server.streaming = aggregator
         .clone()
         .map(|a| a as Arc<dyn apiserver::server::StreamingHandler>);
+    // Upstream's server concurrency limit under priority and fairness: both in-flight limits.
+    let flow_control = opts.enable_priority_and_fairness.then(|| {
+        apiserver::flowcontrol::FlowControl::new(
+            (opts.max_requests_inflight + opts.max_mutating_requests_inflight) as u64,
+        )
+    });
+    server.flow_control = flow_control.clone();
     server.documents = tokens.discovery_documents(&format!("{url_host}:{}", addr.port()));
     // Upstream audits only with both a policy and a backend.
     if let (Some(policy), Some(log)) = (&opts.audit_policy_file, &opts.audit_log_path) {
@@ -534,6 +550,15 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             // The system namespaces exist now; the other hooks write into kube-system.
             run_system_hooks(resources, system_hooks, authentication_info).await;
         });
+    }
+    // Priority and fairness: the configuration read from storage, and its bootstrap objects
+    // (`priority-and-fairness-config-producer`) written and kept up to date.
+    if let Some(fc) = flow_control {
+        tokio::spawn(fc.run(resources.clone()));
+        tokio::spawn(ironplane_kube::flowcontrol_bootstrap::run(
+            resources.clone(),
+            move || apf_hook.set(true),
+        ));
     }
     // kube-apiserver's own controller of the default ServiceCIDR: its hook passes once the
     // first sync has succeeded.

@@ -235,6 +235,12 @@ pub struct Options {
     /// Writes served at once beyond which the server answers 429 (0: no limit).
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: usize,
+    /// If true, replace the max-in-flight handler with an enhanced one that queues and
+    /// dispatches with priority and fairness (then --max-requests-inflight plus
+    /// --max-mutating-requests-inflight is the server's concurrency limit, shared by the
+    /// priority levels).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_priority_and_fairness: bool,
     /// Audit policy (`audit.k8s.io/v1` Policy, YAML); with --audit-log-path, requests are
     /// audited at the levels it gives.
     #[arg(long)]
@@ -390,6 +396,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 impl Options {
     /// Checks what can be checked before anything is created.
     pub fn validate(&self) -> Result<(), String> {
+        if self.enable_priority_and_fairness
+            && self.max_requests_inflight + self.max_mutating_requests_inflight == 0
+        {
+            return Err(format!(
+                "invalid configuration: MaxRequestsInFlight={} and MaxMutatingRequestsInFlight={}; they must add up to something positive",
+                self.max_requests_inflight, self.max_mutating_requests_inflight
+            ));
+        }
         if let Some(count) = self.apiserver_count.filter(|c| *c <= 0) {
             return Err(format!(
                 "--apiserver-count should be a positive number, but value '{count}' provided"

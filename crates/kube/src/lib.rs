@@ -11,6 +11,7 @@ mod componentstatus;
 pub mod controllers;
 pub mod default_service_cidr;
 pub mod endpoint_reconciler;
+pub mod flowcontrol_bootstrap;
 pub mod leader_election;
 pub mod node_authorizer;
 pub mod openapi;

@@ -10,8 +10,11 @@
 //!    anonymous user (`--anonymous-auth`); the user goes into the extensions;
 //! 6. audit — `audit.k8s.io/v1` events at the levels and stages the policy asks for;
 //! 7. impersonation — `Impersonate-*` headers, each authorized as the verb `impersonate`;
-//! 8. max in flight — 429 beyond `--max-requests-inflight` / `--max-mutating-requests-inflight`
-//!    (upstream's simpler flow control; priority and fairness is not built);
+//! 8. flow control — API Priority and Fairness (`crate::flowcontrol`: classification by
+//!    FlowSchema, fair queuing per priority level, 429 with `Retry-After` and the
+//!    `X-Kubernetes-PF-*` headers) when `--enable-priority-and-fairness` is on, as it is by
+//!    default; else max in flight, 429 beyond `--max-requests-inflight` /
+//!    `--max-mutating-requests-inflight` (upstream's simpler flow control);
 //! 9. authorization — behind the `Authorizer` seam;
 //! 10. then the server chain (`GenericApiServer::route_request`).
 
@@ -70,7 +73,8 @@ pub fn build_handler_chain(server: Arc<GenericApiServer>) -> Next {
         // Audit before impersonation: it records who really asked, and as whom.
         .layer(filter(s(), audit))
         .layer(filter(s(), impersonate))
-        // After authentication and impersonation: the limit exempts system:masters.
+        // After authentication and impersonation: flow control classifies by the user a
+        // request acts as (max in flight exempts system:masters).
         .layer(filter(s(), limit_in_flight))
         .layer(filter(s(), authorize))
         .service(route)
@@ -765,11 +769,15 @@ fn too_many_requests() -> Response {
 
 /// Max in flight: read-only and mutating requests each have a limit; long-running requests
 /// (watches) and `system:masters` are exempt, as upstream (endpoints/filters/maxinflight.go).
+/// With priority and fairness on, that decides instead (`priority_and_fairness`).
 fn limit_in_flight(
     server: Arc<GenericApiServer>,
     req: HttpRequest,
     next: Next,
 ) -> BoxFuture<'static, Response> {
+    if let Some(fc) = server.flow_control.clone() {
+        return Box::pin(priority_and_fairness(fc, server, req, next));
+    }
     Box::pin(async move {
         let info = request_info(&req);
         let masters = req
@@ -794,6 +802,82 @@ fn limit_in_flight(
         };
         call_next(next, req).await
     })
+}
+
+/// Upstream's long-running requests (`BasicLongRunningRequestCheck` with the verbs `watch`
+/// and `proxy` and the subresources of kube-apiserver's streaming endpoints).
+fn is_long_running(info: &RequestInfo) -> bool {
+    matches!(info.verb.as_str(), "watch" | "proxy")
+        || matches!(
+            info.subresource.as_str(),
+            "attach" | "exec" | "proxy" | "log" | "portforward"
+        )
+}
+
+/// API Priority and Fairness (upstream: server/filters/priority-and-fairness.go): the request
+/// waits for its priority level to run it, or gets 429. Long-running requests other than
+/// watches pass untouched; a watch holds its seats until its response starts (its
+/// initialization), as upstream's.
+async fn priority_and_fairness(
+    fc: Arc<crate::flowcontrol::FlowControl>,
+    server: Arc<GenericApiServer>,
+    req: HttpRequest,
+    next: Next,
+) -> Response {
+    use crate::flowcontrol::{FLOW_SCHEMA_UID_HEADER, Outcome, PRIORITY_LEVEL_UID_HEADER};
+    let received = std::time::Instant::now();
+    let info = request_info(&req);
+    if info.verb != "watch" && is_long_running(&info) {
+        return call_next(next, req).await;
+    }
+    let user = request_user(&req);
+    let query = req.uri().query().unwrap_or("").to_string();
+    // A watch has no deadline; it waits as long as the server's request timeout allows.
+    let deadline = requested_timeout(&query, server.config.request_timeout)
+        .unwrap_or(server.config.request_timeout);
+    let set_headers = |r: &mut Response, c: &crate::flowcontrol::Classification| {
+        for (name, value) in [
+            (PRIORITY_LEVEL_UID_HEADER, &c.priority_level_uid),
+            (FLOW_SCHEMA_UID_HEADER, &c.flow_schema_uid),
+        ] {
+            if let Ok(v) = http::HeaderValue::from_str(value) {
+                r.headers_mut().insert(name, v);
+            }
+        }
+    };
+    match fc.admit(&user, &info, &query, received, deadline).await {
+        Outcome::Execute(classification, execution) => {
+            let mut r = call_next(next, req).await;
+            drop(execution);
+            set_headers(&mut r, &classification);
+            r
+        }
+        Outcome::Reject(classification) => {
+            let mut r = apf_too_many_requests();
+            set_headers(&mut r, &classification);
+            r
+        }
+        Outcome::Unclassified => apf_too_many_requests(),
+    }
+}
+
+/// Upstream's answer when flow control turns a request away: Go's `http.Error`, a plain-text
+/// line rather than a `Status`, with `Retry-After`.
+fn apf_too_many_requests() -> Response {
+    let mut r = response::raw(
+        http::StatusCode::TOO_MANY_REQUESTS,
+        "text/plain; charset=utf-8",
+        "Too many requests, please try again later.\n",
+    );
+    r.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
+    r.headers_mut().insert(
+        http::header::X_CONTENT_TYPE_OPTIONS,
+        http::HeaderValue::from_static("nosniff"),
+    );
+    r
 }
 
 /// The audit annotations of an authorization decision (upstream's filters/authorization.go).
@@ -1178,6 +1262,75 @@ mod tests {
             ),
             "{b}"
         );
+    }
+
+    #[tokio::test]
+    async fn priority_and_fairness_replaces_max_in_flight_when_on() {
+        let release = Arc::new(tokio::sync::Notify::new());
+        let held = release.clone();
+        let slow = tower::service_fn(move |_req: HttpRequest| {
+            let held = held.clone();
+            async move {
+                held.notified().await;
+                Ok::<_, Infallible>(response::raw(http::StatusCode::OK, "text/plain", "done"))
+            }
+        });
+        // One seat in all: the mandatory catch-all level takes it (exempt has no shares).
+        // The max-in-flight limits would let both requests through.
+        let server = server_with_limits(100, 100);
+        let server = Arc::new(GenericApiServer {
+            flow_control: Some(crate::flowcontrol::FlowControl::new(1)),
+            ..Arc::into_inner(server).unwrap()
+        });
+        let chain: Next = ServiceBuilder::new()
+            .layer(filter(server, limit_in_flight))
+            .service(slow)
+            .boxed_clone();
+        let bob = user("bob", &["system:authenticated"]);
+        let get = |who: &UserInfo| {
+            authenticated(
+                http::Method::GET,
+                "/api/v1/namespaces/a/configmaps",
+                who.clone(),
+                &[],
+            )
+        };
+        let first = tokio::spawn(chain.clone().oneshot(get(&bob)));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let second = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            chain.clone().oneshot(get(&bob)),
+        )
+        .await
+        .expect("answered at once, not run")
+        .unwrap();
+        assert_eq!(second.status(), 429);
+        assert_eq!(second.headers()[http::header::RETRY_AFTER], "1");
+        assert!(
+            second
+                .headers()
+                .contains_key(crate::flowcontrol::FLOW_SCHEMA_UID_HEADER)
+        );
+        assert!(
+            second
+                .headers()
+                .contains_key(crate::flowcontrol::PRIORITY_LEVEL_UID_HEADER)
+        );
+        let body = second.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"Too many requests, please try again later.\n");
+        // system:masters matches the exempt schema.
+        let admin = user("admin", &["system:masters", "system:authenticated"]);
+        let masters = tokio::spawn(chain.clone().oneshot(get(&admin)));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        release.notify_waiters();
+        let first = first.await.unwrap().unwrap();
+        assert_eq!(first.status(), 200);
+        assert!(
+            first
+                .headers()
+                .contains_key(crate::flowcontrol::FLOW_SCHEMA_UID_HEADER)
+        );
+        assert_eq!(masters.await.unwrap().unwrap().status(), 200);
     }
 
     #[tokio::test]

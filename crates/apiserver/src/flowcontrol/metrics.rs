@@ -1,0 +1,137 @@
+//! The `apiserver_flowcontrol_*` metric families (upstream: k8s.io/apiserver/pkg/util/
+//! flowcontrol/metrics), with upstream's names, labels, buckets and help texts (component-base
+//! prefixes the help of a non-stable metric with its stability level, so these say `[BETA]`).
+//! Registered in the process-wide registry the first time they are touched.
+
+use std::sync::LazyLock;
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts};
+
+use crate::metrics::register;
+
+const PRIORITY_LEVEL: &str = "priority_level";
+const FLOW_SCHEMA: &str = "flow_schema";
+
+/// Upstream's `requestDurationSecondsBuckets`.
+const REQUEST_DURATION_BUCKETS: &[f64] = &[
+    0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
+];
+
+fn opts(name: &str, help: &str) -> Opts {
+    Opts::new(name, help)
+        .namespace("apiserver")
+        .subsystem("flowcontrol")
+}
+
+fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    // The options are constants of this module; a family that the crate refuses is a bug in
+    // them, caught by this module's tests.
+    match IntCounterVec::new(opts(name, help), labels) {
+        Ok(c) => register(c),
+        Err(e) => panic!("metric {name}: {e}"),
+    }
+}
+
+fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    match IntGaugeVec::new(opts(name, help), labels) {
+        Ok(g) => register(g),
+        Err(e) => panic!("metric {name}: {e}"),
+    }
+}
+
+pub static REJECTED_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "rejected_requests_total",
+        "[BETA] Number of requests rejected by API Priority and Fairness subsystem",
+        &[PRIORITY_LEVEL, FLOW_SCHEMA, "reason"],
+    )
+});
+
+pub static DISPATCHED_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        "dispatched_requests_total",
+        "[BETA] Number of requests executed by API Priority and Fairness subsystem",
+        &[PRIORITY_LEVEL, FLOW_SCHEMA],
+    )
+});
+
+pub static CURRENT_INQUEUE_REQUESTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "current_inqueue_requests",
+        "[BETA] Number of requests currently pending in queues of the API Priority and Fairness subsystem",
+        &[PRIORITY_LEVEL, FLOW_SCHEMA],
+    )
+});
+
+pub static CURRENT_EXECUTING_REQUESTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "current_executing_requests",
+        "[BETA] Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
+        &[PRIORITY_LEVEL, FLOW_SCHEMA],
+    )
+});
+
+pub static CURRENT_EXECUTING_SEATS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "current_executing_seats",
+        "[BETA] Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
+        &[PRIORITY_LEVEL, FLOW_SCHEMA],
+    )
+});
+
+pub static REQUEST_WAIT_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
+    let opts = HistogramOpts::new(
+        "request_wait_duration_seconds",
+        "[BETA] Length of time a request spent waiting in its queue",
+    )
+    .namespace("apiserver")
+    .subsystem("flowcontrol")
+    .buckets(REQUEST_DURATION_BUCKETS.to_vec());
+    match HistogramVec::new(opts, &[PRIORITY_LEVEL, FLOW_SCHEMA, "execute"]) {
+        Ok(h) => register(h),
+        Err(e) => panic!("metric request_wait_duration_seconds: {e}"),
+    }
+});
+
+pub static NOMINAL_LIMIT_SEATS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "nominal_limit_seats",
+        "[BETA] Nominal number of execution seats configured for each priority level",
+        &[PRIORITY_LEVEL],
+    )
+});
+
+/// Touches every family, so that a scrape lists them before the first request.
+pub fn register_all() {
+    LazyLock::force(&REJECTED_REQUESTS);
+    LazyLock::force(&DISPATCHED_REQUESTS);
+    LazyLock::force(&CURRENT_INQUEUE_REQUESTS);
+    LazyLock::force(&CURRENT_EXECUTING_REQUESTS);
+    LazyLock::force(&CURRENT_EXECUTING_SEATS);
+    LazyLock::force(&REQUEST_WAIT_DURATION);
+    LazyLock::force(&NOMINAL_LIMIT_SEATS);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_have_upstreams_names_and_labels() {
+        register_all();
+        REJECTED_REQUESTS
+            .with_label_values(&["catch-all", "catch-all", "queue-full"])
+            .inc();
+        REQUEST_WAIT_DURATION
+            .with_label_values(&["catch-all", "catch-all", "true"])
+            .observe(0.01);
+        let text = String::from_utf8(crate::metrics::encode()).unwrap();
+        assert!(text.contains(
+            "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"catch-all\",priority_level=\"catch-all\",reason=\"queue-full\"} "
+        ), "{text}");
+        assert!(text.contains(
+            "apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute=\"true\",flow_schema=\"catch-all\",priority_level=\"catch-all\",le=\"0.02\"} "
+        ), "{text}");
+        assert!(text.contains("# HELP apiserver_flowcontrol_nominal_limit_seats [BETA] Nominal"));
+    }
+}
