@@ -225,6 +225,9 @@ impl GenericApiServer {
                 .map(|(path, component)| Monitor::non_resource(path, component, received))
         };
         let mut served = !info.is_resource_request;
+        // Long-running requests are not in the executing count, as upstream's.
+        let _executing =
+            (info.verb != "watch").then(|| crate::endpoints::metrics::Executing::start(&info.verb));
         let (result, warnings) = crate::warning::record(async {
             crate::warning::add_all(from_authentication);
             self.route_inner(req, info, user, accept.as_deref(), &mut served)

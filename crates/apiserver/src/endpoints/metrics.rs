@@ -14,17 +14,23 @@
 //! (`resource`, `namespace`, `cluster`), `dry_run`, and `system_client` from the User-Agent.
 //! The time is taken from when the request met the first filter, so it counts the filters too. A
 //! watch is long-running: it is in `apiserver_longrunning_requests` while it streams, and is
-//! recorded when its stream ends.
+//! recorded when its stream ends. Requests that flow control refuses are counted with code 429
+//! (`record_dropped`), and `apiserver_current_inflight_requests` keeps the most requests
+//! executing at once since the last scrape ([`Executing`]).
 
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use http_body::Body as _;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
 use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
 
 use super::response::Response;
 use crate::metrics::{
     counter_vec as counter, exponential_buckets, gauge_vec as gauge, histogram_vec as histogram,
+    register,
 };
 use crate::request::RequestInfo;
 
@@ -124,6 +130,122 @@ static WATCH_EVENT_SIZES: LazyLock<HistogramVec> = LazyLock::new(|| {
         exponential_buckets(1024.0, 2.0, 8),
     )
 });
+
+/// `apiserver_current_inflight_requests`: the most requests of each kind (`readOnly`,
+/// `mutating`) that were executing at once since the last scrape. Upstream publishes each
+/// second's high-water mark; publishing at the scrape keeps the peak between two scrapes,
+/// which a one-second window would lose, and needs no timer.
+struct InflightWatermarks {
+    gauge: IntGaugeVec,
+    /// Executing now, and the highest since the last scrape: readOnly, mutating.
+    executing: [AtomicI64; 2],
+    highest: [AtomicI64; 2],
+}
+
+impl Collector for InflightWatermarks {
+    fn desc(&self) -> Vec<&Desc> {
+        self.gauge.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        for (i, kind) in ["readOnly", "mutating"].into_iter().enumerate() {
+            let now = self.executing[i].load(Ordering::Relaxed);
+            let highest = self.highest[i].swap(now, Ordering::Relaxed).max(now);
+            self.gauge.with_label_values(&[kind]).set(highest);
+        }
+        self.gauge.collect()
+    }
+}
+
+static INFLIGHT: LazyLock<Arc<InflightWatermarks>> = LazyLock::new(|| {
+    let gauge = IntGaugeVec::new(
+        prometheus::Opts::new(
+            "apiserver_current_inflight_requests",
+            "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
+        ),
+        &["request_kind"],
+    )
+    .unwrap_or_else(|e| panic!("apiserver_current_inflight_requests: {e}"));
+    let w = Arc::new(InflightWatermarks {
+        gauge,
+        executing: Default::default(),
+        highest: Default::default(),
+    });
+    register(SharedCollector(w.clone()));
+    w
+});
+
+/// Registers an `Arc`'d collector.
+#[derive(Clone)]
+struct SharedCollector(Arc<InflightWatermarks>);
+
+impl Collector for SharedCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.0.desc()
+    }
+    fn collect(&self) -> Vec<MetricFamily> {
+        self.0.collect()
+    }
+}
+
+/// A request executing, counted in `apiserver_current_inflight_requests` until dropped.
+pub struct Executing(usize);
+
+impl Executing {
+    /// A request of `verb` starts executing: read-only for get, list and watch (upstream's
+    /// non-mutating verbs), mutating otherwise.
+    pub fn start(verb: &str) -> Executing {
+        let i = usize::from(!matches!(verb, "get" | "list" | "watch" | "head"));
+        let now = INFLIGHT.executing[i].fetch_add(1, Ordering::Relaxed) + 1;
+        INFLIGHT.highest[i].fetch_max(now, Ordering::Relaxed);
+        Executing(i)
+    }
+}
+
+impl Drop for Executing {
+    fn drop(&mut self) {
+        INFLIGHT.executing[self.0].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A request that flow control turned away with 429 (upstream's `RecordDroppedRequest`): in
+/// `apiserver_request_total` as routes count theirs, though no route saw it.
+pub fn record_dropped(info: &RequestInfo, query: &str, headers: &http::HeaderMap) {
+    let verb = reported_verb(info, headers);
+    let dry_run = dry_run(query);
+    let scope = if !info.is_resource_request {
+        ""
+    } else if !info.name.is_empty() || info.verb == "create" {
+        "resource"
+    } else if !info.namespace.is_empty() {
+        "namespace"
+    } else {
+        "cluster"
+    };
+    let (group, version, resource) = if info.is_resource_request {
+        (
+            info.api_group.as_str(),
+            info.api_version.as_str(),
+            info.resource.as_str(),
+        )
+    } else {
+        ("", "", "")
+    };
+    REQUEST_TOTAL
+        .with_label_values(&[
+            verb,
+            &dry_run,
+            group,
+            version,
+            resource,
+            &info.subresource,
+            scope,
+            COMPONENT,
+            "429",
+            "",
+        ])
+        .inc();
+}
 
 /// When the request met the first filter (upstream's `ReceivedTimestamp`), put in its
 /// extensions by the request-info filter.
@@ -458,6 +580,40 @@ mod tests {
         ]);
         assert_eq!(sizes.get_sample_count(), 1);
         assert_eq!(sizes.get_sample_sum(), 3.0);
+    }
+
+    #[test]
+    fn the_inflight_gauge_keeps_the_peak_since_the_last_scrape() {
+        let gauge = || INFLIGHT.gauge.with_label_values(&["mutating"]).get();
+        let a = Executing::start("create");
+        let b = Executing::start("delete");
+        drop(a);
+        drop(b);
+        // Other tests run in parallel: the peak is at least the two of this one.
+        INFLIGHT.collect();
+        assert!(gauge() >= 2, "{}", gauge());
+        // Once scraped, the mark falls back to what executes now.
+        let _c = Executing::start("patch");
+        INFLIGHT.collect();
+        assert!(gauge() >= 1);
+        let mut i = info("list", "ns", "", "");
+        i.resource = "metricsdropped".into();
+        record_dropped(&i, "", &http::HeaderMap::new());
+        assert_eq!(
+            count(&[
+                "LIST",
+                "",
+                "",
+                "v1",
+                "metricsdropped",
+                "",
+                "namespace",
+                "apiserver",
+                "429",
+                ""
+            ]),
+            1
+        );
     }
 
     #[test]

@@ -797,7 +797,14 @@ fn limit_in_flight(
             None => None,
             Some(s) => match s.clone().try_acquire_owned() {
                 Ok(p) => Some(p),
-                Err(_) => return too_many_requests(),
+                Err(_) => {
+                    crate::endpoints::metrics::record_dropped(
+                        &info,
+                        req.uri().query().unwrap_or(""),
+                        req.headers(),
+                    );
+                    return too_many_requests();
+                }
             },
         };
         call_next(next, req).await
@@ -845,7 +852,11 @@ async fn priority_and_fairness(
             }
         }
     };
-    match fc.admit(&user, &info, &query, received, deadline).await {
+    let outcome = fc.admit(&user, &info, &query, received, deadline).await;
+    if matches!(outcome, Outcome::Reject(_) | Outcome::Unclassified) {
+        crate::endpoints::metrics::record_dropped(&info, &query, req.headers());
+    }
+    match outcome {
         Outcome::Execute(classification, execution) => {
             let mut r = call_next(next, req).await;
             drop(execution);

@@ -122,6 +122,10 @@ def main():
     assert delta(before, after, "authentication_attempts_total", result="success") >= 11
     assert delta(before, after, "authorization_attempts_total", result="allowed") >= 11
 
+    # The scrape itself was executing while it was written: at least one read-only request.
+    assert value(after, "apiserver_current_inflight_requests", request_kind="readOnly") >= 1
+    assert types["apiserver_current_inflight_requests"] == "gauge"
+
     # The scrape itself is not a route that upstream instruments.
     assert value(after, total, subresource="/metrics") == 0
 
