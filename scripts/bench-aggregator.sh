@@ -2,15 +2,18 @@
 # The latency the aggregation proxy adds to a GET: `ironplane-bench aggregator` against a fresh
 # release Ironplane per run (RUNS, default 3; REQUESTS per path, default 2000); prints the
 # medians over the runs of p50 and p99 per path and of the proxy's added p50/p99.
-# Usage: scripts/bench-aggregator.sh [OUT]
+# IRONPLANE and BENCH name prebuilt binaries instead of building them.
+# Usage: [IRONPLANE=bin BENCH=bin] scripts/bench-aggregator.sh [OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench-results}
 RUNS=${RUNS:-3}
 REQUESTS=${REQUESTS:-2000}
-cargo build --release -p ironplane -p ironplane-bench >/dev/null
-bench=${CARGO_TARGET_DIR:-target}/release/ironplane-bench
-bin=${CARGO_TARGET_DIR:-target}/release/ironplane
+if [ -z "${IRONPLANE:-}" ] || [ -z "${BENCH:-}" ]; then
+  cargo build --release -p ironplane -p ironplane-bench >/dev/null
+fi
+bench=${BENCH:-${CARGO_TARGET_DIR:-target}/release/ironplane-bench}
+bin=${IRONPLANE:-${CARGO_TARGET_DIR:-target}/release/ironplane}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 port=19446
