@@ -12,8 +12,9 @@ use clap::{Parser, Subcommand};
 use crate::error::BenchError;
 use crate::report::{ScenarioResult, compare_table};
 use crate::scenarios::{
-    AdmissionLoad, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, GcOptions,
-    ListOptions, MemoryOptions, MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
+    AdmissionLoad, AggregatorOptions, ClientConfig, CommonOptions, CrdOptions, CreateKind,
+    CreateOptions, GcOptions, ListOptions, MemoryOptions, MixedOptions, Scenario, StartupOptions,
+    WatchOptions, run_scenario,
 };
 
 /// Drives a Kubernetes API server (Ironplane or kube-apiserver) through its public API and
@@ -219,6 +220,23 @@ pub enum Command {
         #[arg(long, default_value = "2s", value_parser = parse_duration)]
         settle: Duration,
     },
+    /// The latency the aggregation proxy adds to a GET: the tool serves an extension API server
+    /// itself, registers it (APIService, Service, EndpointSlice), and times sequential GETs
+    /// straight to it, through the API server's proxy, and of a built-in ConfigMap.
+    Aggregator {
+        /// Measured GETs per path.
+        #[arg(long, default_value_t = 2_000)]
+        requests: u64,
+        /// Unmeasured GETs per path first.
+        #[arg(long, default_value_t = 200)]
+        warmup: u64,
+        /// Stop the measured phase after this long, with fewer GETs.
+        #[arg(long, default_value = "120s", value_parser = parse_duration)]
+        duration: Duration,
+        /// The longest wait for the APIService to become Available.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        max_wait: Duration,
+    },
     /// Prints b/a for every figure of two result files written with --json.
     Compare { a: PathBuf, b: PathBuf },
 }
@@ -370,6 +388,18 @@ impl Cli {
                 poll: *poll,
                 max_wait: *max_wait,
                 settle: *settle,
+                common,
+            }),
+            Command::Aggregator {
+                requests,
+                warmup,
+                duration,
+                max_wait,
+            } => Scenario::Aggregator(AggregatorOptions {
+                requests: *requests,
+                warmup: *warmup,
+                duration: *duration,
+                max_wait: *max_wait,
                 common,
             }),
             Command::Compare { .. } => return None,

@@ -3,7 +3,8 @@
 //!
 //! The library holds everything; `main.rs` only parses flags. Tests call
 //! [`run_scenario`] in-process. The crate must not speak anything but the public API (HTTPS,
-//! JSON), and must not aim at any address but the kubeconfig's server.
+//! JSON), and must not aim at any address but the kubeconfig's server (the one exception: the
+//! `aggregator` scenario's direct GETs to the extension server it runs itself, in-process).
 
 pub mod cli;
 pub mod client;
@@ -20,6 +21,7 @@ pub(crate) mod fake;
 pub use error::BenchError;
 pub use report::{Row, ScenarioResult};
 pub use scenarios::{
-    AdmissionLoad, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions, ListOptions,
-    MemoryOptions, MixedOptions, Scenario, StartupOptions, WatchOptions, run_scenario,
+    AdmissionLoad, AggregatorOptions, ClientConfig, CommonOptions, CrdOptions, CreateKind,
+    CreateOptions, ListOptions, MemoryOptions, MixedOptions, Scenario, StartupOptions,
+    WatchOptions, run_scenario,
 };

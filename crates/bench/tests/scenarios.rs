@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use ironplane_bench::{
-    AdmissionLoad, BenchError, ClientConfig, CommonOptions, CrdOptions, CreateKind, CreateOptions,
-    ListOptions, MemoryOptions, MixedOptions, Scenario, WatchOptions, run_scenario,
+    AdmissionLoad, AggregatorOptions, BenchError, ClientConfig, CommonOptions, CrdOptions,
+    CreateKind, CreateOptions, ListOptions, MemoryOptions, MixedOptions, Scenario, WatchOptions,
+    run_scenario,
 };
 
 fn client_config(server: &ironplane::testing::TestServer) -> ClientConfig {
@@ -250,6 +251,44 @@ async fn crd_installs_establishes_and_cleans_up() {
     assert_eq!(result.row("first custom resource").unwrap().count, 3);
     assert_eq!(result.total_errors(), 0, "{:?}", result.error_samples);
     assert!(result.figures.contains_key("server_rss_mib_per_crd"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregator_gets_go_three_ways_and_the_registration_is_removed() {
+    let server = ironplane::testing::TestServer::start().await;
+    let cfg = client_config(&server);
+    let scenario = Scenario::Aggregator(AggregatorOptions {
+        requests: 30,
+        warmup: 5,
+        ..Default::default()
+    });
+    let result = run_scenario(&cfg, &scenario).await.unwrap();
+    for path in ["direct", "proxied", "built-in"] {
+        let row = result.row(path).unwrap();
+        assert_eq!(
+            (row.count, row.errors),
+            (30, 0),
+            "{path}: {:?}",
+            result.error_samples
+        );
+        assert!(row.median_ms > 0.0, "{path}");
+    }
+    // The proxied and the direct GET return the extension's object, unchanged in size.
+    assert_eq!(
+        result.params["direct_response_bytes"],
+        result.params["proxied_response_bytes"]
+    );
+    assert!(result.figures.contains_key("proxy_added_p50_ms"));
+    assert!(result.figures.contains_key("built_in_p90_ms"));
+    let group = &result.params["group_version"];
+    let apiservice = format!("apiservice/v1.{}", group.trim_end_matches("/v1"));
+    let out = std::process::Command::new(common_kubectl())
+        .env("KUBECONFIG", &cfg.kubeconfig)
+        .args(["get", &apiservice, "--ignore-not-found", "-o", "name"])
+        .output()
+        .expect("kubectl runs");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@
 //! objects behind unless asked to (`keep`).
 
 pub mod admission;
+pub mod aggregator;
 pub mod crd;
 pub mod create;
 pub mod gc;
@@ -35,6 +36,7 @@ use crate::report::ScenarioResult;
 use crate::stats::{ProcSample, sample_process};
 
 pub use admission::AdmissionLoad;
+pub use aggregator::AggregatorOptions;
 pub use crd::CrdOptions;
 pub use create::{CreateKind, CreateOptions};
 pub use gc::GcOptions;
@@ -138,6 +140,7 @@ pub enum Scenario {
     Memory(MemoryOptions),
     Crd(CrdOptions),
     Gc(GcOptions),
+    Aggregator(AggregatorOptions),
 }
 
 impl Scenario {
@@ -151,6 +154,7 @@ impl Scenario {
             Scenario::Memory(_) => "memory",
             Scenario::Crd(_) => "crd",
             Scenario::Gc(_) => "gc",
+            Scenario::Aggregator(_) => "aggregator",
         }
     }
 
@@ -165,6 +169,7 @@ impl Scenario {
             Scenario::Memory(o) => o.validate(),
             Scenario::Crd(o) => o.validate(),
             Scenario::Gc(o) => o.validate(),
+            Scenario::Aggregator(o) => o.validate(),
         }
     }
 }
@@ -195,6 +200,7 @@ pub async fn run_scenario(
         Scenario::Memory(o) => memory::run(cfg, o).await,
         Scenario::Crd(o) => crd::run(cfg, o).await,
         Scenario::Gc(o) => gc::run(cfg, o).await,
+        Scenario::Aggregator(o) => aggregator::run(cfg, o).await,
     }
 }
 
