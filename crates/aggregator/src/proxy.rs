@@ -20,7 +20,7 @@ use std::time::Duration;
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::Response;
 use apiserver::filters::RequestBody;
-use apiserver::util::webhook::{ServiceReference, ServiceResolver};
+use apiserver::util::webhook::{Dialer, ServiceReference, ServiceResolver};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -85,9 +85,9 @@ impl Transports {
             .with_tls_config(tls)
             .https_only()
             .enable_http1()
-            .wrap_connector(Dialer {
-                resolver: self.resolver.clone(),
-            });
+            // The Service's name is dialled at the ready endpoint the resolver picks from its
+            // EndpointSlices (nothing routes cluster IPs here).
+            .wrap_connector(Dialer::new(Some(self.resolver.clone())));
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(90))
@@ -491,72 +491,6 @@ impl rustls::client::danger::ServerCertVerifier for NoVerification {
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// The TCP half of the connector: the Service's name is dialled at the ready endpoint the
-/// resolver picks from its EndpointSlices (nothing routes cluster IPs here). TLS is layered on
-/// top with the Service's name as the server name.
-#[derive(Clone)]
-struct Dialer {
-    resolver: Arc<dyn ServiceResolver>,
-}
-
-#[derive(Debug)]
-struct DialError(String);
-
-impl std::fmt::Display for DialError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for DialError {}
-
-impl tower::Service<http::Uri> for Dialer {
-    type Response = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
-    type Error = DialError;
-    type Future =
-        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, DialError>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), DialError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, uri: http::Uri) -> Self::Future {
-        let resolver = self.resolver.clone();
-        Box::pin(async move {
-            let host = uri.host().unwrap_or("");
-            let port = uri.port_u16().unwrap_or(443);
-            let (name, namespace) = host
-                .strip_suffix(".svc")
-                .and_then(|h| h.split_once('.'))
-                .ok_or_else(|| DialError(format!("{host} does not name a service")))?;
-            let (ip, target) = resolver
-                .resolve(&ServiceReference {
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                    path: String::new(),
-                    port: i32::from(port),
-                })
-                .await
-                .map_err(DialError)?;
-            let addr = if ip.contains(':') {
-                format!("[{ip}]:{target}")
-            } else {
-                format!("{ip}:{target}")
-            };
-            let tcp = tokio::net::TcpStream::connect(&addr).await.map_err(|e| {
-                DialError(match e.kind() {
-                    std::io::ErrorKind::ConnectionRefused => {
-                        format!("dial tcp {addr}: connect: connection refused")
-                    }
-                    _ => format!("dial tcp {addr}: {e}"),
-                })
-            })?;
-            let _ = tcp.set_nodelay(true);
-            Ok(hyper_util::rt::TokioIo::new(tcp))
-        })
     }
 }
 

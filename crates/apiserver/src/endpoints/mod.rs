@@ -143,6 +143,39 @@ impl ApiResources {
         }
     }
 
+    /// A controller's server-side apply of `config` to the `/status` of the cluster-scoped
+    /// object `name`, as `manager` and forced, as upstream's controllers call `ApplyStatus`; an
+    /// object deleted meanwhile is a 404.
+    pub async fn apply_status(
+        &self,
+        store: &Arc<RegistryStore>,
+        manager: &str,
+        user: &UserInfo,
+        name: &str,
+        config: &serde_json::Value,
+    ) -> Result<(), Status> {
+        use crate::registry::{Requester, UpdateOptions};
+        let mf = self
+            .internal_write(store, manager)
+            .managed_fields
+            .ok_or_else(|| Status::internal("server-side apply needs the OpenAPI schemas"))?;
+        let mut updater = |current: Option<&serde_json::Value>| {
+            let current =
+                current.ok_or_else(|| Status::not_found(&store.info.group_resource(), name))?;
+            store.apply(&mf, "status", Some(current), config, true)
+        };
+        let opts = UpdateOptions {
+            // An apply records its own managed fields.
+            write: WriteOptions::default(),
+            subresource: "status".into(),
+            ..UpdateOptions::default()
+        };
+        store
+            .update(&Requester { user }, "", name, &mut updater, &opts)
+            .await
+            .map(|_| ())
+    }
+
     pub fn shared_schemas(&self) -> Option<Arc<Schemas>> {
         self.loaded_schemas().clone()
     }

@@ -451,7 +451,10 @@ impl FlowControl {
                     continue;
                 };
                 let name = name_of(fs);
-                if let Err(e) = write_status(&api, &fs_store, &user, &name, &config).await {
+                if let Err(e) = api
+                    .apply_status(&fs_store, FIELD_MANAGER, &user, &name, &config)
+                    .await
+                {
                     // The next change, or the next resync of the reflector, tries again.
                     tracing::debug!(flow_schema = %name, error = %e.message, "writing the Dangling condition");
                 }
@@ -510,42 +513,6 @@ pub fn dangling_status(fs: &Value, priority_levels: &[Value]) -> Option<Value> {
         "status": {"conditions": [{"type": "Dangling", "status": status,
             "lastTransitionTime": now, "reason": reason, "message": message}]},
     }))
-}
-
-/// Applies `config` to the FlowSchema's `/status` as `FIELD_MANAGER`, forcing, as upstream's
-/// `ApplyStatus` does.
-async fn write_status(
-    api: &ApiResources,
-    store: &Arc<crate::registry::RegistryStore>,
-    user: &UserInfo,
-    name: &str,
-    config: &Value,
-) -> Result<(), apimachinery::Status> {
-    use crate::registry::{Requester, UpdateOptions, WriteOptions};
-    let mf = api
-        .internal_write(store, FIELD_MANAGER)
-        .managed_fields
-        .ok_or_else(|| {
-            apimachinery::Status::internal("server-side apply needs the OpenAPI schemas")
-        })?;
-    let mut updater = |current: Option<&Value>| -> Result<Value, apimachinery::Status> {
-        let current = current
-            .ok_or_else(|| apimachinery::Status::not_found(&store.info.group_resource(), name))?;
-        store.apply(&mf, "status", Some(current), config, true)
-    };
-    let opts = UpdateOptions {
-        write: WriteOptions {
-            dry_run: false,
-            managed_fields: None,
-        },
-        subresource: "status".into(),
-        is_put: false,
-        force_allow_create: false,
-    };
-    store
-        .update(&Requester { user }, "", name, &mut updater, &opts)
-        .await
-        .map(|_| ())
 }
 
 #[cfg(test)]

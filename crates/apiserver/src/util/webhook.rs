@@ -523,7 +523,7 @@ fn system_roots() -> &'static rustls::RootCertStore {
 /// A dial that failed, worded as Go's net package words it; found again in the client's error
 /// chain to build the message.
 #[derive(Debug)]
-struct DialError(String);
+pub struct DialError(String);
 
 impl std::fmt::Display for DialError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -545,10 +545,17 @@ fn dial_error(addr: &str, e: &std::io::Error) -> String {
 
 /// The TCP half of the connector: a `<name>.<namespace>.svc` host is a Service, dialled at the
 /// endpoint the resolver picks (nothing routes cluster IPs here); any other host is dialled as
-/// it is. TLS is layered on top by `hyper-rustls`, with the URL's host as the server name.
+/// it is. TLS is layered on top by `hyper-rustls`, with the URL's host as the server name. The
+/// webhook clients and the aggregator's proxy to extension servers dial with it.
 #[derive(Clone)]
-struct Dialer {
+pub struct Dialer {
     resolver: Option<std::sync::Arc<dyn ServiceResolver>>,
+}
+
+impl Dialer {
+    pub fn new(resolver: Option<std::sync::Arc<dyn ServiceResolver>>) -> Dialer {
+        Dialer { resolver }
+    }
 }
 
 impl tower::Service<http::Uri> for Dialer {

@@ -12,13 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-use apimachinery::Status;
 use apimachinery::object::ObjectExt;
 use apiserver::admission::policy::typechecking::{self, ExpressionWarning, ServedTypes};
-use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::{self, Delta};
-use apiserver::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
 use apiserver::server::GenericApiServer;
 use serde_json::{Value, json};
 
@@ -157,7 +154,10 @@ pub async fn run(api: Arc<ApiResources>, server: Arc<GenericApiServer>) {
                 }
             };
             let config = status_config(&name, generation, &warnings);
-            match write_status(&api, &store, &user, &name, &config).await {
+            match api
+                .apply_status(&store, FIELD_MANAGER, &user, &name, &config)
+                .await
+            {
                 Ok(()) => limiter.forget(&name),
                 Err(e) if e.code == 404 => limiter.forget(&name),
                 Err(e) => {
@@ -172,40 +172,6 @@ pub async fn run(api: Arc<ApiResources>, server: Arc<GenericApiServer>) {
             }
         }
     }
-}
-
-/// Applies `config` to the policy's `/status` as FIELD_MANAGER, forcing, as upstream's
-/// `ApplyStatus` does; a policy deleted meanwhile is a 404.
-async fn write_status(
-    api: &ApiResources,
-    store: &Arc<RegistryStore>,
-    user: &UserInfo,
-    name: &str,
-    config: &Value,
-) -> Result<(), Status> {
-    let mf = api
-        .internal_write(store, FIELD_MANAGER)
-        .managed_fields
-        .ok_or_else(|| Status::internal("server-side apply needs the OpenAPI schemas"))?;
-    let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
-        let current =
-            current.ok_or_else(|| Status::not_found(&store.info.group_resource(), name))?;
-        store.apply(&mf, "status", Some(current), config, true)
-    };
-    let opts = UpdateOptions {
-        write: WriteOptions {
-            dry_run: false,
-            // An apply records its own managed fields.
-            managed_fields: None,
-        },
-        subresource: "status".into(),
-        is_put: false,
-        force_allow_create: false,
-    };
-    store
-        .update(&Requester { user }, "", name, &mut updater, &opts)
-        .await
-        .map(|_| ())
 }
 
 #[cfg(test)]
