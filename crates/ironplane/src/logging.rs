@@ -144,6 +144,15 @@ where
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         let v = verbosity(*meta.level(), meta.target());
+        // Errors carry their error under upstream's key.
+        let pairs = fields.pairs.into_iter().map(|(key, value)| {
+            let key = if v.is_none() && key == "error" {
+                "err"
+            } else {
+                key
+            };
+            (key, value)
+        });
         match self.format {
             Format::Json => {
                 let mut line = Map::new();
@@ -153,13 +162,7 @@ where
                 if let Some(v) = v {
                     line.insert("v".into(), v.into());
                 }
-                for (key, value) in fields.pairs {
-                    // Errors carry their error under upstream's key.
-                    let key = if v.is_none() && key == "error" {
-                        "err"
-                    } else {
-                        key
-                    };
+                for (key, value) in pairs {
                     let value = match value {
                         FieldValue::Str(s) => Value::String(s),
                         FieldValue::Raw(v) => v,
@@ -174,19 +177,14 @@ where
                     Level::WARN => 'W',
                     _ => 'I',
                 };
-                let t = chrono::DateTime::<chrono::Utc>::from(SystemTime::now());
+                let t = chrono::DateTime::<chrono::Utc>::from(UNIX_EPOCH + now);
                 let mut line = format!(
                     "{severity}{} {:>7} {caller}] {:?}",
                     t.format("%m%d %H:%M:%S%.6f"),
                     std::process::id(),
                     fields.message
                 );
-                for (key, value) in fields.pairs {
-                    let key = if v.is_none() && key == "error" {
-                        "err"
-                    } else {
-                        key
-                    };
+                for (key, value) in pairs {
                     match value {
                         FieldValue::Str(s) => {
                             let _ = write!(line, " {key}={s:?}");

@@ -214,27 +214,22 @@ impl Admission {
     }
 
     async fn admit_all(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
+        self.run_mutating(attrs, obj).await?;
+        let again = std::mem::take(&mut attrs.state.lock().reinvoke_requested);
+        if again {
+            attrs.state.lock().reinvoking = true;
+            self.run_mutating(attrs, obj).await?;
+        }
+        Ok(())
+    }
+
+    /// One run of the mutating plugins, each recorded in the plugin metrics.
+    async fn run_mutating(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
         for p in &self.mutating {
             let start = Instant::now();
             let r = p.admit(attrs, obj).await;
             metrics::observe_controller(p.name(), Step::Admit, attrs.operation, start, r.is_err());
             r?;
-        }
-        let again = std::mem::take(&mut attrs.state.lock().reinvoke_requested);
-        if again {
-            attrs.state.lock().reinvoking = true;
-            for p in &self.mutating {
-                let start = Instant::now();
-                let r = p.admit(attrs, obj).await;
-                metrics::observe_controller(
-                    p.name(),
-                    Step::Admit,
-                    attrs.operation,
-                    start,
-                    r.is_err(),
-                );
-                r?;
-            }
         }
         Ok(())
     }

@@ -135,9 +135,16 @@ static WATCH_EVENT_SIZES: LazyLock<HistogramVec> = LazyLock::new(|| {
 /// `mutating`) that were executing at once since the last scrape. Upstream publishes each
 /// second's high-water mark; publishing at the scrape keeps the peak between two scrapes,
 /// which a one-second window would lose, and needs no timer.
+#[derive(Clone)]
 struct InflightWatermarks {
     gauge: IntGaugeVec,
-    /// Executing now, and the highest since the last scrape: readOnly, mutating.
+    /// Shared by the registered clone and the requests that count themselves.
+    counts: Arc<InflightCounts>,
+}
+
+/// Executing now, and the highest since the last scrape: readOnly, mutating.
+#[derive(Default)]
+struct InflightCounts {
     executing: [AtomicI64; 2],
     highest: [AtomicI64; 2],
 }
@@ -149,15 +156,15 @@ impl Collector for InflightWatermarks {
 
     fn collect(&self) -> Vec<MetricFamily> {
         for (i, kind) in ["readOnly", "mutating"].into_iter().enumerate() {
-            let now = self.executing[i].load(Ordering::Relaxed);
-            let highest = self.highest[i].swap(now, Ordering::Relaxed).max(now);
+            let now = self.counts.executing[i].load(Ordering::Relaxed);
+            let highest = self.counts.highest[i].swap(now, Ordering::Relaxed).max(now);
             self.gauge.with_label_values(&[kind]).set(highest);
         }
         self.gauge.collect()
     }
 }
 
-static INFLIGHT: LazyLock<Arc<InflightWatermarks>> = LazyLock::new(|| {
+static INFLIGHT: LazyLock<InflightWatermarks> = LazyLock::new(|| {
     let gauge = IntGaugeVec::new(
         prometheus::Opts::new(
             "apiserver_current_inflight_requests",
@@ -166,27 +173,11 @@ static INFLIGHT: LazyLock<Arc<InflightWatermarks>> = LazyLock::new(|| {
         &["request_kind"],
     )
     .unwrap_or_else(|e| panic!("apiserver_current_inflight_requests: {e}"));
-    let w = Arc::new(InflightWatermarks {
+    register(InflightWatermarks {
         gauge,
-        executing: Default::default(),
-        highest: Default::default(),
-    });
-    register(SharedCollector(w.clone()));
-    w
+        counts: Arc::default(),
+    })
 });
-
-/// Registers an `Arc`'d collector.
-#[derive(Clone)]
-struct SharedCollector(Arc<InflightWatermarks>);
-
-impl Collector for SharedCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        self.0.desc()
-    }
-    fn collect(&self) -> Vec<MetricFamily> {
-        self.0.collect()
-    }
-}
 
 /// A request executing, counted in `apiserver_current_inflight_requests` until dropped.
 pub struct Executing(usize);
@@ -196,15 +187,15 @@ impl Executing {
     /// non-mutating verbs), mutating otherwise.
     pub fn start(verb: &str) -> Executing {
         let i = usize::from(!matches!(verb, "get" | "list" | "watch" | "head"));
-        let now = INFLIGHT.executing[i].fetch_add(1, Ordering::Relaxed) + 1;
-        INFLIGHT.highest[i].fetch_max(now, Ordering::Relaxed);
+        let now = INFLIGHT.counts.executing[i].fetch_add(1, Ordering::Relaxed) + 1;
+        INFLIGHT.counts.highest[i].fetch_max(now, Ordering::Relaxed);
         Executing(i)
     }
 }
 
 impl Drop for Executing {
     fn drop(&mut self) {
-        INFLIGHT.executing[self.0].fetch_sub(1, Ordering::Relaxed);
+        INFLIGHT.counts.executing[self.0].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -213,15 +204,7 @@ impl Drop for Executing {
 pub fn record_dropped(info: &RequestInfo, query: &str, headers: &http::HeaderMap) {
     let verb = reported_verb(info, headers);
     let dry_run = dry_run(query);
-    let scope = if !info.is_resource_request {
-        ""
-    } else if !info.name.is_empty() || info.verb == "create" {
-        "resource"
-    } else if !info.namespace.is_empty() {
-        "namespace"
-    } else {
-        "cluster"
-    };
+    let scope = clean_scope(info);
     let (group, version, resource) = if info.is_resource_request {
         (
             info.api_group.as_str(),
@@ -277,13 +260,7 @@ impl Monitor {
         headers: &http::HeaderMap,
         received: Instant,
     ) -> Monitor {
-        let scope = if !info.name.is_empty() || info.verb == "create" {
-            "resource"
-        } else if !info.namespace.is_empty() {
-            "namespace"
-        } else {
-            "cluster"
-        };
+        let scope = clean_scope(info);
         let verb = reported_verb(info, headers);
         let system_client = system_client(headers);
         Monitor {
@@ -430,6 +407,20 @@ pub fn reported_verb(info: &RequestInfo, headers: &http::HeaderMap) -> &'static 
         "delete" => "DELETE",
         "deletecollection" => "DELETECOLLECTION",
         _ => "other",
+    }
+}
+
+/// Upstream's `CleanScope`: `resource` for a named object or a create, `namespace` inside one,
+/// `cluster` for other resource requests, nothing for non-resource ones.
+fn clean_scope(info: &RequestInfo) -> &'static str {
+    if !info.name.is_empty() || info.verb == "create" {
+        "resource"
+    } else if !info.namespace.is_empty() {
+        "namespace"
+    } else if info.is_resource_request {
+        "cluster"
+    } else {
+        ""
     }
 }
 
