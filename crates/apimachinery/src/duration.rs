@@ -1,5 +1,6 @@
-//! Go's `k8s.io/apimachinery/pkg/util/duration.HumanDuration`: the ages of tables, shared by the
-//! built-in printers and the custom resources' `date` columns.
+//! Go's ways of writing durations: `k8s.io/apimachinery/pkg/util/duration.HumanDuration`, the
+//! ages of tables, shared by the built-in printers and the custom resources' `date` columns; and
+//! `time.Duration.String`, for flags' defaults and debug output that print Go durations.
 
 use chrono::TimeDelta;
 
@@ -76,9 +77,59 @@ pub fn human_duration(d: TimeDelta) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
+/// `d` as Go's `time.Duration.String` writes it: `0s`, `750ns`, `1.5µs`, `4.166666ms`, `15s`,
+/// `1m30s`, `2h0m0.5s`.
+pub fn go_string(d: std::time::Duration) -> String {
+    let nanos = d.as_nanos();
+    // `whole.fraction` of `v` in units of 10^digits, the fraction without trailing zeros.
+    let fraction = |v: u128, digits: u32, unit: &str| {
+        let scale = 10u128.pow(digits);
+        let (whole, part) = (v / scale, v % scale);
+        if part == 0 {
+            format!("{whole}{unit}")
+        } else {
+            let part = format!("{part:0width$}", width = digits as usize);
+            format!("{whole}.{}{unit}", part.trim_end_matches('0'))
+        }
+    };
+    match nanos {
+        0 => "0s".into(),
+        n if n < 1_000 => format!("{n}ns"),
+        n if n < 1_000_000 => fraction(n, 3, "µs"),
+        n if n < 1_000_000_000 => fraction(n, 6, "ms"),
+        n => {
+            let secs = n / 1_000_000_000;
+            let seconds = fraction(secs % 60 * 1_000_000_000 + n % 1_000_000_000, 9, "s");
+            match (secs / 3600, secs % 3600 / 60) {
+                (0, 0) => seconds,
+                (0, m) => format!("{m}m{seconds}"),
+                (h, m) => format!("{h}h{m}m{seconds}"),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_strings_are_gos() {
+        use std::time::Duration;
+        for (d, s) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_nanos(750), "750ns"),
+            (Duration::from_nanos(1_500), "1.5µs"),
+            (Duration::from_millis(5), "5ms"),
+            (Duration::from_nanos(4_166_666), "4.166666ms"),
+            (Duration::from_secs(15), "15s"),
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_millis(7_200_500), "2h0m0.5s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+        ] {
+            assert_eq!(go_string(d), s);
+        }
+    }
 
     fn secs(s: i64) -> TimeDelta {
         TimeDelta::seconds(s)

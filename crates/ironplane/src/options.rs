@@ -336,33 +336,6 @@ pub struct Options {
     pub logging_format: crate::logging::Format,
 }
 
-/// A duration as Go's `time.Duration.String` prints it (`15s`, `1m30s`, `500ms`).
-fn go_duration(d: Duration) -> String {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return "0s".into();
-    }
-    if nanos < 1_000_000_000 {
-        return match nanos {
-            n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
-            n if n % 1_000 == 0 => format!("{}µs", n / 1_000),
-            n => format!("{n}ns"),
-        };
-    }
-    let secs = d.as_secs();
-    let frac = d.subsec_nanos();
-    let mut seconds = format!("{}", secs % 60);
-    if frac > 0 {
-        let digits = format!("{frac:09}");
-        seconds = format!("{seconds}.{}", digits.trim_end_matches('0'));
-    }
-    match (secs / 3600, (secs % 3600) / 60) {
-        (0, 0) => format!("{seconds}s"),
-        (0, m) => format!("{m}m{seconds}s"),
-        (h, m) => format!("{h}h{m}m{seconds}s"),
-    }
-}
-
 /// Go-style durations: `500ms`, `5s`, `2m`, `1h`, or combinations like `1m30s`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
@@ -497,14 +470,14 @@ impl Options {
             if value.is_zero() {
                 errors.push(format!(
                     "{path}.{field}: Invalid value: \"{}\": must be greater than zero",
-                    go_duration(value)
+                    apimachinery::duration::go_string(value)
                 ));
             }
         }
         if self.leader_elect_lease_duration <= self.leader_elect_renew_deadline {
             errors.push(format!(
                 "{path}.leaseDuration: Invalid value: \"{}\": must be greater than `RenewDeadline`",
-                go_duration(self.leader_elect_renew_deadline)
+                apimachinery::duration::go_string(self.leader_elect_renew_deadline)
             ));
         }
         for (field, value) in [
