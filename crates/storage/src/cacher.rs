@@ -104,6 +104,8 @@ struct State {
     /// The revision the cache reflects.
     revision: i64,
     objects: BTreeMap<Arc<str>, Object>,
+    /// The bytes of `objects`, for the size estimate API Priority and Fairness reads.
+    bytes: usize,
     window: VecDeque<Arc<CachedEvent>>,
     /// Every event after this revision is in the window (upstream's "oldest - 1"): a watch from an
     /// older version is too old.
@@ -203,6 +205,7 @@ impl Shared {
     /// they saw and the new list are unknown, so they must re-watch (upstream does the same).
     fn replace(&self, items: Vec<Object>, revision: i64) {
         let mut state = self.write();
+        state.bytes = items.iter().map(|o| o.bytes.len()).sum();
         state.objects = items.into_iter().map(|o| (o.key.clone(), o)).collect();
         state.window.clear();
         state.window_from = revision;
@@ -211,7 +214,7 @@ impl Shared {
         state.watchers.clear();
         if let Some(m) = &self.options.metrics {
             m.cache_initialized();
-            m.cache_state(state.objects.len(), revision);
+            m.cache_state(state.objects.len(), state.bytes, revision);
         }
         drop(state);
         self.publish(revision);
@@ -237,8 +240,12 @@ impl Shared {
         let prev = if deleted {
             state.objects.remove(&object.key)
         } else {
+            state.bytes += object.bytes.len();
             state.objects.insert(object.key.clone(), object.clone())
         };
+        if let Some(p) = &prev {
+            state.bytes = state.bytes.saturating_sub(p.bytes.len());
+        }
         // The type comes from the cache's own state, so that it is consistent with what its
         // watchers have seen.
         let event = match (&prev, deleted) {
@@ -280,7 +287,7 @@ impl Shared {
         let revision = state.revision;
         if let Some(m) = &self.options.metrics {
             m.cache_event();
-            m.cache_state(state.objects.len(), revision);
+            m.cache_state(state.objects.len(), state.bytes, revision);
         }
         drop(state);
         self.publish(revision);
@@ -948,5 +955,56 @@ mod tests {
                 other => panic!("expected ADDED {name}, got {other:?}"),
             }
         }
+    }
+
+    /// The cache keeps its resource's object count and bytes for flow control's LIST estimate:
+    /// exact after a list, creates, updates and deletes.
+    #[tokio::test]
+    async fn the_cache_keeps_its_resources_count_and_bytes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kv = SqliteKv::open(&dir.path().join("state.db")).expect("open");
+        let store: Arc<dyn Store> = Arc::new(KvStore::new(kv, default_attrs()));
+        // One object before the cache starts: counted by its first list.
+        let first = store
+            .create("/registry/configmaps/ns/a", configmap("a"))
+            .await
+            .expect("create a");
+        let options = CacherOptions {
+            metrics: Some(ResourceMetrics::new("cachertests", "sizes")),
+            ..Default::default()
+        };
+        let cacher = Cacher::with_options(store, "/registry/configmaps/", default_attrs(), options);
+        let stats = || crate::metrics::stats("cachertests", "sizes");
+        // `want`: the count and the total bytes, whose integer average the stats give.
+        let wait_for = |(count, bytes): (i64, i64)| async move {
+            let want = (count, bytes / count);
+            for _ in 0..200 {
+                if stats().map(|s| (s.object_count, s.average_object_size)) == Some(want) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("stats {:?}, wanted {want:?}", stats());
+        };
+        let a = first.bytes.len() as i64;
+        wait_for((1, a)).await;
+        let mut big = configmap("b");
+        big["data"] = json!({"k": "x".repeat(1000)});
+        let b = cacher
+            .create("/registry/configmaps/ns/b", big.clone())
+            .await
+            .expect("create b");
+        wait_for((2, a + b.bytes.len() as i64)).await;
+        big["data"] = json!({"k": "y"});
+        let b2 = cacher
+            .update("/registry/configmaps/ns/b", big, b.resource_version)
+            .await
+            .expect("update b");
+        wait_for((2, a + b2.bytes.len() as i64)).await;
+        cacher
+            .delete("/registry/configmaps/ns/a", None)
+            .await
+            .expect("delete a");
+        wait_for((1, b2.bytes.len() as i64)).await;
     }
 }

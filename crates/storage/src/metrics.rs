@@ -10,14 +10,21 @@
 //!   closed for not keeping up), the LISTs it serves
 //!   (`apiserver_cache_list_{total,fetched_objects_total,returned_objects_total}`), and the
 //!   object counts upstream takes from etcd every minute (`apiserver_storage_objects`,
-//!   `apiserver_resource_objects`), kept exact here by the cache at each change.
+//!   `apiserver_resource_objects`, and `apiserver_resource_size_estimate_bytes`), kept exact
+//!   here by the cache at each change.
+//!
+//! The same counts and sizes are what API Priority and Fairness estimates a LIST's seats from
+//! (upstream's object-count tracker, fed by the same poll): [`stats`] reads them by group and
+//! resource.
 //!
 //! The families live in the `prometheus` crate's default registry, the process-wide one that
 //! `/metrics` serves (this crate sits below the server, so it registers there itself). A store
 //! or cache is given its group and resource once ([`ResourceMetrics`]): the labelled children are
 //! looked up then, so recording is an atomic add.
 
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock, RwLock};
 use std::time::Instant;
 
 use prometheus::core::Collector;
@@ -122,6 +129,13 @@ static RESOURCE_OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
         GR,
     )
 });
+static RESOURCE_SIZE_ESTIMATE: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        "apiserver_resource_size_estimate_bytes",
+        "Estimated size of stored objects in database. Estimate is based on sum of last observed sizes of serialized objects. In case of a fetching error, the value will be -1.",
+        GR,
+    )
+});
 static CACHE_EVENTS_RECEIVED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_watch_cache_events_received_total",
@@ -220,7 +234,43 @@ pub struct ResourceMetrics {
     events: OnceLock<[IntCounter; 2]>,
     initializations: OnceLock<IntCounter>,
     terminated_watchers: OnceLock<IntCounter>,
-    objects: OnceLock<[IntGauge; 3]>,
+    objects: OnceLock<[IntGauge; 4]>,
+    stats: OnceLock<Arc<StatsCell>>,
+}
+
+/// A resource's object count and the average size of its objects as the watch cache holds
+/// them (upstream's `storage.Stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub object_count: i64,
+    pub average_object_size: i64,
+}
+
+#[derive(Default)]
+struct StatsCell {
+    count: AtomicI64,
+    bytes: AtomicI64,
+}
+
+/// Every cached resource's stats, by group then resource (two levels, so that a lookup by
+/// borrowed names allocates nothing).
+type StatsTable = HashMap<String, HashMap<String, Arc<StatsCell>>>;
+static STATS: LazyLock<RwLock<StatsTable>> = LazyLock::new(Default::default);
+
+/// The object count and average size of `resource` in `group`, when a watch cache keeps them.
+pub fn stats(group: &str, resource: &str) -> Option<Stats> {
+    let table = STATS.read().unwrap_or_else(|p| p.into_inner());
+    let cell = table.get(group)?.get(resource)?;
+    let object_count = cell.count.load(Ordering::Relaxed);
+    let bytes = cell.bytes.load(Ordering::Relaxed);
+    Some(Stats {
+        object_count,
+        average_object_size: if object_count > 0 {
+            bytes / object_count
+        } else {
+            0
+        },
+    })
 }
 
 impl std::fmt::Debug for ResourceMetrics {
@@ -243,6 +293,7 @@ impl ResourceMetrics {
             initializations: OnceLock::new(),
             terminated_watchers: OnceLock::new(),
             objects: OnceLock::new(),
+            stats: OnceLock::new(),
         })
     }
 
@@ -291,9 +342,10 @@ impl ResourceMetrics {
         r.inc_by(returned as u64);
     }
 
-    /// The watch cache's state after a change: its object count and revision.
-    pub fn cache_state(&self, objects: usize, revision: i64) {
-        let [o, ro, rv] = self.objects.get_or_init(|| {
+    /// The watch cache's state after a change: its object count, the bytes of its objects, and
+    /// its revision.
+    pub fn cache_state(&self, objects: usize, bytes: usize, revision: i64) {
+        let [o, ro, size, rv] = self.objects.get_or_init(|| {
             // `apiserver_storage_objects` names the resource as `resource.group`.
             let qualified = if self.group.is_empty() {
                 self.resource.clone()
@@ -303,12 +355,26 @@ impl ResourceMetrics {
             [
                 OBJECTS.with_label_values(&[qualified.as_str()]),
                 RESOURCE_OBJECTS.with_label_values(&self.gr()),
+                RESOURCE_SIZE_ESTIMATE.with_label_values(&self.gr()),
                 CACHE_RESOURCE_VERSION.with_label_values(&self.gr()),
             ]
         });
         o.set(objects as i64);
         ro.set(objects as i64);
+        size.set(bytes as i64);
         rv.set(revision);
+        let cell = self.stats.get_or_init(|| {
+            let cell = Arc::new(StatsCell::default());
+            STATS
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(self.group.clone())
+                .or_default()
+                .insert(self.resource.clone(), cell.clone());
+            cell
+        });
+        cell.count.store(objects as i64, Ordering::Relaxed);
+        cell.bytes.store(bytes as i64, Ordering::Relaxed);
     }
 
     /// An event received from storage and dispatched to the cache's watchers.
@@ -347,7 +413,7 @@ mod tests {
         let m = ResourceMetrics::new("apps", "metricstests");
         m.backend_request(Operation::Update, Instant::now(), true);
         m.storage_list(5, 5, 2);
-        m.cache_state(7, 42);
+        m.cache_state(7, 7_000, 42);
         let text = {
             let mut out = Vec::new();
             prometheus::Encoder::encode(
@@ -365,8 +431,17 @@ mod tests {
             "apiserver_storage_list_returned_objects_total{group=\"apps\",resource=\"metricstests\"} 2",
             "apiserver_storage_objects{resource=\"metricstests.apps\"} 7",
             "apiserver_watch_cache_resource_version{group=\"apps\",resource=\"metricstests\"} 42",
+            "apiserver_resource_size_estimate_bytes{group=\"apps\",resource=\"metricstests\"} 7000",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+        assert_eq!(
+            stats("apps", "metricstests"),
+            Some(Stats {
+                object_count: 7,
+                average_object_size: 1_000
+            })
+        );
+        assert_eq!(stats("apps", "nothing"), None);
     }
 }

@@ -267,6 +267,10 @@ impl Kv for TransformingKv {
     async fn compact(&self, revision: i64) -> Result<(), KvError> {
         self.inner.compact(revision).await
     }
+
+    fn consistent_reads_from_cache(&self) -> bool {
+        self.inner.consistent_reads_from_cache()
+    }
 }
 
 #[cfg(test)]
