@@ -396,6 +396,11 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         ),
         !opts.enable_priority_and_fairness,
     );
+    // Its consumer: the stored configuration in effect.
+    let apf_consumer_hook = Check::new(
+        "poststarthook/priority-and-fairness-config-consumer",
+        !opts.enable_priority_and_fairness,
+    );
     let shutdown_check = Check::new("shutdown", true);
     let health = Health {
         common: vec![
@@ -421,7 +426,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         .chain([crd_synced.clone()])
         .chain(aggregator_hooks)
         .chain([apiservices_synced.clone()])
-        .chain(opts.enable_priority_and_fairness.then(|| apf_hook.clone()))
+        .chain(
+            opts.enable_priority_and_fairness
+                .then(|| [apf_consumer_hook.clone(), apf_hook.clone()])
+                .into_iter()
+                .flatten(),
+        )
         .chain(encryption.reload_hook.clone())
         .collect(),
         shutdown: Some(shutdown_check.clone()),
@@ -449,6 +459,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             (opts.max_requests_inflight + opts.max_mutating_requests_inflight) as u64,
         )
     });
+    if let Some(fc) = &flow_control {
+        // LISTs without a resourceVersion cost what a read from storage costs where the watch
+        // cache cannot serve consistent reads (etcd before progress requests).
+        fc.set_object_stats(Arc::new(apiserver::flowcontrol::width::StorageStats {
+            consistent_reads_from_cache: kv.consistent_reads_from_cache(),
+        }));
+    }
     server.flow_control = flow_control.clone();
     server.documents = tokens.discovery_documents(&format!("{url_host}:{}", addr.port()));
     // Upstream audits only with both a policy and a backend.
@@ -554,7 +571,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     // Priority and fairness: the configuration read from storage, and its bootstrap objects
     // (`priority-and-fairness-config-producer`) written and kept up to date.
     if let Some(fc) = flow_control {
-        tokio::spawn(fc.run(resources.clone()));
+        tokio::spawn(fc.run(resources.clone(), move || apf_consumer_hook.set(true)));
         tokio::spawn(ironplane_kube::flowcontrol_bootstrap::run(
             resources.clone(),
             move || apf_hook.set(true),

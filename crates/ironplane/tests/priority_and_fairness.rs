@@ -131,6 +131,16 @@ fn a_flooding_flow_is_limited_while_others_are_served() {
         "20",
     ]);
 
+    // Readiness waits for both of flow control's hooks: the stored configuration in effect,
+    // and the bootstrap objects written.
+    let readyz = server.kubectl(&["get", "--raw", "/readyz?verbose"]);
+    for hook in [
+        "[+]poststarthook/priority-and-fairness-config-consumer ok",
+        "[+]poststarthook/priority-and-fairness-config-producer ok",
+    ] {
+        assert!(readyz.lines().any(|l| l == hook), "{hook} in {readyz}");
+    }
+
     // The bootstrap configuration is there once the server is ready, annotated as kept up to
     // date, written by upstream's field manager.
     let names = |resource: &str| {
@@ -273,9 +283,31 @@ fn a_flooding_flow_is_limited_while_others_are_served() {
         assert_eq!(row["pl"], flood_pl.as_str(), "{row}");
     }
     let r = rejected[0];
+    // The level's first drops ask for 1 s; later ones for more as the flood goes on, never
+    // more than 32 s (upstream's dropped-requests tracker; its rule is unit-tested).
     assert_eq!(r["retry_after"], "1");
+    let waits: Vec<u64> = rejected
+        .iter()
+        .map(|r| r["retry_after"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(waits.iter().all(|w| (1..=32).contains(w)), "{waits:?}");
+    eprintln!("Retry-After of the 429s: {waits:?}");
     assert_eq!(r["content_type"], "text/plain; charset=utf-8");
     assert_eq!(r["body"], "Too many requests, please try again later.\n");
+
+    // LIST estimates read the watch cache's counts and sizes, which /metrics shows too: the 50
+    // ConfigMaps of 8 KiB at least.
+    let metrics = server.kubectl(&["get", "--raw", "/metrics"]);
+    let size: f64 = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("apiserver_resource_size_estimate_bytes{")
+                && l.contains("resource=\"configmaps\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no configmaps size estimate in /metrics"));
+    assert!(size >= 50.0 * 8192.0, "{size}");
 
     // The dumps, for those who may read them.
     let dump = server.kubectl(&[

@@ -858,23 +858,33 @@ async fn priority_and_fairness(
     }
     match outcome {
         Outcome::Execute(classification, execution) => {
+            // A watch counts for the writes' estimates until its response ends.
+            let watch = fc.track_watch(&info);
             let mut r = call_next(next, req).await;
             drop(execution);
             set_headers(&mut r, &classification);
-            r
+            match watch {
+                Some(watch) => {
+                    let (parts, body) = r.into_parts();
+                    let body = response::completing(body, Box::new(move || drop(watch)));
+                    http::Response::from_parts(parts, body)
+                }
+                None => r,
+            }
         }
         Outcome::Reject(classification) => {
-            let mut r = apf_too_many_requests();
+            let retry_after = fc.record_dropped(&classification.priority_level);
+            let mut r = apf_too_many_requests(retry_after);
             set_headers(&mut r, &classification);
             r
         }
-        Outcome::Unclassified => apf_too_many_requests(),
+        Outcome::Unclassified => apf_too_many_requests(1),
     }
 }
 
 /// Upstream's answer when flow control turns a request away: Go's `http.Error`, a plain-text
 /// line rather than a `Status`, with `Retry-After`.
-fn apf_too_many_requests() -> Response {
+fn apf_too_many_requests(retry_after: i64) -> Response {
     let mut r = response::raw(
         http::StatusCode::TOO_MANY_REQUESTS,
         "text/plain; charset=utf-8",
@@ -882,7 +892,7 @@ fn apf_too_many_requests() -> Response {
     );
     r.headers_mut().insert(
         http::header::RETRY_AFTER,
-        http::HeaderValue::from_static("1"),
+        http::HeaderValue::from(retry_after),
     );
     r.headers_mut().insert(
         http::header::X_CONTENT_TYPE_OPTIONS,

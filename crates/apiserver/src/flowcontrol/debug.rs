@@ -156,9 +156,9 @@ pub fn dump_requests(fc: &FlowControl, include_details: bool) -> String {
                 index.to_string(),
                 r.distinguisher.clone(),
                 rfc3339_nano(r.arrive),
-                r.seats.to_string(),
-                "0".into(),
-                "0s".into(),
+                r.work.initial_seats.to_string(),
+                r.work.final_seats.to_string(),
+                apimachinery::duration::go_string(r.work.additional_latency),
                 // Go's zero time for a request that has not started.
                 r.start
                     .map(rfc3339_nano)

@@ -23,14 +23,18 @@
 //! Upstream's target adds the demand's standard deviation to its mean; here the period's high
 //! watermark stands for both.
 //!
-//! Not built (yet): the watch-count part of the mutating work estimate, and the growing
-//! Retry-After of upstream's dropped-requests tracker (always 1 s).
+//! A request's seats are upstream's work estimate (`width`): LISTs by the bytes they hold,
+//! writes by the watches they send events to (`watch_tracker`, kept by the filter), bounded per
+//! level as upstream's max-seats tracker bounds them. A turned-away request's `Retry-After` grows
+//! with its level's drops (`dropped_requests`).
 
 pub mod bootstrap;
 pub mod config;
 pub mod debug;
+pub mod dropped_requests;
 pub mod metrics;
 pub mod queueset;
+pub mod watch_tracker;
 pub mod width;
 
 use std::collections::{BTreeMap, HashMap};
@@ -64,6 +68,8 @@ pub struct Level {
     pub config: PriorityLevel,
     pub seats: Seats,
     pub queues: Arc<QueueSet>,
+    /// The most seats one request's estimate may take here; 0 for no bound of the level's own.
+    pub max_seats: u64,
 }
 
 #[derive(Default)]
@@ -77,8 +83,10 @@ pub struct FlowControl {
     /// Each level's smoothed seat demand, for borrowing.
     smoothed_demand: Mutex<HashMap<String, f64>>,
     in_effect: RwLock<Arc<InEffect>>,
-    /// Object counts for the LIST width estimate, when something keeps them.
-    object_counts: RwLock<Option<Arc<dyn width::ObjectCounts>>>,
+    /// Object counts and sizes for the LIST estimate.
+    object_stats: RwLock<Arc<dyn width::ObjectStats>>,
+    watches: Arc<watch_tracker::WatchTracker>,
+    dropped: dropped_requests::DroppedRequests,
 }
 
 /// What the filter learns of a request: the matched schema and level, and the outcome.
@@ -132,17 +140,32 @@ impl FlowControl {
             server_limit,
             smoothed_demand: Mutex::new(HashMap::new()),
             in_effect: RwLock::new(Arc::new(InEffect::default())),
-            object_counts: RwLock::new(None),
+            object_stats: RwLock::new(Arc::new(width::StorageStats {
+                consistent_reads_from_cache: true,
+            })),
+            watches: Arc::default(),
+            dropped: Default::default(),
         });
         this.update(&[], &[]);
         this
     }
 
-    pub fn set_object_counts(&self, counts: Arc<dyn width::ObjectCounts>) {
-        *self
-            .object_counts
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = Some(counts);
+    /// Where LIST estimates read object counts and sizes (the watch caches' by default).
+    pub fn set_object_stats(&self, stats: Arc<dyn width::ObjectStats>) {
+        *self.object_stats.write().unwrap_or_else(|p| p.into_inner()) = stats;
+    }
+
+    /// Registers a watch that flow control let run, until the registration drops.
+    pub fn track_watch(&self, info: &RequestInfo) -> Option<watch_tracker::Registration> {
+        self.watches.register(info)
+    }
+
+    /// Notes a request of `priority_level` turned away; the `Retry-After` to answer with.
+    pub fn record_dropped(&self, priority_level: &str) -> i64 {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        self.dropped.record(priority_level, now)
     }
 
     fn current(&self) -> Arc<InEffect> {
@@ -165,6 +188,12 @@ impl FlowControl {
         let old = self.current();
         let mut levels = BTreeMap::new();
         for (pl, seats) in digest.priority_levels.iter().zip(seats) {
+            let max_seats = match pl.limit_response {
+                LimitResponse::Queue { hand_size, .. } if !pl.exempt => {
+                    width::level_max_seats(seats.nominal, hand_size)
+                }
+                _ => 0,
+            };
             let (limit, queuing) = if pl.exempt {
                 (None, None)
             } else {
@@ -200,6 +229,7 @@ impl FlowControl {
                     config: pl.clone(),
                     seats,
                     queues,
+                    max_seats,
                 }),
             );
         }
@@ -286,12 +316,19 @@ impl FlowControl {
         let Some(level) = in_effect.levels.get(&pl.name).cloned() else {
             return Outcome::Reject(classification);
         };
-        let counts = self
-            .object_counts
+        let stats = self
+            .object_stats
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let seats = width::estimate(info, query, counts.as_deref());
+        let work = width::estimate(
+            info,
+            query,
+            Some(stats.as_ref()),
+            level.max_seats,
+            self.watches.interested(info),
+        );
+        let seats = work.max_seats();
         let distinguisher = fs.flow_distinguisher(user, info);
         let flow = queueset::flow_hash(&fs.name, &distinguisher);
         let dump = RequestDump {
@@ -299,7 +336,7 @@ impl FlowControl {
             distinguisher,
             user: user.name.clone(),
             info: info.clone(),
-            seats,
+            work,
             arrive: SystemTime::now(),
             start: None,
         };
@@ -365,8 +402,9 @@ impl FlowControl {
 
     /// Keeps the configuration in step with the stored FlowSchemas and
     /// PriorityLevelConfigurations, and their `Dangling` conditions written, until the process
-    /// ends.
-    pub async fn run(self: Arc<Self>, api: Arc<ApiResources>) {
+    /// ends. `on_synced` is called once the stored configuration is first in effect (upstream's
+    /// `priority-and-fairness-config-consumer` hook).
+    pub async fn run(self: Arc<Self>, api: Arc<ApiResources>, on_synced: impl FnOnce()) {
         const GROUP: &str = "flowcontrol.apiserver.k8s.io";
         let (Some(fs_store), Some(pl_store)) = (
             api.get(GROUP, "v1", "flowschemas").cloned(),
@@ -381,6 +419,8 @@ impl FlowControl {
         struct Seen {
             flow_schemas: HashMap<String, Value>,
             priority_levels: HashMap<String, Value>,
+            /// Lists received: the stored configuration is known once both kinds are listed.
+            listed: u8,
         }
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (changed, mut changes) = tokio::sync::watch::channel(());
@@ -396,6 +436,9 @@ impl FlowControl {
             move |delta: Delta| {
                 {
                     let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    if matches!(delta, Delta::Replace(_)) {
+                        s.listed = s.listed.saturating_add(1);
+                    }
                     let map = pick(&mut s);
                     match delta {
                         Delta::Replace(all) => {
@@ -434,18 +477,25 @@ impl FlowControl {
             groups: vec!["system:masters".into(), "system:authenticated".into()],
             ..Default::default()
         };
+        let mut on_synced = Some(on_synced);
         loop {
             if changes.changed().await.is_err() {
                 return;
             }
-            let (flow_schemas, priority_levels): (Vec<Value>, Vec<Value>) = {
+            let (flow_schemas, priority_levels, listed): (Vec<Value>, Vec<Value>, u8) = {
                 let s = seen.lock().unwrap_or_else(|p| p.into_inner());
                 (
                     s.flow_schemas.values().cloned().collect(),
                     s.priority_levels.values().cloned().collect(),
+                    s.listed,
                 )
             };
             self.update(&flow_schemas, &priority_levels);
+            if listed >= 2
+                && let Some(f) = on_synced.take()
+            {
+                f();
+            }
             for fs in &flow_schemas {
                 let Some(config) = dangling_status(fs, &priority_levels) else {
                     continue;

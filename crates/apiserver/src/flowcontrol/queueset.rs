@@ -17,8 +17,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
+use super::width::WorkEstimate;
 use crate::request::RequestInfo;
 
 /// The service time a request is assumed to take until it ends (upstream's
@@ -32,9 +33,17 @@ pub struct RequestDump {
     pub distinguisher: String,
     pub user: String,
     pub info: RequestInfo,
-    pub seats: u64,
+    pub work: WorkEstimate,
     pub arrive: SystemTime,
     pub start: Option<SystemTime>,
+}
+
+impl RequestDump {
+    /// The seats the request takes from its dispatch to the end of its additional latency
+    /// (upstream's `MaxSeats`).
+    pub fn seats(&self) -> u64 {
+        self.work.max_seats()
+    }
 }
 
 /// Queuing parameters; `None` for a `Reject` level or the exempt level.
@@ -61,7 +70,7 @@ struct Queue {
 
 impl Queue {
     fn waiting_seats(&self) -> u64 {
-        self.waiting.iter().map(|w| w.dump.seats).sum()
+        self.waiting.iter().map(|w| w.dump.seats()).sum()
     }
 
     fn is_idle(&self) -> bool {
@@ -134,10 +143,11 @@ pub enum Admission {
     Rejected(Rejection),
 }
 
-/// A running request's seats; given back when dropped.
+/// A running request's seats; given back when dropped, or its additional latency after that.
 pub struct Ticket {
     set: Arc<QueueSet>,
     id: u64,
+    additional_latency: Duration,
 }
 
 /// A queued request: `wait` until dispatched or the deadline; dropping it leaves the queue.
@@ -148,6 +158,7 @@ pub struct Waiter {
     ready: Option<tokio::sync::oneshot::Receiver<()>>,
     /// Dispatched or given up: nothing left for `drop` to undo.
     settled: bool,
+    additional_latency: Duration,
 }
 
 /// The queue indices of a flow's hand: `hand_size` distinct queues of `deck`, dealt from the
@@ -242,12 +253,13 @@ impl QueueSet {
 
     /// Admits a request of `flow` (its hash), now, later, or never.
     pub fn enqueue(self: &Arc<Self>, flow: u64, dump: RequestDump) -> Admission {
+        let additional_latency = dump.work.additional_latency;
         let mut s = self.lock();
         s.advance();
         let id = s.next_id;
         s.next_id += 1;
         let Some(queuing) = s.queuing.filter(|q| q.queues > 0) else {
-            if !s.can_accommodate(dump.seats) {
+            if !s.can_accommodate(dump.seats()) {
                 s.counts.rejected += 1;
                 return Admission::Rejected(Rejection::ConcurrencyLimit);
             }
@@ -256,6 +268,7 @@ impl QueueSet {
             return Admission::Dispatched(Ticket {
                 set: self.clone(),
                 id,
+                additional_latency,
             });
         };
         // The least loaded queue of the flow's hand.
@@ -277,7 +290,7 @@ impl QueueSet {
             queue.next_dispatch_r = current_r;
         }
         let (ready, rx) = tokio::sync::oneshot::channel();
-        let seats = dump.seats;
+        let seats = dump.seats();
         queue.waiting.push_back(Waiting { id, dump, ready });
         s.waiting_seats += seats;
         s.note_demand();
@@ -286,6 +299,7 @@ impl QueueSet {
             return Admission::Dispatched(Ticket {
                 set: self.clone(),
                 id,
+                additional_latency,
             });
         }
         Admission::Queued(Waiter {
@@ -294,6 +308,7 @@ impl QueueSet {
             queue: index,
             ready: Some(rx),
             settled: false,
+            additional_latency,
         })
     }
 
@@ -303,13 +318,13 @@ impl QueueSet {
         let Some(done) = s.executing.remove(&id) else {
             return;
         };
-        s.seats_in_use -= done.dump.seats;
+        s.seats_in_use -= done.dump.seats();
         if let Some(q) = done.queue.and_then(|i| s.queues.get_mut(i)) {
             q.executing -= 1;
-            q.seats_in_use -= done.dump.seats;
+            q.seats_in_use -= done.dump.seats();
             // The dispatch charged the estimate; charge what the request really took.
             let actual = done.started.elapsed().as_secs_f64();
-            q.next_dispatch_r -= done.dump.seats as f64 * (ESTIMATED_SERVICE_SECONDS - actual);
+            q.next_dispatch_r -= done.dump.seats() as f64 * (ESTIMATED_SERVICE_SECONDS - actual);
         }
         s.dispatch_as_much_as_possible();
     }
@@ -395,7 +410,7 @@ impl State {
     fn remove_waiting(&mut self, queue: usize, id: u64) -> Option<u64> {
         let q = self.queues.get_mut(queue)?;
         let pos = q.waiting.iter().position(|w| w.id == id)?;
-        q.waiting.remove(pos).map(|w| w.dump.seats)
+        q.waiting.remove(pos).map(|w| w.dump.seats())
     }
 
     fn note_demand(&mut self) {
@@ -412,7 +427,7 @@ impl State {
     }
 
     fn start(&mut self, id: u64, queue: Option<usize>, mut dump: RequestDump) {
-        self.seats_in_use += dump.seats;
+        self.seats_in_use += dump.seats();
         self.counts.dispatched += 1;
         dump.start = Some(SystemTime::now());
         self.executing.insert(
@@ -441,7 +456,7 @@ impl State {
                 }
             }
             let Some(i) = best else { return };
-            let Some(seats) = self.queues[i].waiting.front().map(|w| w.dump.seats) else {
+            let Some(seats) = self.queues[i].waiting.front().map(|w| w.dump.seats()) else {
                 return;
             };
             if !self.can_accommodate(seats) {
@@ -486,6 +501,7 @@ impl Waiter {
         Ok(Ticket {
             set: self.set.clone(),
             id: self.id,
+            additional_latency: self.additional_latency,
         })
     }
 }
@@ -509,6 +525,17 @@ impl Drop for Waiter {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        // A write keeps its final seats for the watch events it causes, after it ends.
+        if !self.additional_latency.is_zero()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (set, id, after) = (self.set.clone(), self.id, self.additional_latency);
+            runtime.spawn(async move {
+                tokio::time::sleep(after).await;
+                set.finish(id);
+            });
+            return;
+        }
         self.set.finish(self.id);
     }
 }
@@ -523,7 +550,7 @@ mod tests {
             distinguisher: flow.into(),
             user: flow.into(),
             info: RequestInfo::parse(&http::Method::GET, "/api/v1/pods", ""),
-            seats,
+            work: WorkEstimate::seats(seats),
             arrive: SystemTime::now(),
             start: None,
         }
@@ -666,6 +693,28 @@ mod tests {
             qs.enqueue(0, request("a", 1)),
             Admission::Rejected(Rejection::QueueFull)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_write_keeps_its_final_seats_for_its_additional_latency() {
+        let set = QueueSet::new(Some(4), None);
+        let mut write = request("w", 1);
+        write.work = WorkEstimate {
+            initial_seats: 1,
+            final_seats: 3,
+            additional_latency: Duration::from_millis(100),
+        };
+        let ticket = dispatched(set.enqueue(1, write));
+        assert_eq!(set.dump().seats_in_use, 3, "its most seats from its start");
+        assert!(matches!(
+            set.enqueue(2, request("r", 2)),
+            Admission::Rejected(Rejection::ConcurrencyLimit)
+        ));
+        drop(ticket);
+        assert_eq!(set.dump().seats_in_use, 3, "still held after it ends");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(set.dump().seats_in_use, 0, "given back after the latency");
+        drop(dispatched(set.enqueue(2, request("r", 2))));
     }
 
     #[test]
