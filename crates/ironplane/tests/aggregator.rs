@@ -933,6 +933,20 @@ spec:
         })
     });
 
+    // HTTP/2 when the extension server offers it.
+    let names = server.kubectl(&["-n", "wardle", "get", "flunders", "-o", "name"]);
+    assert_eq!(names.trim(), "flunder.wardle.example.com/alpha");
+    let list = extension
+        .seen()
+        .into_iter()
+        .rfind(|s| s.path == "/apis/wardle.example.com/v1alpha1/namespaces/wardle/flunders")
+        .expect("the list reached the extension server");
+    assert_eq!(list.version, "HTTP/2.0", "{list:?}");
+    // An upgrade is still made over HTTP/1.1 (HTTP/2 has none).
+    let echoed = upgraded_echo(&server, b"upgraded over HTTP/1.1\n");
+    assert!(echoed.0.starts_with("HTTP/1.1 101"), "{}", echoed.0);
+    assert_eq!(echoed.1, b"upgraded over HTTP/1.1\n");
+
     // Discovery, legacy and aggregated: built-in groups, then the extension's before the custom
     // group that sorts after it.
     wait_until("the extension's group in discovery", 30, || {
@@ -979,18 +993,4 @@ spec:
         assert!(at("apps") < at(GROUP), "{names:?}");
         assert!(at(GROUP) < at("aaa.example.com"), "{names:?}");
     }
-
-    // HTTP/2 when the extension server offers it.
-    let names = server.kubectl(&["-n", "wardle", "get", "flunders", "-o", "name"]);
-    assert_eq!(names.trim(), "flunder.wardle.example.com/alpha");
-    let list = extension
-        .seen()
-        .into_iter()
-        .rfind(|s| s.path == "/apis/wardle.example.com/v1alpha1/namespaces/wardle/flunders")
-        .expect("the list reached the extension server");
-    assert_eq!(list.version, "HTTP/2.0", "{list:?}");
-    // An upgrade is still made over HTTP/1.1 (HTTP/2 has none).
-    let echoed = upgraded_echo(&server, b"upgraded over HTTP/1.1\n");
-    assert!(echoed.0.starts_with("HTTP/1.1 101"), "{}", echoed.0);
-    assert_eq!(echoed.1, b"upgraded over HTTP/1.1\n");
 }
