@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
+use apiserver::endpoints::ApiResources;
 use apiserver::registry::{DeleteOptions, Requester, UpdateOptions};
 use serde_json::{Value, json};
 
@@ -145,6 +146,15 @@ fn user() -> UserInfo {
     }
 }
 
+/// The group versions this server serves itself, each once, in its order.
+pub(crate) fn builtin_group_versions(api: &ApiResources) -> Vec<(String, String)> {
+    let mut seen = BTreeSet::new();
+    api.infos()
+        .filter(|i| seen.insert((i.group.clone(), i.version.clone())))
+        .map(|i| (i.group.clone(), i.version.clone()))
+        .collect()
+}
+
 /// Runs autoregistration until the process ends.
 pub(crate) async fn run(agg: Arc<Aggregator>) {
     let Some(store) = agg
@@ -154,14 +164,7 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
     else {
         return;
     };
-    let builtin: Vec<(String, String)> = {
-        let mut seen = BTreeSet::new();
-        agg.api
-            .infos()
-            .filter(|i| seen.insert((i.group.clone(), i.version.clone())))
-            .map(|i| (i.group.clone(), i.version.clone()))
-            .collect()
-    };
+    let builtin = builtin_group_versions(&agg.api);
     let at_start: BTreeSet<String> = agg.snapshot().iter().map(|s| s.name.clone()).collect();
     let mut synced: BTreeSet<String> = BTreeSet::new();
     let mut last: Option<(BTreeMap<String, Desired>, BTreeMap<String, String>)> = None;

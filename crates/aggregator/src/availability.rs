@@ -9,13 +9,13 @@
 //!
 //! A remote APIService is checked when it, its Service or its EndpointSlices change, every 30 s
 //! after a pass, and after a failure again with the per-item exponential backoff of upstream's
-//! queue (5 ms doubling, at most 30 s). The condition is written only when it changes (its
+//! queue (5 ms doubling, at most 30 s); up to five are checked at once, each by itself. The condition is written only when it changes (its
 //! `lastTransitionTime` only when its status does), and the metrics follow every check:
 //! `aggregator_unavailable_apiservice` (1 while unavailable) and
 //! `aggregator_unavailable_apiservice_total` (transitions to unavailable, by reason).
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use apimachinery::Status;
@@ -26,7 +26,7 @@ use prometheus::{GaugeVec, IntCounterVec, Opts};
 use serde_json::{Value, json};
 use storage::{ListOptions, ResourceVersion};
 
-use crate::{Aggregator, ApiService, ServiceRef};
+use crate::{Aggregator, ApiService, Readiness, ServiceRef};
 
 static UNAVAILABLE: LazyLock<GaugeVec> = LazyLock::new(|| {
     apiserver::metrics::register(
@@ -93,15 +93,35 @@ struct Schedule {
     fingerprint: String,
     due: Option<Instant>,
     failures: u32,
+    /// A check of it is under way (one at a time per APIService, as upstream's queue has it).
+    running: bool,
+    /// It has been checked at least once.
+    checked: bool,
 }
 
-/// Runs the local and remote availability controllers until the process ends.
-pub(crate) async fn run(agg: Arc<Aggregator>) {
-    let mut schedules: HashMap<String, Schedule> = HashMap::new();
+type Schedules = Arc<Mutex<HashMap<String, Schedule>>>;
+
+/// Remote checks under way at once at most: upstream's remote controller runs five workers, so
+/// that one slow extension server (a discovery request waits up to 5 s) holds up only its own.
+const WORKERS: usize = 5;
+
+/// Runs the local and remote availability controllers until the process ends; sets
+/// `apiservice-discovery-controller` once every remote APIService there at start has been
+/// checked (its discovery fetched or failed).
+pub(crate) async fn run(agg: Arc<Aggregator>, readiness: Arc<Readiness>) {
+    let schedules: Schedules = Arc::default();
+    let workers = Arc::new(tokio::sync::Semaphore::new(WORKERS));
+    let mut awaited: Option<Vec<String>> = None;
     loop {
         let now = Instant::now();
         let all = agg.snapshot();
-        schedules.retain(|name, _| all.iter().any(|s| &s.name == name));
+        lock(&schedules).retain(|name, _| all.iter().any(|s| &s.name == name));
+        let awaiting = awaited.get_or_insert_with(|| {
+            all.iter()
+                .filter(|s| s.service.is_some())
+                .map(|s| s.name.clone())
+                .collect()
+        });
         for apiservice in &all {
             let Some(service) = &apiservice.service else {
                 let local = Condition::new(
@@ -112,37 +132,80 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
                 record(&agg, apiservice, &local).await;
                 continue;
             };
-            let schedule = schedules.entry(apiservice.name.clone()).or_default();
             let fingerprint = fingerprint(&agg, apiservice, service).await;
-            let changed = fingerprint != schedule.fingerprint;
-            if !changed && schedule.due.is_some_and(|due| now < due) {
-                continue;
+            {
+                let mut schedules = lock(&schedules);
+                let schedule = schedules.entry(apiservice.name.clone()).or_default();
+                let changed = fingerprint != schedule.fingerprint;
+                if schedule.running || (!changed && schedule.due.is_some_and(|due| now < due)) {
+                    continue;
+                }
+                schedule.fingerprint = fingerprint;
+                schedule.running = true;
             }
-            schedule.fingerprint = fingerprint;
-            let (condition, resources) = check(&agg, apiservice, service).await;
-            if let Some(rows) = resources {
-                agg.remote_resources
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(apiservice.name.clone(), rows);
-            }
-            if condition.status == "True" {
-                crate::openapi::refresh(&agg, apiservice).await;
-            }
-            let written = record(&agg, apiservice, &condition).await;
-            if condition.status == "True" && written {
-                schedule.failures = 0;
-                schedule.due = Some(Instant::now() + RESYNC);
-            } else {
-                // Upstream's queue: 5 ms doubling per failure of this item, at most 30 s.
-                schedule.failures = schedule.failures.saturating_add(1);
-                let backoff = Duration::from_millis(5)
-                    .saturating_mul(1u32 << schedule.failures.min(20))
-                    .min(RESYNC);
-                schedule.due = Some(Instant::now() + backoff);
+            tokio::spawn(check_and_record(
+                agg.clone(),
+                apiservice.clone(),
+                schedules.clone(),
+                workers.clone(),
+            ));
+        }
+        if !awaiting.is_empty() || !readiness.discovery.is_ok() {
+            let schedules = lock(&schedules);
+            // A deleted one is no longer waited for.
+            awaiting.retain(|name| schedules.get(name).is_some_and(|s| !s.checked));
+            if awaiting.is_empty() {
+                readiness.discovery.set(true);
             }
         }
         tokio::time::sleep(TICK).await;
+    }
+}
+
+fn lock(schedules: &Schedules) -> std::sync::MutexGuard<'_, HashMap<String, Schedule>> {
+    schedules.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One remote APIService's check, on one of the workers: the condition written, the discovery
+/// rows and OpenAPI documents kept, and when to check it again.
+async fn check_and_record(
+    agg: Arc<Aggregator>,
+    apiservice: Arc<ApiService>,
+    schedules: Schedules,
+    workers: Arc<tokio::sync::Semaphore>,
+) {
+    // The semaphore is never closed; were it, the check would run without a worker.
+    let _worker = workers.acquire_owned().await.ok();
+    let Some(service) = &apiservice.service else {
+        return;
+    };
+    let (condition, resources) = check(&agg, &apiservice, service).await;
+    if let Some(rows) = resources {
+        agg.remote_resources
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(apiservice.name.clone(), rows);
+    }
+    if condition.status == "True" {
+        crate::openapi::refresh(&agg, &apiservice).await;
+    }
+    let written = record(&agg, &apiservice, &condition).await;
+    let mut schedules = lock(&schedules);
+    let Some(schedule) = schedules.get_mut(&apiservice.name) else {
+        return;
+    };
+    schedule.running = false;
+    schedule.checked = true;
+    if condition.status == "True" && written {
+        schedule.failures = 0;
+        schedule.due = Some(Instant::now() + RESYNC);
+    } else {
+        // Upstream's queue: 5 ms doubling per failure of this item, at most 30 s.
+        schedule.failures = schedule.failures.saturating_add(1);
+        let backoff = Duration::from_millis(5)
+            .saturating_mul(1u32 << schedule.failures.min(20))
+            .min(RESYNC);
+        schedule.due = Some(Instant::now() + backoff);
     }
 }
 

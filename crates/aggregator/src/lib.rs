@@ -12,7 +12,9 @@
 //! - `discovery`: the extension servers' resources as discovery rows, so that `/apis` and the
 //!   aggregated discovery documents list them;
 //! - `openapi`: the extension servers' OpenAPI v2 paths and definitions and v3 documents,
-//!   merged into this server's.
+//!   merged into this server's;
+//! - `readiness`: its post-start hooks and the `autoregister-completion` check, as upstream
+//!   names and orders them.
 //!
 //! What it must not do: serve a local group version (those go on down the chain), or read a
 //! request body (the proxy streams it, watches and large writes alike).
@@ -23,6 +25,7 @@ mod discovery;
 mod openapi;
 mod priorities;
 mod proxy;
+mod readiness;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -39,6 +42,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 pub use availability::unavailable_gauge;
+pub use readiness::Readiness;
 
 /// The label autoregistration marks its APIServices with: `onstart` (built-in groups, written
 /// once at start) or `true` (custom resources' groups, kept in step while the server runs).
@@ -64,6 +68,9 @@ pub(crate) struct ApiService {
     pub insecure_skip_tls_verify: bool,
     /// `Available` is `True`.
     pub available: bool,
+    /// `groupPriorityMinimum` and `versionPriority`: where discovery lists it.
+    pub group_priority: i64,
+    pub version_priority: i64,
     pub object: Value,
 }
 
@@ -102,6 +109,14 @@ impl ApiService {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             available,
+            group_priority: obj
+                .pointer("/spec/groupPriorityMinimum")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            version_priority: obj
+                .pointer("/spec/versionPriority")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
             object: obj.clone(),
         }
     }
@@ -153,8 +168,8 @@ impl Aggregator {
     }
 
     /// Starts the aggregator's controllers: the APIService reflector, autoregistration and the
-    /// availability controllers. `synced` is called once the APIServices have been listed.
-    pub async fn run(self: Arc<Self>, synced: Box<dyn FnOnce() + Send>) {
+    /// availability controllers, setting `readiness`'s checks as upstream's hooks complete.
+    pub async fn run(self: Arc<Self>, readiness: Arc<Readiness>) {
         let Some(store) = self
             .api
             .get("apiregistration.k8s.io", "v1", "apiservices")
@@ -163,9 +178,16 @@ impl Aggregator {
             tracing::warn!("apiservices are not served: the aggregator does not run");
             return;
         };
+        // `autoregister-completion` waits for the built-in group versions' APIServices only.
+        readiness.expect(
+            autoregister::desired(&autoregister::builtin_group_versions(&self.api), &[])
+                .into_keys()
+                .collect(),
+        );
         let (listed_tx, mut listed_rx) = tokio::sync::watch::channel(false);
         {
             let this = self.clone();
+            let readiness = readiness.clone();
             tokio::spawn(apiserver::registry::reflector::run(store, move |delta| {
                 use apiserver::registry::reflector::Delta;
                 let mut services = this.apiservices.write().unwrap_or_else(|e| e.into_inner());
@@ -175,10 +197,13 @@ impl Aggregator {
                             .iter()
                             .map(|o| (o.name().to_string(), Arc::new(ApiService::parse(o))))
                             .collect();
+                        services.values().for_each(|s| readiness.observe(s));
                         let _ = listed_tx.send(true);
                     }
                     Delta::Upsert(o) => {
-                        services.insert(o.name().to_string(), Arc::new(ApiService::parse(&o)));
+                        let parsed = Arc::new(ApiService::parse(&o));
+                        readiness.observe(&parsed);
+                        services.insert(o.name().to_string(), parsed);
                     }
                     Delta::Deleted(o) => {
                         services.remove(o.name());
@@ -199,9 +224,12 @@ impl Aggregator {
         if listed_rx.wait_for(|listed| *listed).await.is_err() {
             return;
         }
-        synced();
+        // Listed: the registration controller has every APIService, and the proxy serves each
+        // available one from this same list.
+        readiness.registration.set(true);
+        readiness.first_sync.set(true);
         tokio::spawn(autoregister::run(self.clone()));
-        availability::run(self).await;
+        availability::run(self, readiness).await;
     }
 
     /// Every APIService as last seen.
@@ -308,6 +336,10 @@ impl apiserver::Delegate for Aggregator {
 
     fn openapi_v2_fragment(&self) -> Option<(String, Arc<serde_json::Value>)> {
         openapi::merged_v2(&self.openapi.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn order_discovery(&self, infos: &mut [ResourceInfo]) {
+        discovery::order(&self.snapshot(), infos);
     }
 }
 

@@ -43,13 +43,18 @@ const HOP_BY_HOP: &[&str] = &[
 
 type Client = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<Dialer>, RequestBody>;
 
-/// The proxy's clients, one per trust configuration, all presenting the proxy client
-/// certificate.
+/// The proxy's clients, one per trust configuration and kind of request, all presenting the
+/// proxy client certificate. Requests go over HTTP/2 when the extension server offers it in the
+/// TLS handshake (ALPN), as Go's transport does, else HTTP/1.1; connection upgrades always go
+/// over HTTP/1.1, as upstream's upgrade-aware proxy sends them (HTTP/2 has no `Upgrade`).
 pub(crate) struct Transports {
     identity: Option<(Vec<u8>, Vec<u8>)>,
     resolver: Arc<dyn ServiceResolver>,
-    clients: Mutex<HashMap<(Vec<u8>, bool), Client>>,
+    clients: Mutex<HashMap<ClientKey, Client>>,
 }
+
+/// The CA bundle, whether TLS is verified at all, and whether the client is for upgrades.
+type ClientKey = (Vec<u8>, bool, bool);
 
 impl Transports {
     pub(crate) fn new(
@@ -67,10 +72,11 @@ impl Transports {
         })
     }
 
-    fn client(&self, apiservice: &ApiService) -> Result<Client, String> {
+    fn client(&self, apiservice: &ApiService, upgrade: bool) -> Result<Client, String> {
         let key = (
             apiservice.ca_bundle.clone(),
             apiservice.insecure_skip_tls_verify,
+            upgrade,
         );
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = clients.get(&key) {
@@ -81,13 +87,18 @@ impl Transports {
         } else {
             apiserver::util::webhook::tls_config(&apiservice.ca_bundle, self.identity.as_ref())?
         };
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
-            .https_only()
-            .enable_http1()
-            // The Service's name is dialled at the ready endpoint the resolver picks from its
-            // EndpointSlices (nothing routes cluster IPs here).
-            .wrap_connector(Dialer::new(Some(self.resolver.clone())));
+            .https_only();
+        // The Service's name is dialled at the ready endpoint the resolver picks from its
+        // EndpointSlices (nothing routes cluster IPs here).
+        let dialer = Dialer::new(Some(self.resolver.clone()));
+        // ALPN offers `h2` and `http/1.1` (the server picks), or only `http/1.1` for upgrades.
+        let connector = if upgrade {
+            builder.enable_http1().wrap_connector(dialer)
+        } else {
+            builder.enable_all_versions().wrap_connector(dialer)
+        };
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(90))
@@ -108,15 +119,15 @@ impl Transports {
         let Some(service) = &apiservice.service else {
             return error_text(http::StatusCode::NOT_FOUND, "");
         };
-        let client = match self.client(apiservice) {
-            Ok(c) => c,
-            Err(e) => return error_text(http::StatusCode::INTERNAL_SERVER_ERROR, &e),
-        };
         let (mut parts, body) = req.into_parts();
         // A connection upgrade (exec, attach, port-forward of an extension's resources) is passed
         // through: the Upgrade headers travel, and after the extension server's 101 the two
         // connections are joined byte for byte.
         let upgrade = upgrade_protocol(&parts.headers);
+        let client = match self.client(apiservice, upgrade.is_some()) {
+            Ok(c) => c,
+            Err(e) => return error_text(http::StatusCode::INTERNAL_SERVER_ERROR, &e),
+        };
         let client_upgrade = upgrade
             .as_ref()
             .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>());
@@ -196,7 +207,7 @@ impl Transports {
         } else {
             format!("https://{host}:{port}{path}")
         };
-        let client = self.client(apiservice)?;
+        let client = self.client(apiservice, false)?;
         let user = UserInfo {
             name: "system:kube-aggregator".into(),
             groups: vec!["system:masters".into()],

@@ -35,7 +35,7 @@ mod schema;
 mod strategy;
 mod table;
 pub mod validation;
-mod version;
+use apimachinery::version;
 
 pub use controller::run as run_controller;
 pub use handler::{CrdHandler, StorageConfig};

@@ -18,6 +18,7 @@ pub mod schema;
 pub mod status;
 pub mod structured_merge;
 pub mod validation;
+pub mod version;
 pub mod yaml;
 
 pub use gvk::{GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};

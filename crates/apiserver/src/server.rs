@@ -47,6 +47,9 @@ pub trait Delegate: Send + Sync {
     fn openapi_v2_fragment(&self) -> Option<(String, Arc<serde_json::Value>)> {
         None
     }
+    /// Puts the whole chain's discovery rows in the order discovery lists them (upstream's
+    /// aggregator sorts every group by its APIServices' priorities); most leave them as they are.
+    fn order_discovery(&self, _infos: &mut [ResourceInfo]) {}
 }
 
 #[async_trait]
@@ -158,7 +161,11 @@ impl GenericApiServer {
     }
 
     fn infos(&self) -> Vec<ResourceInfo> {
-        self.chain.iter().flat_map(|d| d.resources()).collect()
+        let mut infos: Vec<ResourceInfo> = self.chain.iter().flat_map(|d| d.resources()).collect();
+        for d in &self.chain {
+            d.order_discovery(&mut infos);
+        }
+        infos
     }
 
     /// Every resource the chain serves, built-in and custom: what discovery lists (for

@@ -370,24 +370,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         Check::new("poststarthook/start-apiextensions-controllers", true),
     ];
     let crd_synced = Check::new("poststarthook/crd-informer-synced", extensions.is_none());
-    // The aggregator's hooks: its controllers start with the server; the APIServices' informer
-    // is synced once they have been listed.
-    let aggregator_hooks = [
-        Check::new("poststarthook/apiservice-registration-controller", true),
-        Check::new(
-            "poststarthook/apiservice-status-local-available-controller",
-            true,
-        ),
-        Check::new(
-            "poststarthook/apiservice-status-remote-available-controller",
-            true,
-        ),
-        Check::new("poststarthook/kube-apiserver-autoregistration", true),
-    ];
-    let apiservices_synced = Check::new(
-        "poststarthook/start-kube-aggregator-informers",
-        aggregator.is_none(),
-    );
+    // The aggregator's hooks and its `autoregister-completion` check, registered last as
+    // kube-apiserver registers them (the aggregator is the outermost server of the chain).
+    let aggregator_readiness = Arc::new(aggregator::Readiness::new(aggregator.is_some()));
     // API Priority and Fairness: its bootstrap objects' hook gates readiness when it is on.
     let apf_hook = Check::new(
         format!(
@@ -415,25 +400,23 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             .into_iter()
             .chain(override_readiness)
             .collect(),
-        post_start_hooks: [
-            bootstrap_hook.clone(),
-            controllers_hook.clone(),
-            service_cidr_hook.clone(),
-        ]
-        .into_iter()
-        .chain(system_hooks.iter().cloned())
-        .chain(crd_hooks)
-        .chain([crd_synced.clone()])
-        .chain(aggregator_hooks)
-        .chain([apiservices_synced.clone()])
-        .chain(
-            opts.enable_priority_and_fairness
-                .then(|| [apf_consumer_hook.clone(), apf_hook.clone()])
-                .into_iter()
-                .flatten(),
-        )
-        .chain(encryption.reload_hook.clone())
-        .collect(),
+        // Flow control's consumer first, among the generic server's hooks as upstream's.
+        post_start_hooks: opts
+            .enable_priority_and_fairness
+            .then(|| apf_consumer_hook.clone())
+            .into_iter()
+            .chain([
+                bootstrap_hook.clone(),
+                controllers_hook.clone(),
+                service_cidr_hook.clone(),
+            ])
+            .chain(system_hooks.iter().cloned())
+            .chain(crd_hooks)
+            .chain([crd_synced.clone()])
+            .chain(opts.enable_priority_and_fairness.then(|| apf_hook.clone()))
+            .chain(encryption.reload_hook.clone())
+            .chain(aggregator_readiness.checks())
+            .collect(),
         shutdown: Some(shutdown_check.clone()),
         not_livez: encryption.health.clone().into_iter().collect(),
     };
@@ -628,7 +611,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         ));
     }
     if let Some(aggregator) = aggregator {
-        tokio::spawn(aggregator.run(Box::new(move || apiservices_synced.set(true))));
+        tokio::spawn(aggregator.run(aggregator_readiness));
     }
     controllers_hook.set(true);
 

@@ -3,6 +3,8 @@
 //! APIService through a selectorless Service and an EndpointSlice. Its resources are listed and
 //! watched through Ironplane with kubectl, as the user who asked; discovery lists them; a stopped
 //! extension server gives 503 and `Available=False`, and one that comes back is used again.
+//! Also: the aggregator's readiness checks as upstream names them; silent extension servers not
+//! holding up another's check; discovery order; HTTP/2 to an extension server that offers it.
 
 mod common;
 
@@ -25,6 +27,8 @@ struct Seen {
     path: String,
     query: String,
     headers: Vec<(String, String)>,
+    /// `HTTP/1.1` or `HTTP/2.0`.
+    version: String,
 }
 
 impl Seen {
@@ -116,6 +120,11 @@ struct Extension {
 
 impl Extension {
     fn start(pki: &Pki, port: u16) -> Extension {
+        Extension::start_offering(pki, port, false)
+    }
+
+    /// `h2`: offer HTTP/2 in the TLS handshake (ALPN) and serve both versions.
+    fn start_offering(pki: &Pki, port: u16, h2: bool) -> Extension {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(pki.proxy_ca_der.clone()).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -134,6 +143,10 @@ impl Extension {
                 rustls::pki_types::PrivateKeyDer::try_from(pki.serving.1.clone()).unwrap(),
             )
             .unwrap();
+        let mut config = config;
+        if h2 {
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        }
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -165,10 +178,19 @@ impl Extension {
                                 async move { Ok::<_, Infallible>(answer(req, &seen, &release)) }
                             },
                         );
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                            .with_upgrades()
+                        let io = hyper_util::rt::TokioIo::new(tls);
+                        if h2 {
+                            let _ = hyper_util::server::conn::auto::Builder::new(
+                                hyper_util::rt::TokioExecutor::new(),
+                            )
+                            .serve_connection_with_upgrades(io, service)
                             .await;
+                        } else {
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(io, service)
+                                .with_upgrades()
+                                .await;
+                        }
                     });
                 }
             });
@@ -226,6 +248,7 @@ fn answer(
     seen.lock().unwrap().push(Seen {
         path: path.clone(),
         query: query.clone(),
+        version: format!("{:?}", req.version()),
         headers: req
             .headers()
             .iter()
@@ -360,7 +383,12 @@ fn upgraded_echo(server: &Server, payload: &[u8]) -> (String, Vec<u8>) {
 }
 
 fn available(server: &Server) -> Option<(String, String, String)> {
-    let s = server.get_json("", &format!("apiservice/{APISERVICE}"))?;
+    condition(server, APISERVICE)
+}
+
+/// The `Available` condition of an APIService: status, reason, message.
+fn condition(server: &Server, apiservice: &str) -> Option<(String, String, String)> {
+    let s = server.get_json("", &format!("apiservice/{apiservice}"))?;
     let c = s["status"]["conditions"]
         .as_array()?
         .iter()
@@ -730,4 +758,239 @@ endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
     let names = server.kubectl(&["-n", "wardle", "get", "flunders", "-o", "name"]);
     assert_eq!(names.trim(), "flunder.wardle.example.com/alpha");
     assert!(!extension.seen().is_empty());
+}
+
+/// Upstream's aggregator hooks, in kube-apiserver's order and last before `shutdown`, and its
+/// `autoregister-completion` boot-sequence check (on /readyz, /livez and /healthz), which
+/// passes once every built-in group version's APIService has been available.
+#[test]
+fn the_aggregators_readiness_checks_are_upstreams() {
+    let server = Server::start();
+    let verbose = server.kubectl(&["get", "--raw", "/readyz?verbose"]);
+    let lines: Vec<&str> = verbose.lines().collect();
+    let first = lines
+        .iter()
+        .position(|l| *l == "[+]poststarthook/start-kube-aggregator-informers ok")
+        .unwrap_or_else(|| panic!("{verbose}"));
+    assert_eq!(
+        lines[first..],
+        [
+            "[+]poststarthook/start-kube-aggregator-informers ok",
+            "[+]poststarthook/apiservice-status-local-available-controller ok",
+            "[+]poststarthook/apiservice-status-remote-available-controller ok",
+            "[+]poststarthook/apiservice-registration-controller ok",
+            "[+]poststarthook/apiservice-wait-for-first-sync ok",
+            "[+]poststarthook/apiservice-discovery-controller ok",
+            "[+]poststarthook/kube-apiserver-autoregistration ok",
+            "[+]autoregister-completion ok",
+            "[+]poststarthook/apiservice-openapi-controller ok",
+            "[+]poststarthook/apiservice-openapiv3-controller ok",
+            "[+]shutdown ok",
+            "readyz check passed",
+        ],
+        "{verbose}"
+    );
+    for endpoint in ["/livez", "/healthz"] {
+        let verbose = server.kubectl(&["get", "--raw", &format!("{endpoint}?verbose")]);
+        assert!(
+            verbose.contains("[+]autoregister-completion ok\n"),
+            "{endpoint}: {verbose}"
+        );
+    }
+    assert_eq!(
+        server
+            .kubectl(&["get", "--raw", "/readyz/autoregister-completion"])
+            .trim(),
+        "ok"
+    );
+    // Ready means every built-in APIService has been available.
+    let apps = server.get_json("", "apiservice/v1.apps").unwrap();
+    assert_eq!(apps["status"]["conditions"][0]["status"], "True");
+}
+
+/// Three extension servers that never answer do not hold up a fourth's `Available` (upstream
+/// checks with several workers); discovery lists the extension's group among the custom ones in
+/// upstream's order (group priority, then APIService name); requests reach an extension server
+/// that offers HTTP/2 over HTTP/2, and connection upgrades over HTTP/1.1.
+#[test]
+fn extension_servers_are_checked_concurrently_listed_in_order_and_spoken_to_over_http2() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, pem: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let proxy_cert = write("proxy.crt", &pki.proxy_cert_pem);
+    let proxy_key = write("proxy.key", &pki.proxy_key_pem);
+    let proxy_ca = write("proxy-ca.crt", &pki.proxy_ca_pem);
+    let tokens = write("tokens.csv", "boss-token,boss,boss-uid,system:masters\n");
+    let server = Server::start_with(&[
+        &format!("--token-auth-file={tokens}"),
+        &format!("--proxy-client-cert-file={proxy_cert}"),
+        &format!("--proxy-client-key-file={proxy_key}"),
+        &format!("--requestheader-client-ca-file={proxy_ca}"),
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+    ]);
+    use base64::Engine;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&pki.serving_ca_pem);
+    let ip = own_address();
+    let register = |group: &str, version: &str, service: &str, port: u16| {
+        format!(
+            r#"apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: {version}.{group}}}
+spec:
+  group: {group}
+  version: {version}
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {{namespace: wardle, name: {service}, port: 443}}
+  caBundle: {ca_bundle}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {service}, namespace: wardle}}
+spec:
+  ports: [{{name: https, port: 443, targetPort: {port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {service}-1
+  namespace: wardle
+  labels: {{kubernetes.io/service-name: {service}}}
+addressType: IPv4
+ports: [{{name: https, port: {port}, protocol: TCP}}]
+endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
+"#
+        )
+    };
+    // A custom group whose APIService (`v1beta1.aaa…`) sorts after the extension's
+    // (`v1alpha1.wardle…`): upstream lists the extension's group first.
+    server.kubectl_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.aaa.example.com}
+spec:
+  group: aaa.example.com
+  scope: Namespaced
+  names: {plural: things, singular: thing, kind: Thing}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object}}
+"#,
+    );
+
+    // Extension servers that accept connections and never answer: each check of theirs waits
+    // for its whole 5 s timeout.
+    let silent = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in silent.incoming() {
+            held.push(conn);
+        }
+    });
+    server.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: wardle}\n",
+    );
+    for name in ["silent-a", "silent-b", "silent-c"] {
+        let group = format!("{name}.example.com");
+        server.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &register(&group, "v1", name, silent_port),
+        );
+    }
+    // Their checks are under way.
+    std::thread::sleep(Duration::from_secs(1));
+
+    let extension = Extension::start_offering(&pki, 0, true);
+    server.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &register(GROUP, "v1alpha1", "api", extension.port),
+    );
+    let registered = std::time::Instant::now();
+    wait_until("the answering extension to become available", 60, || {
+        condition(&server, APISERVICE).is_some_and(|(s, _, _)| s == "True")
+    });
+    let took = registered.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "the silent extension servers held the check up for {took:?}"
+    );
+    wait_until("the silent ones to fail their checks", 60, || {
+        ["silent-a", "silent-b", "silent-c"].iter().all(|n| {
+            condition(&server, &format!("v1.{n}.example.com"))
+                .is_some_and(|(_, reason, _)| reason == "FailedDiscoveryCheck")
+        })
+    });
+
+    // HTTP/2 when the extension server offers it.
+    let names = server.kubectl(&["-n", "wardle", "get", "flunders", "-o", "name"]);
+    assert_eq!(names.trim(), "flunder.wardle.example.com/alpha");
+    let list = extension
+        .seen()
+        .into_iter()
+        .rfind(|s| s.path == "/apis/wardle.example.com/v1alpha1/namespaces/wardle/flunders")
+        .expect("the list reached the extension server");
+    assert_eq!(list.version, "HTTP/2.0", "{list:?}");
+    // An upgrade is still made over HTTP/1.1 (HTTP/2 has none).
+    let echoed = upgraded_echo(&server, b"upgraded over HTTP/1.1\n");
+    assert!(echoed.0.starts_with("HTTP/1.1 101"), "{}", echoed.0);
+    assert_eq!(echoed.1, b"upgraded over HTTP/1.1\n");
+
+    // Discovery, legacy and aggregated: built-in groups, then the extension's before the custom
+    // group that sorts after it.
+    wait_until("the extension's group in discovery", 30, || {
+        server
+            .kubectl(&["get", "--raw", "/apis"])
+            .contains("\"wardle.example.com\"")
+    });
+    let legacy: Value = serde_json::from_str(&server.kubectl(&["get", "--raw", "/apis"])).unwrap();
+    let legacy: Vec<&str> = legacy["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    let answer = common::raw_https(
+        &format!("{}/apis", server.url),
+        "GET",
+        &[
+            ("Authorization", "Bearer boss-token"),
+            (
+                "Accept",
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            ),
+        ],
+        None,
+    );
+    let (code, body) = answer.split_once(' ').unwrap();
+    assert_eq!(code, "200", "{answer}");
+    let aggregated: Value = serde_json::from_str(body).unwrap();
+    let aggregated: Vec<&str> = aggregated["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["metadata"]["name"].as_str().unwrap())
+        .collect();
+    for names in [&legacy, &aggregated] {
+        let at = |g: &str| {
+            names
+                .iter()
+                .position(|n| *n == g)
+                .unwrap_or_else(|| panic!("{g} in {names:?}"))
+        };
+        assert_eq!(names[0], "apiregistration.k8s.io", "{names:?}");
+        assert!(at("apps") < at(GROUP), "{names:?}");
+        assert!(at(GROUP) < at("aaa.example.com"), "{names:?}");
+    }
 }

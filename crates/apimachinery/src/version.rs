@@ -1,6 +1,7 @@
 //! Kubernetes-aware version order (upstream: `version.CompareKubeAwareVersionStrings`): GA
 //! versions first, newest major first, then betas, then alphas, then every other name
-//! alphabetically. Discovery lists a CRD's versions in this order and prefers the first.
+//! alphabetically. Discovery lists a CRD's versions in this order and prefers the first, and the
+//! aggregator orders APIServices of equal version priority by it.
 
 use std::cmp::Ordering;
 
