@@ -160,10 +160,13 @@ impl Aggregator {
 
     /// The remote APIService that serves `group`/`version`, if one does.
     fn remote_for(&self, group: &str, version: &str) -> Option<Arc<ApiService>> {
+        // Every request asks, so this is a lookup by name (validation makes an APIService's
+        // name `<version>.<group>`) rather than a walk over all of them.
+        let name = format!("{version}.{group}");
         let services = self.apiservices.read().unwrap_or_else(|e| e.into_inner());
         services
-            .values()
-            .find(|s| s.service.is_some() && s.group == group && s.version == version)
+            .get(&name)
+            .filter(|s| s.service.is_some() && s.group == group && s.version == version)
             .cloned()
     }
 
@@ -245,15 +248,15 @@ impl Aggregator {
 
 /// The group version a request is for, when it is under `/apis/<group>/<version>` (resource
 /// requests, and the group version's own discovery document).
-fn group_version(info: &RequestInfo) -> Option<(String, String)> {
+fn group_version(info: &RequestInfo) -> Option<(&str, &str)> {
     if info.is_resource_request {
         return (!info.api_group.is_empty())
-            .then(|| (info.api_group.clone(), info.api_version.clone()));
+            .then_some((info.api_group.as_str(), info.api_version.as_str()));
     }
     let mut segments = info.path.trim_start_matches('/').split('/');
     match (segments.next(), segments.next(), segments.next()) {
         (Some("apis"), Some(group), Some(version)) if !group.is_empty() && !version.is_empty() => {
-            Some((group.to_string(), version.to_string()))
+            Some((group, version))
         }
         _ => None,
     }
@@ -270,7 +273,7 @@ impl apiserver::server::StreamingHandler for Aggregator {
         let Some((group, version)) = group_version(info) else {
             return Err(req);
         };
-        let Some(apiservice) = self.remote_for(&group, &version) else {
+        let Some(apiservice) = self.remote_for(group, version) else {
             return Err(req);
         };
         // Upstream's proxy answers 503 for an APIService not marked available, whatever the
@@ -361,7 +364,7 @@ mod tests {
     fn requests_under_a_group_version_are_the_proxys_to_consider() {
         assert_eq!(
             group_version(&info("/apis/metrics.k8s.io/v1beta1", false, "", "")),
-            Some(("metrics.k8s.io".into(), "v1beta1".into()))
+            Some(("metrics.k8s.io", "v1beta1"))
         );
         assert_eq!(
             group_version(&info(
@@ -370,7 +373,7 @@ mod tests {
                 "metrics.k8s.io",
                 "v1beta1"
             )),
-            Some(("metrics.k8s.io".into(), "v1beta1".into()))
+            Some(("metrics.k8s.io", "v1beta1"))
         );
         // The group's own document and the core group are this server's.
         assert_eq!(
