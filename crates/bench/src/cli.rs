@@ -278,6 +278,11 @@ pub enum Command {
         /// How often the server's CPU and RSS are sampled (with --server-pid).
         #[arg(long, default_value = "5s", value_parser = parse_duration)]
         sample_every: Duration,
+        /// Step the node count up (100, 500, 1000, 2000, 5000, ...) to --nodes, a whole run
+        /// each, until an SLO, the 100 ms p99 of writes, a rate or a watch event is missed;
+        /// reports the largest size sustained.
+        #[arg(long)]
+        find_max: bool,
     },
     /// Prints b/a for every figure of two result files written with --json.
     Compare { a: PathBuf, b: PathBuf },
@@ -457,6 +462,7 @@ impl Cli {
                 setup_concurrency,
                 grace,
                 sample_every,
+                find_max,
             } => Scenario::Cluster(ClusterOptions {
                 nodes: *nodes,
                 pods_per_node: *pods_per_node,
@@ -470,6 +476,7 @@ impl Cli {
                 setup_concurrency: *setup_concurrency,
                 grace: *grace,
                 sample_every: *sample_every,
+                find_max: *find_max,
                 common,
             }),
             Command::Compare { .. } => return None,

@@ -229,6 +229,7 @@ async fn cluster_counts_add_up_loses_no_events_and_cleans_up() {
         setup_concurrency: 8,
         grace: Duration::from_secs(20),
         sample_every: Duration::from_secs(1),
+        find_max: false,
         common: CommonOptions {
             // The server runs in this test's process.
             server_pid: Some(std::process::id()),
@@ -246,11 +247,13 @@ async fn cluster_counts_add_up_loses_no_events_and_cleans_up() {
     assert_eq!(count("setup POST nodes"), 20);
     assert_eq!(count("setup POST leases"), 20);
     assert_eq!(count("setup POST pods"), 60);
-    // Every renewal is one PUT of the object the previous one returned (no re-read was needed).
+    // Every renewal is one PUT, unless the node's previous renewal was still under way.
     let sent = |family: &str| result.figures[&format!("{family}_sent")] as u64;
     assert!(sent("lease_renewals") > 0);
-    assert_eq!(count("PUT leases"), sent("lease_renewals"));
-    assert_eq!(count("GET leases"), 0);
+    assert_eq!(
+        count("PUT leases") + result.figures["lease_renewals_overlapped"] as u64,
+        sent("lease_renewals")
+    );
     assert_eq!(count("PATCH nodes/status"), sent("node_status_updates"));
     assert_eq!(count("PATCH pods/status"), sent("pod_status_updates"));
     let controller: u64 = [
@@ -268,10 +271,13 @@ async fn cluster_counts_add_up_loses_no_events_and_cleans_up() {
     .sum();
     assert_eq!(controller, sent("controller_ops"));
     // Each informer saw every node status, pod status and ConfigMap write.
+    // (A node status patch within the second of the node's previous heartbeat changes nothing:
+    // no event follows, and the scenario counts it apart.)
     let tracked = count("PATCH nodes/status")
         + count("PATCH pods/status")
         + count("POST configmaps")
-        + count("PUT configmaps");
+        + count("PUT configmaps")
+        - result.figures["unchanged_writes"] as u64;
     assert!(tracked > 0);
     assert_eq!(result.figures["events_expected"], (tracked * 2) as f64);
     assert_eq!(result.figures["events_lost"], 0.0);

@@ -110,6 +110,9 @@ pub struct ClusterOptions {
     pub grace: Duration,
     /// How often the server's CPU and RSS are sampled for the series.
     pub sample_every: Duration,
+    /// Run at growing sizes up to `nodes` ([`FIND_MAX_STEPS`]), each with its own setup and
+    /// cleanup, until a run is not sustained; report the largest sustained size.
+    pub find_max: bool,
     pub common: CommonOptions,
 }
 
@@ -128,6 +131,7 @@ impl Default for ClusterOptions {
             setup_concurrency: 64,
             grace: Duration::from_secs(10),
             sample_every: Duration::from_secs(5),
+            find_max: false,
             common: CommonOptions::default(),
         }
     }
@@ -364,6 +368,14 @@ struct StreamState {
     pending: Mutex<Vec<u64>>,
 }
 
+/// One node's Lease as the last write returned it (`None` before the first answer or after a
+/// failure: the next renewal reads it first), and whether a renewal is under way.
+#[derive(Default)]
+struct LeaseSlot {
+    last: Option<Bytes>,
+    busy: bool,
+}
+
 /// The run: names, the client, and what every task shares.
 struct Sim {
     client: Arc<ApiClient>,
@@ -376,8 +388,14 @@ struct Sim {
     controller_namespace: String,
     nodes: u64,
     pods_per_node: u64,
-    /// The last Lease each node's renewal returned.
-    leases: Vec<Mutex<Option<Bytes>>>,
+    /// Each node's Lease as its last renewal returned it.
+    leases: Vec<Mutex<LeaseSlot>>,
+    /// Renewals not sent because the node's previous one was still waiting for its answer.
+    lease_overlaps: AtomicU64,
+    /// Each node's resourceVersion (as a key) after the tool's last write to it.
+    node_rvs: Vec<AtomicU64>,
+    /// Tracked writes whose answer kept the object's resourceVersion.
+    unchanged: AtomicU64,
     /// When setup began: the conditions' lastTransitionTime.
     started_at: String,
     recorder: Recorder,
@@ -578,19 +596,26 @@ impl Sim {
     }
 
     /// Notes a tracked write of informed kind `kind` (its answer's resourceVersion and the
-    /// instant of its 2xx), so that the informers' events can be matched to it.
-    fn track(&self, kind: usize, body: &[u8], at: Instant) {
-        if !self.tracking.load(Ordering::Relaxed) {
+    /// instant of its 2xx), so that the informers' events can be matched to it. `last` holds the
+    /// object's resourceVersion before the write, when the tool knows it: an answer with the same
+    /// one changed nothing (a heartbeat within the second of the previous one), so no event
+    /// follows and it is counted in `unchanged_writes` instead.
+    fn track(&self, kind: usize, body: &[u8], at: Instant, last: Option<&AtomicU64>) {
+        let Some(rv) = resource_version(body) else {
+            self.tally
+                .note("a write's answer has no resourceVersion".to_string());
+            return;
+        };
+        let key = rv_key(&rv);
+        if let Some(last) = last
+            && last.swap(key, Ordering::Relaxed) == key
+        {
+            self.unchanged.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        match resource_version(body) {
-            Some(rv) => {
-                self.writes.insert(rv_key(&rv), at);
-                self.acked[kind].fetch_add(1, Ordering::Relaxed);
-            }
-            None => self
-                .tally
-                .note("a write's answer has no resourceVersion".to_string()),
+        if self.tracking.load(Ordering::Relaxed) {
+            self.writes.insert(key, at);
+            self.acked[kind].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -641,29 +666,44 @@ impl Sim {
             encode_segment(&name)
         );
         let slot = &self.leases[i as usize];
-        let mut current = slot.lock().ok().and_then(|mut s| s.take());
+        // One renewal per node at a time, as the kubelet's single loop: a renewal that comes
+        // due while the previous one is still waiting for its answer is not sent.
+        let mut current = {
+            let Ok(mut slot) = slot.lock() else {
+                return;
+            };
+            if slot.busy {
+                self.lease_overlaps.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            slot.busy = true;
+            slot.last.take()
+        };
         if current.is_none() {
             current = self
                 .call(Op::GetLease, connection, Method::GET, &path, None)
                 .await
                 .map(|(body, _)| body);
         }
-        let Some(current) = current else {
-            return;
+        let lease = current.as_deref().map(serde_json::from_slice::<Value>);
+        let answer = match lease {
+            Some(Ok(mut lease)) => {
+                lease["spec"]["renewTime"] = json!(now_micro());
+                lease["spec"]["holderIdentity"] = json!(name);
+                let body = Bytes::from(lease.to_string());
+                self.call(Op::RenewLease, connection, Method::PUT, &path, Some(body))
+                    .await
+                    .map(|(answer, _)| answer)
+            }
+            Some(Err(_)) => {
+                self.tally.note(format!("GET {path}: not a Lease"));
+                None
+            }
+            None => None,
         };
-        let Ok(mut lease) = serde_json::from_slice::<Value>(&current) else {
-            self.tally.note(format!("GET {path}: not a Lease"));
-            return;
-        };
-        lease["spec"]["renewTime"] = json!(now_micro());
-        lease["spec"]["holderIdentity"] = json!(name);
-        let body = Bytes::from(lease.to_string());
-        if let Some((answer, _)) = self
-            .call(Op::RenewLease, connection, Method::PUT, &path, Some(body))
-            .await
-            && let Ok(mut slot) = slot.lock()
-        {
-            *slot = Some(answer);
+        if let Ok(mut slot) = slot.lock() {
+            slot.last = answer;
+            slot.busy = false;
         }
     }
 
@@ -683,7 +723,7 @@ impl Sim {
             )
             .await
         {
-            self.track(NODES, &answer, at);
+            self.track(NODES, &answer, at, self.node_rvs.get(i as usize));
         }
     }
 
@@ -708,7 +748,7 @@ impl Sim {
             )
             .await
         {
-            self.track(PODS, &answer, at);
+            self.track(PODS, &answer, at, None);
         }
     }
 
@@ -764,7 +804,7 @@ impl Sim {
                     .call(op, connection, Method::PUT, &path, Some(body))
                     .await
                 {
-                    self.track(CONFIGMAPS, &answer, at);
+                    self.track(CONFIGMAPS, &answer, at, None);
                 }
             }
             Op::DeleteConfigMap => {
@@ -807,7 +847,7 @@ impl Sim {
             )
             .await
         {
-            self.track(CONFIGMAPS, &answer, at);
+            self.track(CONFIGMAPS, &answer, at, None);
             if let Ok(mut created) = self.created.lock() {
                 created.push_back(name);
             }
@@ -1188,7 +1228,96 @@ impl Series {
     }
 }
 
+/// The sizes `--find-max` tries, in order, up to `--nodes`.
+pub const FIND_MAX_STEPS: [u64; 7] = [100, 500, 1000, 2000, 5000, 10_000, 20_000];
+/// `--find-max`'s target besides the SLOs: the p99 of the steady state's writes.
+pub const FIND_MAX_MUTATING_P99_MS: f64 = 100.0;
+
 pub(crate) async fn run(
+    cfg: &ClientConfig,
+    options: &ClusterOptions,
+) -> Result<ScenarioResult, BenchError> {
+    if !options.find_max {
+        return run_once(cfg, options).await;
+    }
+    let steps = find_max_steps(options.nodes);
+    let mut notes = Vec::new();
+    let mut sustained = 0;
+    let mut last = None;
+    for nodes in steps {
+        let step = ClusterOptions {
+            nodes,
+            find_max: false,
+            ..options.clone()
+        };
+        note(
+            options.common.progress,
+            &format!("[cluster] find-max: {nodes} nodes"),
+        );
+        let result = run_once(cfg, &step).await?;
+        let failures = sustained_failures(&result);
+        notes.push(format!(
+            "find-max {nodes} nodes: mutating p99 {:.1} ms, {}",
+            result
+                .figures
+                .get("mutating_p99_ms")
+                .copied()
+                .unwrap_or(0.0),
+            if failures.is_empty() {
+                "sustained".to_string()
+            } else {
+                format!("NOT sustained ({})", failures.join(", "))
+            }
+        ));
+        let passed = failures.is_empty();
+        last = Some(result);
+        if !passed {
+            break;
+        }
+        sustained = nodes;
+    }
+    let mut result = last.ok_or_else(|| invalid("--find-max has no size to try"))?;
+    result.notes.extend(notes);
+    result.figure("max_nodes_sustained", sustained as f64);
+    result.param("find_max", true);
+    Ok(result)
+}
+
+/// The sizes `--find-max` tries: the steps below `ceiling`, then `ceiling` itself.
+pub(crate) fn find_max_steps(ceiling: u64) -> Vec<u64> {
+    let mut steps: Vec<u64> = FIND_MAX_STEPS
+        .iter()
+        .copied()
+        .filter(|&n| n < ceiling)
+        .collect();
+    steps.push(ceiling);
+    steps
+}
+
+/// Why a run does not count as sustained: an SLO not met, the writes' p99 above 100 ms, a rate
+/// not held, a watch event lost, a failed request.
+pub(crate) fn sustained_failures(result: &ScenarioResult) -> Vec<String> {
+    let figure = |name: &str| result.figures.get(name).copied().unwrap_or(0.0);
+    let mut failures = Vec::new();
+    if figure("slos_not_met") > 0.0 {
+        failures.push(format!("{} SLOs not met", figure("slos_not_met")));
+    }
+    if figure("mutating_p99_ms") > FIND_MAX_MUTATING_P99_MS {
+        failures.push(format!("mutating p99 above {FIND_MAX_MUTATING_P99_MS} ms"));
+    }
+    if figure("rates_not_held") > 0.0 {
+        failures.push(format!("{} rates not held", figure("rates_not_held")));
+    }
+    if figure("events_lost") > 0.0 {
+        failures.push(format!("{} events lost", figure("events_lost")));
+    }
+    if result.total_errors() > 0 {
+        failures.push(format!("{} errors", result.total_errors()));
+    }
+    failures
+}
+
+async fn run_once(
     cfg: &ClientConfig,
     options: &ClusterOptions,
 ) -> Result<ScenarioResult, BenchError> {
@@ -1214,7 +1343,10 @@ pub(crate) async fn run(
         controller_namespace: workspace.namespace.clone(),
         nodes: options.nodes,
         pods_per_node: options.pods_per_node,
-        leases: (0..options.nodes).map(|_| Mutex::new(None)).collect(),
+        leases: (0..options.nodes).map(|_| Mutex::default()).collect(),
+        lease_overlaps: AtomicU64::new(0),
+        node_rvs: (0..options.nodes).map(|_| AtomicU64::new(0)).collect(),
+        unchanged: AtomicU64::new(0),
         started_at: now_seconds(),
         recorder: Recorder::new(),
         tally: Tally::new(workspace.client.server()),
@@ -1452,7 +1584,13 @@ async fn setup(
         concurrency,
         progress,
         |sim, i| ("/api/v1/nodes".to_string(), sim.node_body(i)),
-        |_, _, _| {},
+        |sim, i, answer| {
+            if let (Some(rv), Some(slot)) =
+                (resource_version(&answer), sim.node_rvs.get(i as usize))
+            {
+                slot.store(rv_key(&rv), Ordering::Relaxed);
+            }
+        },
     )
     .await?;
     result.figure("setup_nodes_seconds", took.as_secs_f64());
@@ -1470,7 +1608,7 @@ async fn setup(
         },
         |sim, i, answer| {
             if let Ok(mut slot) = sim.leases[i as usize].lock() {
-                *slot = Some(answer);
+                slot.last = Some(answer);
             }
         },
     )
@@ -1763,6 +1901,14 @@ async fn measure(
         ));
     }
     result.figure("rates_not_held", f64::from(rates_not_held));
+    result.figure(
+        "unchanged_writes",
+        sim.unchanged.load(Ordering::Relaxed) as f64,
+    );
+    result.figure(
+        "lease_renewals_overlapped",
+        sim.lease_overlaps.load(Ordering::Relaxed) as f64,
+    );
 
     let expected: u64 = expected_per_kind.iter().sum::<u64>() * options.informers as u64;
     if options.informers > 0 {
@@ -1929,6 +2075,20 @@ mod tests {
     }
 
     #[test]
+    fn find_max_steps_up_to_the_ceiling_and_judges_runs() {
+        assert_eq!(find_max_steps(5000), vec![100, 500, 1000, 2000, 5000]);
+        assert_eq!(find_max_steps(1500), vec![100, 500, 1000, 1500]);
+        assert_eq!(find_max_steps(50), vec![50]);
+        let mut result = ScenarioResult::new("cluster", "s", true);
+        result.figure("mutating_p99_ms", 20.0);
+        result.figure("slos_not_met", 0.0);
+        assert!(sustained_failures(&result).is_empty());
+        result.figure("mutating_p99_ms", 150.0);
+        result.figure("rates_not_held", 1.0);
+        assert_eq!(sustained_failures(&result).len(), 2);
+    }
+
+    #[test]
     fn the_controller_mix_has_every_operation() {
         let count = |op: Op| CONTROLLER_MIX.iter().filter(|o| **o == op).count();
         assert_eq!(count(Op::GetPod), 5);
@@ -1968,6 +2128,9 @@ mod tests {
             nodes: 4,
             pods_per_node: 5,
             leases: Vec::new(),
+            lease_overlaps: AtomicU64::new(0),
+            node_rvs: Vec::new(),
+            unchanged: AtomicU64::new(0),
             started_at: now_seconds(),
             recorder: Recorder::new(),
             tally: Tally::new("x"),
