@@ -8,7 +8,8 @@
 //!
 //! - every node renews its Lease once per `lease_period` (10 s, as the kubelet): a PUT of the
 //!   object the previous update returned, with a new `spec.renewTime`, falling back to a GET
-//!   after a conflict or a failure, as client-go's lease controller does;
+//!   after a conflict or a failure, as client-go's lease controller does; one renewal per node at
+//!   a time (one due while the previous waits for its answer is counted, not sent);
 //! - every node patches its status once per `status_period` (60 s): a strategic-merge PATCH of
 //!   `nodes/NAME/status` with the conditions' `lastHeartbeatTime`, as the kubelet's node status
 //!   updater;
@@ -34,6 +35,10 @@
 //! collection in each namespace (pods with `gracePeriodSeconds=0`, as no kubelet will confirm
 //! their end), the namespaces, the Leases and Nodes by label selector. It must not write to any
 //! object it did not create.
+//!
+//! `find_max` repeats the whole run at growing sizes ([`FIND_MAX_STEPS`], up to `nodes`) until a
+//! run is not sustained (an SLO not met, the writes' p99 above 100 ms, a rate not held, an event
+//! lost, a request failed) and reports the largest size sustained.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -732,7 +737,7 @@ impl Sim {
     async fn patch_pod_status(&self, n: u64, connection: usize) {
         let pods = self.pod_count();
         let (namespace, name, _) = self.pod(n % pods);
-        let ready = (n / pods) % 2 == 0;
+        let ready = (n / pods).is_multiple_of(2);
         let path = format!(
             "/api/v1/namespaces/{}/pods/{}/status",
             encode_segment(&namespace),
@@ -899,8 +904,9 @@ async fn run_family(
             sent: 0,
         };
     }
-    // Enough workers to hold the rate at 100 ms per request.
-    let workers = ((rate * 0.1).ceil() as usize).clamp(4, 256);
+    // Enough workers to hold the rate at up to 500 ms per request: kubelets do not wait for each
+    // other, so a slow answer to one node must not hold back the next node's renewal.
+    let workers = ((rate * 0.5).ceil() as usize).clamp(4, 2048);
     let permits = Arc::new(tokio::sync::Semaphore::new(0));
     let sequence = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
@@ -1998,7 +2004,7 @@ mod tests {
         let (nodes, period) = (1000u64, 10.0);
         let rate = nodes as f64 / period;
         let mut last: Vec<Option<f64>> = vec![None; nodes as usize];
-        let mut previous_start = None;
+        let mut previous_start: Option<f64> = None;
         for n in 0..2 * nodes {
             let (node, at) = slot(n, nodes, rate);
             if let Some(before) = last[node as usize] {
