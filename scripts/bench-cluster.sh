@@ -48,7 +48,7 @@ start_etcd() { # dir
     --listen-peer-urls "http://127.0.0.1:$((etcd_port + 10))" \
     --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 10))" \
     --initial-cluster "bench=http://127.0.0.1:$((etcd_port + 10))" \
-    --quota-backend-bytes 8589934592 --log-level warn >"$1/etcd.log" 2>&1 &
+    --log-level warn >"$1/etcd.log" 2>&1 &
   EPID=$!
   until curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; do
     kill -0 "$EPID" || { echo "etcd exited: $(cat "$1/etcd.log")" >&2; exit 1; }
