@@ -12,9 +12,9 @@ use clap::{Parser, Subcommand};
 use crate::error::BenchError;
 use crate::report::{ScenarioResult, compare_table};
 use crate::scenarios::{
-    AdmissionLoad, AggregatorOptions, ClientConfig, CommonOptions, CrdOptions, CreateKind,
-    CreateOptions, GcOptions, ListOptions, MemoryOptions, MixedOptions, Scenario, StartupOptions,
-    WatchOptions, run_scenario,
+    AdmissionLoad, AggregatorOptions, ClientConfig, ClusterOptions, CommonOptions, CrdOptions,
+    CreateKind, CreateOptions, GcOptions, ListOptions, MemoryOptions, MixedOptions, Scenario,
+    StartupOptions, WatchOptions, run_scenario,
 };
 
 /// Drives a Kubernetes API server (Ironplane or kube-apiserver) through its public API and
@@ -237,6 +237,53 @@ pub enum Command {
         #[arg(long, default_value = "60s", value_parser = parse_duration)]
         max_wait: Duration,
     },
+    /// A large cluster's steady state, as kubemark and clusterloader2 load kube-apiserver: N fake
+    /// Nodes with Leases and M pods each; Lease renewals every 10 s, node status every 60 s, pod
+    /// status churn, a controller-like mix and list+watch informers; latency against upstream's
+    /// SLOs, watch delivery lag, rates held, server CPU and RSS.
+    Cluster {
+        #[arg(long, default_value_t = 100)]
+        nodes: u64,
+        #[arg(long, default_value_t = 30)]
+        pods_per_node: u64,
+        /// Namespaces the pods are spread over.
+        #[arg(long, default_value_t = 10)]
+        namespaces: u64,
+        /// How long the steady state runs.
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        duration: Duration,
+        /// How often each node renews its Lease (the kubelet's 10 s).
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        lease_period: Duration,
+        /// How often each node patches its status (the kubelet's 60 s).
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        status_period: Duration,
+        /// Pod status updates per second.
+        #[arg(long, default_value_t = 20.0)]
+        pod_churn: f64,
+        /// Controller-like operations per second (GETs, namespaced LISTs, Event and ConfigMap
+        /// writes).
+        #[arg(long, default_value_t = 20.0)]
+        controller_rate: f64,
+        /// Informer clients (one connection each), each list+watching pods, nodes,
+        /// endpointslices and configmaps cluster-wide.
+        #[arg(long, default_value_t = 2)]
+        informers: usize,
+        /// Concurrent creates during setup.
+        #[arg(long, default_value_t = 64)]
+        setup_concurrency: usize,
+        /// How long to wait after the last write for the informers' last events.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+        /// How often the server's CPU and RSS are sampled (with --server-pid).
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        sample_every: Duration,
+        /// Step the node count up (100, 500, 1000, 2000, 5000, ...) to --nodes, a whole run
+        /// each, until an SLO, the 100 ms p99 of writes, a rate or a watch event is missed;
+        /// reports the largest size sustained.
+        #[arg(long)]
+        find_max: bool,
+    },
     /// Prints b/a for every figure of two result files written with --json.
     Compare { a: PathBuf, b: PathBuf },
 }
@@ -402,6 +449,36 @@ impl Cli {
                 max_wait: *max_wait,
                 common,
             }),
+            Command::Cluster {
+                nodes,
+                pods_per_node,
+                namespaces,
+                duration,
+                lease_period,
+                status_period,
+                pod_churn,
+                controller_rate,
+                informers,
+                setup_concurrency,
+                grace,
+                sample_every,
+                find_max,
+            } => Scenario::Cluster(ClusterOptions {
+                nodes: *nodes,
+                pods_per_node: *pods_per_node,
+                namespaces: *namespaces,
+                duration: *duration,
+                lease_period: *lease_period,
+                status_period: *status_period,
+                pod_churn: *pod_churn,
+                controller_rate: *controller_rate,
+                informers: *informers,
+                setup_concurrency: *setup_concurrency,
+                grace: *grace,
+                sample_every: *sample_every,
+                find_max: *find_max,
+                common,
+            }),
             Command::Compare { .. } => return None,
         };
         Some(scenario)
@@ -534,6 +611,27 @@ mod tests {
         assert_eq!(options.watchers, 1000);
         assert_eq!(options.common.server_pid, Some(42));
         assert_eq!(options.common.etcd_pid, Some(43));
+        let cli = Cli::try_parse_from([
+            "ironplane-bench",
+            "cluster",
+            "--nodes",
+            "5000",
+            "--pods-per-node",
+            "30",
+            "--pod-churn",
+            "2.5",
+            "--lease-period",
+            "5s",
+        ])
+        .unwrap();
+        let Some(Scenario::Cluster(options)) = cli.scenario() else {
+            panic!("not cluster");
+        };
+        assert_eq!((options.nodes, options.pods_per_node), (5000, 30));
+        assert_eq!(options.pod_churn, 2.5);
+        assert_eq!(options.lease_period, Duration::from_secs(5));
+        assert_eq!(options.status_period, Duration::from_secs(60));
+        assert_eq!(options.lease_rate(), 1000.0);
         let cli = Cli::try_parse_from(["ironplane-bench", "compare", "a.json", "b.json"]).unwrap();
         assert!(cli.scenario().is_none());
     }

@@ -33,6 +33,9 @@ type HyperClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 /// The `User-Agent` the tool sends, so that server logs and audit events show who made the load.
 pub const USER_AGENT_VALUE: &str = concat!("ironplane-bench/", env!("CARGO_PKG_VERSION"));
 
+/// The content type of every request body but a patch.
+const JSON: &str = "application/json";
+
 /// The system CA bundle used when the kubeconfig names no CA and does not skip verification.
 const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
@@ -184,7 +187,7 @@ impl ApiClient {
     /// `GET /version`: answered to anyone (upstream binds it to `system:public-info-viewer`), so
     /// it tests reachability, not credentials. Returns the HTTP version the answer came in.
     async fn probe_version_on(&self, index: usize) -> Result<Version, BenchError> {
-        let request = self.request(Method::GET, "/version", None)?;
+        let request = self.request(Method::GET, "/version", None, JSON)?;
         let client = &self.clients[index % self.clients.len()];
         let answer = tokio::time::timeout(self.request_timeout, client.request(request)).await;
         match answer {
@@ -231,6 +234,7 @@ impl ApiClient {
         method: Method,
         path: &str,
         body: Option<Bytes>,
+        content_type: &'static str,
     ) -> Result<Request<Full<Bytes>>, BenchError> {
         // Paths are built by the tool and always absolute; anything else would change the target.
         if !path.starts_with('/') {
@@ -244,7 +248,7 @@ impl ApiClient {
             .header(ACCEPT, "application/json")
             .header(USER_AGENT, USER_AGENT_VALUE);
         if body.is_some() {
-            builder = builder.header(CONTENT_TYPE, "application/json");
+            builder = builder.header(CONTENT_TYPE, content_type);
         }
         if let Some(auth) = &self.authorization {
             builder = builder.header(AUTHORIZATION, auth.clone());
@@ -279,8 +283,42 @@ impl ApiClient {
         body: Option<Bytes>,
         timeout: Duration,
     ) -> Result<ApiResponse, RequestError> {
+        self.exchange(connection, method, path, body, JSON, timeout)
+            .await
+    }
+
+    /// A PATCH on pool `connection` with the patch type as its content type
+    /// (`application/strategic-merge-patch+json`, `application/merge-patch+json`), within the
+    /// request timeout.
+    pub async fn patch_on(
+        &self,
+        connection: usize,
+        path: &str,
+        body: Bytes,
+        content_type: &'static str,
+    ) -> Result<ApiResponse, RequestError> {
+        self.exchange(
+            connection,
+            Method::PATCH,
+            path,
+            Some(body),
+            content_type,
+            self.request_timeout,
+        )
+        .await
+    }
+
+    async fn exchange(
+        &self,
+        connection: usize,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        content_type: &'static str,
+        timeout: Duration,
+    ) -> Result<ApiResponse, RequestError> {
         let request = self
-            .request(method, path, body)
+            .request(method, path, body, content_type)
             .map_err(|e| RequestError::Transport(e.to_string()))?;
         let client = &self.clients[connection % self.clients.len()];
         let exchange = async {
@@ -347,7 +385,7 @@ impl ApiClient {
         path: &str,
     ) -> Result<hyper::Response<Incoming>, RequestError> {
         let request = self
-            .request(Method::GET, path, None)
+            .request(Method::GET, path, None, JSON)
             .map_err(|e| RequestError::Transport(e.to_string()))?;
         let client = &self.clients[connection % self.clients.len()];
         match tokio::time::timeout(self.request_timeout, client.request(request)).await {

@@ -21,7 +21,7 @@ pub(crate) mod fake;
 pub use error::BenchError;
 pub use report::{Row, ScenarioResult};
 pub use scenarios::{
-    AdmissionLoad, AggregatorOptions, ClientConfig, CommonOptions, CrdOptions, CreateKind,
-    CreateOptions, ListOptions, MemoryOptions, MixedOptions, Scenario, StartupOptions,
+    AdmissionLoad, AggregatorOptions, ClientConfig, ClusterOptions, CommonOptions, CrdOptions,
+    CreateKind, CreateOptions, ListOptions, MemoryOptions, MixedOptions, Scenario, StartupOptions,
     WatchOptions, run_scenario,
 };

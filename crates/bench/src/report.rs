@@ -37,6 +37,10 @@ pub struct ScenarioResult {
     pub figures: BTreeMap<String, f64>,
     /// The first few distinct error messages, to explain non-zero error counts.
     pub error_samples: Vec<String>,
+    /// Verdicts and series a scenario states in words (the `cluster` scenario's SLO checks, its
+    /// RSS over time), printed after the figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The figures of one measured operation.
@@ -48,6 +52,9 @@ pub struct Row {
     /// Failed operations (no answer, or a non-2xx answer that the scenario did not expect).
     pub errors: u64,
     pub median_ms: f64,
+    /// Absent from files written before it was added; read as 0 there.
+    #[serde(default)]
+    pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
     /// Successful operations per second of the measured phase.
@@ -71,6 +78,7 @@ impl Row {
             count: histogram.count(),
             errors,
             median_ms: micros_to_ms(histogram.percentile(50.0)),
+            p90_ms: micros_to_ms(histogram.percentile(90.0)),
             p99_ms: micros_to_ms(histogram.percentile(99.0)),
             max_ms: micros_to_ms(histogram.max()),
             per_second: finite(if seconds > 0.0 {
@@ -88,6 +96,7 @@ impl Row {
             ("count", self.count as f64),
             ("errors", self.errors as f64),
             ("median_ms", self.median_ms),
+            ("p90_ms", self.p90_ms),
             ("p99_ms", self.p99_ms),
             ("max_ms", self.max_ms),
             ("per_second", self.per_second),
@@ -117,6 +126,7 @@ impl ScenarioResult {
             rows: Vec::new(),
             figures: BTreeMap::new(),
             error_samples: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -156,8 +166,16 @@ impl ScenarioResult {
         }
         let _ = writeln!(
             out,
-            "  {:<22} {:>10} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}",
-            "operation", "count", "errors", "per s", "median ms", "p99 ms", "max ms", "MiB/s"
+            "  {:<30} {:>10} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "operation",
+            "count",
+            "errors",
+            "per s",
+            "median ms",
+            "p90 ms",
+            "p99 ms",
+            "max ms",
+            "MiB/s"
         );
         for row in &self.rows {
             let mib = row
@@ -166,12 +184,13 @@ impl ScenarioResult {
                 .unwrap_or_else(|| "-".to_string());
             let _ = writeln!(
                 out,
-                "  {:<22} {:>10} {:>8} {:>11.1} {:>10.3} {:>10.3} {:>10.3} {:>10}",
+                "  {:<30} {:>10} {:>8} {:>11.1} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10}",
                 row.label,
                 row.count,
                 row.errors,
                 row.per_second,
                 row.median_ms,
+                row.p90_ms,
                 row.p99_ms,
                 row.max_ms,
                 mib
@@ -181,6 +200,12 @@ impl ScenarioResult {
             let _ = writeln!(out, "  figures:");
             for (name, value) in &self.figures {
                 let _ = writeln!(out, "    {name:<40} {}", format_number(*value));
+            }
+        }
+        if !self.notes.is_empty() {
+            let _ = writeln!(out, "  notes:");
+            for note in &self.notes {
+                let _ = writeln!(out, "    {note}");
             }
         }
         if !self.error_samples.is_empty() {
@@ -413,6 +438,7 @@ mod tests {
             count: 1,
             errors: 0,
             median_ms: 1.0,
+            p90_ms: 1.0,
             p99_ms: 1.0,
             max_ms: 1.0,
             per_second: 1.0,

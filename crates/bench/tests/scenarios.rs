@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use ironplane_bench::{
-    AdmissionLoad, AggregatorOptions, BenchError, ClientConfig, CommonOptions, CrdOptions,
-    CreateKind, CreateOptions, ListOptions, MemoryOptions, MixedOptions, Scenario, WatchOptions,
-    run_scenario,
+    AdmissionLoad, AggregatorOptions, BenchError, ClientConfig, ClusterOptions, CommonOptions,
+    CrdOptions, CreateKind, CreateOptions, ListOptions, MemoryOptions, MixedOptions, Scenario,
+    WatchOptions, run_scenario,
 };
 
 fn client_config(server: &ironplane::testing::TestServer) -> ClientConfig {
@@ -209,6 +209,104 @@ async fn watch_loses_no_events() {
     );
     assert_eq!(result.figures["events_delivered"], writes * 20.0);
     assert_eq!(result.total_errors(), 0, "{:?}", result.error_samples);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_counts_add_up_loses_no_events_and_cleans_up() {
+    let server = ironplane::testing::TestServer::start().await;
+    let cfg = client_config(&server);
+    let scenario = Scenario::Cluster(ClusterOptions {
+        nodes: 20,
+        pods_per_node: 3,
+        namespaces: 3,
+        duration: Duration::from_secs(3),
+        // Short periods, so that every family writes several times in a short run.
+        lease_period: Duration::from_secs(1),
+        status_period: Duration::from_secs(2),
+        pod_churn: 10.0,
+        controller_rate: 20.0,
+        informers: 2,
+        setup_concurrency: 8,
+        grace: Duration::from_secs(20),
+        sample_every: Duration::from_secs(1),
+        find_max: false,
+        common: CommonOptions {
+            // The server runs in this test's process.
+            server_pid: Some(std::process::id()),
+            ..Default::default()
+        },
+    });
+    let result = run_scenario(&cfg, &scenario).await.unwrap();
+    let count = |label: &str| result.row(label).map_or(0, |r| r.count);
+    assert_eq!(result.total_errors(), 0, "{:?}", result.error_samples);
+    assert!(
+        result.error_samples.is_empty(),
+        "{:?}",
+        result.error_samples
+    );
+    assert_eq!(count("setup POST nodes"), 20);
+    assert_eq!(count("setup POST leases"), 20);
+    assert_eq!(count("setup POST pods"), 60);
+    // Every renewal is one PUT, unless the node's previous renewal was still under way.
+    let sent = |family: &str| result.figures[&format!("{family}_sent")] as u64;
+    assert!(sent("lease_renewals") > 0);
+    assert_eq!(
+        count("PUT leases") + result.figures["lease_renewals_overlapped"] as u64,
+        sent("lease_renewals")
+    );
+    assert_eq!(count("PATCH nodes/status"), sent("node_status_updates"));
+    assert_eq!(count("PATCH pods/status"), sent("pod_status_updates"));
+    let controller: u64 = [
+        "GET pods",
+        "GET nodes",
+        "LIST pods (namespace)",
+        "LIST configmaps (namespace)",
+        "POST events",
+        "POST configmaps",
+        "PUT configmaps",
+        "DELETE configmaps",
+    ]
+    .iter()
+    .map(|label| count(label))
+    .sum();
+    assert_eq!(controller, sent("controller_ops"));
+    // Each informer saw every node status, pod status and ConfigMap write.
+    // (A node status patch within the second of the node's previous heartbeat changes nothing:
+    // no event follows, and the scenario counts it apart.)
+    let tracked = count("PATCH nodes/status")
+        + count("PATCH pods/status")
+        + count("POST configmaps")
+        + count("PUT configmaps")
+        - result.figures["unchanged_writes"] as u64;
+    assert!(tracked > 0);
+    assert_eq!(result.figures["events_expected"], (tracked * 2) as f64);
+    assert_eq!(result.figures["events_lost"], 0.0);
+    assert_eq!(result.figures["events_delivered"], (tracked * 2) as f64);
+    assert_eq!(count("watch delivery"), tracked * 2);
+    assert!(count("LIST pods (cluster)") >= 2);
+    assert_eq!(
+        result.figures["slos_checked"],
+        (result.rows.len() - 1) as f64
+    );
+    assert!(result.notes.iter().any(|n| n.starts_with("SLO PUT leases")));
+    assert!(result.notes.iter().any(|n| n.starts_with("server RSS MiB")));
+    assert!(result.figures["server_rss_mib_per_1000_nodes"] > 0.0);
+    // Nothing of the run is left: nodes, leases, pods, events, ConfigMaps.
+    let out = std::process::Command::new(common_kubectl())
+        .env("KUBECONFIG", &cfg.kubeconfig)
+        .args([
+            "get",
+            "nodes,leases,pods,events,configmaps",
+            "--all-namespaces",
+            "-l",
+            "app.kubernetes.io/managed-by=ironplane-bench",
+            "-o",
+            "name",
+        ])
+        .output()
+        .expect("kubectl runs");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

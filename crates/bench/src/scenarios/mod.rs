@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod aggregator;
+pub mod cluster;
 pub mod crd;
 pub mod create;
 pub mod gc;
@@ -37,6 +38,7 @@ use crate::stats::{ProcSample, sample_process};
 
 pub use admission::AdmissionLoad;
 pub use aggregator::AggregatorOptions;
+pub use cluster::ClusterOptions;
 pub use crd::CrdOptions;
 pub use create::{CreateKind, CreateOptions};
 pub use gc::GcOptions;
@@ -141,6 +143,7 @@ pub enum Scenario {
     Crd(CrdOptions),
     Gc(GcOptions),
     Aggregator(AggregatorOptions),
+    Cluster(ClusterOptions),
 }
 
 impl Scenario {
@@ -155,6 +158,7 @@ impl Scenario {
             Scenario::Crd(_) => "crd",
             Scenario::Gc(_) => "gc",
             Scenario::Aggregator(_) => "aggregator",
+            Scenario::Cluster(_) => "cluster",
         }
     }
 
@@ -170,6 +174,7 @@ impl Scenario {
             Scenario::Crd(o) => o.validate(),
             Scenario::Gc(o) => o.validate(),
             Scenario::Aggregator(o) => o.validate(),
+            Scenario::Cluster(o) => o.validate(),
         }
     }
 }
@@ -201,6 +206,7 @@ pub async fn run_scenario(
         Scenario::Crd(o) => crd::run(cfg, o).await,
         Scenario::Gc(o) => gc::run(cfg, o).await,
         Scenario::Aggregator(o) => aggregator::run(cfg, o).await,
+        Scenario::Cluster(o) => cluster::run(cfg, o).await,
     }
 }
 

@@ -107,7 +107,7 @@ impl WatchOptions {
 
 /// Maps a resourceVersion to a number: itself when numeric (etcd's and Ironplane's are), else a
 /// hash of the string (resourceVersions are opaque to clients).
-fn rv_key(rv: &str) -> u64 {
+pub(super) fn rv_key(rv: &str) -> u64 {
     match rv.parse::<u64>() {
         Ok(n) => n,
         Err(_) => {
@@ -119,12 +119,12 @@ fn rv_key(rv: &str) -> u64 {
 
 /// The write instants by resourceVersion, sharded so that thousands of watchers reading and a
 /// few writers inserting do not queue on one lock.
-struct WriteLog {
+pub(super) struct WriteLog {
     shards: Vec<RwLock<HashMap<u64, Instant>>>,
 }
 
 impl WriteLog {
-    fn new() -> WriteLog {
+    pub(super) fn new() -> WriteLog {
         WriteLog {
             shards: (0..WRITE_SHARDS)
                 .map(|_| RwLock::new(HashMap::new()))
@@ -136,20 +136,20 @@ impl WriteLog {
         &self.shards[(key % WRITE_SHARDS as u64) as usize]
     }
 
-    fn insert(&self, key: u64, at: Instant) {
+    pub(super) fn insert(&self, key: u64, at: Instant) {
         if let Ok(mut shard) = self.shard(key).write() {
             shard.insert(key, at);
         }
     }
 
-    fn get(&self, key: u64) -> Option<Instant> {
+    pub(super) fn get(&self, key: u64) -> Option<Instant> {
         self.shard(key).read().ok()?.get(&key).copied()
     }
 }
 
 /// What a watch event line says, as far as the tool needs.
 #[derive(Debug, PartialEq, Eq)]
-enum EventLine<'a> {
+pub(super) enum EventLine<'a> {
     /// ADDED, MODIFIED or DELETED, with the object's resourceVersion.
     Object(&'a str),
     Bookmark(&'a str),
@@ -173,7 +173,7 @@ fn quoted_after<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a str> {
 /// is read without building the object: the event type is the line's first `"type":"`, and the
 /// object's resourceVersion is the first `"resourceVersion":"` (a ConfigMap has no other field of
 /// that name before its metadata's). Anything else falls back to a full parse.
-fn parse_event_line(line: &[u8]) -> EventLine<'_> {
+pub(super) fn parse_event_line(line: &[u8]) -> EventLine<'_> {
     if line.starts_with(br#"{"type":""#) {
         let kind = quoted_after(line, br#"{"type":""#);
         let rv = quoted_after(line, br#""resourceVersion":""#);
