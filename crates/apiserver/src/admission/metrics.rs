@@ -9,10 +9,10 @@
 //! Not here: upstream's `_summary` twin of the step family (the `prometheus` crate has no
 //! summaries; the histogram carries the same observations).
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;
 
-use prometheus::{HistogramVec, IntCounterVec};
+use prometheus::{Histogram, HistogramVec, IntCounterVec};
 
 use super::Operation;
 use crate::metrics::{counter_vec, histogram_vec};
@@ -71,17 +71,50 @@ fn flag(b: bool) -> &'static str {
     if b { "true" } else { "false" }
 }
 
+/// Where a (step, operation, outcome) child sits in a table of children: 2 × 4 × 2.
+fn slot(step: Step, op: Operation, rejected: bool) -> usize {
+    (step as usize) * 8 + (op as usize) * 2 + usize::from(rejected)
+}
+
+/// The step histogram's children, each looked up on first use and kept: every request records
+/// two steps, and a lookup hashes the labels.
+static STEP_CHILDREN: [OnceLock<Histogram>; 16] = [const { OnceLock::new() }; 16];
+
 /// One phase of a request, started at `start`.
 pub fn observe_step(step: Step, op: Operation, start: Instant, rejected: bool) {
-    STEP.with_label_values(&[step.label(), op.as_str(), flag(rejected)])
+    STEP_CHILDREN[slot(step, op, rejected)]
+        .get_or_init(|| STEP.with_label_values(&[step.label(), op.as_str(), flag(rejected)]))
         .observe(start.elapsed().as_secs_f64());
 }
 
-/// One plugin's part of a phase, started at `start`.
-pub fn observe_controller(name: &str, step: Step, op: Operation, start: Instant, rejected: bool) {
-    CONTROLLER
-        .with_label_values(&[name, step.label(), op.as_str(), flag(rejected)])
-        .observe(start.elapsed().as_secs_f64());
+/// One plugin's children of the controller histogram, made on first use and kept with the
+/// plugin, so that recording each plugin's part of each request does not hash its labels.
+pub struct PluginMetrics {
+    name: &'static str,
+    children: [OnceLock<Histogram>; 16],
+}
+
+impl PluginMetrics {
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            children: [const { OnceLock::new() }; 16],
+        }
+    }
+
+    /// The plugin's part of a phase, started at `start`.
+    pub fn observe(&self, step: Step, op: Operation, start: Instant, rejected: bool) {
+        self.children[slot(step, op, rejected)]
+            .get_or_init(|| {
+                CONTROLLER.with_label_values(&[
+                    self.name,
+                    step.label(),
+                    op.as_str(),
+                    flag(rejected),
+                ])
+            })
+            .observe(start.elapsed().as_secs_f64());
+    }
 }
 
 /// One webhook call, started at `start`: `mutating` picks upstream's type label, `code` is the
@@ -112,7 +145,10 @@ mod tests {
     fn families_carry_upstreams_labels() {
         let start = Instant::now();
         observe_step(Step::Validate, Operation::Create, start, true);
-        observe_controller("MetricsTest", Step::Admit, Operation::Update, start, false);
+        let plugin = PluginMetrics::new("MetricsTest");
+        plugin.observe(Step::Admit, Operation::Update, start, false);
+        plugin.observe(Step::Admit, Operation::Update, start, false);
+        plugin.observe(Step::Validate, Operation::Update, start, true);
         observe_webhook("m.example.com", false, Operation::Delete, start, true, 799);
         assert_eq!(
             STEP.with_label_values(&["validate", "CREATE", "true"])
@@ -122,6 +158,12 @@ mod tests {
         assert_eq!(
             CONTROLLER
                 .with_label_values(&["MetricsTest", "admit", "UPDATE", "false"])
+                .get_sample_count(),
+            2
+        );
+        assert_eq!(
+            CONTROLLER
+                .with_label_values(&["MetricsTest", "validate", "UPDATE", "true"])
                 .get_sample_count(),
             1
         );

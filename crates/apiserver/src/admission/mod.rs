@@ -191,18 +191,20 @@ pub trait ValidatingPlugin: Send + Sync {
 /// The configured plugins, in the order they run.
 #[derive(Clone, Default)]
 pub struct Admission {
-    mutating: Vec<Arc<dyn MutatingPlugin>>,
-    validating: Vec<Arc<dyn ValidatingPlugin>>,
+    mutating: Vec<(Arc<dyn MutatingPlugin>, Arc<metrics::PluginMetrics>)>,
+    validating: Vec<(Arc<dyn ValidatingPlugin>, Arc<metrics::PluginMetrics>)>,
 }
 
 impl Admission {
     pub fn with_mutating(mut self, p: Arc<dyn MutatingPlugin>) -> Self {
-        self.mutating.push(p);
+        let m = Arc::new(metrics::PluginMetrics::new(p.name()));
+        self.mutating.push((p, m));
         self
     }
 
     pub fn with_validating(mut self, p: Arc<dyn ValidatingPlugin>) -> Self {
-        self.validating.push(p);
+        let m = Arc::new(metrics::PluginMetrics::new(p.name()));
+        self.validating.push((p, m));
         self
     }
 
@@ -225,10 +227,10 @@ impl Admission {
 
     /// One run of the mutating plugins, each recorded in the plugin metrics.
     async fn run_mutating(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
-        for p in &self.mutating {
+        for (p, m) in &self.mutating {
             let start = Instant::now();
             let r = p.admit(attrs, obj).await;
-            metrics::observe_controller(p.name(), Step::Admit, attrs.operation, start, r.is_err());
+            m.observe(Step::Admit, attrs.operation, start, r.is_err());
             r?;
         }
         Ok(())
@@ -237,16 +239,10 @@ impl Admission {
     pub async fn admit_delete(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
         let step = Instant::now();
         let mut result = Ok(());
-        for p in &self.mutating {
+        for (p, m) in &self.mutating {
             let start = Instant::now();
             result = p.admit_delete(attrs).await;
-            metrics::observe_controller(
-                p.name(),
-                Step::Admit,
-                attrs.operation,
-                start,
-                result.is_err(),
-            );
+            m.observe(Step::Admit, attrs.operation, start, result.is_err());
             if result.is_err() {
                 break;
             }
@@ -258,16 +254,10 @@ impl Admission {
     pub async fn validate(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), Status> {
         let step = Instant::now();
         let mut result = Ok(());
-        for p in &self.validating {
+        for (p, m) in &self.validating {
             let start = Instant::now();
             result = p.validate(attrs, obj).await;
-            metrics::observe_controller(
-                p.name(),
-                Step::Validate,
-                attrs.operation,
-                start,
-                result.is_err(),
-            );
+            m.observe(Step::Validate, attrs.operation, start, result.is_err());
             if result.is_err() {
                 break;
             }

@@ -3,9 +3,11 @@
 //! prefixes the help of a non-stable metric with its stability level, so these say `[BETA]`).
 //! Registered in the process-wide registry the first time they are touched.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+};
 
 use crate::metrics::register;
 
@@ -102,6 +104,72 @@ pub static NOMINAL_LIMIT_SEATS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 });
 
 /// Touches every family, so that a scrape lists them before the first request.
+/// The children one flow schema's requests record, each looked up on its first use (so that
+/// `/metrics` shows only label sets in use) and then kept: a request records without hashing
+/// its labels again.
+pub struct FlowMetrics {
+    labels: [String; 2],
+    wait_dispatched: OnceLock<Histogram>,
+    wait_rejected: OnceLock<Histogram>,
+    dispatched: OnceLock<IntCounter>,
+    inqueue: OnceLock<IntGauge>,
+    executing: OnceLock<[IntGauge; 2]>,
+}
+
+impl FlowMetrics {
+    pub fn new(priority_level: &str, flow_schema: &str) -> Self {
+        Self {
+            labels: [priority_level.to_string(), flow_schema.to_string()],
+            wait_dispatched: OnceLock::new(),
+            wait_rejected: OnceLock::new(),
+            dispatched: OnceLock::new(),
+            inqueue: OnceLock::new(),
+            executing: OnceLock::new(),
+        }
+    }
+
+    fn labels(&self) -> [&str; 2] {
+        [&self.labels[0], &self.labels[1]]
+    }
+
+    /// `apiserver_flowcontrol_request_wait_duration_seconds`, by whether it was executed.
+    pub fn wait(&self, executed: bool) -> &Histogram {
+        let [pl, fs] = self.labels();
+        if executed {
+            self.wait_dispatched
+                .get_or_init(|| REQUEST_WAIT_DURATION.with_label_values(&[pl, fs, "true"]))
+        } else {
+            self.wait_rejected
+                .get_or_init(|| REQUEST_WAIT_DURATION.with_label_values(&[pl, fs, "false"]))
+        }
+    }
+
+    pub fn dispatched(&self) -> &IntCounter {
+        self.dispatched
+            .get_or_init(|| DISPATCHED_REQUESTS.with_label_values(&self.labels()))
+    }
+
+    pub fn inqueue(&self) -> &IntGauge {
+        self.inqueue
+            .get_or_init(|| CURRENT_INQUEUE_REQUESTS.with_label_values(&self.labels()))
+    }
+
+    /// `current_executing_requests` and `current_executing_seats`.
+    pub fn executing(&self) -> &[IntGauge; 2] {
+        self.executing.get_or_init(|| {
+            [
+                CURRENT_EXECUTING_REQUESTS.with_label_values(&self.labels()),
+                CURRENT_EXECUTING_SEATS.with_label_values(&self.labels()),
+            ]
+        })
+    }
+
+    pub fn rejected(&self, reason: &str) {
+        let [pl, fs] = self.labels();
+        REJECTED_REQUESTS.with_label_values(&[pl, fs, reason]).inc();
+    }
+}
+
 pub fn register_all() {
     LazyLock::force(&REJECTED_REQUESTS);
     LazyLock::force(&DISPATCHED_REQUESTS);

@@ -76,6 +76,8 @@ pub struct Level {
 struct InEffect {
     digest: Digest,
     levels: BTreeMap<String, Arc<Level>>,
+    /// Each flow schema's metric children, by schema name.
+    flow_metrics: HashMap<String, Arc<metrics::FlowMetrics>>,
 }
 
 pub struct FlowControl {
@@ -115,19 +117,15 @@ pub struct Execution {
 
 /// Keeps `current_executing_requests` and `current_executing_seats` while the request runs.
 struct GaugeGuard {
-    labels: [String; 2],
+    metrics: Arc<metrics::FlowMetrics>,
     seats: i64,
 }
 
 impl Drop for GaugeGuard {
     fn drop(&mut self) {
-        let labels = [self.labels[0].as_str(), self.labels[1].as_str()];
-        metrics::CURRENT_EXECUTING_REQUESTS
-            .with_label_values(&labels)
-            .dec();
-        metrics::CURRENT_EXECUTING_SEATS
-            .with_label_values(&labels)
-            .sub(self.seats);
+        let [requests, seats] = self.metrics.executing();
+        requests.dec();
+        seats.sub(self.seats);
     }
 }
 
@@ -233,8 +231,31 @@ impl FlowControl {
                 }),
             );
         }
-        *self.in_effect.write().unwrap_or_else(|p| p.into_inner()) =
-            Arc::new(InEffect { digest, levels });
+        let flow_metrics = digest
+            .flow_schemas
+            .iter()
+            .map(|fs| {
+                let kept = old
+                    .flow_metrics
+                    .get(&fs.name)
+                    .filter(|_| {
+                        old.digest
+                            .flow_schemas
+                            .iter()
+                            .any(|o| o.name == fs.name && o.priority_level == fs.priority_level)
+                    })
+                    .cloned();
+                let m = kept.unwrap_or_else(|| {
+                    Arc::new(metrics::FlowMetrics::new(&fs.priority_level, &fs.name))
+                });
+                (fs.name.clone(), m)
+            })
+            .collect();
+        *self.in_effect.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(InEffect {
+            digest,
+            levels,
+            flow_metrics,
+        });
     }
 
     /// Moves seats from levels that do not need them to levels that do (upstream's
@@ -340,18 +361,18 @@ impl FlowControl {
             arrive: SystemTime::now(),
             start: None,
         };
+        let flow_metrics = in_effect
+            .flow_metrics
+            .get(&fs.name)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(metrics::FlowMetrics::new(&pl.name, &fs.name)));
         drop(in_effect);
-        let labels = [
-            classification.priority_level.clone(),
-            classification.flow_schema.clone(),
-        ];
-        let label_refs = [labels[0].as_str(), labels[1].as_str()];
         let arrived = Instant::now();
         let admitted = match level.queues.enqueue(flow, dump) {
             Admission::Dispatched(ticket) => Ok(ticket),
             Admission::Rejected(why) => Err(why),
             Admission::Queued(waiter) => {
-                let inqueue = metrics::CURRENT_INQUEUE_REQUESTS.with_label_values(&label_refs);
+                let inqueue = flow_metrics.inqueue();
                 inqueue.inc();
                 // A quarter of the request's time, at most a minute, counted from its arrival.
                 let wait = (deadline / 4).min(MAX_WAIT);
@@ -365,36 +386,25 @@ impl FlowControl {
         let waited = arrived.elapsed().as_secs_f64();
         match admitted {
             Ok(ticket) => {
-                metrics::REQUEST_WAIT_DURATION
-                    .with_label_values(&[label_refs[0], label_refs[1], "true"])
-                    .observe(waited);
-                metrics::DISPATCHED_REQUESTS
-                    .with_label_values(&label_refs)
-                    .inc();
-                metrics::CURRENT_EXECUTING_REQUESTS
-                    .with_label_values(&label_refs)
-                    .inc();
-                metrics::CURRENT_EXECUTING_SEATS
-                    .with_label_values(&label_refs)
-                    .add(seats as i64);
+                flow_metrics.wait(true).observe(waited);
+                flow_metrics.dispatched().inc();
+                let [requests, executing_seats] = flow_metrics.executing();
+                requests.inc();
+                executing_seats.add(seats as i64);
                 Outcome::Execute(
                     classification,
                     Execution {
                         _ticket: ticket,
                         _gauges: GaugeGuard {
-                            labels,
+                            metrics: flow_metrics,
                             seats: seats as i64,
                         },
                     },
                 )
             }
             Err(why) => {
-                metrics::REQUEST_WAIT_DURATION
-                    .with_label_values(&[label_refs[0], label_refs[1], "false"])
-                    .observe(waited);
-                metrics::REJECTED_REQUESTS
-                    .with_label_values(&[label_refs[0], label_refs[1], why.reason()])
-                    .inc();
+                flow_metrics.wait(false).observe(waited);
+                flow_metrics.rejected(why.reason());
                 Outcome::Reject(classification)
             }
         }
