@@ -17,7 +17,9 @@
 //!   admission policies.
 //! - `openapi`: the OpenAPI v3 documents of the served CRDs (`kubectl explain`).
 //! - `table`: `kubectl get` columns from `additionalPrinterColumns`.
-//! - `version`: Kubernetes-aware version ordering, which discovery lists versions in.
+//!
+//! Versions are ordered as Kubernetes orders them by `apimachinery::version`, which the
+//! aggregator's discovery order uses too.
 //!
 //! - `crd`: the CustomResourceDefinition kind's own strategy and validation. The CRD objects are
 //!   stored by the built-in catalog (crate `ironplane-kube`, which keeps upstream's discovery
