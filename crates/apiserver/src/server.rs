@@ -356,6 +356,23 @@ impl GenericApiServer {
         if info.verb != "get" && info.verb != "head" {
             return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
         }
+        // Routes of upstream's REST container have no HEAD: the version, the OIDC documents,
+        // legacy discovery and built-in group versions. Its plain handlers (health, OpenAPI,
+        // `/apis` and groups, which the aggregator serves, and custom resources' discovery)
+        // answer HEAD as GET. Checked against kube-apiserver v1.36.2.
+        if info.verb == "head" {
+            let restful = match segments.as_slice() {
+                ["version"] | ["api", ..] | [".well-known", ..] | ["openid", ..] => true,
+                ["apis", group, version] => self
+                    .infos()
+                    .iter()
+                    .any(|i| i.group == *group && i.version == *version && !i.unstructured),
+                _ => false,
+            };
+            if restful {
+                return Err(Status::method_not_allowed());
+            }
+        }
         if let Some(doc) = self.documents.iter().find(|d| d.path == path) {
             let mut r = response::raw(StatusCode::OK, doc.content_type, doc.body.clone());
             if let Ok(v) =
@@ -373,7 +390,12 @@ impl GenericApiServer {
             )
         };
         match segments.as_slice() {
-            ["version"] => json(&self.config.version),
+            // Upstream writes the version with `WriteRawJSON`: indented, whatever the client.
+            ["version"] => Ok(response::raw(
+                StatusCode::OK,
+                "application/json",
+                serde_json::to_vec_pretty(&self.config.version).map_err(Status::internal)?,
+            )),
             ["debug", "api_priority_and_fairness", dump] if self.flow_control.is_some() => {
                 let Some(fc) = self.flow_control.as_deref() else {
                     return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));

@@ -232,6 +232,72 @@ fn splice_resource_version(json: &[u8], resource_version: i64) -> Option<Vec<u8>
     Some(out)
 }
 
+/// Appends the JSON object `json` to `out` without its top-level `apiVersion` and `kind`: the
+/// form of an item in upstream's typed lists, where only the list names its kind. The members
+/// are scanned only until both are found; the rest is copied as it is. Anything that is not a
+/// JSON object is appended unchanged.
+pub fn extend_without_type_meta(json: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    if write_without_type_meta(json, out).is_none() {
+        out.truncate(start);
+        out.extend_from_slice(json);
+    }
+}
+
+fn write_without_type_meta(json: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    let mut i = skip_ws(json, 0);
+    if json.get(i)? != &b'{' {
+        return None;
+    }
+    out.push(b'{');
+    i = skip_ws(json, i + 1);
+    if json.get(i)? == &b'}' {
+        out.push(b'}');
+        return Some(());
+    }
+    let (mut kept, mut found) = (0usize, 0usize);
+    loop {
+        if json.get(i)? != &b'"' {
+            return None;
+        }
+        let key_end = skip_string(json, i)?;
+        let type_meta = matches!(&json[i..key_end], b"\"apiVersion\"" | b"\"kind\"");
+        let colon = skip_ws(json, key_end);
+        if json.get(colon)? != &b':' {
+            return None;
+        }
+        let value_end = skip_value(json, skip_ws(json, colon + 1))?;
+        if type_meta {
+            found += 1;
+        } else {
+            if kept > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&json[i..value_end]);
+            kept += 1;
+        }
+        let j = skip_ws(json, value_end);
+        match json.get(j)? {
+            b'}' => {
+                out.push(b'}');
+                return Some(());
+            }
+            b',' => {
+                let next = skip_ws(json, j + 1);
+                if found == 2 {
+                    if kept > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(&json[next..]);
+                    return Some(());
+                }
+                i = next;
+            }
+            _ => return None,
+        }
+    }
+}
+
 fn skip_ws(json: &[u8], mut i: usize) -> usize {
     while matches!(json.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
         i += 1;
@@ -1055,7 +1121,9 @@ impl Store for KvStore {
                 allow_bookmarks: opts.allow_bookmarks,
                 tx,
             };
-            let initial_end = (opts.send_initial_events == Some(true)).then_some(start);
+            // Only a watch that allows bookmarks is told where the initial events end.
+            let initial_end =
+                (opts.send_initial_events == Some(true) && opts.allow_bookmarks).then_some(start);
             tokio::spawn(task.run(initial, initial_end, source));
         }
         Ok(rx)
@@ -1363,6 +1431,36 @@ mod tests {
         assert!(splice_resource_version(br#"{"metadata":[]}"#, 1).is_none());
         assert!(splice_resource_version(br#"{"kind":"X"}"#, 1).is_none());
         assert!(splice_resource_version(b"[]", 1).is_none());
+    }
+
+    #[test]
+    fn type_meta_is_left_out_wherever_it_stands() {
+        let strip = |json: &[u8]| {
+            let mut out = b"[".to_vec();
+            extend_without_type_meta(json, &mut out);
+            String::from_utf8(out).expect("utf-8")
+        };
+        // Sorted keys (how objects are stored), Go's order, a string holding a brace and the
+        // key names, and members after both.
+        assert_eq!(
+            strip(br#"{"apiVersion":"v1","data":{"k":"}"kind""},"kind":"ConfigMap","metadata":{"name":"a"}}"#),
+            r#"[{"data":{"k":"}"kind""},"metadata":{"name":"a"}}"#
+        );
+        assert_eq!(
+            strip(br#"{"kind":"Pod","apiVersion":"v1","metadata":{},"spec":{"kind":1}}"#),
+            r#"[{"metadata":{},"spec":{"kind":1}}"#
+        );
+        // Last members, a lone member, whitespace, and nothing to take out.
+        assert_eq!(
+            strip(br#"{ "a" : [1,{"b":"]"}] , "apiVersion":"v1", "kind" : "X" }"#),
+            r#"[{"a" : [1,{"b":"]"}]}"#
+        );
+        assert_eq!(strip(br#"{"kind":"X"}"#), "[{}");
+        assert_eq!(strip(br#"{}"#), "[{}");
+        assert_eq!(strip(br#"{"a":1,"b":true}"#), r#"[{"a":1,"b":true}"#);
+        // Not an object, or cut short: appended unchanged.
+        assert_eq!(strip(b"[1]"), "[[1]");
+        assert_eq!(strip(br#"{"kind":"X","a":"#), r#"[{"kind":"X","a":"#);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use serde_json::{Value, json};
@@ -81,6 +81,64 @@ impl Drop for CompletingBody {
     }
 }
 
+/// Marks a response written as upstream's `WriteObjectNegotiated` writes one, in JSON: objects,
+/// lists, `Status` errors and discovery, which upstream indents for a pretty request. Watch
+/// streams, OpenAPI documents, proxied answers and plain text are not marked.
+#[derive(Clone, Copy, Debug)]
+pub struct NegotiatedJson;
+
+/// Upstream's `isPrettyPrint`: the `pretty` parameter when it is given, else a browser's or a
+/// command-line HTTP tool's user agent.
+pub fn is_pretty_print(query: &str, user_agent: Option<&str>) -> bool {
+    if query.contains("pretty")
+        && let Some((_, v)) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "pretty")
+        && !v.is_empty()
+    {
+        return matches!(&*v, "1" | "t" | "T" | "true" | "TRUE" | "True");
+    }
+    user_agent.is_some_and(|ua| {
+        ua.starts_with("curl") || ua.starts_with("Wget") || ua.starts_with("Mozilla/5.0")
+    })
+}
+
+/// The response indented with two spaces and no final newline, as Go's `json.Indent` leaves
+/// it, when it is marked
+/// [`NegotiatedJson`]; any other response is returned as it is.
+pub async fn pretty_print(r: Response) -> Response {
+    if r.extensions().get::<NegotiatedJson>().is_none() {
+        return r;
+    }
+    let (mut parts, body) = r.into_parts();
+    let Ok(collected) = body.collect().await;
+    let bytes = collected.to_bytes();
+    let indented = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| {
+        let mut out = Vec::with_capacity(bytes.len() * 2);
+        let mut ser = serde_json::Serializer::with_formatter(
+            &mut out,
+            serde_json::ser::PrettyFormatter::with_indent(b"  "),
+        );
+        serde::Serialize::serialize(&v, &mut ser).ok()?;
+        Some(out)
+    });
+    let body = match indented {
+        Some(out) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Bytes::from(out)
+        }
+        None => bytes,
+    };
+    http::Response::from_parts(parts, full(body))
+}
+
+/// A negotiated answer already encoded: marked [`NegotiatedJson`] when it is JSON.
+pub fn negotiated(code: StatusCode, encoding: Encoding, body: impl Into<Bytes>) -> Response {
+    let mut r = raw(code, encoding.media_type(), body);
+    if encoding == Encoding::Json {
+        r.extensions_mut().insert(NegotiatedJson);
+    }
+    r
+}
+
 /// A response with a body already encoded as `content_type`.
 pub fn raw(code: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response {
     let mut r = http::Response::new(full(body));
@@ -107,11 +165,7 @@ pub fn encode_value(v: &Value, encoding: Encoding) -> Result<Bytes, Status> {
 }
 
 pub fn value(code: StatusCode, v: &Value, n: Negotiated) -> Result<Response, Status> {
-    Ok(raw(
-        code,
-        n.encoding.media_type(),
-        encode_value(v, n.encoding)?,
-    ))
+    Ok(negotiated(code, n.encoding, encode_value(v, n.encoding)?))
 }
 
 /// The `metav1.Status` answer of a failed request: JSON unless the client asked for YAML or
@@ -128,7 +182,7 @@ pub fn status(s: &Status, encoding: Encoding) -> Response {
             encode_value(&object, Encoding::Json).unwrap_or_default(),
         ),
     };
-    let mut r = raw(code, encoding.media_type(), body);
+    let mut r = negotiated(code, encoding, body);
     if (s.code == 429 || s.code == 504)
         && let Some(secs) = s
             .details
@@ -160,7 +214,7 @@ pub fn object(
     n: Negotiated,
 ) -> Result<Response, Status> {
     match (n.view, n.encoding) {
-        (View::Object, Encoding::Json) => Ok(raw(code, n.encoding.media_type(), obj.bytes.clone())),
+        (View::Object, Encoding::Json) => Ok(negotiated(code, n.encoding, obj.bytes.clone())),
         (View::Object, _) => value(code, &obj.value().map_err(Status::internal)?, n),
         (View::Table, _) => {
             let v = obj.value().map_err(Status::internal)?;
@@ -202,7 +256,9 @@ pub fn list_metadata(
     m
 }
 
-/// A list in the negotiated view and encoding.
+/// A list in the negotiated view and encoding. Items of built-in kinds are written without
+/// `apiVersion` and `kind`, as upstream's typed lists are (only the list names its kind);
+/// custom resources' items keep theirs, as upstream's unstructured lists do.
 pub fn list(
     api: &ApiResources,
     info: &ResourceInfo,
@@ -216,25 +272,38 @@ pub fn list(
                 .map_err(Status::internal)?;
             let size: usize =
                 items.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + head.len() + 16;
-            let mut out = BytesMut::with_capacity(size);
+            let mut out = Vec::with_capacity(size);
             // The envelope is a closed JSON object: reopen it to append `"items":[...]`.
-            out.put_slice(&head[..head.len() - 1]);
-            out.put_slice(b",\"items\":[");
+            out.extend_from_slice(&head[..head.len() - 1]);
+            out.extend_from_slice(b",\"items\":[");
             for (i, o) in items.iter().enumerate() {
                 if i > 0 {
-                    out.put_u8(b',');
+                    out.push(b',');
                 }
-                out.put_slice(&o.bytes);
+                if info.unstructured {
+                    out.extend_from_slice(&o.bytes);
+                } else {
+                    storage::store::extend_without_type_meta(&o.bytes, &mut out);
+                }
             }
-            out.put_slice(b"]}");
-            Ok(raw(StatusCode::OK, n.encoding.media_type(), out.freeze()))
+            out.extend_from_slice(b"]}");
+            Ok(negotiated(StatusCode::OK, n.encoding, Bytes::from(out)))
         }
         (View::Object, _) => {
-            let values: Vec<Value> = items
+            let mut values: Vec<Value> = items
                 .iter()
                 .map(Object::value)
                 .collect::<Result<_, _>>()
                 .map_err(Status::internal)?;
+            // Protobuf items carry no type meta of their own; YAML is the JSON form.
+            if !info.unstructured && n.encoding != Encoding::Protobuf {
+                for v in &mut values {
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("apiVersion");
+                        o.remove("kind");
+                    }
+                }
+            }
             let list = |items: Vec<Value>| json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": items});
             match value(StatusCode::OK, &list(values.clone()), n) {
                 Ok(response) => Ok(response),

@@ -239,7 +239,17 @@ fn with_request_info(
         .insert(crate::endpoints::metrics::Received(
             std::time::Instant::now(),
         ));
-    Box::pin(call_next(next, req))
+    let pretty = response::is_pretty_print(
+        req.uri().query().unwrap_or(""),
+        req.headers()
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+    );
+    if !pretty {
+        return Box::pin(call_next(next, req));
+    }
+    // Outermost but for panic recovery, so that the filters' own refusals are indented too.
+    Box::pin(async move { response::pretty_print(call_next(next, req).await).await })
 }
 
 /// The target of request lines (upstream's `httplog`), which `-v=3` turns on.

@@ -271,6 +271,21 @@ impl Drop for ActiveGuard {
 
 /// A response body that keeps its request counted as active while it streams (a watch is
 /// in flight for as long as its body is).
+/// The answer to a HEAD request: the headers of what a GET would get, with its length, and no
+/// body. HTTP/2 forbids data on a HEAD response (hyper sends what it is given, and the client
+/// then sees the stream reset), so no handler's body may reach the connection.
+fn without_body(response: crate::endpoints::Response) -> crate::endpoints::Response {
+    let (mut parts, body) = response.into_parts();
+    if !parts.headers.contains_key(http::header::CONTENT_LENGTH)
+        && let Some(n) = http_body::Body::size_hint(&body).exact()
+    {
+        parts
+            .headers
+            .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
+    }
+    http::Response::from_parts(parts, crate::endpoints::response::empty())
+}
+
 struct TrackedBody {
     inner: Body,
     _active: ActiveGuard,
@@ -351,9 +366,13 @@ async fn serve_connection(
                 req.extensions_mut().insert(p.clone());
             }
             req.extensions_mut().insert(PeerAddr(peer));
+            let head = req.method() == http::Method::HEAD;
             let call = chain.clone().oneshot(req);
             async move {
-                let response = call.await?;
+                let mut response = call.await?;
+                if head {
+                    response = without_body(response);
+                }
                 Ok::<_, Infallible>(response.map(|inner| TrackedBody {
                     inner,
                     _active: active,
