@@ -644,20 +644,29 @@ impl Store for Cacher {
         if !self.covers(prefix_or_key) {
             return self.shared.inner.watch(prefix_or_key, opts).await;
         }
+        // The initial-events-end bookmark is sent only to a watch that allows bookmarks: without
+        // them a `sendInitialEvents` watch gets its initial events and nothing marks their end
+        // (upstream's `isListWatchRequest`).
         let start = match (opts.send_initial_events, opts.resource_version) {
             (Some(true), ResourceVersion::Unset) => {
                 // The initial state of a consistent watch-list is as fresh as a quorum read.
                 let current = self.shared.inner.current_revision().await?;
                 self.shared.wait_fresh(current).await?;
-                Start::Initial { end_bookmark: true }
+                Start::Initial {
+                    end_bookmark: opts.allow_bookmarks,
+                }
             }
             (Some(true), ResourceVersion::Any) => {
                 self.shared.wait_ready().await?;
-                Start::Initial { end_bookmark: true }
+                Start::Initial {
+                    end_bookmark: opts.allow_bookmarks,
+                }
             }
             (Some(true), ResourceVersion::Exact(n)) => {
                 self.shared.wait_fresh(n).await?;
-                Start::Initial { end_bookmark: true }
+                Start::Initial {
+                    end_bookmark: opts.allow_bookmarks,
+                }
             }
             (None, ResourceVersion::Unset | ResourceVersion::Any) => {
                 self.shared.wait_ready().await?;

@@ -129,11 +129,8 @@ impl PatchError {
             PatchErrorKind::TooLarge => {
                 Status::too_large(format!("Request entity too large: {}", self.message))
             }
-            // Upstream's reason here is empty (StatusReasonUnknown); `Reason` has no such value,
-            // so the nearest one stands in.
-            PatchErrorKind::Internal => {
-                Status::new(500, Reason::InternalError, self.message.clone())
-            }
+            // Upstream passes the plain error on: a 500 without a reason (StatusReasonUnknown).
+            PatchErrorKind::Internal => Status::unknown(self.message.clone()),
         }
     }
 }
@@ -233,6 +230,18 @@ fn apply_operation(doc: &mut Value, operation: Value) -> Result<(), PatchError> 
     if let Some(Value::String(path)) = op.get_mut("path") {
         *path = normalize_pointer(doc, path, insert);
     }
+    // v4 replaces a key an object does not have by setting it (its object container has no
+    // existence check), which is an add.
+    if kind == "replace"
+        && let Some((parent, key)) = op
+            .get("path")
+            .and_then(Value::as_str)
+            .and_then(|p| p.rsplit_once('/'))
+        && let Some(Value::Object(map)) = doc.pointer(parent)
+        && !map.contains_key(&key.replace("~1", "/").replace("~0", "~"))
+    {
+        op.insert("op".into(), Value::String("add".into()));
+    }
     check_depth(doc, &kind, &op)?;
     run(doc, Value::Object(op))
 }
@@ -279,7 +288,9 @@ fn run(doc: &mut Value, op: Value) -> Result<(), PatchError> {
 /// (`strconv.Atoi`, so `01` and `+1` are 1; negative indexes count from the end, and for an
 /// insertion `-1` means after the last element) into the canonical form RFC 6901 expects.
 fn normalize_pointer(doc: &Value, pointer: &str, insert: bool) -> String {
-    let Some(rest) = pointer.strip_prefix('/') else {
+    // v4 splits the pointer on `/` and skips the first part whatever it is, so `data/x` is
+    // `/x`; a pointer without any `/` finds nothing.
+    let Some((_, rest)) = pointer.split_once('/') else {
         return pointer.to_string();
     };
     let tokens: Vec<&str> = rest.split('/').collect();
@@ -476,6 +487,42 @@ mod tests {
         let doc = json!({"a": nested(100)});
         let copy = json!([{"op": "copy", "from": "/a", "path": format!("/a{}", "/0".repeat(40))}]);
         assert!(json_patch(doc, copy).is_err());
+    }
+
+    /// evanphx/json-patch v4 as kube-apiserver v1.36.2 answers (checked against one): `replace`
+    /// of a key an object lacks sets it, an array index past the end is still missing, and a
+    /// path without a leading `/` drops its first part.
+    #[test]
+    fn replaces_missing_object_keys_and_reads_paths_as_v4() {
+        let doc = json!({"data": {"k": "v"}, "l": [1]});
+        let out = json_patch(
+            doc.clone(),
+            json!([{"op": "replace", "path": "/data/nope", "value": "1"}]),
+        )
+        .unwrap();
+        assert_eq!(out["data"], json!({"k": "v", "nope": "1"}));
+        assert!(
+            json_patch(
+                doc.clone(),
+                json!([{"op": "replace", "path": "/l/3", "value": 2}])
+            )
+            .is_err()
+        );
+        assert!(
+            json_patch(
+                doc.clone(),
+                json!([{"op": "replace", "path": "/no/where", "value": 2}])
+            )
+            .is_err()
+        );
+        let out = json_patch(
+            doc.clone(),
+            json!([{"op": "add", "path": "data/x", "value": "1"}]),
+        )
+        .unwrap();
+        assert_eq!(out["x"], json!("1"));
+        assert_eq!(out["data"], doc["data"]);
+        assert!(json_patch(doc, json!([{"op": "add", "path": "data", "value": "1"}])).is_err());
     }
 
     #[test]

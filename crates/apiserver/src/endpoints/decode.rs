@@ -273,19 +273,19 @@ pub fn decode_object(
             "{kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: converting ({url_version}.{kind}) to ({group}.{expected_kind}): unknown conversion"
         )));
     }
-    let same_group =
-        |a: &str, b: &str| a.split_once('/').map(|p| p.0) == b.split_once('/').map(|p| p.0);
     if api_version.is_empty() {
         obj["apiVersion"] = Value::from(expected_api_version.clone());
     } else if api_version != expected_api_version && info.unstructured && kind_override.is_none() {
-        // Another version of a custom resource converts to the served one; without a
-        // conversion webhook only apiVersion differs. Another group is left for validation.
-        if same_group(&api_version, &expected_api_version) {
-            obj["apiVersion"] = Value::from(expected_api_version.clone());
-        }
-    } else if api_version != expected_api_version {
+        // A custom resource's handler accepts only its URL's group version (the request
+        // scope's `AcceptsGroupVersion`), even another served version of the same CRD.
         return Err(Status::bad_request(format!(
-            "{expected_kind} in version \"{url_version}\" cannot be handled as a {expected_kind}: no kind \"{expected_kind}\" is registered for version \"{api_version}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
+            "the API version in the data ({api_version}) does not match the expected API version ({expected_api_version})"
+        )));
+    } else if api_version != expected_api_version {
+        // The decoder names the version the body says it is in, not the URL's.
+        let sent_version = api_version.rsplit('/').next().unwrap_or_default();
+        return Err(Status::bad_request(format!(
+            "{expected_kind} in version \"{sent_version}\" cannot be handled as a {expected_kind}: no kind \"{expected_kind}\" is registered for version \"{api_version}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
         )));
     }
     let object_meta = info.unstructured && kind_override.is_none();
@@ -321,14 +321,16 @@ fn in_decoding_order(
     obj: &mut Value,
     found: Vec<String>,
 ) -> Vec<String> {
-    if !schemas.has_embedded_resources() {
-        return found;
-    }
+    // The object's own metadata is decoded first (a custom resource's `ObjectMeta` before its
+    // pruning; a built-in body usually has it before its other fields), then the rest in the
+    // pruner's order, then embedded resources' metadata.
     let mut prefixes = Vec::new();
-    let _ = schemas.visit_embedded_resources(root, obj, &mut String::new(), &mut |path, _| {
-        prefixes.push(format!("\"{path}.metadata."));
-        Ok(())
-    });
+    if schemas.has_embedded_resources() {
+        let _ = schemas.visit_embedded_resources(root, obj, &mut String::new(), &mut |path, _| {
+            prefixes.push(format!("\"{path}.metadata."));
+            Ok(())
+        });
+    }
     let (mut embedded, rest): (Vec<String>, Vec<String>) = found.into_iter().partition(|m| {
         m.strip_prefix("unknown field ")
             .is_some_and(|p| prefixes.iter().any(|pre| p.starts_with(pre.as_str())))

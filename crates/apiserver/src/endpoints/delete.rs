@@ -15,17 +15,10 @@ use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
 use crate::registry::{DeleteOptions, DeleteOutcome, RegistryStore, Requester};
 
-/// DeleteOptions from the query and, if present, the body (the body wins, as upstream reads it
-/// after the query).
+/// DeleteOptions as upstream's delete handler reads them: from the body when there is one,
+/// and then the query is not read at all; else from the query. Then `ValidateDeleteOptions`,
+/// every error in one 422.
 fn delete_options(req: &ApiRequest, q: &Query) -> Result<DeleteOptions, Status> {
-    if let Some(e) = q.validate_dry_run() {
-        return Err(apimachinery::validation::invalid_status(
-            "meta.k8s.io",
-            "DeleteOptions",
-            "",
-            &[e],
-        ));
-    }
     let mut opts = DeleteOptions {
         dry_run: q.dry_run,
         propagation_policy: q.propagation_policy.clone(),
@@ -33,6 +26,8 @@ fn delete_options(req: &ApiRequest, q: &Query) -> Result<DeleteOptions, Status> 
         ignore_store_read_error: q.ignore_store_read_error,
         ..Default::default()
     };
+    let mut dry_run_values = q.dry_run_values.clone();
+    let mut orphan_dependents = None;
     if req.body.iter().any(|b| !b.is_ascii_whitespace()) {
         let ct = req
             .headers
@@ -42,41 +37,118 @@ fn delete_options(req: &ApiRequest, q: &Query) -> Result<DeleteOptions, Status> 
             &req.body,
             super::negotiation::body_encoding(ct).unwrap_or(Encoding::Json),
         )?;
-        if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
-            opts.propagation_policy = Some(p.to_string());
-        } else if let Some(orphan) = body.get("orphanDependents").and_then(Value::as_bool) {
-            opts.propagation_policy =
-                Some(if orphan { "Orphan" } else { "Background" }.to_string());
-        }
-        if let Some(g) = body.get("gracePeriodSeconds").and_then(Value::as_i64) {
-            opts.grace_period_seconds = Some(g);
-        }
-        if let Some(pre) = body.get("preconditions") {
-            opts.precondition_uid = pre.get("uid").and_then(Value::as_str).map(str::to_string);
-            opts.precondition_resource_version = pre
-                .get("resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-        }
-        if let Some(dr) = body.get("dryRun").and_then(Value::as_array) {
-            opts.dry_run |= dr.iter().any(|v| v == "All");
-        }
-        if let Some(ignore) = body
-            .get("ignoreStoreReadErrorWithClusterBreakingPotential")
-            .and_then(Value::as_bool)
-        {
-            opts.ignore_store_read_error = ignore;
-        }
+        opts = body_delete_options(&body)?;
+        dry_run_values = strs(&body, "dryRun");
+        orphan_dependents = body.get("orphanDependents").and_then(Value::as_bool);
     }
-    validate_unsafe_delete(&opts)?;
+    validate_delete_options(&opts, &dry_run_values, orphan_dependents)?;
+    // The deprecated `orphanDependents` stands for a propagation policy when none is given.
+    if opts.propagation_policy.is_none()
+        && let Some(orphan) = orphan_dependents
+    {
+        opts.propagation_policy = Some(if orphan { "Orphan" } else { "Background" }.into());
+    }
     Ok(opts)
 }
 
-/// Upstream's `ValidateDeleteOptions` for the unsafe deletion: it goes with no other option.
-fn validate_unsafe_delete(opts: &DeleteOptions) -> Result<(), Status> {
+fn strs(body: &Value, field: &str) -> Vec<String> {
+    body.get(field)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+/// A DeleteOptions body as the meta codecs decode it: of kind DeleteOptions (in any group's
+/// version, for old clients) and of Go's types, else a 400 in the decoder's words.
+fn body_delete_options(body: &Value) -> Result<DeleteOptions, Status> {
+    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
+    if !kind.is_empty() && kind != "DeleteOptions" {
+        let version = body
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .unwrap_or("v1");
+        return Err(Status::bad_request(format!(
+            "no kind \"{kind}\" is registered for version \"{version}\" in scheme \"k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme/register.go:27\""
+        )));
+    }
+    ironplane_protobuf::check_go_message(
+        "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
+        body,
+    )
+    .map_err(Status::bad_request)?;
+    let pre = body.get("preconditions");
+    let pre_str = |field: &str| {
+        pre.and_then(|p| p.get(field))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(DeleteOptions {
+        dry_run: strs(body, "dryRun").iter().any(|v| v == "All"),
+        propagation_policy: body
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        grace_period_seconds: body.get("gracePeriodSeconds").and_then(Value::as_i64),
+        precondition_uid: pre_str("uid"),
+        precondition_resource_version: pre_str("resourceVersion"),
+        ignore_store_read_error: body
+            .get("ignoreStoreReadErrorWithClusterBreakingPotential")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+/// Upstream's `ValidateDeleteOptions`: `orphanDependents` with a propagation policy, the policy's
+/// values, `dryRun`'s, and the unsafe deletion alone.
+fn validate_delete_options(
+    opts: &DeleteOptions,
+    dry_run_values: &[String],
+    orphan_dependents: Option<bool>,
+) -> Result<(), Status> {
     use apimachinery::validation::{FieldError, FieldPath, invalid_status};
+    let mut errs = Vec::new();
+    let policy_path = FieldPath::new("propagationPolicy");
+    if let Some(p) = opts.propagation_policy.as_deref() {
+        if orphan_dependents.is_some() {
+            errs.push(FieldError::invalid(
+                &policy_path,
+                Value::from(p),
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        if !matches!(p, "Orphan" | "Background" | "Foreground") {
+            errs.push(FieldError::not_supported(
+                &policy_path,
+                Value::from(p),
+                &["Foreground", "Background", "Orphan", "nil"],
+            ));
+        }
+    }
+    if !dry_run_values.iter().all(|v| v == "All") {
+        // `field.Error` prints a `[]string` as its JSON.
+        errs.push(FieldError::not_supported_rendered(
+            &FieldPath::new("dryRun"),
+            &serde_json::to_string(dry_run_values).unwrap_or_default(),
+            &["All"],
+        ));
+    }
+    errs.extend(unsafe_delete_errors(opts));
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs))
+    }
+}
+
+/// `ValidateIgnoreStoreReadError`: the unsafe deletion goes with no other option.
+fn unsafe_delete_errors(opts: &DeleteOptions) -> Vec<apimachinery::validation::FieldError> {
+    use apimachinery::validation::{FieldError, FieldPath};
     if !opts.ignore_store_read_error {
-        return Ok(());
+        return Vec::new();
     }
     let with = |field: &str| {
         FieldError::forbidden(
@@ -97,11 +169,7 @@ fn validate_unsafe_delete(opts: &DeleteOptions) -> Result<(), Status> {
     if opts.precondition_uid.is_some() || opts.precondition_resource_version.is_some() {
         errs.push(with("preconditions"));
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs))
-    }
+    errs
 }
 
 pub async fn handle(

@@ -29,7 +29,7 @@ pub async fn handle(
         .get(
             &req.info.namespace,
             &req.info.name,
-            q.storage_resource_version()?,
+            q.read_resource_version()?,
         )
         .await?;
     response::object(api, &store.info, StatusCode::OK, &obj, n)

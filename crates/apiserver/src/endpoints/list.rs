@@ -32,8 +32,9 @@ pub fn predicate(info: &ResourceInfo, q: &Query) -> Result<Predicate, Status> {
             let f = FieldSelector::parse(s).map_err(Status::bad_request)?;
             let known = info.field_selector_names();
             // Upstream's kinds with field selectors of their own (pods, events, secrets, ...)
-            // reject an unknown field with another message than the generic default.
-            let checked = if info.selectable_fields.is_empty() {
+            // reject an unknown field with another message than the generic default, and so
+            // do custom resources (the CRD handler's conversion), selectable fields or not.
+            let checked = if info.selectable_fields.is_empty() && !info.unstructured {
                 f.check_known(&known)
             } else {
                 f.check_supported(&known, info.field_label_message.as_deref())
@@ -67,7 +68,7 @@ pub async fn handle(
     let q = Query::parse(&req.query)?;
     q.validate_list_options(false)?;
     let opts = ListOptions {
-        resource_version: q.storage_resource_version()?,
+        resource_version: q.list_resource_version()?,
         resource_version_match: q.storage_resource_version_match()?,
         limit: q.limit.max(0),
         continue_token: q.continue_token.clone(),
@@ -118,6 +119,21 @@ mod tests {
         );
         assert!(
             predicate(&pods, &query("spec.nodeName%3Dn1"))
+                .unwrap()
+                .is_some()
+        );
+        // A custom resource without selectable fields (checked against kube-apiserver v1.36.2).
+        let widgets = ResourceInfo {
+            resource: "widgets".into(),
+            unstructured: true,
+            ..Default::default()
+        };
+        let err = predicate(&widgets, &query("spec.color%3Dred"))
+            .err()
+            .unwrap();
+        assert_eq!(err.message, "field label not supported: spec.color");
+        assert!(
+            predicate(&widgets, &query("metadata.name%3Dw"))
                 .unwrap()
                 .is_some()
         );

@@ -219,11 +219,38 @@ impl ApiResources {
         let Some(store) = self.get(&i.api_group, &i.api_version, &i.resource).cloned() else {
             return Err(req);
         };
+        // Upstream's REST routes have no HEAD (its request info still calls it a get); the CRD
+        // handler serves it as a get.
+        if req.method == http::Method::HEAD && !store.info.unstructured {
+            return Ok(Err(Status::method_not_allowed()));
+        }
         // A cluster-scoped resource has no route under a namespace (upstream installs none), so
         // the request goes on to the not-found answer. A namespace's own path names it there.
         let names_namespace = i.api_group.is_empty() && i.resource == "namespaces";
         if !store.info.namespaced && !i.namespace.is_empty() && !names_namespace {
             return Err(req);
+        }
+        // A namespaced resource outside a namespace has only upstream's all-namespaces list and
+        // watch routes: an object or a subresource there is not found, and any other verb on
+        // the collection is not allowed (a create, or a delete of every namespace's objects).
+        if store.info.namespaced && i.namespace.is_empty() {
+            let listing = matches!(i.verb.as_str(), "list" | "watch")
+                && i.parts.len() < 2
+                && i.subresource.is_empty();
+            // The CRD handler passes anything else on to the mux's plain-text 404.
+            if store.info.unstructured && !listing {
+                return Ok(Ok(response::raw(
+                    http::StatusCode::NOT_FOUND,
+                    "text/plain; charset=utf-8",
+                    "404 page not found\n",
+                )));
+            }
+            if i.parts.len() >= 2 || !i.subresource.is_empty() {
+                return Err(req);
+            }
+            if !listing {
+                return Ok(Err(Status::method_not_allowed()));
+            }
         }
         Ok(self.dispatch(&store, req).await)
     }

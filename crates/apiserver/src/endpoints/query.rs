@@ -123,19 +123,11 @@ impl Query {
             .as_deref()
             .filter(|m| !m.is_empty());
         if watch {
-            if self.send_initial_events.is_some() {
-                if rv_match != Some("NotOlderThan") {
-                    errs.push(FieldError::forbidden(
-                        &path,
-                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                    ));
-                }
-                if !self.allow_watch_bookmarks {
-                    errs.push(FieldError::forbidden(
-                        &FieldPath::new("allowWatchBookmarks"),
-                        "sendInitialEvents requires setting allowWatchBookmarks=true",
-                    ));
-                }
+            if self.send_initial_events.is_some() && rv_match != Some("NotOlderThan") {
+                errs.push(FieldError::forbidden(
+                    &path,
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
             }
             if let Some(m) = rv_match {
                 if self.send_initial_events.is_none() {
@@ -239,37 +231,53 @@ impl Query {
     }
 
     /// Upstream's `ValidateDryRun`: every value must be `All`. The bad value is the whole list,
-    /// printed as Go prints a `[]string`.
+    /// printed as its JSON.
     pub fn validate_dry_run(&self) -> Option<apimachinery::validation::FieldError> {
         use apimachinery::validation::{FieldError, FieldPath};
         if self.dry_run_values.iter().all(|v| v == "All") {
             return None;
         }
-        let quoted: Vec<String> = self
-            .dry_run_values
-            .iter()
-            .map(|v| serde_json::Value::from(v.as_str()).to_string())
-            .collect();
-        // The value is rendered here because Go's `%#v` of a slice is not a JSON value.
+        // `field.Error` prints a `[]string` as its JSON.
         Some(FieldError::not_supported_rendered(
             &FieldPath::new("dryRun"),
-            &format!("[]string{{{}}}", quoted.join(", ")),
+            &serde_json::to_string(&self.dry_run_values).unwrap_or_default(),
             &["All"],
         ))
     }
 
-    /// `resourceVersion` as the storage layer reads it.
-    pub fn storage_resource_version(&self) -> Result<ResourceVersion, Status> {
-        match self.resource_version.as_deref() {
-            None | Some("") => Ok(ResourceVersion::Unset),
-            Some("0") => Ok(ResourceVersion::Any),
-            Some(v) => v
-                .parse::<i64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .map(ResourceVersion::Exact)
-                .ok_or_else(|| Status::bad_request(format!("invalid resource version: {v}"))),
-        }
+    /// `resourceVersion` as the storage layer reads it, or the field error upstream's storage
+    /// gives for one that is not an unsigned integer (`ParseResourceVersion`, with Go's
+    /// `strconv.ParseUint` words).
+    fn parsed_resource_version(&self) -> Result<ResourceVersion, String> {
+        let v = match self.resource_version.as_deref() {
+            None | Some("") => return Ok(ResourceVersion::Unset),
+            Some(v) => v,
+        };
+        let why = if !v.bytes().all(|b| b.is_ascii_digit()) {
+            "invalid syntax"
+        } else {
+            match v.parse::<i64>() {
+                Ok(0) => return Ok(ResourceVersion::Any),
+                Ok(n) => return Ok(ResourceVersion::Exact(n)),
+                Err(_) => "value out of range",
+            }
+        };
+        Err(format!(
+            "resourceVersion: Invalid value: {v:?}: strconv.ParseUint: parsing {v:?}: {why}"
+        ))
+    }
+
+    /// `resourceVersion` of a LIST: one storage cannot read is a 400, as upstream's list
+    /// handler answers it.
+    pub fn list_resource_version(&self) -> Result<ResourceVersion, Status> {
+        self.parsed_resource_version()
+            .map_err(|why| Status::bad_request(format!("invalid resource version: {why}")))
+    }
+
+    /// `resourceVersion` of a GET or a watch: one storage cannot read is passed on as upstream's
+    /// handlers pass storage's error, a 500 without a reason.
+    pub fn read_resource_version(&self) -> Result<ResourceVersion, Status> {
+        self.parsed_resource_version().map_err(Status::unknown)
     }
 
     pub fn storage_resource_version_match(&self) -> Result<Option<ResourceVersionMatch>, Status> {
@@ -316,6 +324,43 @@ mod tests {
         );
     }
 
+    #[test]
+    fn resource_versions_storage_cannot_read_are_answered_per_verb() {
+        let q = |rv: &str| Query::parse(&format!("resourceVersion={rv}")).expect("parses");
+        let list = q("abc").list_resource_version().expect_err("refused");
+        assert_eq!(
+            (list.code, list.message.as_str()),
+            (
+                400,
+                r#"invalid resource version: resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax"#
+            )
+        );
+        let read = q("-1").read_resource_version().expect_err("refused");
+        assert_eq!(
+            (read.code, read.message.as_str()),
+            (
+                500,
+                r#"resourceVersion: Invalid value: "-1": strconv.ParseUint: parsing "-1": invalid syntax"#
+            )
+        );
+        let big = q("99999999999999999999999")
+            .list_resource_version()
+            .expect_err("refused");
+        assert!(
+            big.message.ends_with("value out of range"),
+            "{}",
+            big.message
+        );
+        assert_eq!(
+            q("0").read_resource_version().ok(),
+            Some(ResourceVersion::Any)
+        );
+        assert_eq!(
+            q("7").list_resource_version().ok(),
+            Some(ResourceVersion::Exact(7))
+        );
+    }
+
     fn write_error(query: &str, kind: &str) -> String {
         let q = Query::parse(query).expect("parses");
         q.validate_write_options(kind, false)
@@ -328,7 +373,7 @@ mod tests {
     fn write_options_are_validated_as_upstream() {
         assert_eq!(
             write_error("dryRun=Bogus", "CreateOptions"),
-            r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"Bogus"}: supported values: "All""#
+            r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Bogus"]: supported values: "All""#
         );
         assert_eq!(
             write_error("fieldValidation=Bogus", "UpdateOptions"),
@@ -401,12 +446,22 @@ mod tests {
             .0,
             200
         );
-        let (code, message) = invalid(
-            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
-            true,
+        // v1.36 no longer asks for bookmarks with sendInitialEvents (checked against a real
+        // kube-apiserver v1.36.2): without them, no bookmark ends the initial events.
+        assert_eq!(
+            invalid(
+                "sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+                true
+            )
+            .0,
+            200
         );
+        let (code, message) = invalid("sendInitialEvents=true", true);
         assert_eq!(code, 422);
-        assert!(message.contains("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks=true"), "{message}");
+        assert_eq!(
+            message,
+            r#"ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"#
+        );
         assert_eq!(invalid("resourceVersionMatch=NotOlderThan", true).0, 422);
     }
 }

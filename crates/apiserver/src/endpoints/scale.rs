@@ -105,7 +105,7 @@ pub async fn get(
         .get(
             &req.info.namespace,
             &req.info.name,
-            q.storage_resource_version()?,
+            q.read_resource_version()?,
         )
         .await?;
     response::value(
@@ -134,6 +134,10 @@ pub async fn update(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let patch_type = PatchType::from_content_type(ct.split(';').next().unwrap_or("").trim());
+    if !is_put && store.info.unstructured && matches!(patch_type, None | Some(PatchType::Strategic))
+    {
+        return Err(super::patch::custom_resource_patch_types());
+    }
     if !is_put
         && !matches!(
             patch_type,

@@ -13,6 +13,19 @@ use super::query::Query;
 use super::{ApiRequest, ApiResources, Response, response};
 use crate::registry::{RegistryStore, Requester, UpdateOptions, WriteOptions};
 
+/// Upstream's `checkName` for a PUT or a PATCH: the object names the URL's object.
+pub(super) fn check_name(obj: &serde_json::Value, name: &str) -> Result<(), Status> {
+    match obj.name() {
+        "" => Err(Status::bad_request(format!(
+            "the name of the object ({name} based on URL) was undeterminable: name must be provided"
+        ))),
+        n if n != name => Err(Status::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub async fn handle(
     api: &ApiResources,
     store: &Arc<RegistryStore>,
@@ -24,12 +37,7 @@ pub async fn handle(
     let (obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
     crate::warning::add_all(warnings);
     let name = &req.info.name;
-    if obj.name() != name.as_str() {
-        return Err(Status::bad_request(format!(
-            "the name of the object ({}) does not match the name on the URL ({name})",
-            obj.name()
-        )));
-    }
+    check_name(&obj, name)?;
     if store.info.namespaced && !obj.namespace().is_empty() && obj.namespace() != req.info.namespace
     {
         return Err(Status::bad_request(

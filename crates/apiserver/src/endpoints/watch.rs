@@ -46,7 +46,7 @@ pub async fn handle(
         pred_query.field_selector = Some(format!("metadata.name={}", req.info.name));
     }
     let opts = WatchOptions {
-        resource_version: q.storage_resource_version()?,
+        resource_version: q.read_resource_version()?,
         send_initial_events: q.send_initial_events,
         allow_bookmarks: q.allow_watch_bookmarks,
         predicate: predicate(&store.info, &pred_query)?,

@@ -18,6 +18,6 @@ pub use resource::{
 };
 pub use store::{
     DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,
-    generated_name,
+    before_delete_preconditions, generated_name,
 };
 pub use strategy::{Finish, GenericStrategy, Strategy};

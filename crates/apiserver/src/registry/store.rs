@@ -106,6 +106,43 @@ fn random_suffix() -> String {
 /// A name for `generateName` (upstream's `SimpleNameGenerator`, also used by admission plugins
 /// that name what they add): generated names stay within 63 characters, the base cut to 58 and
 /// 5 random characters appended.
+/// The delete preconditions as upstream's `rest.BeforeDelete` checks them against the object it
+/// read, before admission: a conflict named by the object's kind (`ConfigMap`,
+/// `Deployment.apps`), not its resource, in BeforeDelete's words. (A race lost after that check
+/// is storage's own "Precondition failed" conflict.)
+pub fn before_delete_preconditions(
+    kind: &GroupResource,
+    obj: &Value,
+    uid: Option<&str>,
+    resource_version: Option<&str>,
+) -> Result<(), Status> {
+    if let Some(uid) = uid
+        && uid != obj.uid()
+    {
+        return Err(Status::conflict(
+            kind,
+            obj.name(),
+            format!(
+                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                obj.uid()
+            ),
+        ));
+    }
+    if let Some(rv) = resource_version
+        && rv != obj.resource_version()
+    {
+        return Err(Status::conflict(
+            kind,
+            obj.name(),
+            format!(
+                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                obj.resource_version()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub fn generated_name(generate_name: &str) -> String {
     let base: String = generate_name.chars().take(58).collect();
     format!("{base}{}", random_suffix())
@@ -324,7 +361,13 @@ impl RegistryStore {
 
     fn invalid(&self, obj: &Value, errs: &[apimachinery::validation::FieldError]) -> Status {
         let group = self.strategy.internal_group().unwrap_or(&self.info.group);
-        invalid_status(group, &self.info.kind, obj.name(), errs)
+        // Upstream names the object's own kind: a custom resource sent with another kind is
+        // "Gadget.g is invalid: kind: ... must be Widget" (built-in kinds never differ here).
+        let kind = match obj.kind() {
+            k if self.info.unstructured && !k.is_empty() => k,
+            _ => &self.info.kind,
+        };
+        invalid_status(group, kind, obj.name(), errs)
     }
 
     /// An object that was not stored (dry run), shaped like a stored one.
@@ -556,12 +599,22 @@ impl RegistryStore {
             let old = current.value().map_err(Status::internal)?;
             let mut new = updater(Some(&old))?;
             let pinned = match new.resource_version() {
+                // Zero pins nothing, as an unset resourceVersion (upstream's versioner reads
+                // both as 0, an unconditional update).
                 "" => None,
+                rv if rv.bytes().all(|b| b == b'0') => None,
                 rv => match parse_rv(rv) {
                     Some(v) => Some(v),
+                    // Storage's own parse error, passed on as upstream's update passes it: a
+                    // 500 without a reason, in Go's `strconv.ParseUint` words.
                     None => {
-                        return Err(Status::bad_request(format!(
-                            "invalid resourceVersion {rv:?}"
+                        let why = if rv.bytes().all(|b| b.is_ascii_digit()) {
+                            "value out of range"
+                        } else {
+                            "invalid syntax"
+                        };
+                        return Err(Status::unknown(format!(
+                            "strconv.ParseUint: parsing {rv:?}: {why}"
                         )));
                     }
                 },
@@ -810,24 +863,12 @@ impl RegistryStore {
                 Err(e) => return Err(e),
             };
             let mut obj = current.value().map_err(Status::internal)?;
-            if let Some(uid) = &opts.precondition_uid
-                && uid != obj.uid()
-            {
-                let why = format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    obj.uid()
-                );
-                return Err(Status::conflict(&self.resource(), name, why));
-            }
-            if let Some(rv) = &opts.precondition_resource_version
-                && rv != obj.resource_version()
-            {
-                let why = format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in meta: {}",
-                    obj.resource_version()
-                );
-                return Err(Status::conflict(&self.resource(), name, why));
-            }
+            before_delete_preconditions(
+                &GroupResource::new(&self.info.group, &self.info.kind),
+                &obj,
+                opts.precondition_uid.as_deref(),
+                opts.precondition_resource_version.as_deref(),
+            )?;
             {
                 let attrs = self.attributes(
                     req,

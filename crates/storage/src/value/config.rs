@@ -176,9 +176,10 @@ fn invalid(path: &str, value: &str, detail: &str) -> String {
     format!("{path}: Invalid value: {value}: {detail}")
 }
 
+/// A `[]string` bad value as `field.Error` prints it: its JSON (checked against a real
+/// kube-apiserver v1.36.2).
 fn go_quote_list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
-    format!("[]string{{{}}}", quoted.join(", "))
+    serde_json::to_string(items).unwrap_or_default()
 }
 
 /// Upstream's `ValidateEncryptionConfiguration`: every problem, as field errors.
@@ -984,11 +985,11 @@ mod tests {
             ),
             (
                 "resources:\n- resources: ['*', Secrets]\n  providers:\n  - identity: {}\n",
-                "[resources[0].resources: Invalid value: []string{\"*\", \"Secrets\"}: using overlapping resources such as 'secrets' and '*.' in the same resource list is not allowed as they will be masked, resources[0].resources[0]: Invalid value: \"*\": use '*.' to encrypt all the resources from core API group or *.* to encrypt all resources, resources[0].resources[1]: Invalid value: \"Secrets\": resource name should not contain capital letters]",
+                "[resources[0].resources: Invalid value: [\"*\",\"Secrets\"]: using overlapping resources such as 'secrets' and '*.' in the same resource list is not allowed as they will be masked, resources[0].resources[0]: Invalid value: \"*\": use '*.' to encrypt all the resources from core API group or *.* to encrypt all resources, resources[0].resources[1]: Invalid value: \"Secrets\": resource name should not contain capital letters]",
             ),
             (
                 "resources:\n- resources: [secrets, '*.']\n  providers:\n  - identity: {}\n",
-                "resources[0].resources: Invalid value: []string{\"secrets\", \"*.\"}: using overlapping resources such as 'secrets' and '*.' in the same resource list is not allowed as they will be masked",
+                "resources[0].resources: Invalid value: [\"secrets\",\"*.\"]: using overlapping resources such as 'secrets' and '*.' in the same resource list is not allowed as they will be masked",
             ),
             (
                 "resources:\n- resources: [secrets]\n  providers:\n  - kms: {name: a, endpoint: 'tcp://x'}\n",

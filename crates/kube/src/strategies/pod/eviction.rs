@@ -100,30 +100,12 @@ async fn add_condition_and_delete(
             let Some(current) = current else {
                 return Err(Status::not_found(&GroupResource::new("", "pods"), name));
             };
-            if let Some(uid) = &uid
-                && uid != current.uid()
-            {
-                return Err(Status::conflict(
-                    &pod_kind,
-                    current.name(),
-                    format!(
-                        "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
-                        current.uid()
-                    ),
-                ));
-            }
-            if let Some(rv) = &rv
-                && rv != current.resource_version()
-            {
-                return Err(Status::conflict(
-                    &pod_kind,
-                    current.name(),
-                    format!(
-                        "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
-                        current.resource_version()
-                    ),
-                ));
-            }
+            apiserver::registry::before_delete_preconditions(
+                &pod_kind,
+                current,
+                uid.as_deref(),
+                rv.as_deref(),
+            )?;
             let mut next = current.clone();
             super::util::update_pod_condition(&mut next["status"], disruption_target(&now));
             Ok(next)
