@@ -414,13 +414,9 @@ const SELECTABLE_FIELDS: &[(&str, &str, &str, &str, &str)] = &[
     ),
     ("", "services", "spec.clusterIP", "spec.clusterIP", ""),
     ("", "services", "spec.type", "spec.type", ""),
-    (
-        "apps",
-        "replicasets",
-        "status.replicas",
-        "status.replicas",
-        "0",
-    ),
+    // Not apps/v1 ReplicaSets' `status.replicas`: their strategy indexes it, but apps/v1
+    // registers no field label conversion, so the REST API refuses it (only the removed
+    // extensions/v1beta1 accepted it); checked against a real kube-apiserver v1.36.2.
     (
         "batch",
         "jobs",

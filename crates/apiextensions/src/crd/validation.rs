@@ -472,8 +472,12 @@ fn validate_spec(internal: &Internal<'_>, opts: &Options, path: &FieldPath) -> V
 }
 
 fn versions_error(path: &FieldPath, internal: &Internal<'_>, detail: &str) -> FieldError {
-    FieldError::invalid(&path.child("versions"), Value::Null, detail)
-        .with_rendered_value(super::internal_json::versions(&internal.versions))
+    // Go's nil slice: no `versions` at all shows as `null`, an empty list as `[]`.
+    let rendered = match internal.spec.get("versions") {
+        None | Some(Value::Null) => "null".to_string(),
+        Some(_) => super::internal_json::versions(&internal.versions),
+    };
+    FieldError::invalid(&path.child("versions"), Value::Null, detail).with_rendered_value(rendered)
 }
 
 fn validate_enum(path: &FieldPath, value: &str, accepted: &[&str]) -> Vec<FieldError> {

@@ -17,6 +17,7 @@
 //! mutating policy's mutations are only parsed: their `Object{...}` and `JSONPatch{...}` types
 //! are not declared to the checker.
 
+use crate::strategies::struct_field;
 use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, is_c_identifier, is_dns1035_label,
     is_dns1123_subdomain, is_fully_qualified_name, is_path_segment_name, is_qualified_name,
@@ -1259,7 +1260,7 @@ impl Strategy for PolicyStrategy {
     }
 
     fn default(&self, obj: &mut Value) {
-        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        let Some(spec) = struct_field(obj, "spec").and_then(Value::as_object_mut) else {
             return;
         };
         default_str(spec, "failurePolicy", "Fail");

@@ -485,11 +485,12 @@ fn validate_csr(obj: &Value, t: Tolerances) -> Vec<FieldError> {
         .decode(request_text)
         .unwrap_or_default();
     if let Some(why) = csr_error(&request) {
-        errs.push(FieldError::invalid(
-            &path.child("request"),
-            request_text,
-            why,
-        ));
+        // Upstream shows the request bytes as JSON does: `null` when there are none at all.
+        let shown = match spec.get("request") {
+            None | Some(Value::Null) => Value::Null,
+            Some(_) => Value::from(request_text),
+        };
+        errs.push(FieldError::invalid(&path.child("request"), shown, why));
     }
     let usages = strs_at(spec, "usages");
     if usages.is_empty() {

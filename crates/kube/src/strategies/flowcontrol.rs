@@ -8,6 +8,7 @@
 //! The mandatory objects (`exempt` and `catch-all` of each kind) must keep the fixed specs of
 //! upstream's bootstrap configuration, except the `exempt` level's `exempt` field.
 
+use crate::strategies::struct_field;
 use apimachinery::validation::{FieldError, FieldPath, is_dns1123_label, is_dns1123_subdomain};
 use apiserver::registry::Strategy;
 use ironplane_protobuf::{GoStyle, go_struct_json};
@@ -68,7 +69,7 @@ fn has_wildcard(values: &[&str]) -> bool {
 
 impl Strategy for FlowSchemaStrategy {
     fn default(&self, obj: &mut Value) {
-        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        if let Some(spec) = struct_field(obj, "spec").and_then(Value::as_object_mut) {
             default_nonzero(spec, "matchingPrecedence", 1000);
         }
     }

@@ -76,6 +76,26 @@ pub(crate) fn set_default(obj: &mut Value, field: &str, value: serde_json::Value
     }
 }
 
+/// A non-pointer struct field of the Go type: always there for defaulting, as Go's zero value
+/// is, so made an empty object when the JSON leaves it out or sends `null`. `None` when `obj`
+/// is not an object or the field holds something else (the decoder's type checks refuse such
+/// bodies before defaulting). Defaults inside an absent struct thus apply as upstream's do (a
+/// Deployment without a template still gets its pod spec's defaults, so its errors are only
+/// the ones upstream reports).
+pub(crate) fn struct_field<'a>(obj: &'a mut Value, field: &str) -> Option<&'a mut Value> {
+    let map = obj.as_object_mut()?;
+    let v = map.entry(field).or_insert(Value::Null);
+    if v.is_null() {
+        *v = Value::Object(serde_json::Map::new());
+    }
+    v.is_object().then_some(v)
+}
+
+/// The pod spec of `holder.template`, both non-pointer structs (workloads, jobs, pod templates).
+pub(crate) fn template_pod_spec(holder: &mut Value) -> Option<&mut Value> {
+    struct_field(struct_field(holder, "template")?, "spec")
+}
+
 /// The object at `field` of `obj` (itself an object), made an empty object first when absent or
 /// not an object: where defaulting fills a nested struct that Go would have allocated.
 pub(crate) fn object_at<'a>(obj: &'a mut Value, field: &str) -> &'a mut Value {

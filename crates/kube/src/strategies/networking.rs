@@ -761,7 +761,8 @@ impl Strategy for IngressStrategy {
             let ip = str_at(ing, "/ip");
             if !ip.is_empty() {
                 w.extend(apimachinery::validation::get_warnings_for_ip(
-                    &format!("status.loadBalancer.ingress[{i}].ip"),
+                    // Upstream names the ingress entry, not its `ip` field.
+                    &format!("status.loadBalancer.ingress[{i}]"),
                     ip,
                 ));
             }

@@ -5,6 +5,7 @@
 //! `ValidateRoleBinding` and `ValidateRoleBindingSubject` check them. That a binding's roleRef
 //! never changes is a row of the catalog.
 
+use crate::strategies::struct_field;
 use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, NameValidator, is_dns1123_subdomain,
     is_path_segment_name, is_qualified_name, is_valid_label_value, validate_label_selector,
@@ -219,7 +220,7 @@ impl Strategy for BindingStrategy {
     fn default(&self, obj: &mut Value) {
         // `SetDefaults_RoleBinding` / `SetDefaults_ClusterRoleBinding`: a role reference
         // without a group names an RBAC role.
-        if let Some(role_ref) = obj.get_mut("roleRef").and_then(Value::as_object_mut)
+        if let Some(role_ref) = struct_field(obj, "roleRef").and_then(Value::as_object_mut)
             && role_ref
                 .get("apiGroup")
                 .and_then(Value::as_str)

@@ -5,6 +5,7 @@
 //! Cluster IPs and node ports are allocated in `service_alloc`, before the object is prepared
 //! and validated, as upstream's service storage does.
 
+use crate::strategies::struct_field;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, OnceLock};
 
@@ -135,7 +136,7 @@ fn is_nil(v: Option<&Value>) -> bool {
 /// `SetDefaults_Service`.
 fn set_defaults(svc: &mut Value) {
     let accessible_before_type = {
-        let Some(spec) = svc.get_mut("spec").filter(|s| s.is_object()) else {
+        let Some(spec) = struct_field(svc, "spec") else {
             return;
         };
         set_default(spec, "sessionAffinity", json!("None"));
@@ -986,12 +987,13 @@ fn validate_service(svc: &Value, old: Option<&Value>) -> Vec<FieldError> {
     if let Some(td) = svc
         .pointer("/spec/trafficDistribution")
         .and_then(Value::as_str)
-        && !matches!(td, "PreferClose" | "PreferSameNode" | "PreferSameZone")
+        && !matches!(td, "PreferClose" | "PreferSameZone" | "PreferSameNode")
     {
+        // Upstream's order of the supported values, which the message lists unsorted.
         errs.push(FieldError::not_supported(
             &spec.child("trafficDistribution"),
             td,
-            &["PreferClose", "PreferSameNode", "PreferSameZone"],
+            &["PreferClose", "PreferSameZone", "PreferSameNode"],
         ));
     }
     errs
@@ -1324,8 +1326,9 @@ impl Strategy for ServiceStrategy {
         {
             let ip = str_of(ing, "ip");
             if !ip.is_empty() {
+                // Upstream names the ingress entry, not its `ip` field.
                 w.extend(ip_warnings(
-                    &format!("status.loadBalancer.ingress[{i}].ip"),
+                    &format!("status.loadBalancer.ingress[{i}]"),
                     ip,
                 ));
             }

@@ -115,26 +115,6 @@ fn pod_of(obj: &Value) -> Pod<'_> {
     }
 }
 
-/// The name the request gave: upstream's attributes name a create by the object's name before
-/// a `generateName` is filled in, so a generated name is not the request's (its refusal names
-/// no object).
-fn request_name<'a>(attrs: &Attributes<'a>, pod: &Pod<'_>) -> &'a str {
-    let generate = pod
-        .meta
-        .get("generateName")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let base: String = generate.chars().take(58).collect();
-    let generated = !generate.is_empty()
-        && attrs.name.starts_with(&base)
-        && attrs.name.chars().count() == base.chars().count() + 5;
-    if attrs.operation == Operation::Create && generated {
-        ""
-    } else {
-        attrs.name
-    }
-}
-
 fn runtime_class<'a>(pod: &Pod<'a>) -> Option<&'a str> {
     pod.spec.get("runtimeClassName").and_then(Value::as_str)
 }
@@ -276,7 +256,9 @@ impl PodSecurity {
             if !violations.is_empty() {
                 return Err(Status::forbidden(
                     &attrs.resource.group_resource(),
-                    request_name(attrs, pod),
+                    // A generated name is the request's by now: upstream's validating
+                    // admission names the object once its name is generated.
+                    attrs.name,
                     format!(
                         "violates PodSecurity \"{}\": {}",
                         policy.enforce,

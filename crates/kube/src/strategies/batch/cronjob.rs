@@ -2,6 +2,7 @@
 //! schedule, its time zone, the concurrency policy, the job template, history limits, and a
 //! name short enough for the Jobs named after it) and the strategy's warnings.
 
+use crate::strategies::{struct_field, template_pod_spec};
 use apimachinery::validation::{FieldError, FieldPath, max_len_error};
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
@@ -124,7 +125,7 @@ fn name(obj: &Value) -> &str {
 
 impl Strategy for CronJobStrategy {
     fn default(&self, obj: &mut Value) {
-        let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        let Some(spec) = struct_field(obj, "spec") else {
             return;
         };
         set_default(spec, "concurrencyPolicy", json!("Allow"));
@@ -134,7 +135,10 @@ impl Strategy for CronJobStrategy {
         // Upstream defaults only the pod template of a job template and its pod failure
         // policy's condition patterns (`SetDefaults_PodFailurePolicyOnPodConditionsPattern`),
         // not its Job spec (`SetDefaults_Job` is the Job's).
-        if let Some(pod) = spec.pointer_mut("/jobTemplate/spec/template/spec") {
+        if let Some(pod) = struct_field(spec, "jobTemplate")
+            .and_then(|t| struct_field(t, "spec"))
+            .and_then(template_pod_spec)
+        {
             default_pod_spec(pod);
         }
         if let Some(job_spec) = spec.pointer_mut("/jobTemplate/spec") {

@@ -3,6 +3,7 @@
 //! labels, the spec, Indexed pod hostnames) and `ValidateJobUpdate` (what may not change, and
 //! what a suspended Job that never started may change in its template).
 
+use crate::strategies::struct_field;
 use std::collections::BTreeMap;
 
 use apimachinery::labels::Selector;
@@ -32,7 +33,7 @@ const MUTABLE_SCHEDULING_FIELDS: &[&str] = &["nodeSelector", "tolerations", "sch
 
 impl Strategy for JobStrategy {
     fn default(&self, obj: &mut Value) {
-        if let Some(spec) = obj.get_mut("spec") {
+        if let Some(spec) = struct_field(obj, "spec") {
             default_job_spec(spec);
             set_default(spec, "manualSelector", json!(false));
         }

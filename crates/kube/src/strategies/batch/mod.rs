@@ -13,6 +13,7 @@ mod timezone;
 pub use cronjob::CronJobStrategy;
 pub use job::JobStrategy;
 
+use crate::strategies::template_pod_spec;
 use std::collections::BTreeSet;
 
 use apimachinery::validation::{
@@ -74,7 +75,7 @@ pub(crate) fn default_job_spec(spec: &mut Value) {
         }),
     );
     default_condition_patterns(spec);
-    if let Some(pod) = spec.pointer_mut("/template/spec") {
+    if let Some(pod) = template_pod_spec(spec) {
         default_pod_spec(pod);
     }
 }

@@ -8,6 +8,7 @@ mod conversion;
 
 pub use conversion::HpaV1Conversion;
 
+use crate::strategies::struct_field;
 use apimachinery::validation::{
     FieldError, FieldPath, is_dns1123_label, is_path_segment_name, validate_nonnegative_field,
 };
@@ -171,7 +172,7 @@ pub(crate) fn default_behavior(spec: &mut Value) {
 
 impl Strategy for HpaStrategy {
     fn default(&self, obj: &mut Value) {
-        let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        let Some(spec) = struct_field(obj, "spec") else {
             return;
         };
         set_default(spec, "minReplicas", json!(1));

@@ -55,7 +55,7 @@ pub struct PodTemplateStrategy;
 
 impl Strategy for PodTemplateStrategy {
     fn default(&self, obj: &mut Value) {
-        if let Some(spec) = obj.pointer_mut("/template/spec") {
+        if let Some(spec) = crate::strategies::template_pod_spec(obj) {
             default_pod_spec(spec);
         }
     }

@@ -2,6 +2,7 @@
 //! update bounds) with its update and status rules, and the template generation the strategy
 //! keeps in the `deprecated.daemonset.template.generation` annotation.
 
+use crate::strategies::{struct_field, template_pod_spec};
 use apimachinery::labels::Selector;
 use apimachinery::object::ObjectExt;
 use apimachinery::validation::{FieldError, FieldPath};
@@ -32,7 +33,7 @@ fn default_spec(spec: &mut Value) {
         set_default(rolling, "maxSurge", json!(0));
     }
     set_default(spec, "revisionHistoryLimit", json!(10));
-    if let Some(t) = spec.pointer_mut("/template/spec") {
+    if let Some(t) = template_pod_spec(spec) {
         default_pod_spec(t);
     }
 }
@@ -148,7 +149,7 @@ impl Strategy for DaemonSetStrategy {
     /// the internal type writes `spec.templateGeneration`, 0 until the strategy sets it, so a
     /// create's managed fields own it.
     fn default(&self, obj: &mut Value) {
-        if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
+        if let Some(spec) = struct_field(obj, "spec") {
             default_spec(spec);
         }
         if obj.is_object()

@@ -2,6 +2,7 @@
 //! update bounds, progress deadline) and its update and status forms, and the strategy's
 //! generation rule (annotations too bump it, since they are copied to ReplicaSets).
 
+use crate::strategies::{struct_field, template_pod_spec};
 use apimachinery::validation::{FieldError, FieldPath};
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
@@ -29,7 +30,7 @@ fn default_spec(spec: &mut Value) {
     }
     set_default(spec, "revisionHistoryLimit", json!(10));
     set_default(spec, "progressDeadlineSeconds", json!(600));
-    if let Some(t) = spec.pointer_mut("/template/spec") {
+    if let Some(t) = template_pod_spec(spec) {
         default_pod_spec(t);
     }
 }
@@ -128,7 +129,7 @@ fn validate_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
 
 impl Strategy for DeploymentStrategy {
     fn default(&self, obj: &mut Value) {
-        if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
+        if let Some(spec) = struct_field(obj, "spec") {
             default_spec(spec);
         }
     }

@@ -1,6 +1,7 @@
 //! ReplicaSets (apps/v1): `SetDefaults_ReplicaSet`, `ValidateReplicaSet` and its update and
 //! status forms, and the template rules Deployments share (`ValidatePodTemplateSpecForReplicaSet`).
 
+use crate::strategies::{struct_field, template_pod_spec};
 use apimachinery::labels::Selector;
 use apimachinery::validation::{FieldError, FieldPath};
 use apiserver::registry::Strategy;
@@ -53,11 +54,11 @@ fn validate_spec(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
 
 impl Strategy for ReplicaSetStrategy {
     fn default(&self, obj: &mut Value) {
-        let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        let Some(spec) = struct_field(obj, "spec") else {
             return;
         };
         set_default(spec, "replicas", json!(1));
-        if let Some(t) = spec.pointer_mut("/template/spec") {
+        if let Some(t) = template_pod_spec(spec) {
             default_pod_spec(t);
         }
     }

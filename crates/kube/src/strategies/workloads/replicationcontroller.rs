@@ -1,6 +1,7 @@
 //! ReplicationControllers (core/v1): `SetDefaults_ReplicationController` (selector and labels
 //! from the template's labels, one replica) and `ValidateReplicationController`.
 
+use crate::strategies::struct_field;
 use std::collections::BTreeMap;
 
 use apimachinery::labels::Selector;
@@ -36,9 +37,14 @@ fn default_rc(obj: &mut Value) {
             obj["metadata"]["labels"] = labels;
         }
     }
-    if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
+    if let Some(spec) = struct_field(obj, "spec") {
         set_default(spec, "replicas", json!(1));
-        if let Some(t) = spec.pointer_mut("/template/spec") {
+        // The template is a pointer here, so only a template that is there has a pod spec.
+        if let Some(t) = spec
+            .get_mut("template")
+            .filter(|t| t.is_object())
+            .and_then(|t| struct_field(t, "spec"))
+        {
             default_pod_spec(t);
         }
     }

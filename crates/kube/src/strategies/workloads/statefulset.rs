@@ -2,6 +2,7 @@
 //! `ValidateStatefulSet` with its update rule (only a few fields may change, with upstream's
 //! long Forbidden message) and status rules. Names are DNS labels: they become pod hostnames.
 
+use crate::strategies::{struct_field, template_pod_spec};
 use apimachinery::validation::{FieldError, FieldPath, NameValidator, is_dns1123_label};
 use apiserver::registry::Strategy;
 use serde_json::{Value, json};
@@ -63,7 +64,7 @@ fn default_spec(spec: &mut Value) {
         }
         set_default(object_at(claim, "status"), "phase", json!("Pending"));
     }
-    if let Some(t) = spec.pointer_mut("/template/spec") {
+    if let Some(t) = template_pod_spec(spec) {
         default_pod_spec(t);
     }
 }
@@ -348,7 +349,7 @@ fn without_mutable_fields(spec: Option<&Value>) -> Value {
 
 impl Strategy for StatefulSetStrategy {
     fn default(&self, obj: &mut Value) {
-        if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
+        if let Some(spec) = struct_field(obj, "spec") {
             default_spec(spec);
         }
     }
