@@ -181,7 +181,7 @@ fn custom_resources_are_served_from_their_definition() {
         "{}",
     ]);
     assert!(
-        strategic.contains("accepted media types include: application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json"),
+        strategic.contains("accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"),
         "{strategic}"
     );
 

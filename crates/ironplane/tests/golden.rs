@@ -77,6 +77,12 @@ fn kubeconfig_data(config: &serde_yaml_ng::Value, list: &str, item: &str, key: &
 
 impl Client {
     fn new(server: &TestServer) -> Client {
+        Client::with_protocols(server, false)
+    }
+
+    /// With `http2`, the client also offers h2 by ALPN, which the server then chooses, as
+    /// kubectl's and client-go's connections do.
+    fn with_protocols(server: &TestServer, http2: bool) -> Client {
         let text = std::fs::read_to_string(&server.kubeconfig).expect("the kubeconfig is readable");
         let config: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("kubeconfig YAML");
         let ca = kubeconfig_data(&config, "clusters", "cluster", "certificate-authority-data");
@@ -103,11 +109,15 @@ impl Client {
 
         let mut http = HttpConnector::new();
         http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_only()
-            .enable_http1()
-            .wrap_connector(http);
+            .enable_http1();
+        let connector = if http2 {
+            builder.enable_http2().wrap_connector(http)
+        } else {
+            builder.wrap_connector(http)
+        };
         Client {
             http: HyperClient::builder(TokioExecutor::new()).build(connector),
             base: server.url.clone(),
@@ -417,6 +427,43 @@ fn exclusions_are_recorded_upstream() {
             listed.contains(&(g.to_string(), n.to_string())),
             "NOT_SERVED_YET has ({g:?}, {n:?}), which upstream does not list"
         );
+    }
+}
+
+/// HEAD as a real kube-apiserver v1.36.2 answers it (checked by hand against one): its REST
+/// routes (built-in resources, legacy and built-in group version discovery, `/version`, the
+/// OIDC documents) have no HEAD and answer 405; its plain handlers (health, OpenAPI, `/apis`
+/// and groups) answer as for GET. No answer to a HEAD carries a body, over HTTP/1.1 or
+/// HTTP/2 (where a body on a HEAD answer resets the stream).
+#[tokio::test(flavor = "multi_thread")]
+async fn head_requests_are_answered_without_a_body() {
+    let server = TestServer::start().await;
+    for http2 in [false, true] {
+        let client = Client::with_protocols(&server, http2);
+        client.wait_ready().await;
+        for (path, code) in [
+            ("/api/v1/namespaces/default/configmaps", 405),
+            (
+                "/api/v1/namespaces/default/configmaps/kube-root-ca.crt",
+                405,
+            ),
+            ("/apis/apps/v1", 405),
+            ("/api", 405),
+            ("/version", 405),
+            ("/.well-known/openid-configuration", 405),
+            ("/apis", 200),
+            ("/apis/apps", 200),
+            ("/healthz", 200),
+            ("/readyz", 200),
+            ("/openapi/v2", 200),
+        ] {
+            let r = client.request(Method::HEAD, path, JSON, None).await;
+            assert_eq!(
+                (r.status, &r.body),
+                (code, &Value::String(String::new())),
+                "HEAD {path} (http2: {http2})"
+            );
+        }
     }
 }
 

@@ -28,6 +28,18 @@ def main():
     sys.path.insert(0, UPSTREAM)
     import replay  # noqa: E402  (the corpus's own replay tool)
 
+    # replay.py maps a name generated from `generateName` to `<rand>` only where the name still
+    # holds the run's real prefix, but it replaces the prefix with `{p}` first, so a generated
+    # name inside a message (a refusal that names the object) is never mapped. The wrapper also
+    # passes each generateName as it reads after that replacement.
+    unsubst = replay.unsubst
+
+    def unsubst_generated(o, ns, prefix, gen=()):
+        mapped = tuple(g.replace(ns, "{ns}").replace(prefix, "{p}") for g in gen)
+        return unsubst(o, ns, prefix, tuple(dict.fromkeys(tuple(gen) + mapped)))
+
+    replay.unsubst = unsubst_generated
+
     families = sys.argv[1:] or sorted(
         d for d in os.listdir(OWN) if os.path.exists(os.path.join(OWN, d, "requests.json")))
     if not families:

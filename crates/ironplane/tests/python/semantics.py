@@ -108,10 +108,13 @@ def delete_preconditions(raw):
                           {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "not-the-uid"}})
     body = json.loads(b)
     check("uid precondition mismatch is 409", s == 409 and body["reason"] == "Conflict" and
-          body["message"] == f'Operation cannot be fulfilled on configmaps "pre": Precondition failed: UID in precondition: not-the-uid, UID in object meta: {o["metadata"]["uid"]}', b)
+          body["message"] == f'Operation cannot be fulfilled on ConfigMap "pre": the UID in the precondition (not-the-uid) does not match the UID in record ({o["metadata"]["uid"]}). The object might have been deleted and then recreated'
+          and body["details"] == {"name": "pre", "kind": "ConfigMap"}, b)
+    # rest.BeforeDelete names the kind (with its group), as the real kube-apiserver answers.
     s, _, b = raw.request("DELETE", "/api/v1/namespaces/sem/configmaps/pre",
                           {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}})
-    check("resourceVersion precondition mismatch is 409", s == 409, b)
+    check("resourceVersion precondition mismatch is 409", s == 409 and json.loads(b)["message"] ==
+          f'Operation cannot be fulfilled on ConfigMap "pre": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({o["metadata"]["resourceVersion"]}). The object might have been modified', b)
     s, _, b = raw.request("DELETE", "/api/v1/namespaces/sem/configmaps/pre",
                           {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": o["metadata"]["uid"]}})
     body = json.loads(b)
@@ -175,6 +178,31 @@ def delete_collection(raw):
     check("unselected object kept", s == 200, s)
 
 
+def delete_options(raw):
+    """Upstream's delete handler reads DeleteOptions from the body when there is one, and then
+    not the query at all; the body must be a DeleteOptions of Go's types; ValidateDeleteOptions
+    reports every error at once."""
+    path = "/api/v1/namespaces/sem/configmaps/opts"
+    s, _, b = raw.request("POST", "/api/v1/namespaces/sem/configmaps", cm("opts"))
+    check("configmap for the delete options", s == 201, b)
+    s, _, b = raw.request("DELETE", path, {"kind": "Foo", "apiVersion": "v1"})
+    check("a body of another kind is 400", s == 400 and json.loads(b)["message"] ==
+          'no kind "Foo" is registered for version "v1" in scheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme/register.go:27"', b)
+    s, _, b = raw.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": "x"})
+    check("a body of the wrong Go type is 400", s == 400 and json.loads(b)["message"] ==
+          "json: cannot unmarshal string into Go struct field DeleteOptions.gracePeriodSeconds of type int64", b)
+    s, _, b = raw.request("DELETE", path, {"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["Bogus"],
+                                           "propagationPolicy": "Bogus", "orphanDependents": True})
+    check("every DeleteOptions error at once", s == 422 and json.loads(b)["message"] ==
+          'DeleteOptions.meta.k8s.io "" is invalid: [propagationPolicy: Invalid value: "Bogus": orphanDependents and deletionPropagation cannot be both set, '
+          'propagationPolicy: Unsupported value: "Bogus": supported values: "Foreground", "Background", "Orphan", "nil", '
+          'dryRun: Unsupported value: ["Bogus"]: supported values: "All"]', b)
+    s, _, b = raw.request("DELETE", path + "?dryRun=All", {"kind": "DeleteOptions", "apiVersion": "v1"})
+    check("with a body the query's dryRun is not read", s == 200, b)
+    s, _, b = raw.request("GET", path)
+    check("so the object is gone", s == 404, b)
+
+
 def versions(raw):
     """autoscaling/v1 and v2 are one stored resource, converted for each version."""
     v1 = {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h1"},
@@ -202,7 +230,102 @@ def versions(raw):
           and "annotations" not in after["metadata"], b)
     s, _, b = raw.request("GET", "/apis/autoscaling/v1/namespaces/sem/horizontalpodautoscalers")
     listed = json.loads(b)
-    check("v1 list", listed.get("apiVersion") == "autoscaling/v1" and [i["apiVersion"] for i in listed["items"]] == ["autoscaling/v1"], b[:300])
+    # Items of a typed list carry no apiVersion or kind of their own, as kube-apiserver writes
+    # them; the v1 form shows in the annotation that keeps v2's metrics.
+    check("v1 list", listed.get("apiVersion") == "autoscaling/v1" and [sorted(i) for i in listed["items"]] == [["metadata", "spec", "status"]]
+          and "autoscaling.alpha.kubernetes.io/metrics" in listed["items"][0]["metadata"].get("annotations", {}), b[:300])
+
+
+def namespaced_outside_a_namespace(raw):
+    """A namespaced resource without a namespace in the path has only the all-namespaces list
+    and watch: a create or a collection delete there is 405 (and deletes nothing), an object
+    there is not found."""
+    s, _, b = raw.request("POST", "/api/v1/namespaces/sem/configmaps", cm("everywhere"))
+    check("configmap for the all-namespaces checks", s == 201, b)
+    s, _, b = raw.request("GET", "/api/v1/configmaps?fieldSelector=metadata.name%3Deverywhere")
+    check("all-namespaces list", s == 200 and [i["metadata"]["name"] for i in json.loads(b)["items"]] == ["everywhere"], b[:200])
+    for method, path, code in (("POST", "/api/v1/configmaps", 405), ("DELETE", "/api/v1/configmaps", 405),
+                               ("GET", "/api/v1/configmaps/everywhere", 404), ("PUT", "/api/v1/configmaps/everywhere", 404),
+                               ("DELETE", "/api/v1/configmaps/everywhere", 404)):
+        s, _, b = raw.request(method, path, cm("everywhere", namespace="sem") if method in ("POST", "PUT") else None)
+        body = json.loads(b)
+        want = ("the server does not allow this method on the requested resource" if code == 405
+                else "the server could not find the requested resource")
+        check(f"{method} {path} is {code}", s == code and body.get("message") == want and body.get("details") == {}, b)
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps/everywhere")
+    check("nothing deleted through the all-namespaces path", s == 200, b)
+
+
+def custom_resources(raw):
+    """Custom resources as the CRD handler answers (each answer checked against a real
+    kube-apiserver v1.36.2): only the URL's group version in a body, the body's kind named in
+    its 422, field labels, patch types, the all-namespaces path, HEAD, list items' kinds."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "gizmos.sem.example.com"},
+           "spec": {"group": "sem.example.com", "scope": "Namespaced",
+                    "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                      "spec": {"type": "object", "properties": {"color": {"type": "string"}}}}}}}]}}
+    s, _, b = raw.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    check("gizmo CRD", s == 201, b)
+    base = "/apis/sem.example.com/v1"
+    gizmo = lambda name, **over: dict({"apiVersion": "sem.example.com/v1", "kind": "Gizmo", "metadata": {"name": name},
+                                       "spec": {"color": "red"}}, **over)
+    deadline = time.time() + 30
+    while True:
+        s, _, b = raw.request("POST", base + "/namespaces/sem/gizmos", gizmo("g1"))
+        if s != 404 or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    check("a gizmo", s == 201, b)
+    s, _, b = raw.request("GET", base + "/namespaces/sem/gizmos")
+    check("custom resources' list items keep their kind", s == 200 and
+          [(i.get("apiVersion"), i.get("kind")) for i in json.loads(b)["items"]] == [("sem.example.com/v1", "Gizmo")], b[:300])
+    s, _, b = raw.request("POST", base + "/namespaces/sem/gizmos?dryRun=All", gizmo("g2", apiVersion="sem.example.com/v2"))
+    check("only the URL's group version", s == 400 and json.loads(b)["message"] ==
+          "the API version in the data (sem.example.com/v2) does not match the expected API version (sem.example.com/v1)", b)
+    s, _, b = raw.request("POST", base + "/namespaces/sem/gizmos?dryRun=All", gizmo("g2", kind="Gadget"))
+    body = json.loads(b)
+    check("the body's kind names the 422", s == 422 and body["message"] ==
+          'Gadget.sem.example.com "g2" is invalid: kind: Invalid value: "Gadget": must be Gizmo'
+          and body["details"]["kind"] == "Gadget", b)
+    s, _, b = raw.request("GET", base + "/namespaces/sem/gizmos?fieldSelector=spec.color%3Dred")
+    check("field labels of a CRD without selectable fields", s == 400 and json.loads(b)["message"] ==
+          "field label not supported: spec.color", b)
+    s, _, b = raw.request("PATCH", base + "/namespaces/sem/gizmos/g1", {"spec": {"color": "blue"}}, "application/strategic-merge-patch+json")
+    check("the patch types a custom resource takes", s == 415 and json.loads(b)["message"] ==
+          "the body of the request was in an unknown format - accepted media types include: "
+          "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml", b)
+    for method, path in (("POST", base + "/gizmos"), ("DELETE", base + "/gizmos"), ("GET", base + "/gizmos/g1")):
+        s, _, b = raw.request(method, path, gizmo("g3") if method == "POST" else None)
+        check(f"{method} {path} is the plain 404", s == 404 and b == b"404 page not found\n", b)
+    s, _, b = raw.request("HEAD", base + "/namespaces/sem/gizmos/g1")
+    check("HEAD of a custom resource is a get", s == 200 and b == b"", b)
+    s, _, b = raw.request("GET", base + "/namespaces/sem/gizmos/g1")
+    check("nothing deleted through the all-namespaces path", s == 200, b)
+    raw.request("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.sem.example.com")
+
+
+def pretty_print(raw):
+    """Upstream's isPrettyPrint: `pretty=true`, or a curl/Wget/browser user agent, indents JSON
+    objects, lists, errors and discovery with two spaces; watch streams stay one line per event;
+    /version is always indented."""
+    indented = lambda b: b.startswith(b'{\n  "') and b.endswith(b"\n}")
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps?pretty=true")
+    check("pretty=true indents a list", s == 200 and indented(b) and json.loads(b)["kind"] == "ConfigMapList", b[:100])
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps/nope", headers={"User-Agent": "curl/8.5.0"})
+    check("a curl user agent indents an error", s == 404 and indented(b) and b'\n  "code": 404' in b, b[:100])
+    s, _, b = raw.request("GET", "/apis", headers={"User-Agent": "Wget/1.21"})
+    check("discovery indented for Wget", s == 200 and indented(b), b[:100])
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps?pretty=false", headers={"User-Agent": "curl/8.5.0"})
+    check("pretty=false wins over the user agent", s == 200 and b.startswith(b'{"'), b[:100])
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps", headers={"User-Agent": "kubectl/v1.32.0"})
+    check("other clients get compact JSON", s == 200 and b.startswith(b'{"'), b[:100])
+    s, _, b = raw.request("GET", "/version", headers={"User-Agent": "kubectl/v1.32.0"})
+    check("/version is always indented", s == 200 and b.startswith(b'{\n  "'), b[:100])
+    s, _, b = raw.request("GET", "/api/v1/namespaces/sem/configmaps?watch=1&timeoutSeconds=1", headers={"User-Agent": "curl/8.5.0"})
+    check("a watch stream is not indented", s == 200 and b.startswith(b'{"type":"ADDED"'), b[:100])
 
 
 def binding(raw):
@@ -230,7 +353,7 @@ def binding(raw):
 
 def main():
     raw = Raw()
-    for step in (namespace_lifecycle, status_and_generation, delete_preconditions, watches, wire_formats, delete_collection, versions, binding):
+    for step in (namespace_lifecycle, status_and_generation, delete_preconditions, delete_options, watches, wire_formats, delete_collection, versions, namespaced_outside_a_namespace, custom_resources, pretty_print, binding):
         try:
             step(raw)
         except Exception as e:  # a crash in one step is a failure, not the end of the report
