@@ -51,9 +51,10 @@ for side in ("before", "after"):
         rs = [json.load(open(f"{out}/mf-{side}-{what}-{i}.json")) for i in range(1, runs + 1)]
         label = "update" if what == "update" else None
         row = lambda r: next(x for x in r["rows"] if x["label"] == label) if label else r["rows"][0]
-        # The mix counts all its requests together.
-        per_second = (lambda r: sum(x["per_second"] for x in r["rows"])) if what == "mixed" \
-            else (lambda r: row(r)["per_second"])
+        # The mix counts all its requests together: its `all` row (summing every row would
+        # count them twice, `all` being the sum of the others).
+        per_second = (lambda r: next(x for x in r["rows"] if x["label"] == "all")["per_second"]) \
+            if what == "mixed" else (lambda r: row(r)["per_second"])
         figures[(side, what, "per s")] = statistics.median(per_second(r) for r in rs)
         figures[(side, what, "cpu ms")] = statistics.median(
             r["figures"]["server_cpu_ms_per_request"] for r in rs)

@@ -77,6 +77,11 @@ pub enum StorageError {
     /// conversion webhook) that upstream passes on without wrapping it in a status.
     #[error("{0}")]
     Unknown(String),
+    /// 500 without a reason, etcd's message as it is: the write was refused as too large.
+    /// Kept apart from `Unknown` because upstream's write handlers recognize it
+    /// (`isTooLargeError`) and try the write again without managedFields.
+    #[error("{0}")]
+    RequestTooLarge(String),
 }
 
 impl StorageError {
@@ -121,7 +126,9 @@ impl StorageError {
             StorageError::InvalidObject(message) | StorageError::Internal(message) => {
                 Status::internal(message)
             }
-            StorageError::Unknown(message) => Status::unknown(message.clone()),
+            StorageError::Unknown(message) | StorageError::RequestTooLarge(message) => {
+                Status::unknown(message.clone())
+            }
         }
     }
 }
@@ -139,6 +146,7 @@ impl From<KvError> for StorageError {
             // Upstream's store returns etcd's errors as they are, and its handlers turn an error
             // that is no Status into a 500 without a reason carrying the error's text.
             KvError::Etcd(message) => StorageError::Unknown(message),
+            KvError::RequestTooLarge(message) => StorageError::RequestTooLarge(message),
             KvError::Closed | KvError::Backend(_) => StorageError::Internal(err.to_string()),
             KvError::Transform(message) => StorageError::Internal(message),
         }

@@ -680,8 +680,34 @@ fn unreachable() -> KvError {
     KvError::Unreachable("etcd did not answer the last health check".into())
 }
 
+/// What upstream's etcd client allows itself to send (clientv3's default `MaxCallSendMsgSize`):
+/// it refuses a larger write before sending it.
+const UPSTREAM_MAX_CALL_SEND_BYTES: u64 = 2 * 1024 * 1024;
+
 fn backend(err: etcd_client::Error) -> KvError {
     match err {
+        // A write past etcd's `--max-request-bytes`: upstream's handlers know this answer by
+        // its code and exact text and try again without managedFields.
+        etcd_client::Error::GRpcStatus(status)
+            if status.code() == tonic::Code::InvalidArgument
+                && status.message() == "etcdserver: request is too large" =>
+        {
+            KvError::RequestTooLarge(status.message().to_string())
+        }
+        // Past etcd's gRPC limit (`--max-request-bytes` plus 512 KiB, 2 MiB by default): etcd
+        // refuses the message itself. Upstream's client never sends one over 2 MiB and reports
+        // its own refusal, which its handlers also take for "too large"; that is the text
+        // clients read, with the size etcd counted. (With a larger `--max-request-bytes`,
+        // upstream still stops at 2 MiB where etcd takes more from us.)
+        etcd_client::Error::GRpcStatus(status)
+            if status.code() == tonic::Code::ResourceExhausted
+                && status.message().contains("larger than max") =>
+        {
+            let size = message_size(status.message()).unwrap_or(0);
+            KvError::RequestTooLarge(format!(
+                "rpc error: code = ResourceExhausted desc = trying to send message larger than max ({size} vs. {UPSTREAM_MAX_CALL_SEND_BYTES})"
+            ))
+        }
         // etcd's own answer, e.g. `etcdserver: leader changed` while a member of a cluster is
         // lost: upstream passes it to the client as it is (a 500 with etcd's message).
         // Other gRPC failures (the connection's) are not etcd's answer and stay internal.
@@ -694,6 +720,16 @@ fn backend(err: etcd_client::Error) -> KvError {
         }
         err => KvError::Backend(format!("etcd: {err}")),
     }
+}
+
+/// The message size in gRPC's "received message larger than max (N vs. M)": its first number.
+fn message_size(message: &str) -> Option<u64> {
+    let start = message.find(|c: char| c.is_ascii_digit())?;
+    let digits: String = message[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 fn tls_options(options: &EtcdOptions) -> Result<TlsOptions, KvError> {
@@ -796,6 +832,46 @@ async fn compact_once(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// etcd's two refusals of a large write (past `--max-request-bytes`, 1.5 MiB by default;
+    /// past its gRPC limit, 2 MiB) both come back as `RequestTooLarge` with the text upstream's
+    /// client reports, which the write handlers recognize.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_etcd_refuses_as_too_large_are_request_too_large() {
+        let server = crate::testing::EtcdServer::start().expect("a real etcd for the etcd tests");
+        let options = EtcdOptions {
+            servers: vec![server.url.clone()],
+            ..Default::default()
+        };
+        let kv = EtcdKv::connect(&options).await.expect("connect");
+        let over_request_bytes = Bytes::from(vec![b'x'; 1_700_000]);
+        match kv.create("/registry/things/a", over_request_bytes).await {
+            Err(KvError::RequestTooLarge(message)) => {
+                assert_eq!(message, "etcdserver: request is too large");
+            }
+            other => panic!("expected RequestTooLarge, got {other:?}"),
+        }
+        let over_grpc_limit = Bytes::from(vec![b'x'; 2_200_000]);
+        match kv.create("/registry/things/b", over_grpc_limit).await {
+            Err(KvError::RequestTooLarge(message)) => {
+                let size = message_size(&message).expect("a size");
+                assert!(size > 2_200_000 && size < 2_200_100, "{message}");
+                assert_eq!(
+                    message,
+                    format!(
+                        "rpc error: code = ResourceExhausted desc = trying to send message larger than max ({size} vs. 2097152)"
+                    )
+                );
+            }
+            other => panic!("expected RequestTooLarge, got {other:?}"),
+        }
+        // Under both limits the write goes through.
+        let fits = Bytes::from(vec![b'x'; 1_000_000]);
+        assert!(matches!(
+            kv.create("/registry/things/c", fits).await,
+            Ok(TxnOutcome::Succeeded { .. })
+        ));
+    }
 
     /// kube-apiserver's compactor protocol: the first tick only claims the schedule, the next
     /// compacts to the revision seen at the previous tick, and a server that lost the race

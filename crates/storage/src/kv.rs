@@ -135,6 +135,11 @@ pub enum KvError {
     /// out`, ...); the message is etcd's own, which upstream hands to clients unchanged.
     #[error("{0}")]
     Etcd(String),
+    /// etcd refused a write as larger than it takes (`etcdserver: request is too large`, past
+    /// its `--max-request-bytes`, or gRPC's message limit); the message is the one upstream's
+    /// client reports. Upstream's handlers try such a write again without managedFields.
+    #[error("{0}")]
+    RequestTooLarge(String),
     /// Anything else the backend reported (I/O, corruption, ...).
     #[error("storage backend error: {0}")]
     Backend(String),

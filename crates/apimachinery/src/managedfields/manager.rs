@@ -487,7 +487,7 @@ impl FieldManager<'_> {
         &self,
         live: &Value,
         new: &Value,
-        managed: Managed,
+        mut managed: Managed,
         manager: &str,
     ) -> Result<Managed, Status> {
         let manager = if manager.is_empty() {
@@ -502,6 +502,7 @@ impl FieldManager<'_> {
             self.subresource,
         );
         let current = ManagerId::new(CURRENT_OPERATION, Operation::Update, "", "");
+        self.reconcile_with_schema(&mut managed);
         let (mut managed, cmp) = match self.smd_update(live, new, managed, &current, true) {
             Ok(r) => r,
             Err(ApplyError::Status(s)) => return Err(s),
@@ -566,6 +567,26 @@ impl FieldManager<'_> {
             Ok(None) => Ok(None),
             Err(e) => Err(Status::unknown(e)),
         }
+    }
+
+    /// Managed fields brought in line with the kind's schemas as they are now, before an update
+    /// or apply reads them (upstream's `reconcileManagedFieldsWithSchemaChanges`): managers of
+    /// versions the kind no longer has are dropped, and what the others owned inside a node that
+    /// has become atomic (a CRD's schema changed) is owned as that whole node.
+    fn reconcile_with_schema(&self, managed: &mut Managed) {
+        managed
+            .entries
+            .retain_mut(|e| match self.root_in(&e.api_version) {
+                None => false,
+                Some(root) => {
+                    if let Some(set) =
+                        typed::reconcile_field_set_with_schema(self.schemas, root, &e.set)
+                    {
+                        e.set = set;
+                    }
+                    true
+                }
+            });
     }
 
     /// Managers of versions the kind no longer has are dropped (upstream's reconciliation of
@@ -724,7 +745,7 @@ impl FieldManager<'_> {
             // What an untracked object holds belongs to `before-first-apply`.
             managed = self.update_managed(self.zero, &live, managed, BEFORE_FIRST_APPLY)?;
         }
-        self.drop_missing_versions(&mut managed);
+        self.reconcile_with_schema(&mut managed);
         let id = ManagerId::new(
             manager,
             Operation::Apply,

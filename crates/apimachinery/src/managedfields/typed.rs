@@ -167,6 +167,82 @@ fn item_element_with(
     }
 }
 
+/// A field set brought in line with the schema as it is now (upstream's
+/// `ReconcileFieldSetWithSchema`): a manager that owned the fields inside a struct, map or list
+/// that has since become atomic (`x-kubernetes-map-type: atomic`, `x-kubernetes-list-type:
+/// atomic`) owns that node as a whole instead. The reverse change, atomic to granular, needs
+/// nothing: the owner of the node keeps it and owns none of its new parts, as if it had always
+/// been granular. `None` when nothing changed.
+pub fn reconcile_field_set_with_schema(schemas: &Schemas, root: Ty, set: &Set) -> Option<Set> {
+    let mut now_atomic = Set::new();
+    let mut path = Vec::new();
+    reconcile_children(schemas, root, set, &mut path, &mut now_atomic);
+    if now_atomic.is_empty() {
+        return None;
+    }
+    Some(set.recursive_difference(&now_atomic).union(&now_atomic))
+}
+
+/// Visits the owned parts of the node of type `ty` at `path` whose set is `set`.
+fn reconcile_children(
+    schemas: &Schemas,
+    ty: Ty,
+    set: &Set,
+    path: &mut Vec<PathElement>,
+    now_atomic: &mut Set,
+) {
+    let Ty::Schema(r) = ty else {
+        // Deduced values (preserve-unknown-fields) have no atomic or granular tags.
+        return;
+    };
+    let child_of = |pe: &PathElement| match schemas.kind(r) {
+        SchemaKind::List => Some(items_ty(schemas, ty)),
+        SchemaKind::Object | SchemaKind::Map => match pe {
+            PathElement::Field(name) => schemas.child(r, name).map(Ty::Schema),
+            _ => schemas.map_values(r).map(Ty::Schema),
+        },
+        _ => None,
+    };
+    // Owned as a whole (a member without parts below it) or in parts (a subtree).
+    let parts = set
+        .children()
+        .iter()
+        .map(|(pe, sub)| (pe, Some(sub)))
+        .chain(
+            set.members()
+                .iter()
+                .filter(|pe| set.child(pe).is_none())
+                .map(|pe| (pe, None)),
+        );
+    for (pe, sub) in parts {
+        let (Some(child), Some(sub)) = (child_of(pe), sub) else {
+            // A node owned whole stays so, whatever it has become.
+            continue;
+        };
+        path.push(pe.clone());
+        if is_atomic_container(schemas, child) {
+            if !sub.is_empty() {
+                now_atomic.insert(path);
+            }
+        } else {
+            reconcile_children(schemas, child, sub, path, now_atomic);
+        }
+        path.pop();
+    }
+}
+
+/// Whether `ty` is a struct, map or list that is atomic (not a scalar, which is atomic anyway).
+fn is_atomic_container(schemas: &Schemas, ty: Ty) -> bool {
+    let Ty::Schema(r) = ty else {
+        return false;
+    };
+    match schemas.kind(r) {
+        SchemaKind::Object | SchemaKind::Map => schemas.map_type(r) == Some(MapType::Atomic),
+        SchemaKind::List => matches!(list_rel(schemas, r), ListRel::Atomic),
+        _ => false,
+    }
+}
+
 /// A path in the form upstream's validation errors use (`.spec.ports`).
 fn error_path(path: &[PathElement]) -> String {
     path.iter().map(ToString::to_string).collect()
@@ -687,6 +763,30 @@ mod tests {
             to_field_set(&s, root, &bad).unwrap_err(),
             ".spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
         );
+    }
+
+    /// Fields owned inside nodes that are atomic now (written while `selector` was a granular
+    /// map and `args` a set) become ownership of the whole node; the rest stays.
+    #[test]
+    fn reconciling_with_the_schema_owns_nodes_now_atomic_whole() {
+        let s = schemas();
+        let root = Ty::Schema(s.root_for("example.com", "v1", "Thing").unwrap());
+        let written = Set::from_fields_v1(&json!({
+            "f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+            "f:spec": {"f:selector": {"f:x": {}}, "f:args": {".": {}, "v:\"1\"": {}},
+                       "f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}}},
+                       "f:replicas": {}}}))
+        .unwrap();
+        let reconciled = reconcile_field_set_with_schema(&s, root, &written).expect("a change");
+        assert_eq!(
+            fields(&reconciled),
+            json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+                   "f:spec": {"f:selector": {}, "f:args": {},
+                              "f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}}},
+                              "f:replicas": {}}})
+        );
+        // Owned whole already (or granular still): nothing to do.
+        assert!(reconcile_field_set_with_schema(&s, root, &reconciled).is_none());
     }
 
     #[test]

@@ -6,9 +6,9 @@
 //! the kind's schema, the fields its strategy resets per subresource, and the kind's zero
 //! object in Go's form (what a create is compared against, as upstream compares with `New()`).
 //! Writes made inside the server name their manager as upstream's writers are named
-//! (`ApiResources::internal_write`: kube-apiserver, kube-controller-manager); the service-account
-//! token controller's, the eviction subresource's and the cluster IP allocator's IPAddress writes
-//! are not tracked yet.
+//! (`ApiResources::internal_write`: kube-apiserver, kube-controller-manager). Writes upstream
+//! makes on a store directly, past its handlers, record nothing here either (an eviction's
+//! DisruptionTarget condition on the pod).
 
 use std::sync::Arc;
 

@@ -186,6 +186,23 @@ fn set_gc_finalizers(obj: &mut Value, policy: Option<&str>) -> bool {
     true
 }
 
+/// Whether a write storage refused as too large is tried again without managedFields, as
+/// upstream's create, update and patch handlers do (`isTooLargeError`): managedFields can be
+/// large, and dropping them is safe, since the next write starts them afresh. Only writes that
+/// record managed fields as an update (`opts.managed_fields`) do: an apply's fields are its
+/// result, and upstream retries no apply.
+fn too_large_with_managed_fields(
+    outcome: &Result<Object, StorageError>,
+    opts: &WriteOptions,
+    obj: &Value,
+) -> bool {
+    matches!(outcome, Err(StorageError::RequestTooLarge(_)))
+        && opts.managed_fields.is_some()
+        && obj
+            .metadata()
+            .is_some_and(|m| m.contains_key("managedFields"))
+}
+
 fn parse_rv(rv: &str) -> Option<i64> {
     rv.parse::<i64>().ok().filter(|v| *v > 0)
 }
@@ -554,7 +571,13 @@ impl RegistryStore {
                     None => return self.unstored(&obj),
                 }
             } else {
-                self.storage.create(&key, obj.clone()).await
+                let outcome = self.storage.create(&key, obj.clone()).await;
+                if too_large_with_managed_fields(&outcome, opts, &obj) {
+                    obj.remove_meta("managedFields");
+                    self.storage.create(&key, obj.clone()).await
+                } else {
+                    outcome
+                }
             };
             match outcome {
                 Ok(o) => return Ok(o),
@@ -806,9 +829,18 @@ impl RegistryStore {
                     }
                     r
                 } else {
-                    self.storage
-                        .update(&key, new, current.resource_version)
-                        .await
+                    let outcome = self
+                        .storage
+                        .update(&key, new.clone(), current.resource_version)
+                        .await;
+                    if too_large_with_managed_fields(&outcome, &opts.write, &new) {
+                        new.remove_meta("managedFields");
+                        self.storage
+                            .update(&key, new, current.resource_version)
+                            .await
+                    } else {
+                        outcome
+                    }
                 };
                 match result {
                     Ok(o) => Ok(Some((o, false))),

@@ -78,11 +78,20 @@ pub async fn run(api: Arc<ApiResources>, tokens: Arc<Tokens>, root_ca: String) {
     }));
     let user = super::kube_system_account("tokens-controller");
     let requester = Requester { user: &user };
+    // Upstream's controller updates through the controller manager's client: the fields it
+    // fills in are the `kube-controller-manager` Update entry's.
+    let writer = Writer {
+        requester: &requester,
+        update: UpdateOptions {
+            write: api.internal_write(&secrets, super::CONTROLLER_MANAGER),
+            ..UpdateOptions::default()
+        },
+    };
     while let Some(work) = rx.recv().await {
         let result = match &work {
             Work::Secret { namespace, name } => {
                 sync_secret(
-                    &secrets, &accounts, &tokens, &root_ca, &requester, namespace, name,
+                    &secrets, &accounts, &tokens, &root_ca, &writer, namespace, name,
                 )
                 .await
             }
@@ -102,6 +111,12 @@ pub async fn run(api: Arc<ApiResources>, tokens: Arc<Tokens>, root_ca: String) {
             });
         }
     }
+}
+
+/// Who the controller writes as, and how its updates are recorded.
+struct Writer<'a> {
+    requester: &'a Requester<'a>,
+    update: UpdateOptions,
 }
 
 fn annotation<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -124,10 +139,11 @@ async fn sync_secret(
     accounts: &RegistryStore,
     tokens: &Tokens,
     root_ca: &str,
-    requester: &Requester<'_>,
+    writer: &Writer<'_>,
     namespace: &str,
     name: &str,
 ) -> Result<(), String> {
+    let requester = writer.requester;
     let secret = match secrets.get(namespace, name, ResourceVersion::Unset).await {
         Ok(o) => o.value().map_err(|e| e.to_string())?,
         Err(s) if s.code == 404 => return Ok(()),
@@ -197,13 +213,7 @@ async fn sync_secret(
         Ok(s)
     };
     match secrets
-        .update(
-            requester,
-            namespace,
-            name,
-            &mut updater,
-            &UpdateOptions::default(),
-        )
+        .update(requester, namespace, name, &mut updater, &writer.update)
         .await
     {
         Ok(_) => Ok(()),

@@ -32,7 +32,7 @@ use apimachinery::Status;
 use apimachinery::validation::{FieldError, FieldPath, invalid_status};
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::{DeleteOptions, Finish, Requester, WriteOptions};
+use apiserver::registry::{DeleteOptions, Finish, Requester};
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -602,17 +602,20 @@ impl IpAddresses {
     }
 
     async fn create(&self, ip: Ipv4Addr, namespace: &str, name: &str) -> Result<(), CreateFailure> {
-        let Some(store) = self.store() else {
+        let (Some(api), Some(store)) = (self.api.get(), self.store()) else {
             // Served without the networking group: the in-memory allocator alone decides.
             return Ok(());
         };
         let user = apiserver_user();
+        // Upstream's allocator writes through the loopback client: its objects carry the
+        // `kube-apiserver` Update entry.
+        let write = api.internal_write(store, crate::bootstrap::API_SERVER_MANAGER);
         match store
             .create(
                 &Requester { user: &user },
                 "",
                 ip_address_object(ip, namespace, name),
-                &WriteOptions::default(),
+                &write,
             )
             .await
         {

@@ -110,6 +110,8 @@ async fn add_condition_and_delete(
             super::util::update_pod_condition(&mut next["status"], disruption_target(&now));
             Ok(next)
         };
+        // Upstream writes the condition on the pod store itself, past the handlers' field
+        // manager: no managed fields entry for it (checked against kube-apiserver v1.36.2).
         let update = UpdateOptions {
             write: WriteOptions::default(),
             subresource: "status".into(),
@@ -381,8 +383,11 @@ async fn take_disruption(
         pods[pod_name] = json!(now);
         Ok(next)
     };
+    // Upstream takes the disruption through its loopback client's `UpdateStatus`: the budget's
+    // status records a `kube-apiserver` Update entry (the pod's condition, written on the store
+    // directly, records none).
     let opts = UpdateOptions {
-        write: WriteOptions::default(),
+        write: api.internal_write(pdbs, crate::bootstrap::API_SERVER_MANAGER),
         subresource: "status".into(),
         ..Default::default()
     };
