@@ -412,6 +412,8 @@ fn base_vars(
         group: matched.group.clone(),
         version: matched.version.clone(),
         resource: matched.resource.clone(),
+        kind_group: matched.kind_group.clone(),
+        kind_version: matched.kind_version.clone(),
         kind: matched.kind.clone(),
     };
     let request = Value::Object(request_fields(attrs, &inv));
@@ -958,14 +960,13 @@ impl MutatingPlugin for MutatingAdmissionPolicy {
             }
             let before = value.clone();
             let gvk = Gvk {
-                group: &matched.group,
-                version: &matched.version,
+                group: &matched.kind_group,
+                version: &matched.kind_version,
                 kind: &matched.kind,
             };
-            let schemas = shared
-                .resources
-                .get()
-                .and_then(|r| r.schemas_for(&matched.group, &matched.version, &matched.kind));
+            let schemas = shared.resources.get().and_then(|r| {
+                r.schemas_for(&matched.kind_group, &matched.kind_version, &matched.kind)
+            });
             for mutation in &policy.mutations {
                 let applied = shared
                     .evaluate(|| {

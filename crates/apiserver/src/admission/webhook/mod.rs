@@ -179,31 +179,12 @@ impl Shared {
             info.resource.as_str(),
         );
         let invocation = if hook.rules_match(attrs, own) {
-            let (_, _, kind) = attrs.kind();
-            Some((
-                Invocation {
-                    group: info.group.clone(),
-                    version: info.version.clone(),
-                    resource: info.resource.clone(),
-                    kind: kind.to_string(),
-                },
-                None,
-            ))
+            Some((Invocation::of(info, attrs.subresource), None))
         } else if hook.equivalent() {
             versions.others().iter().find_map(|s| {
                 let i = &s.info;
                 hook.rules_match(attrs, (&i.group, &i.version, &i.resource))
-                    .then(|| {
-                        (
-                            Invocation {
-                                group: i.group.clone(),
-                                version: i.version.clone(),
-                                resource: i.resource.clone(),
-                                kind: i.kind.clone(),
-                            },
-                            Some(s.clone()),
-                        )
-                    })
+                    .then(|| (Invocation::of(i, attrs.subresource), Some(s.clone())))
             })
         } else {
             None
