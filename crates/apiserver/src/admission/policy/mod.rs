@@ -38,7 +38,7 @@ use self::matching::{Matched, NamespaceLabels};
 use self::mutating::{Gvk, MutatingPolicy, MutationError};
 use self::validating::{Annotation, Decision, ValidatingPolicy};
 use super::informer::{Derived, Informer, Objects};
-use super::rules::{self, Versions, text};
+use super::rules::{self, Kept, Versions, text};
 use super::webhook::review::{Invocation, request_fields};
 use super::{
     Attributes, MutatingPlugin, Operation, Reinvocation, ServedResources, ValidatingPlugin,
@@ -924,7 +924,9 @@ impl MutatingPlugin for MutatingAdmissionPolicy {
                     .await?
                     .unwrap_or(Value::Null),
             };
-            let vold = versions.convert(matched.target.as_ref(), old).await?;
+            let vold = versions
+                .convert_kept(Kept::OldObject, matched.target.as_ref(), old)
+                .await?;
             let vars = |o: &Value| {
                 base_vars(
                     attrs,
