@@ -400,10 +400,8 @@ mod tests {
         let new = json!({"metadata": {"resourceVersion": "5"}, "spec": {"type": "LoadBalancer"}});
         let req = Request {
             operation: Operation::Update,
-            subresource: "",
-            object: &new,
             old_object: Some(&old),
-            now: chrono::Utc::now(),
+            ..create(&new)
         };
         assert_eq!(
             check_request(std::slice::from_ref(&q), &svc, &req),
