@@ -9,7 +9,7 @@ use crate::gvk::GroupResource;
 /// `metav1.StatusReason`. The HTTP code comes from the constructor, not from the reason, because
 /// upstream uses some reasons with more than one code (e.g. `NotFound` without details for an
 /// unknown path).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
     BadRequest,
     Unauthorized,
@@ -31,12 +31,19 @@ pub enum Reason {
     /// `StatusReasonUnknown` (empty): what upstream answers for an error that carries no status
     /// of its own (a failed conversion webhook, say).
     Unknown,
+    /// A reason outside metav1's list: `StatusReason` is an open string type, and upstream
+    /// hands a webhook's refusal to the client with the reason the webhook wrote.
+    Other(Box<str>),
 }
 
 impl Reason {
-    /// The reason a status names (e.g. a webhook's answer); a reason not known here is `Unknown`.
+    /// The reason a status names (e.g. a webhook's answer): one of metav1's, `Unknown` when
+    /// empty, `Other` with the text as written otherwise.
     pub fn parse(s: &str) -> Reason {
         use Reason::*;
+        if s.is_empty() {
+            return Unknown;
+        }
         [
             BadRequest,
             Unauthorized,
@@ -58,10 +65,10 @@ impl Reason {
         ]
         .into_iter()
         .find(|r| r.as_str() == s)
-        .unwrap_or(Unknown)
+        .unwrap_or_else(|| Other(s.into()))
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Reason::BadRequest => "BadRequest",
             Reason::Unauthorized => "Unauthorized",
@@ -81,7 +88,22 @@ impl Reason {
             Reason::ServiceUnavailable => "ServiceUnavailable",
             Reason::Timeout => "Timeout",
             Reason::Unknown => "",
+            Reason::Other(s) => s,
         }
+    }
+}
+
+/// A reason is written as the string it is (Go's `StatusReason`).
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        Ok(Reason::parse(&s))
     }
 }
 

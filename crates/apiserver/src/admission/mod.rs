@@ -63,15 +63,21 @@ impl Attributes<'_> {
     /// The kind the request sends and receives (upstream's `GetKind`): the resource's, or a
     /// subresource's own (`autoscaling/v1 Scale`).
     pub fn kind(&self) -> (&str, &str, &str) {
-        let info = self.resource;
-        match info
-            .subresources
-            .iter()
-            .find(|s| s.name == self.subresource && !s.kind.is_empty())
-        {
-            Some(s) => (&s.group, &s.version, &s.kind),
-            None => (&info.group, &info.version, &info.kind),
-        }
+        kind_for(self.resource, self.subresource)
+    }
+}
+
+/// The kind a resource or one of its subresources sends and receives (upstream's `KindFor`):
+/// a subresource with a kind of its own has it (`deployments/scale` is `autoscaling/v1
+/// Scale`), any other the resource's.
+pub fn kind_for<'a>(info: &'a ResourceInfo, subresource: &str) -> (&'a str, &'a str, &'a str) {
+    match info
+        .subresources
+        .iter()
+        .find(|s| !subresource.is_empty() && s.name == subresource && !s.kind.is_empty())
+    {
+        Some(s) => (&s.group, &s.version, &s.kind),
+        None => (&info.group, &info.version, &info.kind),
     }
 }
 

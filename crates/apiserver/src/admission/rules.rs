@@ -190,6 +190,19 @@ pub struct Versions<'a> {
     resources: Option<&'a Arc<dyn ServedResources>>,
     info: &'a ResourceInfo,
     found: OnceLock<Found>,
+    /// Conversions of objects that stay the same through one plugin's run, by which object and
+    /// target version: upstream's `VersionedAttributes`, made once per kind and shared by the
+    /// webhooks that ask for it (a conversion may be a call to a CRD's conversion webhook).
+    kept: std::sync::Mutex<Vec<(Kept, String, Option<Value>)>>,
+}
+
+/// Which unchanging object a kept conversion is of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// The object, in a plugin that does not change it (validating webhooks).
+    Object,
+    /// The request's `oldObject`.
+    OldObject,
 }
 
 impl<'a> Versions<'a> {
@@ -198,7 +211,31 @@ impl<'a> Versions<'a> {
             resources,
             info: attrs.resource,
             found: OnceLock::new(),
+            kept: Default::default(),
         }
+    }
+
+    /// `obj`, which does not change through this plugin's run, converted to `target`'s version
+    /// once: later asks for that version get the same conversion.
+    pub async fn convert_kept(
+        &self,
+        which: Kept,
+        target: Option<&Arc<RegistryStore>>,
+        obj: Option<&Value>,
+    ) -> Result<Option<Value>, Status> {
+        let Some(version) = target
+            .map(|t| t.info.version.clone())
+            .filter(|_| obj.is_some())
+        else {
+            return Ok(obj.cloned());
+        };
+        let lock = || self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, v)) = lock().iter().find(|(w, v, _)| *w == which && *v == version) {
+            return Ok(v.clone());
+        }
+        let converted = self.convert(target, obj).await?;
+        lock().push((which, version, converted.clone()));
+        Ok(converted)
     }
 
     fn found(&self) -> &Found {

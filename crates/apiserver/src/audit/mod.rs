@@ -288,29 +288,67 @@ pub struct Auditor {
     pub sink: Sink,
 }
 
+/// The annotations gathered for one event, and the event's level when it is known (annotations
+/// that ask for a higher level are left out, as upstream's `AddAnnotationWithLevel` leaves them).
+#[derive(Default)]
+struct Collected {
+    level: Option<Level>,
+    annotations: std::collections::BTreeMap<String, String>,
+}
+
 tokio::task_local! {
-    static ANNOTATIONS: std::cell::RefCell<std::collections::BTreeMap<String, String>>;
+    static ANNOTATIONS: std::cell::RefCell<Collected>;
 }
 
 /// Adds an annotation to the audit event of the request being served (upstream
 /// `audit.AddAuditAnnotation`), from any layer: authorization, admission. A key already set
 /// keeps its first value, as upstream's; outside an audited request nothing is recorded.
 pub fn add_annotation(key: impl Into<String>, value: impl Into<String>) {
+    add_annotation_with_level(key, value, Level::Metadata);
+}
+
+/// Adds an annotation that only an event of at least `level` records (upstream's
+/// `AddAnnotationWithLevel`: a mutating webhook's patch is recorded at `Request`, since it may
+/// hold the object's data).
+pub fn add_annotation_with_level(key: impl Into<String>, value: impl Into<String>, level: Level) {
     let _ = ANNOTATIONS.try_with(|a| {
-        a.borrow_mut()
+        let mut a = a.borrow_mut();
+        if a.level.is_some_and(|l| l < level) {
+            return;
+        }
+        a.annotations
             .entry(key.into())
             .or_insert_with(|| value.into());
     });
 }
 
-/// Runs `fut` collecting the audit annotations added while it runs.
+/// Runs `fut` collecting the audit annotations added while it runs, whatever their level.
 pub async fn collect_annotations<F: std::future::Future>(
     fut: F,
 ) -> (F::Output, std::collections::BTreeMap<String, String>) {
+    collect(None, fut).await
+}
+
+/// Runs `fut` collecting the annotations an event of `level` records.
+pub async fn collect_annotations_at<F: std::future::Future>(
+    level: Level,
+    fut: F,
+) -> (F::Output, std::collections::BTreeMap<String, String>) {
+    collect(Some(level), fut).await
+}
+
+async fn collect<F: std::future::Future>(
+    level: Option<Level>,
+    fut: F,
+) -> (F::Output, std::collections::BTreeMap<String, String>) {
+    let scope = Collected {
+        level,
+        annotations: Default::default(),
+    };
     ANNOTATIONS
-        .scope(Default::default(), async {
+        .scope(std::cell::RefCell::new(scope), async {
             let out = fut.await;
-            let annotations = ANNOTATIONS.with(|a| a.take());
+            let annotations = ANNOTATIONS.with(|a| std::mem::take(&mut a.borrow_mut().annotations));
             (out, annotations)
         })
         .await

@@ -14,7 +14,7 @@ pub mod negotiation;
 mod patch;
 pub mod query;
 pub mod response;
-mod scale;
+pub(crate) mod scale;
 pub mod table;
 mod update;
 mod watch;

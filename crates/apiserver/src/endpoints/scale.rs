@@ -78,7 +78,9 @@ fn set_at(obj: &mut Value, pointer: &str, value: Value) {
     }
 }
 
-fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
+/// The `autoscaling/v1 Scale` of a parent object: what `/scale` answers, and what admission sees
+/// of a write through it.
+pub(crate) fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
     let (spec_replicas, status_replicas, selector) = replicas_and_selector(info, obj);
     let meta = obj.metadata();
     let pick = |f: &str| meta.and_then(|m| m.get(f)).cloned().unwrap_or(Value::Null);
@@ -92,6 +94,46 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
         "spec": {"replicas": spec_replicas},
         "status": {"replicas": status_replicas, "selector": selector},
     })
+}
+
+fn replicas_of(scale: &Value) -> i64 {
+    scale
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+fn set_replicas(info: &ResourceInfo, parent: &mut Value, replicas: i64) {
+    match &info.scale_paths {
+        Some(paths) => set_at(parent, &paths.spec_replicas, json!(replicas)),
+        None => parent["spec"]["replicas"] = json!(replicas),
+    }
+}
+
+/// A Scale as mutating admission left it, into its parent (upstream's
+/// `scaleUpdatedObjectInfo`): the Scale is validated (`ValidateScale`), then its replicas are
+/// the parent's.
+pub(crate) fn apply_scale(
+    info: &ResourceInfo,
+    name: &str,
+    parent: &mut Value,
+    scale: &Value,
+) -> Result<(), Status> {
+    let replicas = replicas_of(scale);
+    if replicas < 0 {
+        return Err(Status::invalid(
+            "autoscaling",
+            "Scale",
+            name,
+            vec![apimachinery::StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                field: "spec.replicas".into(),
+            }],
+        ));
+    }
+    set_replicas(info, parent, replicas);
+    Ok(())
 }
 
 pub async fn get(
@@ -184,29 +226,9 @@ pub async fn update(
         if apply {
             super::patch::applied_yaml_strictness(strict_yaml.as_deref(), q.field_validation)?;
         }
-        let replicas = new_scale
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        if replicas < 0 {
-            return Err(Status::invalid(
-                "autoscaling",
-                "Scale",
-                &req.info.name,
-                vec![apimachinery::StatusCause {
-                    reason: "FieldValueInvalid".into(),
-                    message: format!(
-                        "Invalid value: {replicas}: must be greater than or equal to 0"
-                    ),
-                    field: "spec.replicas".into(),
-                }],
-            ));
-        }
+        // The replicas are checked once admission has seen the Scale (`apply_scale`).
         let mut parent = current.clone();
-        match &store.info.scale_paths {
-            Some(paths) => set_at(&mut parent, &paths.spec_replicas, json!(replicas)),
-            None => parent["spec"]["replicas"] = json!(replicas),
-        }
+        set_replicas(&store.info, &mut parent, replicas_of(&new_scale));
         match managed {
             Some(entries) => parent.set_meta("managedFields", entries),
             None => {
@@ -230,7 +252,8 @@ pub async fn update(
             // The Scale's field manager records the write (`scale_write`).
             managed_fields: None,
         },
-        subresource: String::new(),
+        // The parent is updated through its own strategy; admission sees a Scale.
+        subresource: "scale".into(),
         is_put: false,
         force_allow_create: false,
     };

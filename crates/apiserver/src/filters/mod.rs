@@ -554,7 +554,8 @@ fn audit(
             .get::<AuthnNotes>()
             .map(|n| n.annotations.clone())
             .unwrap_or_default();
-        let (response, annotations) = crate::audit::collect_annotations(call_next(next, req)).await;
+        let (response, annotations) =
+            crate::audit::collect_annotations_at(decision.level, call_next(next, req)).await;
         record.annotations = from_authentication;
         for (k, v) in annotations {
             record.annotations.entry(k).or_insert(v);

@@ -606,7 +606,16 @@ impl RegistryStore {
         opts: &UpdateOptions,
     ) -> Result<(Object, bool), Status> {
         let key = self.key(namespace, name);
-        let sub = opts.subresource.as_str();
+        // A write through /scale updates the parent through the parent's own strategy, as
+        // upstream's scale REST updates through the parent's store; admission alone sees it as
+        // the subresource's `autoscaling/v1 Scale` (object and oldObject).
+        let through_scale = opts.subresource == "scale" && self.info.subresource("scale").is_some();
+        let sub = if through_scale {
+            ""
+        } else {
+            opts.subresource.as_str()
+        };
+        let scale_of = |obj: &Value| crate::endpoints::scale::scale_of(&self.info, obj);
         loop {
             let Some(current) = self.current(&key, name).await? else {
                 // Subresources never create (upstream's status REST passes no force either).
@@ -732,18 +741,27 @@ impl RegistryStore {
                 self.track_update(mf, sub, Some(&old), &mut new);
             }
             // The same attributes serve mutating and validating admission.
+            let old_scale = through_scale.then(|| scale_of(&old));
             let attrs = self.attributes(
                 req,
                 Operation::Update,
                 namespace,
                 name,
-                sub,
+                opts.subresource.as_str(),
                 opts.write.dry_run,
-                Some(&old),
+                Some(old_scale.as_ref().unwrap_or(&old)),
             );
-            self.admission.admit(&attrs, &mut new).await?;
-            if attrs.state.take_patched() {
-                self.strategy.default(&mut new);
+            if through_scale {
+                let mut scale = scale_of(&new);
+                self.admission.admit(&attrs, &mut scale).await?;
+                // A Scale has no defaults to apply again.
+                attrs.state.take_patched();
+                crate::endpoints::scale::apply_scale(&self.info, name, &mut new, &scale)?;
+            } else {
+                self.admission.admit(&attrs, &mut new).await?;
+                if attrs.state.take_patched() {
+                    self.strategy.default(&mut new);
+                }
             }
             if sub.is_empty() {
                 self.strategy
@@ -803,7 +821,11 @@ impl RegistryStore {
                 } else if sub == "status" {
                     crate::warning::add_all(self.strategy.warnings_on_status_update(&new, &old));
                 }
-                self.admission.validate(&attrs, &new).await?;
+                if through_scale {
+                    self.admission.validate(&attrs, &scale_of(&new)).await?;
+                } else {
+                    self.admission.validate(&attrs, &new).await?;
+                }
                 if same_object(&new, &old) {
                     // Nothing changed; but a value stored under an old encryption key must still
                     // be rewritten (upstream's GuaranteedUpdate writes stale values), so the

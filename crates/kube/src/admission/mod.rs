@@ -67,6 +67,11 @@ pub fn default_plugins(
     let limit_ranger = Arc::new(limit_ranger::LimitRanger { api: api.clone() });
     let service_account = Arc::new(service_account::ServiceAccount { api: api.clone() });
     let api_for_quota = api.clone();
+    let limited = if on("ResourceQuota") {
+        resource_quota::limited_resources(config.config_for("ResourceQuota")?.as_ref())?
+    } else {
+        Vec::new()
+    };
     let authorizer = &setup.authorizer;
     let all: Vec<Plugin> = vec![
         (
@@ -180,6 +185,7 @@ pub fn default_plugins(
             Some(Arc::new(resource_quota::ResourceQuota {
                 api: api_for_quota,
                 quotas: setup.quota.clone(),
+                limited,
             })),
         ),
     ];

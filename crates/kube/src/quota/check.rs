@@ -8,15 +8,55 @@ use apiserver::admission::Operation;
 use serde_json::Value;
 
 use super::evaluators::Evaluator;
-use super::{ResourceList, add, exceeding, from_json, mask, pretty, remove_zeros};
+use super::{
+    ResourceList, ScopeSelector, add, exceeding, from_json, mask, pretty, remove_zeros,
+    scope_selectors,
+};
 
 /// What is checked.
 pub struct Request<'a> {
     pub operation: Operation,
+    /// The request's group and resource.
+    pub group: &'a str,
+    pub resource: &'a str,
     pub subresource: &'a str,
     pub object: &'a Value,
     pub old_object: Option<&'a Value>,
     pub now: chrono::DateTime<chrono::Utc>,
+    /// The plugin's `limitedResources` (none unless configured).
+    pub limited: &'a [LimitedResource],
+}
+
+/// One `limitedResources` entry of the plugin's configuration: what may only be consumed where
+/// a quota covers it (upstream's `LimitedResource`). Usage names of objects of `resource` that
+/// contain one of `match_contains` need a quota that limits them; objects in one of
+/// `match_scopes` need a quota with that scope.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LimitedResource {
+    pub api_group: String,
+    pub resource: String,
+    pub match_contains: Vec<String>,
+    pub match_scopes: Vec<ScopeSelector>,
+}
+
+/// Go's `%v` of a `ScopedResourceSelectorRequirement`: `{PriorityClass In [a b]}`.
+fn go_scope(s: &ScopeSelector) -> String {
+    format!("{{{} {} [{}]}}", s.scope, s.operator, s.values.join(" "))
+}
+
+/// `MatchingScopes`: the selectors the object falls in.
+fn matching_scopes<'s>(
+    evaluator: &Evaluator,
+    obj: &Value,
+    selectors: impl IntoIterator<Item = &'s ScopeSelector>,
+) -> Result<Vec<&'s ScopeSelector>, String> {
+    let mut out = Vec::new();
+    for s in selectors {
+        if evaluator.matches_scope(s, obj)? {
+            out.push(s);
+        }
+    }
+    Ok(out)
 }
 
 /// Why a request is refused: a 403 with this reason, or an error of the server's.
@@ -42,8 +82,43 @@ pub fn check_request(
         .iter()
         .map(|q| from_json(q.pointer("/status/used")))
         .collect();
+    // What the configuration limits to covered consumption. A scope that cannot be matched
+    // lets the request through uncharged, as upstream's `CheckRequest` returns early then.
+    let Ok(limited_scopes) = matching_scopes(
+        evaluator,
+        req.object,
+        req.limited.iter().flat_map(|l| &l.match_scopes),
+    ) else {
+        return Ok(used);
+    };
+    let mut limited_names = std::collections::BTreeSet::new();
+    let own: Vec<&LimitedResource> = req
+        .limited
+        .iter()
+        .filter(|l| l.api_group == req.group && l.resource == req.resource)
+        .collect();
+    if !own.is_empty() {
+        let usage = evaluator.usage(req.object, req.now);
+        for l in &own {
+            for (name, q) in &usage {
+                if q.sign() > 0 && l.match_contains.iter().any(|m| name.contains(m.as_str())) {
+                    limited_names.insert(name.clone());
+                }
+            }
+        }
+    }
+    let mut restricted_names = std::collections::BTreeSet::new();
+    let mut restricted_scopes = Vec::new();
     let mut interesting = Vec::new();
     for (i, quota) in quotas.iter().enumerate() {
+        let selectors = scope_selectors(quota);
+        let scopes = matching_scopes(evaluator, req.object, &selectors).map_err(|e| {
+            Refusal::Internal(format!(
+                "error matching scopes of quota {}, err: {e}",
+                quota.name()
+            ))
+        })?;
+        restricted_scopes.extend(scopes.into_iter().map(|s| s.scope.clone()));
         if !evaluator
             .matches(quota, req.object)
             .map_err(Refusal::Internal)?
@@ -67,6 +142,30 @@ pub fn check_request(
             )));
         }
         interesting.push(i);
+        restricted_names.extend(restricted);
+    }
+    let uncovered: Vec<&str> = limited_names
+        .iter()
+        .filter(|n| !restricted_names.contains(*n))
+        .map(String::as_str)
+        .collect();
+    if !uncovered.is_empty() {
+        return Err(Refusal::Forbidden(format!(
+            "insufficient quota to consume: {}",
+            uncovered.join(",")
+        )));
+    }
+    // `UncoveredQuotaScopes`: a limited scope is covered by any quota with a scope of that name.
+    let uncovered: Vec<String> = limited_scopes
+        .iter()
+        .filter(|s| !restricted_scopes.contains(&s.scope))
+        .map(|s| go_scope(s))
+        .collect();
+    if !uncovered.is_empty() {
+        return Err(Refusal::Internal(format!(
+            "insufficient quota to match these scopes: [{}]",
+            uncovered.join(" ")
+        )));
     }
     let input = evaluator.usage(req.object, req.now);
     let negative: Vec<&str> = input
@@ -140,11 +239,77 @@ mod tests {
     fn create(obj: &Value) -> Request<'_> {
         Request {
             operation: Operation::Create,
+            group: "",
+            resource: "",
             subresource: "",
             object: obj,
             old_object: None,
             now: chrono::Utc::now(),
+            limited: &[],
         }
+    }
+
+    #[test]
+    fn limited_resources_need_a_covering_quota() {
+        let pods = for_resource("", "pods").unwrap();
+        let limited = [LimitedResource {
+            api_group: String::new(),
+            resource: "pods".into(),
+            match_contains: vec!["requests.cpu".into()],
+            match_scopes: vec![ScopeSelector {
+                scope: "PriorityClass".into(),
+                operator: "In".into(),
+                values: vec!["critical".into(), "high".into()],
+            }],
+        }];
+        let pod = |class: &str, cpu: &str| {
+            let mut c = json!({"name": "c"});
+            if !cpu.is_empty() {
+                c["resources"] = json!({"requests": {"cpu": cpu}});
+            }
+            json!({"spec": {"priorityClassName": class, "containers": [c]}})
+        };
+        let check = |quotas: &[Value], obj: &Value| {
+            let mut req = create(obj);
+            req.resource = "pods";
+            req.limited = &limited;
+            check_request(quotas, &pods, &req)
+        };
+        // No quota in the namespace: what is limited cannot be consumed.
+        assert_eq!(
+            check(&[], &pod("low", "100m")),
+            Err(Refusal::Forbidden(
+                "insufficient quota to consume: requests.cpu".into()
+            ))
+        );
+        assert_eq!(check(&[], &pod("low", "")), Ok(vec![]));
+        assert_eq!(
+            check(&[], &pod("critical", "")),
+            Err(Refusal::Internal(
+                "insufficient quota to match these scopes: [{PriorityClass In [critical high]}]"
+                    .into()
+            ))
+        );
+        // A quota that limits the resource, or has the scope, covers it.
+        let cpu = quota(
+            "cpu",
+            json!({"requests.cpu": "1"}),
+            json!({"requests.cpu": "0"}),
+        );
+        let used = check(std::slice::from_ref(&cpu), &pod("low", "100m")).unwrap();
+        assert_eq!(pretty(&used[0]), "requests.cpu=100m");
+        let mut scoped = quota("scoped", json!({"pods": "3"}), json!({"pods": "0"}));
+        scoped["spec"]["scopeSelector"] = json!({"matchExpressions": [
+            {"scopeName": "PriorityClass", "operator": "In", "values": ["critical"]}]});
+        let used = check(std::slice::from_ref(&scoped), &pod("critical", "")).unwrap();
+        assert_eq!(pretty(&used[0]), "pods=1");
+        // Other resources are not limited by a pods entry's names.
+        let cm = for_resource("", "configmaps").unwrap();
+        let obj = json!({"metadata": {"name": "c"}});
+        let mut req = create(&obj);
+        req.resource = "configmaps";
+        req.limited = &limited;
+        assert_eq!(check_request(&[], &cm, &req), Ok(vec![]));
     }
 
     #[test]
@@ -235,10 +400,8 @@ mod tests {
         let new = json!({"metadata": {"resourceVersion": "5"}, "spec": {"type": "LoadBalancer"}});
         let req = Request {
             operation: Operation::Update,
-            subresource: "",
-            object: &new,
             old_object: Some(&old),
-            now: chrono::Utc::now(),
+            ..create(&new)
         };
         assert_eq!(
             check_request(std::slice::from_ref(&q), &svc, &req),

@@ -1,7 +1,8 @@
 //! Quota evaluators (upstream: pkg/quota/v1/evaluator/core and quota/v1/generic): for a kind,
 //! which requests it charges, which quota resource names it tracks, which quota scopes an
 //! object falls in, what an object uses, and what a Pod must state to be admitted by a quota on
-//! compute resources. Pods, Services and PersistentVolumeClaims have their own; every other
+//! compute resources. Pods, Services, PersistentVolumeClaims and DRA ResourceClaims (devices
+//! by device class, `<class>.deviceclass.resource.k8s.io/devices`) have their own; every other
 //! resource is an object count (`count/<resource>[.<group>]`, and the legacy names of
 //! configmaps, secrets, replicationcontrollers and resourcequotas).
 
@@ -67,6 +68,11 @@ const SERVICE_RESOURCES: &[&str] = &[
 const PVC_RESOURCES: &[&str] = &["persistentvolumeclaims", "requests.storage"];
 const STORAGE_CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
 const DEVICE_CLASS_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+/// `corev1.ResourceClaimsPerClass`: a claim's devices by device class.
+const CLAIMS_PER_CLASS: &str = ".deviceclass.resource.k8s.io/devices";
+const CLAIM_COUNT: &str = "count/resourceclaims.resource.k8s.io";
+/// `resourceapi.AllocationResultsMaxSize`: what a request for all devices of a class counts.
+const ALLOCATION_RESULTS_MAX_SIZE: i64 = 32;
 
 /// `ObjectCountQuotaResourceNameFor`.
 pub fn object_count_name(group: &str, resource: &str) -> String {
@@ -83,6 +89,8 @@ pub enum Evaluator {
     Pods,
     Services,
     PersistentVolumeClaims,
+    /// DRA ResourceClaims (`claimEvaluator`): the claim, and its devices by device class.
+    ResourceClaims,
     /// One for every object, under these names.
     ObjectCount {
         group: String,
@@ -101,6 +109,7 @@ pub fn for_resource(group: &str, resource: &str) -> Option<Evaluator> {
         ("", "pods") => Evaluator::Pods,
         ("", "services") => Evaluator::Services,
         ("", "persistentvolumeclaims") => Evaluator::PersistentVolumeClaims,
+        ("resource.k8s.io", "resourceclaims") => Evaluator::ResourceClaims,
         _ => {
             let mut names = vec![object_count_name(group, resource)];
             if group.is_empty() && LEGACY_ALIASES.contains(&resource) {
@@ -127,6 +136,9 @@ pub fn tracked_by(name: &str) -> Option<(String, String)> {
     }
     if matching(&Evaluator::PersistentVolumeClaims, name) {
         return core("persistentvolumeclaims");
+    }
+    if name.ends_with(CLAIMS_PER_CLASS) {
+        return Some(("resource.k8s.io".into(), "resourceclaims".into()));
     }
     if LEGACY_ALIASES.contains(&name) {
         return core(name);
@@ -169,7 +181,19 @@ fn matching(e: &Evaluator, name: &str) -> bool {
                     .iter()
                     .any(|r| name.ends_with(&format!("{STORAGE_CLASS_SUFFIX}{r}")))
         }
+        // The extended resource names that `DRAExtendedResource` adds need the device
+        // classes' mapping, which is not kept here.
+        Evaluator::ResourceClaims => name == CLAIM_COUNT || name.ends_with(CLAIMS_PER_CLASS),
         Evaluator::ObjectCount { names, .. } => names.iter().any(|n| n == name),
+    }
+}
+
+/// How many devices one request (or subrequest) of a claim asks for.
+fn requested_devices(request: &Value) -> i64 {
+    match text(request, "/allocationMode") {
+        "ExactCount" => request.get("count").and_then(Value::as_i64).unwrap_or(0),
+        "All" => ALLOCATION_RESULTS_MAX_SIZE,
+        _ => 0,
     }
 }
 
@@ -376,6 +400,9 @@ impl Evaluator {
                 }),
                 _ => false,
             },
+            Evaluator::ResourceClaims => {
+                subresource.is_empty() && matches!(op, Operation::Create | Operation::Update)
+            }
             Evaluator::ObjectCount { .. } => subresource.is_empty() && op == Operation::Create,
         }
     }
@@ -568,6 +595,37 @@ impl Evaluator {
                     out.insert("requests.storage".into(), storage);
                 }
             }
+            Evaluator::ResourceClaims => {
+                out.insert(CLAIM_COUNT.into(), count(1));
+                let class =
+                    |r: &Value| format!("{}{CLAIMS_PER_CLASS}", text(r, "/deviceClassName"));
+                let mut devices: BTreeMap<String, i64> = BTreeMap::new();
+                for request in obj
+                    .pointer("/spec/devices/requests")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let alternatives = request
+                        .get("firstAvailable")
+                        .and_then(Value::as_array)
+                        .filter(|a| !a.is_empty());
+                    if let Some(alternatives) = alternatives {
+                        // The most any alternative could take, per class.
+                        let mut most: BTreeMap<String, i64> = BTreeMap::new();
+                        for sub in alternatives {
+                            let m = most.entry(class(sub)).or_insert(0);
+                            *m = (*m).max(requested_devices(sub));
+                        }
+                        for (name, n) in most {
+                            *devices.entry(name).or_insert(0) += n;
+                        }
+                    } else if let Some(exactly) = request.get("exactly").filter(|e| e.is_object()) {
+                        *devices.entry(class(exactly)).or_insert(0) += requested_devices(exactly);
+                    }
+                }
+                out.extend(devices.into_iter().map(|(name, n)| (name, count(n))));
+            }
             Evaluator::ObjectCount { names, .. } => {
                 for n in names {
                     out.insert(n.clone(), count(1));
@@ -594,6 +652,40 @@ mod tests {
 
     fn pretty(e: &Evaluator, obj: &Value) -> String {
         super::super::pretty(&e.usage(obj, now()))
+    }
+
+    #[test]
+    fn resource_claims_count_devices_by_class() {
+        let claims = for_resource("resource.k8s.io", "resourceclaims").unwrap();
+        let claim = json!({"spec": {"devices": {"requests": [
+            {"name": "a", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}},
+            {"name": "b", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}},
+            {"name": "c", "firstAvailable": [
+                {"name": "big", "deviceClassName": "fpga", "allocationMode": "ExactCount", "count": 4},
+                {"name": "small", "deviceClassName": "fpga", "allocationMode": "ExactCount", "count": 1},
+                {"name": "other", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}]}]}}});
+        assert_eq!(
+            pretty(&claims, &claim),
+            "count/resourceclaims.resource.k8s.io=1,fpga.deviceclass.resource.k8s.io/devices=4,gpu.deviceclass.resource.k8s.io/devices=35"
+        );
+        assert_eq!(
+            tracked_by("gpu.deviceclass.resource.k8s.io/devices"),
+            Some(("resource.k8s.io".into(), "resourceclaims".into()))
+        );
+        let names = [
+            "gpu.deviceclass.resource.k8s.io/devices".to_string(),
+            "count/resourceclaims.resource.k8s.io".to_string(),
+            "requests.cpu".to_string(),
+        ];
+        assert_eq!(
+            claims.matching_resources(&names),
+            [
+                "count/resourceclaims.resource.k8s.io",
+                "gpu.deviceclass.resource.k8s.io/devices"
+            ]
+        );
+        assert!(claims.handles(Operation::Update, "", &claim, Some(&claim)));
+        assert!(!claims.handles(Operation::Update, "status", &claim, Some(&claim)));
     }
 
     #[test]

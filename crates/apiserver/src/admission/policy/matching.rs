@@ -28,6 +28,10 @@ pub struct Matched {
     pub group: String,
     pub version: String,
     pub resource: String,
+    /// The kind's group and version: a subresource's own kind may have others than the
+    /// resource (`autoscaling/v1 Scale`).
+    pub kind_group: String,
+    pub kind_version: String,
     pub kind: String,
     pub target: Option<Arc<RegistryStore>>,
 }
@@ -133,20 +137,15 @@ impl MatchResources {
                 if rule.matches(attrs, (&i.group, &i.version, &i.resource))
                     && rule.names_match(attrs.name)
                 {
-                    let kind = match attrs
-                        .resource
-                        .subresources
-                        .iter()
-                        .find(|sub| sub.name == attrs.subresource && !sub.kind.is_empty())
-                    {
-                        Some(sub) => sub.kind.clone(),
-                        None => i.kind.clone(),
-                    };
+                    let (kind_group, kind_version, kind) =
+                        crate::admission::kind_for(i, attrs.subresource);
                     return Some(Matched {
                         group: i.group.clone(),
                         version: i.version.clone(),
                         resource: i.resource.clone(),
-                        kind,
+                        kind_group: kind_group.to_string(),
+                        kind_version: kind_version.to_string(),
+                        kind: kind.to_string(),
                         target: Some(s.clone()),
                     });
                 }
@@ -158,11 +157,13 @@ impl MatchResources {
 
 fn own(attrs: &Attributes<'_>) -> Matched {
     let info = attrs.resource;
-    let (_, _, kind) = attrs.kind();
+    let (kind_group, kind_version, kind) = attrs.kind();
     Matched {
         group: info.group.clone(),
         version: info.version.clone(),
         resource: info.resource.clone(),
+        kind_group: kind_group.to_string(),
+        kind_version: kind_version.to_string(),
         kind: kind.to_string(),
         target: None,
     }

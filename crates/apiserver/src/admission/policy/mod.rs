@@ -38,7 +38,7 @@ use self::matching::{Matched, NamespaceLabels};
 use self::mutating::{Gvk, MutatingPolicy, MutationError};
 use self::validating::{Annotation, Decision, ValidatingPolicy};
 use super::informer::{Derived, Informer, Objects};
-use super::rules::{self, Versions, text};
+use super::rules::{self, Kept, Versions, text};
 use super::webhook::review::{Invocation, request_fields};
 use super::{
     Attributes, MutatingPlugin, Operation, Reinvocation, ServedResources, ValidatingPlugin,
@@ -412,6 +412,8 @@ fn base_vars(
         group: matched.group.clone(),
         version: matched.version.clone(),
         resource: matched.resource.clone(),
+        kind_group: matched.kind_group.clone(),
+        kind_version: matched.kind_version.clone(),
         kind: matched.kind.clone(),
     };
     let request = Value::Object(request_fields(attrs, &inv));
@@ -922,7 +924,9 @@ impl MutatingPlugin for MutatingAdmissionPolicy {
                     .await?
                     .unwrap_or(Value::Null),
             };
-            let vold = versions.convert(matched.target.as_ref(), old).await?;
+            let vold = versions
+                .convert_kept(Kept::OldObject, matched.target.as_ref(), old)
+                .await?;
             let vars = |o: &Value| {
                 base_vars(
                     attrs,
@@ -958,14 +962,13 @@ impl MutatingPlugin for MutatingAdmissionPolicy {
             }
             let before = value.clone();
             let gvk = Gvk {
-                group: &matched.group,
-                version: &matched.version,
+                group: &matched.kind_group,
+                version: &matched.kind_version,
                 kind: &matched.kind,
             };
-            let schemas = shared
-                .resources
-                .get()
-                .and_then(|r| r.schemas_for(&matched.group, &matched.version, &matched.kind));
+            let schemas = shared.resources.get().and_then(|r| {
+                r.schemas_for(&matched.kind_group, &matched.kind_version, &matched.kind)
+            });
             for mutation in &policy.mutations {
                 let applied = shared
                     .evaluate(|| {

@@ -5,7 +5,10 @@
 //! the resource and the object is converted to it), and send an AdmissionReview (`review`) over
 //! the pooled client of `util::webhook`. Mutating webhooks run one after another and their
 //! JSONPatches are applied in turn (with a second round for `reinvocationPolicy: IfNeeded`);
-//! validating webhooks run all at once.
+//! validating webhooks run all at once. What the audit event records of the calls comes as
+//! upstream's annotations: a webhook's own `auditAnnotations` as `<webhook name>/<key>`, and
+//! under `round_<r>_index_<i>` a webhook that failed open, whether a mutating one changed the
+//! object and, at level Request, the patch it answered with.
 
 mod hook;
 pub(crate) mod review;
@@ -22,7 +25,7 @@ use self::hook::Hook;
 use self::review::Invocation;
 use self::source::Source;
 use super::Reinvocation;
-use super::rules::{self, Versions};
+use super::rules::{self, Kept, Versions};
 use super::{Attributes, MutatingPlugin, ServedResources, ValidatingPlugin};
 use crate::cel::eval::{Vars, json_to_cel};
 use crate::registry::RegistryStore;
@@ -179,31 +182,12 @@ impl Shared {
             info.resource.as_str(),
         );
         let invocation = if hook.rules_match(attrs, own) {
-            let (_, _, kind) = attrs.kind();
-            Some((
-                Invocation {
-                    group: info.group.clone(),
-                    version: info.version.clone(),
-                    resource: info.resource.clone(),
-                    kind: kind.to_string(),
-                },
-                None,
-            ))
+            Some((Invocation::of(info, attrs.subresource), None))
         } else if hook.equivalent() {
             versions.others().iter().find_map(|s| {
                 let i = &s.info;
                 hook.rules_match(attrs, (&i.group, &i.version, &i.resource))
-                    .then(|| {
-                        (
-                            Invocation {
-                                group: i.group.clone(),
-                                version: i.version.clone(),
-                                resource: i.resource.clone(),
-                                kind: i.kind.clone(),
-                            },
-                            Some(s.clone()),
-                        )
-                    })
+                    .then(|| (Invocation::of(i, attrs.subresource), Some(s.clone())))
             })
         } else {
             None
@@ -322,6 +306,9 @@ impl Shared {
             })?;
         let answer = review::verify(version, &uid, mutating, &answer)
             .map_err(|e| Failure::Calling(format!("received invalid webhook response: {e}")))?;
+        for (key, value) in &answer.audit_annotations {
+            add_admission_annotation(format!("{}/{key}", hook.name), value.clone());
+        }
         crate::warning::add_all(answer.warnings.iter().cloned());
         if !answer.allowed {
             return Err(Failure::Refused(review::denied(
@@ -333,12 +320,91 @@ impl Shared {
     }
 }
 
+/// An annotation as admission adds it to the audit event (upstream's
+/// `attributesRecord.AddAnnotationWithLevel`): the key must be a qualified name with a prefix
+/// (`<prefix>/<name>`), or it is dropped with a warning in the log.
+fn add_admission_annotation_with_level(key: String, value: String, level: crate::audit::Level) {
+    if key.split('/').count() != 2 || !apimachinery::validation::is_qualified_name(&key).is_empty()
+    {
+        tracing::warn!(%key, "admission audit annotation key has invalid format, dropped");
+        return;
+    }
+    crate::audit::add_annotation_with_level(key, value, level);
+}
+
+fn add_admission_annotation(key: String, value: String) {
+    add_admission_annotation_with_level(key, value, crate::audit::Level::Metadata);
+}
+
+/// Where audit annotations of a webhook call land: `<prefix>round_<round>_index_<index>`, the
+/// round 1 for a reinvocation and the index the webhook's place among the ones considered.
+struct Annotator<'a> {
+    hook: &'a Hook,
+    suffix: String,
+}
+
+impl<'a> Annotator<'a> {
+    fn new(hook: &'a Hook, round: usize, index: usize) -> Self {
+        Annotator {
+            hook,
+            suffix: format!("round_{round}_index_{index}"),
+        }
+    }
+
+    /// `failed-open.<kind>.webhook.admission.k8s.io/...`: the webhook's name.
+    fn failed_open(&self, kind: &str) {
+        add_admission_annotation(
+            format!(
+                "failed-open.{kind}.webhook.admission.k8s.io/{}",
+                self.suffix
+            ),
+            self.hook.name.clone(),
+        );
+    }
+
+    /// `mutation.webhook.admission.k8s.io/...`: whether a called mutating webhook changed the
+    /// object (Go's `MutationAuditAnnotation`, fields in its order).
+    fn mutation(&self, mutated: bool) {
+        let value = format!(
+            "{{\"configuration\":{},\"webhook\":{},\"mutated\":{mutated}}}",
+            Value::from(self.hook.configuration.as_str()),
+            Value::from(self.hook.name.as_str()),
+        );
+        add_admission_annotation(
+            format!("mutation.webhook.admission.k8s.io/{}", self.suffix),
+            value,
+        );
+    }
+
+    /// `patch.webhook.admission.k8s.io/...`: the patch a webhook answered with, recorded only
+    /// by events of level Request and above since it may carry the object's data.
+    fn patch(&self, patch: &Value) {
+        let value = format!(
+            "{{\"configuration\":{},\"webhook\":{},\"patch\":{patch},\"patchType\":\"JSONPatch\"}}",
+            Value::from(self.hook.configuration.as_str()),
+            Value::from(self.hook.name.as_str()),
+        );
+        add_admission_annotation_with_level(
+            format!("patch.webhook.admission.k8s.io/{}", self.suffix),
+            value,
+            crate::audit::Level::Request,
+        );
+    }
+}
+
 /// What a failed call means for the request: a webhook that could not be called fails open
-/// with `failurePolicy: Ignore` and closed otherwise; a refusal always refuses.
-fn settle(hook: &Hook, failure: Failure) -> Result<(), Status> {
+/// with `failurePolicy: Ignore` (noted in the audit event) and closed otherwise; a refusal
+/// always refuses.
+fn settle(
+    hook: &Hook,
+    failure: Failure,
+    annotator: &Annotator<'_>,
+    kind: &str,
+) -> Result<(), Status> {
     match failure {
         Failure::Calling(why) if hook.fail_open => {
             tracing::warn!(configuration = %hook.configuration, webhook = %hook.name, error = %why, "failed calling webhook, failing open");
+            annotator.failed_open(kind);
             Ok(())
         }
         Failure::Calling(why) => Err(review::calling_failed(&hook.name, why)),
@@ -381,7 +447,8 @@ impl MutatingWebhook {
         // The object as the last webhook left it, in the version that webhook asked for.
         let mut versioned: Option<(String, Option<Arc<RegistryStore>>, Value)> = None;
         let mut dirty = false;
-        for hook in hooks.iter() {
+        let round = usize::from(reinvoking);
+        for (index, hook) in hooks.iter().enumerate() {
             let current = match &versioned {
                 Some((_, _, v)) => Some(v.clone()),
                 None => obj.as_deref().cloned(),
@@ -412,7 +479,9 @@ impl MutatingWebhook {
                 }
                 (None, current) => versions.convert(target.as_ref(), current.as_ref()).await?,
             };
-            let versioned_old = versions.convert(target.as_ref(), old).await?;
+            let versioned_old = versions
+                .convert_kept(Kept::OldObject, target.as_ref(), old)
+                .await?;
             if !Shared::conditions_match(
                 hook,
                 attrs,
@@ -427,6 +496,7 @@ impl MutatingWebhook {
             } else {
                 versioned_obj.as_ref()
             };
+            let annotator = Annotator::new(hook, round, index);
             let result = shared
                 .call(hook, attrs, &inv, call_obj, versioned_old.as_ref(), true)
                 .await;
@@ -435,7 +505,8 @@ impl MutatingWebhook {
                 Ok(answer) => match answer.patch {
                     None => Ok(()),
                     Some(patch) => match apply_patch(hook, &answer.patch_type, &patch, call_obj) {
-                        Ok(Some(patched)) => {
+                        Ok(Some((ops, patched))) => {
+                            annotator.patch(&ops);
                             changed = Some(&patched) != versioned_obj.as_ref();
                             versioned = Some((inv.version.clone(), target.clone(), patched));
                             dirty = true;
@@ -447,6 +518,7 @@ impl MutatingWebhook {
                 },
                 Err(f) => Err(f),
             };
+            annotator.mutation(changed);
             if changed {
                 state.with_plugin(MUTATING, |r: &mut Reinvocation| {
                     r.require_reinvoking_previous()
@@ -459,7 +531,7 @@ impl MutatingWebhook {
                 });
             }
             if let Err(f) = outcome {
-                settle(hook, f)?;
+                settle(hook, f, &annotator, "mutation")?;
             }
         }
         // The last version back into the request's version.
@@ -476,13 +548,14 @@ impl MutatingWebhook {
     }
 }
 
-/// Applies a webhook's patch: `Ok(None)` for an empty one.
+/// Applies a webhook's patch: `Ok(None)` for an empty one, else the operations and the patched
+/// object.
 fn apply_patch(
     hook: &Hook,
     patch_type: &str,
     patch: &[u8],
     obj: Option<&Value>,
-) -> Result<Option<Value>, Failure> {
+) -> Result<Option<(Value, Value)>, Failure> {
     let ops: Value = serde_json::from_slice(patch).map_err(|e| {
         Failure::Calling(format!(
             "received undecodable patch in webhook response: {e}"
@@ -508,7 +581,7 @@ fn apply_patch(
         )));
     }
     apimachinery::patch::apply_json_patch(obj, patch)
-        .map(Some)
+        .map(|patched| Some((ops, patched)))
         .map_err(|e| Failure::Refused(Status::internal(e.message)))
 }
 
@@ -556,8 +629,12 @@ impl ValidatingPlugin for ValidatingWebhook {
             else {
                 continue;
             };
-            let versioned_obj = versions.convert(target.as_ref(), obj).await?;
-            let versioned_old = versions.convert(target.as_ref(), old).await?;
+            let versioned_obj = versions
+                .convert_kept(Kept::Object, target.as_ref(), obj)
+                .await?;
+            let versioned_old = versions
+                .convert_kept(Kept::OldObject, target.as_ref(), old)
+                .await?;
             if !Shared::conditions_match(
                 hook,
                 attrs,
@@ -577,11 +654,17 @@ impl ValidatingPlugin for ValidatingWebhook {
                 (hook, result)
             }))
             .await;
-        for (hook, result) in results {
+        // Every webhook that failed open is noted, then the first refusal answers. A
+        // validating webhook's index is its place among the webhooks called.
+        let mut refusal = Ok(());
+        for (index, (hook, result)) in results.into_iter().enumerate() {
             if let Err(f) = result {
-                settle(hook, f)?;
+                let settled = settle(hook, f, &Annotator::new(hook, 0, index), "validating");
+                if refusal.is_ok() {
+                    refusal = settled;
+                }
             }
         }
-        Ok(())
+        refusal
     }
 }

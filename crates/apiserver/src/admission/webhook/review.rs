@@ -9,12 +9,32 @@ use serde_json::{Map, Value, json};
 use crate::admission::{Attributes, Operation};
 
 /// The resource and kind a webhook is called for: the request's own, or the equivalent version
-/// its rules matched.
+/// its rules matched. The kind is the subresource's own where it has one, so its group and
+/// version may differ from the resource's (`apps/v1 deployments/scale` is `autoscaling/v1
+/// Scale`).
 pub(crate) struct Invocation {
     pub group: String,
     pub version: String,
     pub resource: String,
+    pub kind_group: String,
+    pub kind_version: String,
     pub kind: String,
+}
+
+impl Invocation {
+    /// The invocation for a request's subresource of `info` (the request's resource or an
+    /// equivalent version of it).
+    pub fn of(info: &crate::registry::ResourceInfo, subresource: &str) -> Invocation {
+        let (kind_group, kind_version, kind) = crate::admission::kind_for(info, subresource);
+        Invocation {
+            group: info.group.clone(),
+            version: info.version.clone(),
+            resource: info.resource.clone(),
+            kind_group: kind_group.to_string(),
+            kind_version: kind_version.to_string(),
+            kind: kind.to_string(),
+        }
+    }
 }
 
 /// The operation's options object, as the handlers hand it to admission.
@@ -59,7 +79,7 @@ pub(crate) fn request_fields(attrs: &Attributes<'_>, inv: &Invocation) -> Map<St
     let mut r = Map::new();
     r.insert(
         "kind".into(),
-        json!({"group": inv.group, "version": inv.version, "kind": inv.kind}),
+        json!({"group": inv.kind_group, "version": inv.kind_version, "kind": inv.kind}),
     );
     r.insert(
         "resource".into(),
@@ -131,6 +151,8 @@ pub(super) struct Answer {
     pub patch: Option<Vec<u8>>,
     pub patch_type: String,
     pub warnings: Vec<String>,
+    /// `auditAnnotations`, published as `<webhook name>/<key>`.
+    pub audit_annotations: Vec<(String, String)>,
 }
 
 /// `VerifyAdmissionResponse`: the answer must be an AdmissionReview of the version sent, with
@@ -173,6 +195,13 @@ pub(super) fn verify(
             .flatten()
             .filter_map(Value::as_str)
             .map(str::to_string)
+            .collect(),
+        audit_annotations: response
+            .get("auditAnnotations")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
             .collect(),
     };
     if !v1 {
@@ -263,4 +292,30 @@ pub(super) fn dry_run_unsupported(webhook: &str) -> Status {
     Status::bad_request(format!(
         "admission webhook {webhook:?} does not support dry run"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_keeps_the_webhooks_own_reason() {
+        let status = denied(
+            "deny.example.com",
+            Some(&json!({"code": 409, "reason": "PolicyViolation", "message": "no"})),
+        );
+        let body = status.to_json();
+        assert_eq!(body["reason"], "PolicyViolation");
+        assert_eq!(body["code"], 409);
+        assert_eq!(
+            body["message"],
+            "admission webhook \"deny.example.com\" denied the request: no"
+        );
+        // One of metav1's reasons stays that reason; none at all is omitted.
+        assert_eq!(
+            denied("d", Some(&json!({"reason": "Forbidden"}))).reason,
+            Reason::Forbidden
+        );
+        assert!(denied("d", None).to_json().get("reason").is_none());
+    }
 }

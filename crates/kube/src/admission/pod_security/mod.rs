@@ -14,10 +14,11 @@
 //! ephemeral container (other updates cannot make a pod less secure); the subresources that
 //! cannot change the spec (`status`, `binding`, `eviction`, `exec`, ...) are not looked at.
 //! Workloads with pod templates (Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs,
-//! CronJobs, ReplicationControllers, PodTemplates) only warn, never fail. Upstream also records
-//! audit annotations (`pod-security.kubernetes.io/enforce-policy`, `audit-violations`,
-//! `exempt`); admission here has no way to hand annotations to the audit layer yet, so the
-//! audit mode does not show.
+//! CronJobs, ReplicationControllers, PodTemplates) only warn, never fail. What the audit event
+//! of the request records comes as upstream's audit annotations:
+//! `pod-security.kubernetes.io/enforce-policy` (the level a pod was enforced at),
+//! `audit-violations` (the audit mode's findings), `exempt` (`namespace`, `user`,
+//! `runtimeClass`) and `error` (labels that do not parse).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -43,6 +44,19 @@ pub use config::Config;
 /// Upstream bounds the check of existing pods on a namespace update.
 const NAMESPACE_MAX_PODS: usize = 3000;
 const NAMESPACE_POD_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Upstream's `AuditAnnotationPrefix`: every annotation of the plugin is under it.
+fn annotate(key: &str, value: impl Into<String>) {
+    apiserver::audit::add_annotation(format!("pod-security.kubernetes.io/{key}"), value);
+}
+
+/// `field.ErrorList.ToAggregate().Error()`: one message alone, several in brackets.
+fn aggregate(errs: &[String]) -> String {
+    match errs {
+        [one] => one.clone(),
+        _ => format!("[{}]", errs.join(", ")),
+    }
+}
 
 /// Pod subresources that cannot change what the checks look at.
 const IGNORED_POD_SUBRESOURCES: &[&str] = &[
@@ -184,14 +198,13 @@ impl PodSecurity {
         if IGNORED_POD_SUBRESOURCES.contains(&attrs.subresource) {
             return Ok(());
         }
-        if self.config.exempt_namespace(attrs.namespace)
-            || self.config.exempt_user(&attrs.user.name)
-        {
+        if self.exempt(attrs) {
             return Ok(());
         }
         let labels = self.namespace_labels(attrs.namespace).await?;
         let (policy, errs) = self.policy(labels.as_ref());
         if errs.is_empty() && policy.fully_privileged() {
+            annotate("enforce-policy", "privileged:latest");
             return Ok(());
         }
         if attrs.operation == Operation::Update
@@ -200,7 +213,20 @@ impl PodSecurity {
         {
             return Ok(());
         }
-        self.evaluate(attrs, policy, &pod_of(obj), true)
+        self.evaluate(attrs, policy, &errs, &pod_of(obj), true)
+    }
+
+    /// An exempt namespace or user, noted in the audit event.
+    fn exempt(&self, attrs: &Attributes<'_>) -> bool {
+        let why = if self.config.exempt_namespace(attrs.namespace) {
+            "namespace"
+        } else if self.config.exempt_user(&attrs.user.name) {
+            "user"
+        } else {
+            return false;
+        };
+        annotate("exempt", why);
+        true
     }
 
     async fn validate_workload(
@@ -209,10 +235,7 @@ impl PodSecurity {
         obj: &Value,
         template_path: &[&str],
     ) -> Result<(), Status> {
-        if !attrs.subresource.is_empty()
-            || self.config.exempt_namespace(attrs.namespace)
-            || self.config.exempt_user(&attrs.user.name)
-        {
+        if !attrs.subresource.is_empty() || self.exempt(attrs) {
             return Ok(());
         }
         // A namespace that cannot be read lets the workload through (upstream records an audit
@@ -235,26 +258,36 @@ impl PodSecurity {
                 _ => return Ok(()),
             }
         }
-        self.evaluate(attrs, policy, &pod_of(template), false)
+        self.evaluate(attrs, policy, &errs, &pod_of(template), false)
     }
 
-    /// Upstream's `EvaluatePod`: enforce (pods only) refuses, warn adds a warning when the
-    /// request is not refused.
+    /// Upstream's `EvaluatePod`: enforce (pods only) refuses, audit notes its findings in the
+    /// audit event, warn adds a warning when the request is not refused.
     fn evaluate(
         &self,
         attrs: &Attributes<'_>,
         policy: Policy,
+        errs: &[String],
         pod: &Pod<'_>,
         enforce: bool,
     ) -> Result<(), Status> {
         if self.config.exempt_runtime_class(runtime_class(pod)) {
+            annotate("exempt", "runtimeClass");
             return Ok(());
         }
+        if !errs.is_empty() {
+            annotate(
+                "error",
+                format!("Failed to parse policy: {}", aggregate(errs)),
+            );
+        }
         let mut results: HashMap<LevelVersion, Vec<checks::Violation>> = HashMap::new();
+        let mut refusal = None;
         if enforce {
+            annotate("enforce-policy", policy.enforce.to_string());
             let violations = checks::evaluate(policy.enforce, pod);
             if !violations.is_empty() {
-                return Err(Status::forbidden(
+                refusal = Some(Status::forbidden(
                     &attrs.resource.group_resource(),
                     // A generated name is the request's by now: upstream's validating
                     // admission names the object once its name is generated.
@@ -267,6 +300,25 @@ impl PodSecurity {
                 ));
             }
             results.insert(policy.enforce, violations);
+        }
+        let audit = match results.get(&policy.audit) {
+            Some(v) => v.clone(),
+            None => checks::evaluate(policy.audit, pod),
+        };
+        if !audit.is_empty() {
+            annotate(
+                "audit-violations",
+                format!(
+                    "would violate PodSecurity \"{}\": {}",
+                    policy.audit,
+                    checks::details(&audit)
+                ),
+            );
+        }
+        results.insert(policy.audit, audit);
+        // A refused request gets no warnings.
+        if let Some(refusal) = refusal {
+            return Err(refusal);
         }
         let violations = results
             .remove(&policy.warn)
