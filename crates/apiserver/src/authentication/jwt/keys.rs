@@ -256,9 +256,9 @@ mod tests {
         let signing = p521::ecdsa::SigningKey::from(&secret);
         let point = signing.verifying_key().to_sec1_point(false);
         let point = point.as_bytes();
-        let jwk = json!({"kty": "EC", "crv": "P-521", "kid": "p", "alg": "ES512",
+        let p521_jwk = json!({"kty": "EC", "crv": "P-521", "kid": "p", "alg": "ES512",
             "x": URL_SAFE_NO_PAD.encode(&point[1..67]), "y": URL_SAFE_NO_PAD.encode(&point[67..])});
-        let keys = parse_jwks(&json!({"keys": [jwk]})).unwrap();
+        let keys = parse_jwks(&json!({"keys": [p521_jwk]})).unwrap();
         assert_eq!(keys.len(), 1);
         let sign = |header: Value, claims: Value| {
             let input = format!(
