@@ -107,12 +107,15 @@ impl Key {
     }
 }
 
-/// An OpenID issuer on loopback: `/.well-known/openid-configuration` and `/keys`.
+/// An OpenID issuer on loopback: `/.well-known/openid-configuration` and `/keys`, and
+/// `/groups`, a distributed claims source answering its JWT to the bearer of its access token.
 struct Issuer {
     server: HookServer,
     url: String,
     key: Key,
     fetches: Arc<AtomicUsize>,
+    /// The access token `/groups` wants and the JWT it answers.
+    distributed: Arc<Mutex<Option<(String, String)>>>,
 }
 
 impl Issuer {
@@ -120,10 +123,12 @@ impl Issuer {
         let url_cell: Arc<OnceLock<String>> = Arc::default();
         let jwks = Arc::new(Mutex::new(json!({"keys": [key.jwk("k1")]})));
         let fetches = Arc::new(AtomicUsize::new(0));
+        let distributed: Arc<Mutex<Option<(String, String)>>> = Arc::default();
         let (cell, keys, count) = (url_cell.clone(), jwks.clone(), fetches.clone());
+        let source = distributed.clone();
         let server = HookServer::start(
             &[],
-            Arc::new(move |path: &str, _body: Value| {
+            Arc::new(move |path: &str, body: Value| {
                 let url = cell.get().cloned().unwrap_or_default();
                 match path {
                     "/.well-known/openid-configuration" => Reply::json(&json!({
@@ -133,6 +138,22 @@ impl Issuer {
                         count.fetch_add(1, Ordering::SeqCst);
                         Reply::json(&keys.lock().unwrap())
                     }
+                    "/groups" => match &*source.lock().unwrap() {
+                        Some((token, jwt))
+                            if body["authorization"] == format!("Bearer {token}") =>
+                        {
+                            Reply {
+                                status: 200,
+                                body: jwt.clone().into_bytes(),
+                                delay: Duration::ZERO,
+                            }
+                        }
+                        _ => Reply {
+                            status: 401,
+                            body: b"{}".to_vec(),
+                            delay: Duration::ZERO,
+                        },
+                    },
                     _ => Reply {
                         status: 404,
                         body: b"{}".to_vec(),
@@ -148,6 +169,7 @@ impl Issuer {
             url,
             key,
             fetches,
+            distributed,
         }
     }
 
@@ -286,6 +308,77 @@ fn oidc_flags_log_users_in_with_rs256_tokens_and_refuse_bad_ones() {
 }
 
 #[test]
+fn a_distributed_groups_claim_is_fetched_from_its_source_with_the_access_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let issuer = Issuer::start(Key::ec());
+    let ca = issuer.ca_file(dir.path());
+    let flags = [
+        format!("--oidc-issuer-url={}", issuer.url),
+        "--oidc-client-id=kubernetes".into(),
+        format!("--oidc-ca-file={ca}"),
+        "--oidc-signing-algs=ES256".into(),
+        "--oidc-username-claim=sub".into(),
+        "--oidc-username-prefix=-".into(),
+        "--oidc-groups-claim=groups".into(),
+        "--oidc-groups-prefix=oidc:".into(),
+    ];
+    let s = Server::start_with(&flags.iter().map(String::as_str).collect::<Vec<_>>());
+    // The source answers a JWT of the issuer carrying the groups, to the right bearer only.
+    *issuer.distributed.lock().unwrap() = Some((
+        "access-1".into(),
+        issuer.token("kubernetes", json!({"groups": ["devs", "ops"]})),
+    ));
+    let distributed = |access_token: &str| {
+        issuer.token(
+            "kubernetes",
+            json!({"sub": "dee",
+                   "_claim_names": {"groups": "src1"},
+                   "_claim_sources": {"src1": {"endpoint": format!("{}/groups", issuer.url),
+                                               "access_token": access_token}}}),
+        )
+    };
+    let user = s.whoami(&distributed("access-1")).user.unwrap();
+    assert_eq!(user["username"], "dee");
+    assert_eq!(
+        user["groups"],
+        json!(["oidc:devs", "oidc:ops", "system:authenticated"])
+    );
+    // A source that refuses the access token: nobody is logged in.
+    assert_eq!(
+        s.whoami(&distributed("wrong")).user.unwrap_err(),
+        UNAUTHORIZED
+    );
+    // A claim in the token itself wins over its source.
+    let mut claims = json!({"sub": "dee", "groups": ["own"],
+        "_claim_names": {"groups": "src1"},
+        "_claim_sources": {"src1": {"endpoint": format!("{}/groups", issuer.url),
+                                    "access_token": "wrong"}}});
+    let user = s
+        .whoami(&issuer.token("kubernetes", claims.clone()))
+        .user
+        .unwrap();
+    assert_eq!(user["groups"], json!(["oidc:own", "system:authenticated"]));
+    // A source the token names but does not describe is refused.
+    claims.as_object_mut().unwrap().remove("groups");
+    claims["_claim_sources"] = json!({});
+    assert_eq!(
+        s.whoami(&issuer.token("kubernetes", claims))
+            .user
+            .unwrap_err(),
+        UNAUTHORIZED
+    );
+    // The source's JWT must be for one of the audiences.
+    *issuer.distributed.lock().unwrap() = Some((
+        "access-2".into(),
+        issuer.token("someone-else", json!({"groups": ["devs"]})),
+    ));
+    assert_eq!(
+        s.whoami(&distributed("access-2")).user.unwrap_err(),
+        UNAUTHORIZED
+    );
+}
+
+#[test]
 fn authentication_config_maps_claims_with_cel_and_validates_them() {
     let dir = tempfile::tempdir().unwrap();
     let issuer = Issuer::start(Key::ec());
@@ -386,6 +479,21 @@ anonymous:
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // As upstream, the `anonymous` section is fixed at start: a file that changes it is
+    // refused whole, its new mapping too.
+    std::fs::write(
+        &config,
+        text.replace("'acme:'", "'acme3:'")
+            .replace("path: /livez", "path: /readyz"),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(12));
+    assert_eq!(
+        s.whoami(&issuer.token("other", claims.clone()))
+            .user
+            .unwrap()["username"],
+        "acme2:bob"
+    );
     // Anonymous requests come in on /livez only.
     let livez = common::raw_https(&format!("{}/livez", s.url), "GET", &[], None);
     assert_eq!(livez, "200 ok");

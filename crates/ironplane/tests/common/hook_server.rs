@@ -1,7 +1,9 @@
 //! A webhook server the tests run themselves: HTTPS on an ephemeral port of loopback and of the
 //! machine's own address (for Services, whose EndpointSlices may not name loopback), with a
 //! certificate from a fresh CA valid for 127.0.0.1 and the Service names given. Each request's
-//! path and JSON body go to the test's handler, whose reply may come late (timeouts).
+//! path and JSON body go to the test's handler, whose reply may come late (timeouts). A request
+//! without a body that carries an `Authorization` header (an OIDC distributed claim's fetch)
+//! gives the handler `{"authorization": <header>}` as its body.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,9 +93,18 @@ impl HookServer {
                                 async move {
                                     use http_body_util::BodyExt;
                                     let path = req.uri().path().to_string();
+                                    let authorization = req
+                                        .headers()
+                                        .get("authorization")
+                                        .and_then(|v| v.to_str().ok())
+                                        .map(str::to_string);
                                     let body = req.into_body().collect().await?.to_bytes();
-                                    let value: Value =
-                                        serde_json::from_slice(&body).unwrap_or(Value::Null);
+                                    let value = match (body.is_empty(), authorization) {
+                                        (true, Some(a)) => {
+                                            serde_json::json!({ "authorization": a })
+                                        }
+                                        _ => serde_json::from_slice(&body).unwrap_or(Value::Null),
+                                    };
                                     let reply = handler(&path, value);
                                     tokio::time::sleep(reply.delay).await;
                                     let mut r = hyper::Response::new(http_body_util::Full::new(

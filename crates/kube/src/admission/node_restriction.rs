@@ -5,7 +5,8 @@
 //! by its Node, naming no other API object), status updates (not of resource claims), deletes
 //! and evictions of its own pods. It may change only the capacity and conditions of claims'
 //! status, ask tokens only for service accounts of its pods (bound to the pod, for an audience
-//! the pod mounts or one it is authorized for), and touch only its own Lease, CSINode,
+//! the pod mounts, one a CSI driver of the pod's volumes asks tokens for, or one it is authorized
+//! for), and touch only its own Lease, CSINode,
 //! ResourceSlices and node CSRs. The Node authorizer decides what it may ask at all; this
 //! decides what the write may contain.
 
@@ -287,10 +288,22 @@ impl NodeRestriction {
 impl NodeRestriction {
     /// An object of the core group, from the watch cache and then storage.
     async fn get(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Status> {
+        self.get_in("", "v1", resource, namespace, name).await
+    }
+
+    /// An object of any served group, from the watch cache and then storage.
+    async fn get_in(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, Status> {
         let store = self
             .api
             .get()
-            .and_then(|a| a.get("", "v1", resource))
+            .and_then(|a| a.get(group, version, resource))
             .ok_or_else(|| Status::internal(format!("{resource} are not served")))?;
         let object = match store.get(namespace, name, ResourceVersion::Any).await {
             Err(s) if s.code == 404 => store.get(namespace, name, ResourceVersion::Unset).await,
@@ -484,8 +497,15 @@ impl NodeRestriction {
                 ));
             }
         };
-        if pod_mounts_audience(&pod, audience) {
-            return Ok(());
+        match self.pod_references_audience(&pod, audience).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => {
+                return Err(forbidden(
+                    attrs,
+                    format!("error validating audience {audience:?}: {e}"),
+                ));
+            }
         }
         let request = RequestInfo {
             is_resource_request: true,
@@ -514,17 +534,127 @@ impl NodeRestriction {
     }
 }
 
-/// Whether a projected service-account token volume of the pod asks for `audience` (CSI
-/// drivers' token requests, which upstream also follows, are not looked at).
-fn pod_mounts_audience(pod: &Value, audience: &str) -> bool {
-    pod.pointer("/spec/volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.pointer("/projected/sources").and_then(Value::as_array))
-        .flatten()
-        .filter_map(|s| s.get("serviceAccountToken"))
-        .any(|t| t.get("audience").and_then(Value::as_str).unwrap_or("") == audience)
+impl NodeRestriction {
+    /// `podReferencesAudience`: whether a volume of the pod asks tokens for `audience`, by a
+    /// projected service-account token or through the CSI driver behind it (pod → CSI volume,
+    /// pod → claim → volume, pod → ephemeral claim → volume, in-tree volumes by the driver they
+    /// migrate to) whose `tokenRequests` name it. Lookups that fail are the error when no
+    /// volume matches, joined as Go's aggregate joins them.
+    async fn pod_references_audience(&self, pod: &Value, audience: &str) -> Result<bool, String> {
+        let mut errors = Vec::new();
+        let volumes = pod
+            .pointer("/spec/volumes")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for volume in volumes {
+            let mounts = volume
+                .pointer("/projected/sources")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.get("serviceAccountToken"))
+                .any(|t| t.get("audience").and_then(Value::as_str).unwrap_or("") == audience);
+            if mounts {
+                return Ok(true);
+            }
+            let text = |path: &str| volume.pointer(path).and_then(Value::as_str).unwrap_or("");
+            let driver = if volume.pointer("/ephemeral/volumeClaimTemplate").is_some() {
+                // The claim an ephemeral volume makes is named `<pod>-<volume>`.
+                let claim = format!("{}-{}", pod.name(), text("/name"));
+                self.csi_driver_of_claim(pod.namespace(), &claim).await
+            } else if volume.get("persistentVolumeClaim").is_some() {
+                self.csi_driver_of_claim(pod.namespace(), text("/persistentVolumeClaim/claimName"))
+                    .await
+            } else if volume.get("csi").is_some() {
+                Ok(text("/csi/driver").to_string())
+            } else {
+                Ok(migrated_driver(volume).unwrap_or_default().to_string())
+            };
+            let driver = match driver {
+                Ok(d) => d,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            };
+            if driver.is_empty() {
+                continue;
+            }
+            match self.csi_driver_has_audience(&driver, audience).await {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.as_slice() {
+            [] => Ok(false),
+            [one] => Err(one.clone()),
+            many => Err(format!("[{}]", many.join(", "))),
+        }
+    }
+
+    /// `getCSIFromPVC`: the CSI driver of the volume a claim is bound to (empty when none).
+    async fn csi_driver_of_claim(&self, namespace: &str, claim: &str) -> Result<String, String> {
+        let claim = self
+            .get("persistentvolumeclaims", namespace, claim)
+            .await
+            .map_err(|s| lister_error(s, "persistentvolumeclaim", claim))?;
+        let volume_name = claim
+            .pointer("/spec/volumeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let volume = self
+            .get("persistentvolumes", "", volume_name)
+            .await
+            .map_err(|s| lister_error(s, "persistentvolume", volume_name))?;
+        let spec = volume.get("spec").unwrap_or(&Value::Null);
+        if let Some(driver) = spec.pointer("/csi/driver").and_then(Value::as_str) {
+            return Ok(driver.to_string());
+        }
+        Ok(migrated_driver(spec).unwrap_or_default().to_string())
+    }
+
+    /// `csiDriverHasAudience`: whether the CSIDriver asks tokens for `audience`.
+    async fn csi_driver_has_audience(&self, driver: &str, audience: &str) -> Result<bool, String> {
+        let object = self
+            .get_in("storage.k8s.io", "v1", "csidrivers", "", driver)
+            .await
+            .map_err(|s| lister_error(s, "csidriver", driver))?;
+        Ok(object
+            .pointer("/spec/tokenRequests")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|t| t.get("audience").and_then(Value::as_str).unwrap_or("") == audience))
+    }
+}
+
+/// An informer lister's error: its not-found message names the resource in the singular.
+fn lister_error(status: Status, singular: &str, name: &str) -> String {
+    if status.code == 404 {
+        format!("{singular} {name:?} not found")
+    } else {
+        status.message
+    }
+}
+
+/// The CSI driver an in-tree volume source (of a pod's volume or a PersistentVolume's spec)
+/// migrates to, as csi-translation-lib names them.
+fn migrated_driver(source: &Value) -> Option<&'static str> {
+    const IN_TREE: &[(&str, &str)] = &[
+        ("gcePersistentDisk", "pd.csi.storage.gke.io"),
+        ("awsElasticBlockStore", "ebs.csi.aws.com"),
+        ("cinder", "cinder.csi.openstack.org"),
+        ("azureDisk", "disk.csi.azure.com"),
+        ("azureFile", "file.csi.azure.com"),
+        ("vsphereVolume", "csi.vsphere.vmware.com"),
+        ("portworxVolume", "pxd.portworx.com"),
+    ];
+    IN_TREE
+        .iter()
+        .find(|(field, _)| source.get(*field).is_some_and(|v| !v.is_null()))
+        .map(|(_, driver)| *driver)
 }
 
 /// Upstream's `HasAPIObjectReference`: what other API object a (mirror) pod names, if any.

@@ -26,7 +26,7 @@ pub struct AuthenticationConfiguration {
 }
 
 /// `anonymous`: whether requests without credentials are let in, and on which paths only.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AnonymousConfig {
     #[serde(default)]
@@ -35,7 +35,7 @@ pub struct AnonymousConfig {
     pub conditions: Vec<AnonymousCondition>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AnonymousCondition {
     #[serde(default)]

@@ -3,8 +3,8 @@
 //! a signature with the algorithms upstream accepts.
 //!
 //! This module must not decide whether a token's claims are acceptable (issuer, audience,
-//! expiry): that is the authenticator's. ES512 (P-521) is the one algorithm of upstream's list
-//! that the crypto library (ring) cannot verify; a token signed with it is refused.
+//! expiry): that is the authenticator's. ring verifies every algorithm of upstream's list but
+//! ES512 (P-521), which RustCrypto's `p521` verifies.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -80,7 +80,7 @@ impl Jws {
 pub enum PublicKey {
     /// Modulus and exponent, big-endian.
     Rsa { n: Vec<u8>, e: Vec<u8> },
-    /// A curve (`P-256`, `P-384`) and its uncompressed point `04 || x || y`.
+    /// A curve (`P-256`, `P-384`, `P-521`) and its uncompressed point `04 || x || y`.
     Ec { curve: String, point: Vec<u8> },
 }
 
@@ -116,6 +116,7 @@ impl Jwk {
                 let algorithm: &'static dyn VerificationAlgorithm = match (curve.as_str(), alg) {
                     ("P-256", "ES256") => &signature::ECDSA_P256_SHA256_FIXED,
                     ("P-384", "ES384") => &signature::ECDSA_P384_SHA384_FIXED,
+                    ("P-521", "ES512") => return verify_es512(point, msg, sig),
                     _ => return false,
                 };
                 UnparsedPublicKey::new(algorithm, point)
@@ -124,6 +125,19 @@ impl Jwk {
             }
         }
     }
+}
+
+/// An ES512 signature (`r || s`, 66 bytes each, SHA-512 of the message) by the P-521 key
+/// `point`.
+fn verify_es512(point: &[u8], msg: &[u8], sig: &[u8]) -> bool {
+    use p521::ecdsa::signature::Verifier;
+    let Ok(key) = p521::ecdsa::VerifyingKey::from_sec1_bytes(point) else {
+        return false;
+    };
+    let Ok(sig) = p521::ecdsa::Signature::from_slice(sig) else {
+        return false;
+    };
+    key.verify(msg, &sig).is_ok()
 }
 
 /// The keys of a JWKS document (`{"keys": [...]}`). Keys of other types or curves, and keys
@@ -152,6 +166,7 @@ pub fn parse_jwks(doc: &Value) -> Result<Vec<Jwk>, String> {
                 let size = match curve {
                     "P-256" => 32,
                     "P-384" => 48,
+                    "P-521" => 66,
                     _ => continue,
                 };
                 match (b64(k, "x"), b64(k, "y")) {
@@ -232,6 +247,40 @@ mod tests {
         let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
         parts[1] = URL_SAFE_NO_PAD.encode(json!({"sub": "y"}).to_string());
         assert!(!Jws::parse(&parts.join(".")).unwrap().verify(&keys));
+    }
+
+    #[test]
+    fn es512_tokens_verify_with_p521_keys() {
+        use p521::ecdsa::signature::Signer;
+        let secret = p521::SecretKey::from_slice(&[1u8; 66]).unwrap();
+        let signing = p521::ecdsa::SigningKey::from(&secret);
+        let point = signing.verifying_key().to_sec1_point(false);
+        let point = point.as_bytes();
+        let p521_jwk = json!({"kty": "EC", "crv": "P-521", "kid": "p", "alg": "ES512",
+            "x": URL_SAFE_NO_PAD.encode(&point[1..67]), "y": URL_SAFE_NO_PAD.encode(&point[67..])});
+        let keys = parse_jwks(&json!({"keys": [p521_jwk]})).unwrap();
+        assert_eq!(keys.len(), 1);
+        let sign = |header: Value, claims: Value| {
+            let input = format!(
+                "{}.{}",
+                URL_SAFE_NO_PAD.encode(header.to_string()),
+                URL_SAFE_NO_PAD.encode(claims.to_string())
+            );
+            let sig: p521::ecdsa::Signature = signing.sign(input.as_bytes());
+            format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.to_bytes()))
+        };
+        let token = sign(json!({"alg": "ES512", "kid": "p"}), json!({"sub": "x"}));
+        assert!(Jws::parse(&token).unwrap().verify(&keys));
+        // A changed payload, or the signature claimed under another algorithm, fails.
+        let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
+        parts[1] = URL_SAFE_NO_PAD.encode(json!({"sub": "y"}).to_string());
+        assert!(!Jws::parse(&parts.join(".")).unwrap().verify(&keys));
+        let es384 = sign(json!({"alg": "ES384", "kid": "p"}), json!({"sub": "x"}));
+        assert!(!Jws::parse(&es384).unwrap().verify(&keys));
+        // A P-256 key never verifies an ES512 token.
+        let other = es256_key();
+        let p256 = parse_jwks(&json!({"keys": [jwk(&other, "p")]})).unwrap();
+        assert!(!Jws::parse(&token).unwrap().verify(&p256));
     }
 
     #[test]

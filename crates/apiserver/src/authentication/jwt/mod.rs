@@ -9,13 +9,17 @@
 //! token is checked as go-oidc checks it (signature by a key of the issuer with an accepted
 //! algorithm, expiry, not-before with five minutes of leeway, one of the audiences), and the user
 //! is built from its claims by claim names or CEL expressions, checked by the validation rules.
-//! Distributed claims (`_claim_names`) are not resolved.
+//! A groups claim mapped by name may be distributed (OpenID Connect Core 5.6.2: `_claim_names`
+//! and `_claim_sources`): its value is then a JWT fetched from the source's endpoint with the
+//! source's access token, verified as a token of its own issuer (discovered on first use) with
+//! the same audiences, as upstream resolves it. Aggregated claims (a source with a `JWT`) are
+//! left alone, as upstream leaves them.
 
 pub mod config;
 pub mod keyfile;
 pub mod keys;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -77,22 +81,30 @@ struct KeySet {
     fetched: Option<Instant>,
 }
 
-/// One JWT issuer.
-pub struct JwtAuthenticator {
+/// What checks a token of one issuer: its keys (discovered and fetched as needed), accepted
+/// algorithms and audiences (upstream's `idTokenVerifier`).
+struct Verifier {
     issuer: String,
     discovery_url: Option<String>,
     ca_bundle: Vec<u8>,
     audiences: Vec<String>,
     algorithms: Vec<String>,
+    keys: RwLock<KeySet>,
+    /// One fetch at a time; callers that waited find the keys fresh.
+    refresh: tokio::sync::Mutex<()>,
+}
+
+/// One JWT issuer.
+pub struct JwtAuthenticator {
+    verifier: Verifier,
+    /// Resolves a distributed groups claim, when groups are mapped from a claim by name.
+    resolver: Option<ClaimResolver>,
     username: Mapping,
     groups: Mapping,
     uid: Mapping,
     extra: Vec<(String, Program)>,
     claim_rules: Vec<ClaimRule>,
     user_rules: Vec<UserRule>,
-    keys: RwLock<KeySet>,
-    /// One fetch at a time; callers that waited find the keys fresh.
-    refresh: tokio::sync::Mutex<()>,
 }
 
 impl JwtAuthenticator {
@@ -105,12 +117,22 @@ impl JwtAuthenticator {
             uid,
             extra,
         } = &c.claim_mappings;
+        let ca_bundle = c.issuer.certificate_authority.as_bytes().to_vec();
         Ok(JwtAuthenticator {
-            issuer: c.issuer.url.clone(),
-            discovery_url: Some(c.issuer.discovery_url.clone()).filter(|u| !u.is_empty()),
-            ca_bundle: c.issuer.certificate_authority.as_bytes().to_vec(),
-            audiences: c.issuer.audiences.clone(),
-            algorithms: algorithms.to_vec(),
+            verifier: Verifier::new(
+                c.issuer.url.clone(),
+                Some(c.issuer.discovery_url.clone()).filter(|u| !u.is_empty()),
+                ca_bundle.clone(),
+                c.issuer.audiences.clone(),
+                algorithms.to_vec(),
+            ),
+            resolver: (!groups.claim.is_empty()).then(|| ClaimResolver {
+                claim: groups.claim.clone(),
+                ca_bundle,
+                audiences: c.issuer.audiences.clone(),
+                algorithms: algorithms.to_vec(),
+                verifiers: std::sync::Mutex::default(),
+            }),
             username: Mapping::of(
                 &username.claim,
                 username.prefix.as_deref(),
@@ -149,20 +171,22 @@ impl JwtAuthenticator {
                     })
                 })
                 .collect::<Result<_, String>>()?,
-            keys: RwLock::new(KeySet::default()),
-            refresh: tokio::sync::Mutex::new(()),
         })
     }
 
     /// The issuer this authenticator trusts.
     pub fn issuer(&self) -> &str {
-        &self.issuer
+        &self.verifier.issuer
     }
 
     /// Uses `keys` as the issuer's key set, as if just fetched (for benchmarks and tests that
     /// run no issuer; a token naming another key still makes it fetch).
     pub fn preload_keys(&self, keys: Vec<Jwk>) {
-        let mut state = self.keys.write().unwrap_or_else(|e| e.into_inner());
+        let mut state = self
+            .verifier
+            .keys
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
         state.keys = Arc::new(keys);
         state.fetched = Some(Instant::now());
     }
@@ -178,13 +202,44 @@ impl JwtAuthenticator {
             Some(iss) => iss,
             None => return Ok(None),
         };
-        if iss != self.issuer {
+        if iss != self.verifier.issuer {
             return Ok(None);
         }
-        self.verify(&jws)
+        self.verifier
+            .verify(&jws)
             .await
             .map_err(|e| format!("oidc: verify token: {e}"))?;
-        self.user(&jws.claims).map(Some)
+        match &self.resolver {
+            Some(resolver) => {
+                let mut claims = jws.claims;
+                resolver
+                    .expand(&mut claims)
+                    .await
+                    .map_err(|e| format!("oidc: could not expand distributed claims: {e}"))?;
+                self.user(&claims).map(Some)
+            }
+            None => self.user(&jws.claims).map(Some),
+        }
+    }
+}
+
+impl Verifier {
+    fn new(
+        issuer: String,
+        discovery_url: Option<String>,
+        ca_bundle: Vec<u8>,
+        audiences: Vec<String>,
+        algorithms: Vec<String>,
+    ) -> Verifier {
+        Verifier {
+            issuer,
+            discovery_url,
+            ca_bundle,
+            audiences,
+            algorithms,
+            keys: RwLock::new(KeySet::default()),
+            refresh: tokio::sync::Mutex::new(()),
+        }
     }
 
     /// go-oidc's checks, then the audience as upstream checks it (any of several).
@@ -319,7 +374,9 @@ impl JwtAuthenticator {
         let doc = crate::util::webhook::get_json(&uri, &self.ca_bundle, FETCH_TIMEOUT).await?;
         Ok((uri, keys::parse_jwks(&doc)?))
     }
+}
 
+impl JwtAuthenticator {
     /// The user the verified claims describe, checked by the rules.
     fn user(&self, claims: &Value) -> Result<UserInfo, String> {
         let vars = Vars::default().bind_json("claims", Some(claims));
@@ -453,6 +510,123 @@ impl JwtAuthenticator {
     }
 }
 
+/// A distributed claim's source (`_claim_sources` entry).
+#[derive(serde::Deserialize)]
+struct ClaimSource {
+    #[serde(default)]
+    endpoint: String,
+    #[serde(default)]
+    access_token: String,
+}
+
+/// Resolves one distributed claim (upstream's `claimResolver`): the groups claim.
+struct ClaimResolver {
+    claim: String,
+    ca_bundle: Vec<u8>,
+    audiences: Vec<String>,
+    algorithms: Vec<String>,
+    /// A verifier per issuer of the claims' JWTs; few issuers, so never pruned.
+    verifiers: std::sync::Mutex<HashMap<String, Arc<Verifier>>>,
+}
+
+impl ClaimResolver {
+    /// Puts the claim's value into `claims` when the token names a source for it and does not
+    /// carry it itself.
+    async fn expand(&self, claims: &mut Value) -> Result<(), String> {
+        if claims.get(&self.claim).is_some() {
+            return Ok(());
+        }
+        let Some(names) = claims.get("_claim_names") else {
+            return Ok(());
+        };
+        let names: BTreeMap<String, String> = serde_json::from_value(names.clone())
+            .map_err(|e| format!("oidc: error parsing distributed claim names: {e}"))?;
+        let Some(sources) = claims.get("_claim_sources") else {
+            return Err("oidc: no claim sources".into());
+        };
+        let sources: BTreeMap<String, ClaimSource> = serde_json::from_value(sources.clone())
+            .map_err(|e| format!("oidc: could not parse claim sources: {e}"))?;
+        let Some(source) = names.get(&self.claim) else {
+            return Ok(());
+        };
+        let Some(source) = sources.get(source) else {
+            return Err(format!(
+                "id token _claim_names contained a source {source} missing in _claims_sources"
+            ));
+        };
+        if source.endpoint.is_empty() {
+            // An aggregated claim (the source carries the JWT itself): not resolved.
+            return Ok(());
+        }
+        let value = self.resolve(source).await?;
+        if let Some(claims) = claims.as_object_mut() {
+            claims.insert(self.claim.clone(), value);
+        }
+        Ok(())
+    }
+
+    /// Fetches the claim's JWT from the source and answers the claim's value in it, once the
+    /// JWT is verified as a token of its issuer for one of the audiences.
+    async fn resolve(&self, source: &ClaimSource) -> Result<Value, String> {
+        let url = &source.endpoint;
+        let bearer = Some(source.access_token.as_str()).filter(|t| !t.is_empty());
+        let (status, body) =
+            crate::util::webhook::get_with_bearer(url, &self.ca_bundle, bearer, FETCH_TIMEOUT)
+                .await
+                .map_err(|e| format!("while getting distributed claim {:?}: {e}", self.claim))?;
+        // Go's client takes 200 to 226 as success here.
+        if !(200..=226).contains(&status.as_u16()) {
+            return Err(format!(
+                "while getting distributed claim {:?}: error while getting distributed claim JWT: {} {}",
+                self.claim,
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            ));
+        }
+        let untrusted = |why: String| {
+            format!(
+                "getting untrusted issuer from endpoint {url} failed for claim {:?}: {why}",
+                self.claim
+            )
+        };
+        let jwt = std::str::from_utf8(&body).map_err(|e| untrusted(e.to_string()))?;
+        let jws = Jws::parse(jwt).map_err(untrusted)?;
+        let iss = jws
+            .claims
+            .get("iss")
+            .and_then(Value::as_str)
+            .ok_or_else(|| untrusted("malformed token".into()))?;
+        let verifier = self.verifier(iss);
+        verifier
+            .verify(&jws)
+            .await
+            .map_err(|e| format!("verify distributed claim token: {e}"))?;
+        jws.claims.get(&self.claim).cloned().ok_or_else(|| {
+            format!(
+                "jwt returned by distributed claim endpoint {url:?} did not contain claim: {}",
+                self.claim
+            )
+        })
+    }
+
+    /// The verifier of `issuer`'s tokens, made (to discover the issuer on first use) if needed.
+    fn verifier(&self, issuer: &str) -> Arc<Verifier> {
+        let mut verifiers = self.verifiers.lock().unwrap_or_else(|e| e.into_inner());
+        verifiers
+            .entry(issuer.to_string())
+            .or_insert_with(|| {
+                Arc::new(Verifier::new(
+                    issuer.to_string(),
+                    None,
+                    self.ca_bundle.clone(),
+                    self.audiences.clone(),
+                    self.algorithms.clone(),
+                ))
+            })
+            .clone()
+    }
+}
+
 /// A validation rule must evaluate to true; false is its message (or the expression).
 fn check_rule(program: &Program, message: &str, vars: &Vars) -> Result<(), String> {
     match program.eval(vars)? {
@@ -565,8 +739,9 @@ impl JwtAuthenticators {
 
 /// The JWT issuers of `--authentication-config`, read again when the file changes (upstream
 /// reloads the file too): a new configuration that reads and validates replaces the issuers
-/// (with a fresh token cache); one that does not is logged and the running one kept. Other
-/// sections of the file (`anonymous`) take effect at the next start.
+/// (with a fresh token cache); one that does not is logged and the running one kept. As
+/// upstream, the `anonymous` section is fixed at start: a file whose `anonymous` differs from
+/// the first one read is refused whole, its issuers too.
 pub struct ReloadingJwtAuthenticators(Arc<Reloading<JwtAuthenticators>>);
 
 impl ReloadingJwtAuthenticators {
@@ -578,9 +753,14 @@ impl ReloadingJwtAuthenticators {
         success_ttl: Duration,
     ) -> Result<Self, String> {
         let algorithms: Vec<String> = keys::ALL_ALGORITHMS.iter().map(|a| a.to_string()).collect();
+        // The `anonymous` section of the first file read; later files must keep it.
+        let initial_anonymous = std::sync::OnceLock::new();
         let build = move |text: &str| -> Result<Arc<JwtAuthenticators>, String> {
             let c = config::parse(text)?;
             config::validate(&c, &disallowed)?;
+            if *initial_anonymous.get_or_init(|| c.anonymous.clone()) != c.anonymous {
+                return Err("anonymous: Forbidden: changed from initial configuration file".into());
+            }
             let issuers = c
                 .jwt
                 .iter()
