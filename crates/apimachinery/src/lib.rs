@@ -13,6 +13,7 @@ pub mod labels;
 pub mod managedfields;
 pub mod object;
 pub mod patch;
+pub mod projection;
 pub mod quantity;
 pub mod schema;
 pub mod status;

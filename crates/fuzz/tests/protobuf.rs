@@ -392,10 +392,15 @@ proptest! {
         }
         let walked = ironplane_protobuf::go_form(&object);
         let round = encode(&object).and_then(|bytes| decode(&bytes));
-        match (walked, round) {
-            (Ok(walked), Ok(round)) => prop_assert_eq!(walked, round),
-            (Err(_), Err(_)) => {}
-            (walked, round) => prop_assert!(false, "go_form {:?}, round trip {:?}", walked, round),
+        let mut in_place = object.clone();
+        let in_place = ironplane_protobuf::go_form_in_place(&mut in_place).map(|()| in_place);
+        match (walked, round, in_place) {
+            (Ok(walked), Ok(round), Ok(in_place)) => {
+                prop_assert_eq!(&walked, &round);
+                prop_assert_eq!(&in_place, &round);
+            }
+            (Err(_), Err(_), Err(_)) => {}
+            (walked, round, in_place) => prop_assert!(false, "go_form {:?}, round trip {:?}, in place {:?}", walked, round, in_place),
         }
     }
 

@@ -10,9 +10,10 @@
 //! check is one lookup). NodeRestriction admission limits what a node writes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 
 use apimachinery::object::ObjectExt;
+use apimachinery::projection::Projection;
 use apiserver::authentication::UserInfo;
 use apiserver::authorization::{Authorizer, Decision, Rules};
 use apiserver::endpoints::ApiResources;
@@ -51,6 +52,28 @@ struct Graph {
     /// Claims bound to a volume: (namespace, claim) → PersistentVolume.
     claim_volume: HashMap<(String, String), String>,
 }
+
+/// The members of a Pod that `pod_refs` reads: the graph's reflector decodes only these (a
+/// field read here and not listed would always look empty).
+static POD_FIELDS: LazyLock<Projection> = LazyLock::new(|| {
+    let mut paths: Vec<String> = [
+        "metadata.name",
+        "metadata.namespace",
+        "spec.nodeName",
+        "spec.serviceAccountName",
+        "spec.imagePullSecrets",
+        "spec.volumes",
+        "status.resourceClaimStatuses",
+    ]
+    .map(String::from)
+    .into();
+    for list in CONTAINER_LISTS {
+        paths.extend(["env", "envFrom"].map(|f| format!("spec.{list}.{f}")));
+    }
+    Projection::of(paths)
+});
+
+const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
 
 /// `AddPod`'s edges: what the pod's spec and status name.
 fn pod_refs(pod: &Value) -> PodRefs {
@@ -101,7 +124,7 @@ fn pod_refs(pod: &Value) -> PodRefs {
             add(Kind::ConfigMap, &s(src, "/configMap/name"));
         }
     }
-    for list in ["containers", "initContainers", "ephemeralContainers"] {
+    for list in CONTAINER_LISTS {
         for c in spec[list].as_array().into_iter().flatten() {
             for e in c["env"].as_array().into_iter().flatten() {
                 add(Kind::Secret, &s(e, "/valueFrom/secretKeyRef/name"));
@@ -232,7 +255,7 @@ impl NodeAuthorizer {
     pub fn start(&self, api: &ApiResources) {
         if let Some(pods) = api.get("", "v1", "pods").cloned() {
             let graph = self.graph.clone();
-            tokio::spawn(reflector::run(pods, move |delta| {
+            tokio::spawn(reflector::run_projected(pods, &POD_FIELDS, move |delta| {
                 let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
                 match delta {
                     Delta::Replace(items) => {

@@ -306,6 +306,218 @@ impl Normalizer<'_> {
     }
 }
 
+/// What becomes of a member after its value was brought to Go's form where it lies.
+enum Member {
+    Keep,
+    /// Gone: empty under `omitempty`, or zero under `omitzero`.
+    Drop,
+}
+
+impl Normalizer<'_> {
+    /// [`Normalizer::message`] done on `value` where it lies: the same result, but what is
+    /// already in Go's form (most of an object that went through here before) is only visited,
+    /// not built again. On an error `value` may be left part-way.
+    pub(crate) fn message_in_place(
+        &mut self,
+        id: MessageId,
+        value: &mut Value,
+    ) -> Result<(), ProtobufError> {
+        self.depth += 1;
+        if self.depth > crate::MAX_DEPTH {
+            return Err(ProtobufError::TooDeep);
+        }
+        let result = match self.schema.messages[id].special {
+            Special::None => {
+                if value.is_null() {
+                    *value = Value::Object(Map::new());
+                }
+                match value {
+                    Value::Object(object) => self.fields_in_place(id, object),
+                    other => Err(invalid(format!("expected an object, got {}", kind(other)))),
+                }
+            }
+            special => self.special(id, special, value).map(|v| *value = v),
+        };
+        self.depth -= 1;
+        result
+    }
+
+    /// The fields of a plain struct, in `object` itself: members the struct does not have go,
+    /// the others take Go's form, and what Go writes for absent ones is added.
+    pub(crate) fn fields_in_place(
+        &mut self,
+        id: MessageId,
+        object: &mut Map<String, Value>,
+    ) -> Result<(), ProtobufError> {
+        let members = object.len();
+        let known = self.known_fields_in_place(id, object)?;
+        if known < members {
+            // Rare: the decoder prunes unknown fields first. Members are kept by name.
+            let schema = self.schema;
+            object.retain(|name, _| has_field(schema, id, name));
+        }
+        Ok(())
+    }
+
+    /// Brings each field of `id` (and of its inline structs) in `object` to Go's form; the number
+    /// of members that were fields.
+    fn known_fields_in_place(
+        &mut self,
+        id: MessageId,
+        object: &mut Map<String, Value>,
+    ) -> Result<usize, ProtobufError> {
+        let schema = self.schema;
+        let mut known = 0;
+        for field in &schema.messages[id].fields {
+            if field.inline {
+                let Type::Message(inner) = field.ty else {
+                    return Err(invalid("an inline field that is not a struct"));
+                };
+                self.depth += 1;
+                let result = self.known_fields_in_place(inner, object);
+                self.depth -= 1;
+                known += result?;
+                continue;
+            }
+            match object.get_mut(field.json) {
+                // What an absent field writes: the by-reference walk's answer for null.
+                None => self.field(field, &Value::Null, object)?,
+                Some(value) => {
+                    known += 1;
+                    if let Member::Drop = self.field_in_place(field, value)? {
+                        object.remove(field.json);
+                    }
+                }
+            }
+        }
+        Ok(known)
+    }
+
+    fn field_in_place(
+        &mut self,
+        field: &Field,
+        value: &mut Value,
+    ) -> Result<Member, ProtobufError> {
+        // What a nil pointer, slice or map writes: null, unless omitempty.
+        let absent = |value: &mut Value| {
+            if field.omitempty {
+                Member::Drop
+            } else {
+                *value = Value::Null;
+                Member::Keep
+            }
+        };
+        match field.cardinality {
+            Cardinality::Map => {
+                let entries = match value {
+                    Value::Null => return Ok(absent(value)),
+                    Value::Object(entries) => entries,
+                    other => {
+                        return Err(invalid(format!("expected an object, got {}", kind(other))));
+                    }
+                };
+                if entries.is_empty() {
+                    return Ok(absent(value));
+                }
+                for v in entries.values_mut() {
+                    self.element_in_place(field.ty, v, true)?;
+                }
+            }
+            Cardinality::Repeated => {
+                let items = match value {
+                    Value::Null => return Ok(absent(value)),
+                    Value::Array(items) => items,
+                    other => {
+                        return Err(invalid(format!("expected an array, got {}", kind(other))));
+                    }
+                };
+                if items.is_empty() {
+                    return Ok(absent(value));
+                }
+                for item in items {
+                    self.element_in_place(field.ty, item, false)?;
+                }
+            }
+            Cardinality::Single => match field.ty {
+                Type::Message(id) => {
+                    if self.schema.messages[id].special == Special::Strings {
+                        if value.is_null() {
+                            return Ok(absent(value));
+                        }
+                        let items = strings(value)?;
+                        if field.omitempty && items.is_empty() {
+                            return Ok(Member::Drop);
+                        }
+                        *value = Value::Array(items);
+                        return Ok(Member::Keep);
+                    }
+                    if field.pointer && value.is_null() {
+                        return Ok(absent(value));
+                    }
+                    self.message_in_place(id, value)?;
+                    if field.omitzero && value.is_null() {
+                        return Ok(Member::Drop);
+                    }
+                }
+                Type::Bytes => {
+                    if value.is_null() {
+                        return Ok(absent(value));
+                    }
+                    let bytes = decode_base64(value)?;
+                    if field.omitempty && bytes.is_empty() {
+                        return Ok(Member::Drop);
+                    }
+                    *value = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+                }
+                ty => {
+                    if field.pointer && value.is_null() {
+                        return Ok(absent(value));
+                    }
+                    scalar_in_place(ty, value)?;
+                    if !field.pointer && field.omitempty && is_zero(value) {
+                        return Ok(Member::Drop);
+                    }
+                }
+            },
+        }
+        Ok(Member::Keep)
+    }
+
+    /// An item of a list or a value of a map, of type `ty`; a null bytes value of a map stays.
+    fn element_in_place(
+        &mut self,
+        ty: Type,
+        value: &mut Value,
+        in_map: bool,
+    ) -> Result<(), ProtobufError> {
+        match ty {
+            Type::Message(id) => self.message_in_place(id, value),
+            Type::Bytes if in_map && value.is_null() => Ok(()),
+            Type::Bytes => rebase64(value).map(|v| *value = v),
+            ty => scalar_in_place(ty, value),
+        }
+    }
+}
+
+/// Whether `name` is a member of the struct `id`, its inline structs included.
+fn has_field(schema: &Schema, id: MessageId, name: &str) -> bool {
+    schema.messages[id]
+        .fields
+        .iter()
+        .any(|f| match (f.inline, f.ty) {
+            (true, Type::Message(inner)) => has_field(schema, inner, name),
+            _ => f.json == name,
+        })
+}
+
+/// [`scalar`] where the value lies: a string that is one already stays as it is.
+fn scalar_in_place(ty: Type, value: &mut Value) -> Result<(), ProtobufError> {
+    if !(ty == Type::String && value.is_string()) {
+        *value = scalar(ty, value)?;
+    }
+    Ok(())
+}
+
 /// A scalar as it comes back from the wire: null is the zero value, an integral float an
 /// integer, a double without a fraction an integer.
 fn scalar(ty: Type, value: &Value) -> Result<Value, ProtobufError> {

@@ -1,12 +1,14 @@
 //! Keeps a consumer in step with one resource of the registry by a list and then a watch, listing
 //! again whenever the watch ends (upstream: client-go's Reflector, as in-process informers use
 //! it). What the consumer builds from the changes — a name map, an index — is its own, and so is
-//! how much of each stored object it reads: `run` hands over whole values, `run_decoded` what a
-//! consumer's own decoding makes of the stored bytes (the garbage collector reads only metadata).
+//! how much of each stored object it reads: `run` hands over whole values, `run_projected` the
+//! members a consumer names, `run_decoded` what a consumer's own decoding makes of the stored
+//! bytes (the garbage collector reads only metadata).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use apimachinery::projection::Projection;
 use serde_json::Value;
 use storage::{ListOptions, Object, ResourceVersion, WatchEvent, WatchOptions};
 
@@ -27,6 +29,16 @@ pub enum Delta<T = Value> {
 /// by a new list.
 pub async fn run(store: Arc<RegistryStore>, apply: impl FnMut(Delta) + Send) {
     run_decoded(store, |o: &Object| o.value().ok(), apply).await
+}
+
+/// `run`, with each object decoded to only the members `projection` keeps (see
+/// [`Projection`]): what a consumer that reads a few fields of large objects hands over.
+pub async fn run_projected(
+    store: Arc<RegistryStore>,
+    projection: &'static Projection,
+    apply: impl FnMut(Delta) + Send,
+) {
+    run_decoded(store, |o: &Object| projection.decode(&o.bytes).ok(), apply).await
 }
 
 /// `run`, with each object read by `decode`; an object it gives `None` for is left out (an

@@ -1023,10 +1023,15 @@ impl RegistryStore {
 /// `omitempty` maps and lists go (`labels: {}` after the last label is removed). The protobuf
 /// transcoder knows exactly these Go facts, so a round trip through it gives that form
 /// (`ironplane_protobuf::go_form` walks the JSON to the same answer); objects it has no Go type
-/// for (custom resources) are left as they are.
+/// for (custom resources) are left as they are. The walk cannot fail on what the decoder took;
+/// were it to, the object is logged and stored as far as the walk got.
 pub(super) fn go_form(obj: &mut Value) {
-    if let Some(go) = go_form_of(obj) {
-        *obj = go;
+    if !ironplane_protobuf::supports(obj.api_version(), obj.kind()) {
+        return;
+    }
+    // Where the object lies: what is in Go's form already is only visited, not built again.
+    if let Err(e) = ironplane_protobuf::go_form_in_place(obj) {
+        tracing::warn!(error = %e, kind = obj.kind(), "object has no Go form");
     }
 }
 

@@ -131,38 +131,43 @@ impl Priority {
                 }
             }
         };
-        let shown = obj.clone();
-        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
-            return Ok(());
-        };
-        spec.insert("priorityClassName".into(), Value::from(class_name));
-        if spec.get("priorityClassName").and_then(Value::as_str) == Some("") {
-            spec.remove("priorityClassName");
-        }
-        if let Some(stated) = spec.get("priority").and_then(Value::as_i64)
+        // What the pod states is checked before anything is set, so that a refusal shows the
+        // pod as it came.
+        if let Some(stated) = obj.pointer("/spec/priority").and_then(Value::as_i64)
             && stated != value
         {
             return Err(forbidden(
                 attrs,
-                &shown,
+                obj,
                 format!(
                     "the integer value of priority ({stated}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"
                 ),
             ));
         }
+        if let Some(policy) = &policy
+            && let Some(stated) = obj
+                .pointer("/spec/preemptionPolicy")
+                .and_then(Value::as_str)
+            && stated != policy
+        {
+            return Err(forbidden(
+                attrs,
+                obj,
+                format!(
+                    "the string value of PreemptionPolicy ({stated}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+                ),
+            ));
+        }
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return Ok(());
+        };
+        if class_name.is_empty() {
+            spec.remove("priorityClassName");
+        } else {
+            spec.insert("priorityClassName".into(), Value::from(class_name));
+        }
         spec.insert("priority".into(), Value::from(value));
         if let Some(policy) = policy {
-            if let Some(stated) = spec.get("preemptionPolicy").and_then(Value::as_str)
-                && stated != policy
-            {
-                return Err(forbidden(
-                    attrs,
-                    &shown,
-                    format!(
-                        "the string value of PreemptionPolicy ({stated}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
-                    ),
-                ));
-            }
             spec.insert("preemptionPolicy".into(), Value::from(policy));
         }
         Ok(())

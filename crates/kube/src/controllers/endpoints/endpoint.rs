@@ -70,7 +70,7 @@ pub async fn run(api: Arc<ApiResources>) {
     };
     let shared = Shared::new(State::default(), &["services", "pods", "endpoints"]);
     shared.watch(services, "services", on_services);
-    shared.watch(pods, "pods", |inner, delta| {
+    shared.watch_projected(pods, "pods", &model::POD_FIELDS, |inner, delta| {
         let state = &mut inner.state;
         model::on_pods(&state.services, &mut state.pods, &mut inner.queue, delta);
     });

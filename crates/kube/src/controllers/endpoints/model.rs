@@ -8,8 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::LazyLock;
 
 use apimachinery::object::ObjectExt;
+use apimachinery::projection::Projection;
 use apiserver::registry::reflector::Delta;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -260,6 +262,28 @@ pub(super) struct Pod {
     /// in the order `FindPort` looks at them.
     pub ports: Vec<ContainerPort>,
 }
+
+/// The members of a Pod that `Pod::from_value` reads: the controllers' pod watches decode only
+/// these (a field read there and not listed here would always look empty).
+pub(super) static POD_FIELDS: LazyLock<Projection> = LazyLock::new(|| {
+    Projection::of([
+        "metadata.namespace",
+        "metadata.name",
+        "metadata.uid",
+        "metadata.labels",
+        "metadata.deletionTimestamp",
+        "spec.nodeName",
+        "spec.hostname",
+        "spec.subdomain",
+        "spec.containers.ports",
+        "spec.initContainers.restartPolicy",
+        "spec.initContainers.ports",
+        "status.podIP",
+        "status.podIPs",
+        "status.phase",
+        "status.conditions",
+    ])
+});
 
 impl Pod {
     pub fn from_value(v: &Value) -> Pod {

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use apimachinery::object::ObjectExt;
+use apimachinery::projection::Projection;
 use apimachinery::status::Status;
 use apiserver::authentication::UserInfo;
 use apiserver::registry::reflector::{self, Delta};
@@ -123,17 +124,38 @@ impl<S: Send + 'static> Shared<S> {
         self: &Arc<Self>,
         store: Arc<RegistryStore>,
         resource: &'static str,
-        mut apply: impl FnMut(&mut Inner<S>, Delta) + Send + 'static,
+        apply: impl FnMut(&mut Inner<S>, Delta) + Send + 'static,
     ) {
+        tokio::spawn(reflector::run(store, self.applier(resource, apply)));
+    }
+
+    /// `watch`, with each object decoded to only what `projection` keeps.
+    pub fn watch_projected(
+        self: &Arc<Self>,
+        store: Arc<RegistryStore>,
+        resource: &'static str,
+        projection: &'static Projection,
+        apply: impl FnMut(&mut Inner<S>, Delta) + Send + 'static,
+    ) {
+        let applier = self.applier(resource, apply);
+        tokio::spawn(reflector::run_projected(store, projection, applier));
+    }
+
+    /// Hands each change to `apply` under the lock, marking `resource` synced at its first list.
+    fn applier(
+        self: &Arc<Self>,
+        resource: &'static str,
+        mut apply: impl FnMut(&mut Inner<S>, Delta) + Send + 'static,
+    ) -> impl FnMut(Delta) + Send + 'static {
         let shared = self.clone();
-        tokio::spawn(reflector::run(store, move |delta| {
+        move |delta| {
             shared.update(|inner| {
                 if matches!(delta, Delta::Replace(_)) {
                     inner.unsynced.remove(resource);
                 }
                 apply(inner, delta);
             });
-        }));
+        }
     }
 
     /// Syncs queued keys as they fall due, one at a time, for the rest of the process; a failed

@@ -627,7 +627,7 @@ pub async fn run(api: Arc<ApiResources>) {
     shared.watch(services, "services", |inner, delta| {
         model::on_services(&mut inner.state.services, &mut inner.queue, delta);
     });
-    shared.watch(pods, "pods", |inner, delta| {
+    shared.watch_projected(pods, "pods", &model::POD_FIELDS, |inner, delta| {
         let state = &mut inner.state;
         model::on_pods(&state.services, &mut state.pods, &mut inner.queue, delta);
     });
