@@ -142,21 +142,19 @@ fn audited() -> (Server, tempfile::TempDir, std::path::PathBuf) {
     (s, dir, log)
 }
 
-/// The last `create` of `resource` in namespace `ns` named `name` in the audit log (at level
-/// Metadata the name is not recorded here, so any create in `ns` matches then).
+/// The last `create` of `resource` in namespace `ns` named `name` in the audit log (the name
+/// comes from the request object at every level from Metadata up, as upstream's
+/// `LogRequestObject` records it).
 fn create_event(log: &std::path::Path, resource: &str, ns: &str, name: &str) -> Value {
     std::fs::read_to_string(log)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .rfind(|e| {
-            let named = e["objectRef"]["name"] == name
-                || e["requestObject"]["metadata"]["name"] == name
-                || (e["objectRef"].get("name").is_none() && e["requestObject"].is_null());
             e["verb"] == "create"
                 && e["objectRef"]["resource"] == resource
                 && e["objectRef"]["namespace"] == ns
-                && named
+                && e["objectRef"]["name"] == name
         })
         .unwrap_or_else(|| panic!("the create of {resource} {ns}/{name} is audited"))
 }

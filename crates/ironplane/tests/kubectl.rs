@@ -684,6 +684,8 @@ rules:
     assert_eq!(create["responseStatus"]["code"], 201);
     assert_eq!(create["requestObject"]["data"]["k"], "v");
     assert_eq!(create["responseObject"]["metadata"]["name"], "audited");
+    // The name comes from the request object (upstream's `LogRequestObject`), not the URL.
+    assert_eq!(create["objectRef"]["name"], "audited");
     assert_eq!(create["user"]["username"], "kubernetes-admin");
     assert_eq!(
         create["annotations"],

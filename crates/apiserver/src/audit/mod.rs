@@ -294,6 +294,24 @@ pub struct Auditor {
 struct Collected {
     level: Option<Level>,
     annotations: std::collections::BTreeMap<String, String>,
+    request_object: ObjectMeta,
+}
+
+/// What upstream's `LogRequestObject` takes from the decoded request object into the event's
+/// `objectRef` where the URL said nothing (a create's name, an update's resourceVersion).
+#[derive(Default, Clone, Debug, PartialEq)]
+pub struct ObjectMeta {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+}
+
+/// What the layers of a request's chain left for its audit event.
+#[derive(Default)]
+pub struct Notes {
+    pub annotations: std::collections::BTreeMap<String, String>,
+    pub request_object: ObjectMeta,
 }
 
 tokio::task_local! {
@@ -322,34 +340,61 @@ pub fn add_annotation_with_level(key: impl Into<String>, value: impl Into<String
     });
 }
 
+/// Records the metadata of a create's or update's decoded object for the request's event
+/// (upstream's `LogRequestObject`, which every event of level Metadata and above gets): each
+/// of namespace, name, uid and resourceVersion is kept from the first object that has it.
+pub fn log_request_object(obj: &Value) {
+    use apimachinery::object::ObjectExt;
+    let _ = ANNOTATIONS.try_with(|a| {
+        let mut a = a.borrow_mut();
+        let Some(level) = a.level else { return };
+        if level < Level::Metadata {
+            return;
+        }
+        let m = &mut a.request_object;
+        for (to, from) in [
+            (&mut m.namespace, obj.namespace()),
+            (&mut m.name, obj.name()),
+            (&mut m.uid, obj.uid()),
+            (&mut m.resource_version, obj.resource_version()),
+        ] {
+            if to.is_empty() {
+                *to = from.to_string();
+            }
+        }
+    });
+}
+
 /// Runs `fut` collecting the audit annotations added while it runs, whatever their level.
 pub async fn collect_annotations<F: std::future::Future>(
     fut: F,
 ) -> (F::Output, std::collections::BTreeMap<String, String>) {
-    collect(None, fut).await
+    let (out, notes) = collect(None, fut).await;
+    (out, notes.annotations)
 }
 
-/// Runs `fut` collecting the annotations an event of `level` records.
-pub async fn collect_annotations_at<F: std::future::Future>(
-    level: Level,
-    fut: F,
-) -> (F::Output, std::collections::BTreeMap<String, String>) {
+/// Runs `fut` collecting what an event of `level` records: annotations and the request
+/// object's metadata.
+pub async fn collect_notes_at<F: std::future::Future>(level: Level, fut: F) -> (F::Output, Notes) {
     collect(Some(level), fut).await
 }
 
-async fn collect<F: std::future::Future>(
-    level: Option<Level>,
-    fut: F,
-) -> (F::Output, std::collections::BTreeMap<String, String>) {
+async fn collect<F: std::future::Future>(level: Option<Level>, fut: F) -> (F::Output, Notes) {
     let scope = Collected {
         level,
-        annotations: Default::default(),
+        ..Default::default()
     };
     ANNOTATIONS
         .scope(std::cell::RefCell::new(scope), async {
             let out = fut.await;
-            let annotations = ANNOTATIONS.with(|a| std::mem::take(&mut a.borrow_mut().annotations));
-            (out, annotations)
+            let notes = ANNOTATIONS.with(|a| {
+                let mut a = a.borrow_mut();
+                Notes {
+                    annotations: std::mem::take(&mut a.annotations),
+                    request_object: std::mem::take(&mut a.request_object),
+                }
+            });
+            (out, notes)
         })
         .await
 }
@@ -366,6 +411,8 @@ pub struct Record {
     pub user_agent: Option<String>,
     pub received: String,
     pub request_object: Option<Value>,
+    /// The request object's metadata, for `objectRef` (`log_request_object`).
+    pub request_object_meta: ObjectMeta,
     /// What the layers of the chain added (`add_annotation`).
     pub annotations: std::collections::BTreeMap<String, String>,
 }
@@ -424,11 +471,22 @@ impl Record {
         if self.info.is_resource_request {
             let mut r =
                 json!({"resource": self.info.resource, "apiVersion": self.info.api_version});
+            // The URL's namespace and name first, the request object's where it has none.
+            let meta = &self.request_object_meta;
+            let or = |url: &str, object: &str| {
+                if url.is_empty() {
+                    object.to_string()
+                } else {
+                    url.to_string()
+                }
+            };
             for (k, v) in [
-                ("namespace", &self.info.namespace),
-                ("name", &self.info.name),
-                ("apiGroup", &self.info.api_group),
-                ("subresource", &self.info.subresource),
+                ("namespace", or(&self.info.namespace, &meta.namespace)),
+                ("name", or(&self.info.name, &meta.name)),
+                ("uid", meta.uid.clone()),
+                ("resourceVersion", meta.resource_version.clone()),
+                ("apiGroup", self.info.api_group.clone()),
+                ("subresource", self.info.subresource.clone()),
             ] {
                 if !v.is_empty() {
                     r[k] = json!(v);

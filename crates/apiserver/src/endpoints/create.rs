@@ -31,6 +31,7 @@ pub async fn handle(
     q.validate_write_options("CreateOptions", false)?;
     let (mut obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
     crate::warning::add_all(warnings);
+    crate::audit::log_request_object(&obj);
     if store.info.namespaced && obj.namespace().is_empty() {
         // The URL's namespace, before anyone reads the object: create-only kinds (bindings)
         // see it as stored kinds do.
@@ -114,6 +115,7 @@ pub async fn handle_subresource(
     )?;
     crate::warning::add_all(warnings);
     let mut body = body;
+    crate::audit::log_request_object(&body);
     store
         .admit_create_without_storage(
             &Requester { user: &req.user },

@@ -36,6 +36,7 @@ pub async fn handle(
     q.validate_write_options("UpdateOptions", false)?;
     let (obj, warnings) = decode_object(api, &req, &store.info, None, q.field_validation)?;
     crate::warning::add_all(warnings);
+    crate::audit::log_request_object(&obj);
     let name = &req.info.name;
     check_name(&obj, name)?;
     if store.info.namespaced && !obj.namespace().is_empty() && obj.namespace() != req.info.namespace

@@ -516,6 +516,7 @@ fn audit(
                 .map(str::to_string),
             received: crate::audit::micro_time(),
             request_object: None,
+            request_object_meta: Default::default(),
             annotations: Default::default(),
         };
         if decision.records(Stage::RequestReceived) {
@@ -554,10 +555,11 @@ fn audit(
             .get::<AuthnNotes>()
             .map(|n| n.annotations.clone())
             .unwrap_or_default();
-        let (response, annotations) =
-            crate::audit::collect_annotations_at(decision.level, call_next(next, req)).await;
+        let (response, notes) =
+            crate::audit::collect_notes_at(decision.level, call_next(next, req)).await;
         record.annotations = from_authentication;
-        for (k, v) in annotations {
+        record.request_object_meta = notes.request_object;
+        for (k, v) in notes.annotations {
             record.annotations.entry(k).or_insert(v);
         }
         record.impersonated = slot.0.lock().ok().and_then(|g| g.clone());
