@@ -23,6 +23,9 @@ pub struct RequestInfo {
     pub name: String,
     /// The path segments after the version, as upstream keeps them.
     pub parts: Vec<String>,
+    /// The path went through `namespaces/<namespace>/` to a resource, even with an empty
+    /// namespace segment (`/api/v1/namespaces//configmaps`, which upstream routes as namespaced).
+    pub namespace_in_path: bool,
     /// The `fieldSelector` of a list or watch, as sent (the Node authorizer reads it, as
     /// upstream's authorizers read the selector attributes).
     pub field_selector: String,
@@ -55,11 +58,15 @@ impl RequestInfo {
             verb: method.as_str().to_ascii_lowercase(),
             ..Default::default()
         };
-        let segments: Vec<&str> = path
-            .trim_matches('/')
-            .split('/')
-            .filter(|s| !s.is_empty())
-            .collect();
+        // Empty segments stay, as upstream's split keeps them: `/api/v1//namespaces` names no
+        // resource (404), and `namespaces//configmaps` is a namespaced path with an empty
+        // namespace.
+        let trimmed = path.trim_matches('/');
+        let segments: Vec<&str> = if trimmed.is_empty() {
+            Vec::new()
+        } else {
+            trimmed.split('/').collect()
+        };
         let Some((&prefix, rest)) = segments.split_first() else {
             return info;
         };
@@ -112,6 +119,7 @@ impl RequestInfo {
             info.namespace = parts[1].clone();
             if parts.len() > 2 && parts[2] != "status" && parts[2] != "finalize" {
                 parts.drain(..2);
+                info.namespace_in_path = true;
             }
         }
         info.parts = parts.clone();
@@ -167,6 +175,27 @@ mod tests {
 
     fn p(m: Method, path: &str, q: &str) -> RequestInfo {
         RequestInfo::parse(&m, path, q)
+    }
+
+    #[test]
+    fn empty_segments_stay_where_upstream_keeps_them() {
+        let i = p(Method::GET, "/api/v1/namespaces//configmaps/", "");
+        assert_eq!(
+            (
+                i.verb.as_str(),
+                i.namespace.as_str(),
+                i.resource.as_str(),
+                i.namespace_in_path
+            ),
+            ("list", "", "configmaps", true)
+        );
+        let i = p(Method::GET, "/api/v1/configmaps", "");
+        assert!(!i.namespace_in_path);
+        // Elsewhere an empty segment names nothing that exists.
+        let i = p(Method::GET, "/api/v1//namespaces", "");
+        assert_eq!((i.resource.as_str(), i.name.as_str()), ("", "namespaces"));
+        let i = p(Method::GET, "/apis/apps//v1", "");
+        assert_eq!((i.api_version.as_str(), i.resource.as_str()), ("", "v1"));
     }
 
     #[test]

@@ -299,13 +299,40 @@ impl GenericApiServer {
                 Err(back) => api_req = back,
             }
         }
-        // Not found: inside a served group version the answer is a Status; elsewhere upstream's
-        // mux answers with its plain-text 404 page.
+        // Not found: inside a served group version, or under a root of upstream's REST
+        // container, the answer is a Status; elsewhere upstream's mux answers with its
+        // plain-text 404 page.
         let known_gv = self
             .infos()
             .iter()
             .any(|i| i.group == api_req.info.api_group && i.version == api_req.info.api_version);
         if known_gv {
+            Err(Status::path_not_found())
+        } else {
+            self.not_found(&api_req.info.path)
+        }
+    }
+
+    /// Whether `path` falls under a root of upstream's REST (go-restful) container, whose own
+    /// 404 is a Status: `/api`, `/version` and each built-in group's `/apis/<group>` (the
+    /// director hands it any path below a root, even one naming nothing, as
+    /// `/api//v1/namespaces` or `/apis/apps/v9`). Custom resources' groups are served beside
+    /// that container. Checked against kube-apiserver v1.36.2.
+    fn under_rest_root(&self, path: &str) -> bool {
+        let mut segments = path.trim_start_matches('/').split('/');
+        match (segments.next(), segments.next()) {
+            (Some("api"), _) | (Some("version"), Some(_)) => true,
+            (Some("apis"), Some(group)) if !group.is_empty() => self
+                .infos()
+                .iter()
+                .any(|i| i.group == group && !i.unstructured),
+            _ => false,
+        }
+    }
+
+    /// The not-found answer of a path no handler serves (see [`Self::under_rest_root`]).
+    fn not_found(&self, path: &str) -> Result<Response, Status> {
+        if self.under_rest_root(path) {
             Err(Status::path_not_found())
         } else {
             Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"))
@@ -453,7 +480,7 @@ impl GenericApiServer {
                     .iter()
                     .any(|i| i.group.is_empty() && i.version == *version)
                 {
-                    return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
+                    return self.not_found(path);
                 }
                 json(&discovery::resource_list("", version, infos.iter()))
             }
@@ -473,7 +500,7 @@ impl GenericApiServer {
                     .iter()
                     .any(|i| i.group == *group && i.version == *version)
                 {
-                    return Ok(text(StatusCode::NOT_FOUND, "404 page not found\n"));
+                    return self.not_found(path);
                 }
                 json(&discovery::resource_list(group, version, infos.iter()))
             }
@@ -512,7 +539,7 @@ impl GenericApiServer {
                     None => Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
                 }
             }
-            _ => Ok(text(StatusCode::NOT_FOUND, "404 page not found\n")),
+            _ => self.not_found(path),
         }
     }
 

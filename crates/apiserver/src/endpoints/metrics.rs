@@ -503,6 +503,7 @@ mod tests {
             name: name.into(),
             parts: vec![],
             field_selector: String::new(),
+            namespace_in_path: !ns.is_empty(),
         }
     }
 

@@ -230,6 +230,16 @@ impl ApiResources {
         if !store.info.namespaced && !i.namespace.is_empty() && !names_namespace {
             return Err(req);
         }
+        // An empty namespace segment (`/api/v1/namespaces//configmaps`) still takes upstream's
+        // namespaced routes: a list or watch then sees every namespace, a create gets the empty
+        // namespace (which validation refuses), and whatever names an object, or deletes the
+        // collection, needs the namespace first.
+        if store.info.namespaced && i.namespace.is_empty() && i.namespace_in_path {
+            if !matches!(i.verb.as_str(), "list" | "watch" | "create") || !i.name.is_empty() {
+                return Ok(Err(Status::bad_request("Namespace parameter required.")));
+            }
+            return Ok(self.dispatch(&store, req).await);
+        }
         // A namespaced resource outside a namespace has only upstream's all-namespaces list and
         // watch routes: an object or a subresource there is not found, and any other verb on
         // the collection is not allowed (a create, or a delete of every namespace's objects).

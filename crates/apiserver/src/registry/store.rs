@@ -459,6 +459,9 @@ impl RegistryStore {
         if self.info.namespaced {
             match obj.namespace() {
                 "" => obj.set_meta("namespace", namespace),
+                // An empty request namespace clears the object's (upstream's
+                // `EnsureObjectNamespaceMatchesRequestNamespace`); validation then asks for one.
+                _ if namespace.is_empty() => obj.set_meta("namespace", ""),
                 ns if ns != namespace => {
                     return Err(Status::bad_request(
                         "the namespace of the provided object does not match the namespace sent on the request",
