@@ -233,10 +233,11 @@ impl FieldPath {
         Self(None)
     }
 
-    /// `parent.name`; on the nil path just `name`.
+    /// `parent.name`; on the nil path just `name`. (Validation makes a path for every field it
+    /// visits, error or not: these are built by appending, not through the formatter.)
     pub fn child(&self, name: &str) -> Self {
         match &self.0 {
-            Some(p) if !p.is_empty() => Self(Some(format!("{p}.{name}"))),
+            Some(p) if !p.is_empty() => Self(Some(joined(&[p, ".", name]))),
             _ => Self(Some(name.to_string())),
         }
     }
@@ -249,12 +250,21 @@ impl FieldPath {
     /// `parent[key]`, the key written as it is.
     pub fn key(&self, key: &str) -> Self {
         let parent = self.0.as_deref().unwrap_or("");
-        Self(Some(format!("{parent}[{key}]")))
+        Self(Some(joined(&[parent, "[", key, "]"])))
     }
 
     pub fn is_nil(&self) -> bool {
         self.0.is_none()
     }
+}
+
+/// The parts one after the other, in a string allocated once.
+fn joined(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        out.push_str(p);
+    }
+    out
 }
 
 impl fmt::Display for FieldPath {

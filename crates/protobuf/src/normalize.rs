@@ -336,6 +336,10 @@ impl Normalizer<'_> {
                     other => Err(invalid(format!("expected an object, got {}", kind(other)))),
                 }
             }
+            // Embedded JSON, and an int-or-string's string, are their own Go form: the
+            // by-reference walk copies them, here they stay.
+            Special::RawExtension | Special::RawJson => Ok(()),
+            Special::IntOrString if value.is_string() => Ok(()),
             special => self.special(id, special, value).map(|v| *value = v),
         };
         self.depth -= 1;
