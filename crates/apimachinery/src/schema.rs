@@ -273,6 +273,16 @@ impl Schemas {
         }
     }
 
+    /// The `JSONSchemaProps` schema a `JSONSchemaPropsOr*` value `r` holds, if `r` is one: Go
+    /// decodes it leniently, so a strict decoder reports nothing below it (see [`Self::kind`],
+    /// which calls it opaque), although pruning still drops what the inner schema lacks.
+    pub fn lenient_inner(&self, r: SchemaRef) -> Option<SchemaRef> {
+        match self.resolved(r).shape {
+            Shape::Lenient(inner) => Some(inner),
+            _ => None,
+        }
+    }
+
     /// Whether `r` is `RawExtension`, which server-side apply owns as one atomic value.
     pub fn is_raw_extension(&self, r: SchemaRef) -> bool {
         self.definitions
@@ -411,9 +421,10 @@ impl Schemas {
     /// `unknown field "bogus"`, `unknown field "spec.containers[0].bogus"` (at most 100, as
     /// upstream keeps). `apiVersion`, `kind` and `metadata` are always known at the top level.
     ///
-    /// The messages come in the order of `obj`'s keys (sorted, as `serde_json` keeps them)
-    /// rather than the request's order. Duplicate keys, which upstream reports as
-    /// `duplicate field "x"`, cannot be seen here: `serde_json` has already kept the last one.
+    /// The messages come in the order of `obj`'s keys (sorted, as `serde_json` keeps them). That is
+    /// upstream's order wherever Go decodes JSON that it wrote from a map itself (a YAML body
+    /// converted to JSON, the result of a merge patch); a JSON body's own order, and its
+    /// duplicate keys (`serde_json` has already kept the last one), are for a scan of its text.
     pub fn prune_unknown(&self, root: SchemaRef, obj: &mut Value) -> Vec<String> {
         let mut pruner = Pruner {
             schemas: self,

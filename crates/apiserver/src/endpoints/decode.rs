@@ -7,6 +7,7 @@
 use apimachinery::Status;
 use apimachinery::object::{ObjectExt, nests_deeper_than};
 use apimachinery::patch::go_json_type;
+use apimachinery::schema::{SchemaKind, SchemaRef, Schemas};
 use apimachinery::validation::{FieldError, FieldPath, invalid_status};
 use serde_json::Value;
 
@@ -17,14 +18,29 @@ use crate::registry::ResourceInfo;
 
 /// Decodes a body in the request's Content-Type into JSON.
 pub fn decode_value(req: &ApiRequest) -> Result<Value, Status> {
-    decode_body(req, false).map(|(value, _)| value)
+    decode_body(req, None).map(|(value, _)| value)
 }
 
-/// Decodes a body in the request's Content-Type into JSON and, with `duplicates`, says what Go's
-/// strict decoder says of the keys it gives twice (the last one is kept): in JSON one `duplicate
-/// field "a.b"` each, in YAML go-yaml's one `yaml: unmarshal errors:` text naming them all (upstream
-/// runs sigs.k8s.io/yaml's `YAMLToJSONStrict` over a YAML body before its strict JSON decoding).
-fn decode_body(req: &ApiRequest, duplicates: bool) -> Result<(Value, Vec<String>), Status> {
+/// What Go's strict decoder found in a body before its fields are pruned.
+#[derive(Debug, Default)]
+struct Found {
+    /// Its errors so far, in its order.
+    errors: Vec<String>,
+    /// For a JSON body scanned beside its kind's schema: whether it has unknown fields, which
+    /// `errors` then already reports where the decoder meets them. Otherwise the pruner finds
+    /// them.
+    unknown: Option<bool>,
+}
+
+/// Decodes a body in the request's Content-Type into JSON and, with `strict`, says what Go's
+/// strict decoder says of it: in YAML go-yaml's one `yaml: unmarshal errors:` text naming the keys
+/// given twice (upstream runs sigs.k8s.io/yaml's `YAMLToJSONStrict` over a YAML body before its
+/// strict JSON decoding of the converted, duplicate-free text); in JSON the duplicate keys and,
+/// given the kind's schema, the unknown fields, in the body's order ([`strict_fields`]).
+fn decode_body(
+    req: &ApiRequest,
+    strict: Option<Option<(&Schemas, SchemaRef)>>,
+) -> Result<(Value, Found), Status> {
     let ct = req
         .headers
         .get(http::header::CONTENT_TYPE)
@@ -32,21 +48,30 @@ fn decode_body(req: &ApiRequest, duplicates: bool) -> Result<(Value, Vec<String>
     match body_encoding(ct)? {
         Encoding::Yaml => {
             let doc = yaml_to_json(&req.body)?;
-            let found = match duplicates {
-                true => doc.strict_error().into_iter().collect(),
-                false => Vec::new(),
+            let found = match strict {
+                Some(_) => Found {
+                    errors: doc.strict_error().into_iter().collect(),
+                    unknown: None,
+                },
+                None => Found::default(),
             };
             Ok((doc.value, found))
         }
         Encoding::Json => {
             let value = parse(&req.body, Encoding::Json)?;
-            let found = match duplicates {
-                true => duplicate_fields(&req.body),
-                false => Vec::new(),
+            let found = match strict {
+                Some(schema) => {
+                    let scanned = strict_fields(&req.body, schema);
+                    Found {
+                        errors: scanned.errors,
+                        unknown: schema.map(|_| scanned.unknown),
+                    }
+                }
+                None => Found::default(),
             };
             Ok((value, found))
         }
-        Encoding::Protobuf => Ok((parse(&req.body, Encoding::Protobuf)?, Vec::new())),
+        Encoding::Protobuf => Ok((parse(&req.body, Encoding::Protobuf)?, Found::default())),
     }
 }
 
@@ -228,9 +253,15 @@ pub fn decode_object(
         Some((av, k)) => (av.to_string(), k.to_string()),
         None => (info.api_version(), info.kind.clone()),
     };
-    // Go's strict decoder reports keys given twice (the last one wins when fields are not
-    // checked) before the fields it does not know.
-    let (mut obj, duplicates) = match decode_body(req, fv != FieldValidation::Ignore) {
+    let object_meta = info.unstructured && kind_override.is_none();
+    // A built-in kind's JSON body is scanned beside its schema, so that unknown fields are
+    // reported where Go's strict decoder meets them, among the duplicate keys; a custom
+    // resource's body is decoded into a map (duplicates only) and pruned afterwards.
+    let strict = (fv != FieldValidation::Ignore).then(|| match object_meta {
+        true => None,
+        false => kind_schema(api, &expected_api_version, &expected_kind),
+    });
+    let (mut obj, found) = match decode_body(req, strict) {
         Ok(decoded) => decoded,
         Err(mut s) if s.code == 400 && !s.message.starts_with("error converting YAML") => {
             s.message = format!(
@@ -288,7 +319,6 @@ pub fn decode_object(
             "{expected_kind} in version \"{sent_version}\" cannot be handled as a {expected_kind}: no kind \"{expected_kind}\" is registered for version \"{api_version}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
         )));
     }
-    let object_meta = info.unstructured && kind_override.is_none();
     let go_types = ironplane_protobuf::check_go_types(&expected_api_version, &expected_kind, &obj)
         .and_then(|()| match object_meta {
             true => check_object_meta(api, &mut obj, &expected_api_version, &expected_kind),
@@ -305,12 +335,24 @@ pub fn decode_object(
         &expected_api_version,
         &expected_kind,
         fv,
-        duplicates,
+        object_meta,
+        found,
     )?;
     if object_meta {
         normalize_object_meta(api, &mut obj, &expected_api_version, &expected_kind);
     }
     Ok((obj, warnings))
+}
+
+/// The schema of a kind, if the server has one.
+fn kind_schema<'a>(
+    api: &'a ApiResources,
+    api_version: &str,
+    kind: &str,
+) -> Option<(&'a Schemas, SchemaRef)> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let schemas = api.schemas()?;
+    Some((schemas, schemas.root_for(group, version, kind)?))
 }
 
 /// Unknown fields in the order upstream's custom resource decoder finds them: the top-level
@@ -322,8 +364,7 @@ fn in_decoding_order(
     found: Vec<String>,
 ) -> Vec<String> {
     // The object's own metadata is decoded first (a custom resource's `ObjectMeta` before its
-    // pruning; a built-in body usually has it before its other fields), then the rest in the
-    // pruner's order, then embedded resources' metadata.
+    // pruning), then the rest in the pruner's order, then embedded resources' metadata.
     let mut prefixes = Vec::new();
     if schemas.has_embedded_resources() {
         let _ = schemas.visit_embedded_resources(root, obj, &mut String::new(), &mut |path, _| {
@@ -415,34 +456,87 @@ fn with_embedded_resources(
     schemas.visit_embedded_resources(root, obj, &mut String::new(), f)
 }
 
-/// The keys a JSON text gives twice in one object, as Go's strict decoder names them:
-/// `duplicate field "metadata.name"` (list elements as `[i]`). A byte scan over text that
-/// already parsed; it skips strings and tracks where it is. It runs on every body (fieldValidation
-/// defaults to Warn), so it keeps raw key bytes and builds a path only for a duplicate.
-pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
+/// How many strict-decoding errors Go's decoder keeps for one body (sigs.k8s.io/json's
+/// `saveStrictError`); later ones are dropped.
+const STRICT_ERRORS_KEPT: usize = 100;
+
+/// What a scan of a JSON body finds, as Go's strict decoder would (see [`strict_fields`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct StrictFields {
+    /// `duplicate field "a.b"` and `unknown field "a.c"`, in the order the decoder meets them.
+    pub errors: Vec<String>,
+    /// Whether the body holds any field its schema lacks, reported or not (past the cap, or
+    /// below a value Go decodes leniently): if not, there is nothing to prune.
+    pub unknown: bool,
+}
+
+/// What the strict decoder makes of the next value in a body.
+#[derive(Clone, Copy)]
+enum Expect {
+    /// A value of the schema `r`; with `report`, what is wrong below it is reported.
+    Typed(SchemaRef, bool),
+    /// Go's `interface{}` (a body without a schema): every key is decoded, none is unknown.
+    Untyped,
+    /// A value that Go decodes itself (`RawExtension`, `FieldsV1`, a scalar) or skips (an unknown
+    /// field's): nothing below it is reported.
+    Skipped,
+}
+
+/// Go's strict decoding errors for a JSON body, in document order: each key that is not a field
+/// of its object's schema as `unknown field "spec.containers[0].foo"` (nothing below it is
+/// looked at), each key that a struct or map already had as `duplicate field "metadata.name"`
+/// (list elements as `[i]`), each message once, at most [`STRICT_ERRORS_KEPT`]. `schema` is the
+/// kind's root; without one every object is a map of anything, so only duplicates are found.
+///
+/// A byte scan over text that already parsed: it skips strings and tracks where it is beside the
+/// schema. It runs on every create and update (fieldValidation defaults to Warn), so it keeps raw
+/// key bytes, looks each key up once, and builds a path only for an error.
+pub fn strict_fields(body: &[u8], schema: Option<(&Schemas, SchemaRef)>) -> StrictFields {
     use std::borrow::Cow;
+    use std::collections::HashSet;
+    /// Objects with more keys than this check duplicates in a hash set rather than a list.
+    const LINEAR_KEYS: usize = 16;
+    struct Object<'a> {
+        schema: Option<SchemaRef>,
+        report: bool,
+        top: bool,
+        keys: Vec<Cow<'a, [u8]>>,
+        many: HashSet<Cow<'a, [u8]>>,
+        key: Option<Cow<'a, [u8]>>,
+        /// What the current key's value is.
+        value: Expect,
+    }
+    impl Object<'_> {
+        fn typed(schema: Option<SchemaRef>, report: bool, top: bool) -> Self {
+            Object {
+                schema,
+                report,
+                top,
+                keys: Vec::new(),
+                many: HashSet::new(),
+                key: None,
+                value: Expect::Skipped,
+            }
+        }
+    }
     enum Frame<'a> {
-        Object {
-            keys: Vec<Cow<'a, [u8]>>,
-            key: Option<Cow<'a, [u8]>>,
-        },
-        Array {
-            index: usize,
-        },
+        Object(Object<'a>),
+        Array { index: usize, items: Expect },
+        Skipped,
     }
     /// The path of `key` in the object on top of `stack`.
     fn path_of(stack: &[Frame<'_>], key: &[u8]) -> String {
         let mut path = String::new();
         for frame in &stack[..stack.len().saturating_sub(1)] {
             match frame {
-                Frame::Object { key: Some(k), .. } => {
+                Frame::Object(Object { key: Some(k), .. }) => {
                     if !path.is_empty() {
                         path.push('.');
                     }
                     path.push_str(&String::from_utf8_lossy(k));
                 }
-                Frame::Object { key: None, .. } => {}
-                Frame::Array { index } => path.push_str(&format!("[{index}]")),
+                Frame::Array { index, .. } => path.push_str(&format!("[{index}]")),
+                Frame::Object(_) | Frame::Skipped => {}
             }
         }
         if !path.is_empty() {
@@ -451,7 +545,23 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
         path.push_str(&String::from_utf8_lossy(key));
         path
     }
-    let mut out = Vec::new();
+    let mut found = StrictFields::default();
+    let save = |errors: &mut Vec<String>, kind: &str, path: String| {
+        let message = format!("{kind} {}", apimachinery::validation::go_quote(&path));
+        if errors.len() < STRICT_ERRORS_KEPT && !errors.contains(&message) {
+            errors.push(message);
+        }
+    };
+    // What the value about to open is: the current key's, the list's items, or the body.
+    let next_value = |stack: &[Frame<'_>]| match stack.last() {
+        Some(Frame::Object(o)) => o.value,
+        Some(Frame::Array { items, .. }) => *items,
+        Some(Frame::Skipped) => Expect::Skipped,
+        None => match schema {
+            Some((_, root)) => Expect::Typed(root, true),
+            None => Expect::Untyped,
+        },
+    };
     let mut stack: Vec<Frame<'_>> = Vec::new();
     // Whether the next string in an object is a key.
     let mut expect_key = false;
@@ -469,7 +579,7 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
                     }
                     j += 1;
                 }
-                if expect_key {
+                if expect_key && let Some(Frame::Object(object)) = stack.last() {
                     let raw = &body[start..j.min(body.len())];
                     // Escapes are rare in keys; only then is the key decoded.
                     let key: Cow<'_, [u8]> = if escaped {
@@ -482,48 +592,121 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
                     } else {
                         Cow::Borrowed(raw)
                     };
-                    let duplicate = match stack.last() {
-                        Some(Frame::Object { keys, .. }) => keys.contains(&key),
-                        _ => false,
-                    };
-                    if duplicate {
-                        let full = path_of(&stack, &key);
-                        out.push(format!(
-                            "duplicate field {}",
-                            apimachinery::validation::go_quote(&full)
-                        ));
-                    }
-                    if let Some(Frame::Object { keys, key: current }) = stack.last_mut() {
-                        if !duplicate {
-                            keys.push(key.clone());
+                    let (report, top) = (object.report, object.top);
+                    // Which value the key holds, and whether Go decodes it (a known field, a
+                    // map entry) or reports it as unknown and skips it.
+                    let (value, decoded) = match (schema, object.schema) {
+                        (Some((schemas, _)), Some(r)) => {
+                            let name = std::str::from_utf8(&key).unwrap_or_default();
+                            match schemas.field(r, name).or_else(|| schemas.map_values(r)) {
+                                Some(child) => (Expect::Typed(child, report), true),
+                                // Always fields of the top level, whatever the schema says.
+                                None if top
+                                    && matches!(name, "apiVersion" | "kind" | "metadata") =>
+                                {
+                                    (Expect::Skipped, true)
+                                }
+                                None if schemas.allows_unknown_fields(r) => (Expect::Skipped, true),
+                                None => {
+                                    found.unknown = true;
+                                    if report {
+                                        save(
+                                            &mut found.errors,
+                                            "unknown field",
+                                            path_of(&stack, &key),
+                                        );
+                                    }
+                                    (Expect::Skipped, false)
+                                }
+                            }
                         }
-                        *current = Some(key);
+                        _ => (Expect::Untyped, true),
+                    };
+                    // Go checks a key for a duplicate only when it decodes it: a struct's known
+                    // fields and every key of a map.
+                    let duplicate = decoded
+                        && report
+                        && match stack.last() {
+                            Some(Frame::Object(o)) if o.keys.len() < LINEAR_KEYS => {
+                                o.keys.contains(&key)
+                            }
+                            Some(Frame::Object(o)) => o.many.contains(&key),
+                            _ => false,
+                        };
+                    if duplicate {
+                        save(&mut found.errors, "duplicate field", path_of(&stack, &key));
+                    }
+                    if let Some(Frame::Object(o)) = stack.last_mut() {
+                        if decoded && report && !duplicate {
+                            if o.keys.len() < LINEAR_KEYS {
+                                o.keys.push(key.clone());
+                                if o.keys.len() == LINEAR_KEYS {
+                                    o.many = o.keys.iter().cloned().collect();
+                                }
+                            } else {
+                                o.many.insert(key.clone());
+                            }
+                        }
+                        o.key = Some(key);
+                        o.value = value;
                     }
                     expect_key = false;
                 }
                 i = j;
             }
-            b'{' => {
-                stack.push(Frame::Object {
-                    keys: Vec::new(),
-                    key: None,
-                });
-                expect_key = true;
+            open @ (b'{' | b'[') => {
+                let expect = next_value(&stack);
+                let schemas = schema.map(|(s, _)| s);
+                let frame = match (expect, schemas) {
+                    (Expect::Typed(r, report), Some(schemas)) => {
+                        // A `JSONSchemaPropsOr*` holds an object or a list of them, decoded
+                        // leniently: walked for pruning, never reported.
+                        let lenient = schemas.lenient_inner(r);
+                        match (open, lenient, schemas.kind(r)) {
+                            (b'{', Some(inner), _) => {
+                                Frame::Object(Object::typed(Some(inner), false, stack.is_empty()))
+                            }
+                            (_, Some(_), _) => Frame::Array {
+                                index: 0,
+                                items: Expect::Typed(r, false),
+                            },
+                            (b'{', None, SchemaKind::Object | SchemaKind::Map) => {
+                                Frame::Object(Object::typed(Some(r), report, stack.is_empty()))
+                            }
+                            (b'[', None, SchemaKind::List) => Frame::Array {
+                                index: 0,
+                                items: schemas
+                                    .items(r)
+                                    .map_or(Expect::Skipped, |items| Expect::Typed(items, report)),
+                            },
+                            _ => Frame::Skipped,
+                        }
+                    }
+                    (Expect::Untyped, _) if open == b'{' => {
+                        Frame::Object(Object::typed(None, true, stack.is_empty()))
+                    }
+                    (Expect::Untyped, _) => Frame::Array {
+                        index: 0,
+                        items: Expect::Untyped,
+                    },
+                    _ => Frame::Skipped,
+                };
+                expect_key = matches!(frame, Frame::Object(_));
+                stack.push(frame);
             }
-            b'[' => stack.push(Frame::Array { index: 0 }),
             b'}' | b']' => {
                 stack.pop();
             }
             b',' => match stack.last_mut() {
-                Some(Frame::Object { .. }) => expect_key = true,
-                Some(Frame::Array { index }) => *index += 1,
-                None => {}
+                Some(Frame::Object(_)) => expect_key = true,
+                Some(Frame::Array { index, .. }) => *index += 1,
+                _ => {}
             },
             _ => {}
         }
         i += 1;
     }
-    out
+    found
 }
 
 /// What a patch produced, decoded as upstream decodes the patched JSON into the kind's Go type:
@@ -531,11 +714,18 @@ pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
 /// upstream's decoder defaults them), fit the Go type, and nest no deeper than the limit. Every
 /// refusal is upstream's 422 with one cause on the field `patch`; `shown` is the bad value the
 /// cause carries (the patched JSON for JSON and merge patches, the patch for strategic ones).
+///
+/// The strict errors are `patch_errors`, those of the patch document itself (its duplicate keys),
+/// then the unknown fields of the result: in the pruner's order, which is the JSON decoder's over
+/// the result Go wrote from a map, or `sorted` by their text, as the unstructured converter that
+/// decodes a strategic merge patch's result sorts them.
 pub fn decode_patched(
     api: &ApiResources,
     info: &ResourceInfo,
     mut patched: Value,
     fv: FieldValidation,
+    patch_errors: Vec<String>,
+    sorted: bool,
     shown: impl FnOnce(&Value) -> String,
 ) -> Result<(Value, Vec<String>), Status> {
     let api_version = info.api_version();
@@ -592,7 +782,32 @@ pub fn decode_patched(
     // The decoded object carries its type again, whatever the patch did to those two fields.
     patched["apiVersion"] = Value::from(api_version.clone());
     patched["kind"] = Value::from(kind);
-    let warnings = prune_unknown_fields(api, &mut patched, &api_version, kind, fv)?;
+    // A refusal shows the result as it was patched, unknown fields and all.
+    let unpruned = (fv == FieldValidation::Strict).then(|| patched.clone());
+    let mut unknown = strict_errors(
+        api,
+        &mut patched,
+        &api_version,
+        kind,
+        info.unstructured,
+        Found::default(),
+    );
+    if sorted {
+        unknown.sort();
+    }
+    let mut errors = patch_errors;
+    errors.append(&mut unknown);
+    let warnings = match (fv, unpruned) {
+        (FieldValidation::Ignore, _) => Vec::new(),
+        (FieldValidation::Strict, Some(unpruned)) if !errors.is_empty() => {
+            // Upstream's patcher refuses the strict decoding error as an invalid `patch`.
+            return Err(refuse(
+                shown(&unpruned),
+                format!("strict decoding error: {}", errors.join(", ")),
+            ));
+        }
+        _ => strict_decoding_warnings(&errors),
+    };
     if info.unstructured {
         normalize_object_meta(api, &mut patched, &api_version, kind);
     }
@@ -600,37 +815,22 @@ pub fn decode_patched(
 }
 
 /// Drops fields the kind's schema does not know, as decoding into upstream's Go types does, and
-/// reports them as the policy asks.
-pub fn prune_unknown_fields(
-    api: &ApiResources,
-    obj: &mut Value,
-    api_version: &str,
-    kind: &str,
-    fv: FieldValidation,
-) -> Result<Vec<String>, Status> {
-    checked_fields(api, obj, api_version, kind, fv, Vec::new())
-}
-
-/// [`prune_unknown_fields`], with the strict decoder's findings about the text itself
-/// (duplicate keys) reported first.
+/// reports them as the policy asks, after what decoding the body `found`. A JSON body scanned
+/// beside its schema has its unknown fields in `found` already, in the body's order (pruning is
+/// skipped when it has none); otherwise the pruner names them in its sorted order, which is
+/// upstream's for JSON that Go wrote from a map (a YAML body, a patch's result), and a custom
+/// resource's (`custom`) are put in its decoder's order.
 fn checked_fields(
     api: &ApiResources,
     obj: &mut Value,
     api_version: &str,
     kind: &str,
     fv: FieldValidation,
-    mut unknown: Vec<String>,
+    custom: bool,
+    found: Found,
 ) -> Result<Vec<String>, Status> {
-    let (group, version) = match api_version.split_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
-    };
-    if let Some(schemas) = api.schemas()
-        && let Some(root) = schemas.root_for(group, version, kind)
-    {
-        let found = schemas.prune_unknown(root, obj);
-        unknown.extend(in_decoding_order(schemas, root, obj, found));
-    }
+    let version = api_version.rsplit('/').next().unwrap_or_default();
+    let unknown = strict_errors(api, obj, api_version, kind, custom, found);
     match fv {
         FieldValidation::Ignore => Ok(Vec::new()),
         FieldValidation::Warn => Ok(strict_decoding_warnings(&unknown)),
@@ -646,21 +846,177 @@ fn checked_fields(
     }
 }
 
+/// The pruning half of [`checked_fields`]: the strict errors `found` while decoding, then those
+/// the pruner finds (unless the scan already did).
+fn strict_errors(
+    api: &ApiResources,
+    obj: &mut Value,
+    api_version: &str,
+    kind: &str,
+    custom: bool,
+    found: Found,
+) -> Vec<String> {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let Found {
+        errors: mut unknown,
+        unknown: scanned,
+    } = found;
+    if scanned != Some(false)
+        && let Some(schemas) = api.schemas()
+        && let Some(root) = schemas.root_for(group, version, kind)
+    {
+        let pruned = schemas.prune_unknown(root, obj);
+        match (scanned, custom) {
+            (Some(_), _) => {}
+            (None, true) => unknown.extend(in_decoding_order(schemas, root, obj, pruned)),
+            (None, false) => unknown.extend(pruned),
+        }
+    }
+    unknown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A kind shaped like the parts of the built-in API that decode differently: structs, a
+    /// map, lists, a `RawExtension` (decodes itself) and a `JSONSchemaPropsOrBool` (decoded
+    /// leniently), named as in the built-in document.
+    fn schemas() -> Schemas {
+        let ext = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1";
+        Schemas::from_openapi_v2(&serde_json::json!({"definitions": {
+            "Thing": {
+                "type": "object",
+                "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "Thing"}],
+                "properties": {
+                    "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                    "metadata": {"type": "object", "properties": {
+                        "name": {"type": "string"},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+                    "spec": {"type": "object", "properties": {
+                        "restartPolicy": {"type": "string"},
+                        "raw": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.runtime.RawExtension"},
+                        "lenient": {"$ref": format!("#/definitions/{ext}.JSONSchemaPropsOrBool")},
+                        "containers": {"type": "array", "items": {"type": "object", "properties": {
+                            "name": {"type": "string"},
+                            "ports": {"type": "array", "items": {"type": "object", "properties": {
+                                "containerPort": {"type": "integer"}}}}}}}}},
+                }
+            },
+            "io.k8s.apimachinery.pkg.runtime.RawExtension": {"type": "object"},
+            format!("{ext}.JSONSchemaPropsOrBool"): {},
+            format!("{ext}.JSONSchemaProps"): {"type": "object", "properties": {
+                "type": {"type": "string"}}},
+        }}))
+    }
+
+    fn scan(body: &str) -> StrictFields {
+        let s = schemas();
+        let root = s.root_for("", "v1", "Thing").unwrap();
+        strict_fields(body.as_bytes(), Some((&s, root)))
+    }
+
     #[test]
-    fn duplicate_keys_are_named_by_path() {
-        let body = br#"{"metadata":{"name":"a","name":"b","x":"{\"name\":1}"},"spec":{"c":[{"n":1},{"n":1,"n":2}]}}"#;
+    fn strict_errors_come_in_document_order() {
+        // As kube-apiserver v1.36.2 answers this body: unknown and duplicate fields where the
+        // decoder meets them, nested ones inside their parent, metadata where it is.
+        let body = r#"{"zeta":1,"apiVersion":"v1","kind":"Thing",
+            "spec":{"containers":[{"name":"c","zz":1,"ports":[{"containerPort":80,"q":1,"containerPort":81}]}],
+                    "bogus":3,"restartPolicy":"Always","restartPolicy":"Never"},
+            "metadata":{"name":"p","yy":1,"labels":{"a":"1","a":"2"},"name":"p"},"alpha":4,"alpha":5}"#;
         assert_eq!(
-            duplicate_fields(body),
-            vec![
+            scan(body),
+            StrictFields {
+                errors: [
+                    r#"unknown field "zeta""#,
+                    r#"unknown field "spec.containers[0].zz""#,
+                    r#"unknown field "spec.containers[0].ports[0].q""#,
+                    r#"duplicate field "spec.containers[0].ports[0].containerPort""#,
+                    r#"unknown field "spec.bogus""#,
+                    r#"duplicate field "spec.restartPolicy""#,
+                    r#"unknown field "metadata.yy""#,
+                    r#"duplicate field "metadata.labels.a""#,
+                    r#"duplicate field "metadata.name""#,
+                    r#"unknown field "alpha""#,
+                ]
+                .map(String::from)
+                .to_vec(),
+                unknown: true,
+            }
+        );
+    }
+
+    #[test]
+    fn each_strict_error_is_said_once_and_nothing_below_an_unknown_or_opaque_field() {
+        // A repeated unknown field is one unknown field (Go reports duplicates of fields it
+        // decodes); a repeated struct is one duplicate, what is unknown in each copy is reported;
+        // nothing inside an unknown field, a RawExtension or a leniently decoded value is.
+        let body = r#"{"u":{"a":1,"a":2},"u":3,"metadata":{"x":1},"metadata":{"y":1,"x":1},"metadata":{},
+            "spec":{"raw":{"a":1,"a":2},"lenient":{"type":"a","type":"b","nope":1}}}"#;
+        assert_eq!(
+            scan(body).errors,
+            [
+                r#"unknown field "u""#,
+                r#"unknown field "metadata.x""#,
+                r#"duplicate field "metadata""#,
+                r#"unknown field "metadata.y""#,
+            ]
+        );
+        // Go's decoder keeps at most 100.
+        let many = (0..105)
+            .map(|i| format!(r#""u{i:03}":1"#))
+            .collect::<Vec<_>>();
+        let found = scan(&format!("{{{}}}", many.join(",")));
+        assert_eq!(found.errors.len(), STRICT_ERRORS_KEPT);
+        assert_eq!(found.errors[99], r#"unknown field "u099""#);
+    }
+
+    #[test]
+    fn the_scan_finds_what_the_pruner_drops() {
+        // Pruning is skipped when the scan finds no unknown field, so the two must agree,
+        // including below a leniently decoded value, where nothing is reported.
+        let s = schemas();
+        let root = s.root_for("", "v1", "Thing").unwrap();
+        for body in [
+            r#"{"apiVersion":"v1","kind":"Thing","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"containers":[{"name":"c","ports":[{"containerPort":1}]}]}}"#,
+            r#"{"spec":{"raw":{"anything":[{"goes":1}]},"lenient":true}}"#,
+            r#"{"spec":{"lenient":{"type":"object","nope":1}}}"#,
+            r#"{"spec":{"containers":[{"name":"c"},{"name":"d","bad":1}]}}"#,
+            r#"{"metadata":{"name":"a","\u006eope":1}}"#,
+        ] {
+            let mut value: Value = serde_json::from_str(body).unwrap();
+            let before = value.clone();
+            s.prune_unknown(root, &mut value);
+            let found = strict_fields(body.as_bytes(), Some((&s, root)));
+            assert_eq!(found.unknown, value != before, "{body}");
+        }
+    }
+
+    #[test]
+    fn without_a_schema_only_duplicate_keys_are_named() {
+        let body = br#"{"metadata":{"name":"a","name":"b","name":"c","x":"{\"name\":1}"},"spec":{"c":[{"n":1},{"n":1,"n":2}]}}"#;
+        assert_eq!(
+            strict_fields(body, None).errors,
+            [
                 r#"duplicate field "metadata.name""#,
                 r#"duplicate field "spec.c[1].n""#
             ]
         );
-        assert!(duplicate_fields(br#"{"a":{"b":1},"c":{"b":2}}"#).is_empty());
+        assert!(
+            strict_fields(br#"{"a":{"b":1},"c":{"b":2}}"#, None)
+                .errors
+                .is_empty()
+        );
+        // Past a handful of keys duplicates are found by hashing; still in order.
+        let keys = (0..40).map(|i| format!(r#""k{i}":1"#)).collect::<Vec<_>>();
+        let body = format!(r#"{{{},"k3":2,"k39":2}}"#, keys.join(","));
+        assert_eq!(
+            strict_fields(body.as_bytes(), None).errors,
+            [r#"duplicate field "k3""#, r#"duplicate field "k39""#]
+        );
     }
 
     #[test]

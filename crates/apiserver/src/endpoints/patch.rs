@@ -11,7 +11,7 @@ use apimachinery::patch::{
 use http::StatusCode;
 use serde_json::Value;
 
-use super::decode::{decode_patched, parse_json, strict_decoding_warnings};
+use super::decode::{decode_patched, parse_json, strict_decoding_warnings, strict_fields};
 use super::get::{OBJECT_VIEWS, accept};
 use super::negotiation::negotiate;
 use super::query::FieldValidation;
@@ -56,6 +56,13 @@ pub async fn handle(
     // applied configuration are kept parsed, the others as bytes for their appliers. An applied
     // configuration's keys given twice are go-yaml's strict complaint, judged after the apply.
     let (patch_doc, strict_yaml) = check_patch_document(patch_type, &body, q.field_validation)?;
+    // With Warn or Strict, upstream decodes a merge or strategic merge patch strictly into a map
+    // first: its keys given twice are strict errors, before those of the patched object.
+    let patch_errors = match (patch_type, q.field_validation) {
+        (_, FieldValidation::Ignore) => Vec::new(),
+        (PatchType::Merge | PatchType::Strategic, _) => strict_fields(&body, None).errors,
+        _ => Vec::new(),
+    };
     let managed_fields = super::managed_fields(api, &req, q.field_manager.as_deref());
     let force = q.force.unwrap_or(false);
     let mut updater = |current: Option<&Value>| -> Result<Value, Status> {
@@ -78,6 +85,7 @@ pub async fn handle(
                 current,
                 applied,
                 q.field_validation,
+                (Vec::new(), false),
                 |p| p.to_string(),
             );
         }
@@ -115,6 +123,7 @@ pub async fn handle(
             Some(current),
             patched,
             q.field_validation,
+            (patch_errors.clone(), patch_type == PatchType::Strategic),
             |patched| match patch_doc.as_ref() {
                 Some(doc) => go_print(doc),
                 None => patched.to_string(),
@@ -168,9 +177,10 @@ fn finish_patched(
     current: Option<&Value>,
     patched: Value,
     fv: FieldValidation,
+    (patch_errors, sorted): (Vec<String>, bool),
     shown: impl FnOnce(&Value) -> String,
 ) -> Result<Value, Status> {
-    let (mut patched, found) = decode_patched(api, info, patched, fv, shown)?;
+    let (mut patched, found) = decode_patched(api, info, patched, fv, patch_errors, sorted, shown)?;
     crate::warning::add_all(found);
     // Upstream's checkName: the patched object keeps the URL's name and namespace.
     super::update::check_name(&patched, name)?;
