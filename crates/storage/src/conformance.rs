@@ -249,12 +249,19 @@ async fn create_and_get(f: &Fixture) {
             .await,
         Err(StorageError::NotFound { .. })
     ));
-    assert!(matches!(
-        store
-            .create(&key("ns", "a"), thing("ns", "a", json!({})))
-            .await,
-        Err(StorageError::AlreadyExists { .. })
-    ));
+    // A refused create gives its object back (for a retry under another generated name),
+    // without the resourceVersion storage never keeps.
+    let mut given = thing("ns", "a", json!({"x": 1}));
+    given["metadata"]["resourceVersion"] = json!("7");
+    match store.create(&key("ns", "a"), given.clone()).await {
+        Err(mut e @ StorageError::AlreadyExists { .. }) => {
+            given["metadata"]
+                .as_object_mut()
+                .map(|m| m.remove("resourceVersion"));
+            assert_eq!(e.take_rejected(), Some(given));
+        }
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
 }
 
 async fn update_with_conflicts(f: &Fixture) {

@@ -37,9 +37,13 @@ pub enum StorageError {
     /// 404.
     #[error("key not found: {key}")]
     NotFound { key: String },
-    /// 409 AlreadyExists.
+    /// 409 AlreadyExists. `rejected` gives back the object the create was given (see
+    /// `RequestTooLarge`), for a create that tries again under another generated name.
     #[error("key already exists: {key}")]
-    AlreadyExists { key: String },
+    AlreadyExists {
+        key: String,
+        rejected: Option<Box<serde_json::Value>>,
+    },
     /// 409 Conflict: the expected resourceVersion is not the stored one.
     #[error(
         "the object has been modified; please apply your changes to the latest version and try again"
@@ -79,12 +83,37 @@ pub enum StorageError {
     Unknown(String),
     /// 500 without a reason, etcd's message as it is: the write was refused as too large.
     /// Kept apart from `Unknown` because upstream's write handlers recognize it
-    /// (`isTooLargeError`) and try the write again without managedFields.
-    #[error("{0}")]
-    RequestTooLarge(String),
+    /// (`isTooLargeError`) and try the write again without managedFields. `rejected` gives
+    /// back the object the write was given (without its resourceVersion), so that a caller
+    /// can try again without keeping a copy of every object it writes; `None` where the store
+    /// could not give it back.
+    #[error("{message}")]
+    RequestTooLarge {
+        message: String,
+        rejected: Option<Box<serde_json::Value>>,
+    },
 }
 
 impl StorageError {
+    /// The object a refused write gave back (`AlreadyExists`, `RequestTooLarge`), taken out.
+    pub fn take_rejected(&mut self) -> Option<serde_json::Value> {
+        match self {
+            StorageError::AlreadyExists { rejected, .. }
+            | StorageError::RequestTooLarge { rejected, .. } => rejected.take().map(|b| *b),
+            _ => None,
+        }
+    }
+
+    /// The error with `obj` as the object the refused write gives back, where it gives one.
+    pub fn with_rejected(mut self, obj: Option<serde_json::Value>) -> Self {
+        if let StorageError::AlreadyExists { rejected, .. }
+        | StorageError::RequestTooLarge { rejected, .. } = &mut self
+        {
+            *rejected = obj.map(Box::new);
+        }
+        self
+    }
+
     /// The 400 upstream answers for a continue token it cannot decode.
     pub fn invalid_continue_token(reason: impl std::fmt::Display) -> Self {
         StorageError::InvalidContinue(format!("invalid continue token: {reason}"))
@@ -126,7 +155,7 @@ impl StorageError {
             StorageError::InvalidObject(message) | StorageError::Internal(message) => {
                 Status::internal(message)
             }
-            StorageError::Unknown(message) | StorageError::RequestTooLarge(message) => {
+            StorageError::Unknown(message) | StorageError::RequestTooLarge { message, .. } => {
                 Status::unknown(message.clone())
             }
         }
@@ -146,7 +175,10 @@ impl From<KvError> for StorageError {
             // Upstream's store returns etcd's errors as they are, and its handlers turn an error
             // that is no Status into a 500 without a reason carrying the error's text.
             KvError::Etcd(message) => StorageError::Unknown(message),
-            KvError::RequestTooLarge(message) => StorageError::RequestTooLarge(message),
+            KvError::RequestTooLarge(message) => StorageError::RequestTooLarge {
+                message,
+                rejected: None,
+            },
             KvError::Closed | KvError::Backend(_) => StorageError::Internal(err.to_string()),
             KvError::Transform(message) => StorageError::Internal(message),
         }

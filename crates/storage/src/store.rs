@@ -802,6 +802,12 @@ impl KvStore {
     }
 }
 
+/// A write's backend error; one refused as too large gives the object back (see
+/// [`StorageError::RequestTooLarge`]).
+fn refused(err: KvError, obj: Value) -> StorageError {
+    StorageError::from(err).with_rejected(Some(obj))
+}
+
 /// A list's backend error as upstream answers it; `continuing` holds the continued list's start
 /// key and prefix, from which a fresh token at the latest revision is made (revision -1).
 fn list_error(err: KvError, continuing: Option<(&str, &str)>) -> StorageError {
@@ -971,19 +977,20 @@ impl Store for KvStore {
     }
 
     async fn create(&self, key: &str, obj: Value) -> Result<Object, StorageError> {
-        let (obj, json, stored) = self.prepare(key, obj)?;
+        let (mut obj, json, stored) = self.prepare(key, obj)?;
         let attrs = Arc::new(compute_attrs(&self.attrs, &obj));
         self.written
             .put(key, stored.clone(), json.clone(), attrs.clone());
         let start = Instant::now();
         let created = self.kv.create(key, stored).await;
         self.record(Operation::Create, start, &created);
-        match created? {
+        match created.map_err(|e| refused(e, obj.take()))? {
             TxnOutcome::Succeeded { revision, .. } => {
                 Object::from_parts_with(key, obj, &json, revision, attrs)
             }
             TxnOutcome::Failed { .. } => Err(StorageError::AlreadyExists {
                 key: key.to_string(),
+                rejected: Some(Box::new(obj)),
             }),
         }
     }
@@ -994,7 +1001,7 @@ impl Store for KvStore {
         obj: Value,
         expected_resource_version: i64,
     ) -> Result<Object, StorageError> {
-        let (obj, json, stored) = self.prepare(key, obj)?;
+        let (mut obj, json, stored) = self.prepare(key, obj)?;
         // Upstream's GuaranteedUpdate skips the write when the new object encodes to exactly the
         // stored bytes: a no-op update keeps its resourceVersion and wakes no watcher.
         // A stale value (encrypted with an old key) is written even when unchanged, so that
@@ -1021,7 +1028,7 @@ impl Store for KvStore {
         let start = Instant::now();
         let updated = self.kv.update(key, stored, expected_resource_version).await;
         self.record(Operation::Update, start, &updated);
-        match updated? {
+        match updated.map_err(|e| refused(e, obj.take()))? {
             TxnOutcome::Succeeded { revision, .. } => {
                 Object::from_parts_with(key, obj, &json, revision, attrs)
             }

@@ -183,6 +183,21 @@ impl ConvertingStore {
     async fn convert(&self, o: Object) -> Result<Object, StorageError> {
         self.converter.one(o).await
     }
+
+    /// A write's error with the object it gives back (a write refused as too large) in the
+    /// version it was written in, as the writer tries it again from there; without it when
+    /// it cannot be converted back.
+    async fn refused_as_served(&self, mut err: StorageError) -> StorageError {
+        let Some(rejected) = err.take_rejected() else {
+            return err;
+        };
+        let served = self
+            .converter
+            .conversion
+            .to_served(vec![rejected], false)
+            .await;
+        err.with_rejected(served.ok().and_then(|mut v| v.pop()))
+    }
 }
 
 #[async_trait]
@@ -202,8 +217,11 @@ impl Store for ConvertingStore {
         let stored = self
             .inner
             .create(key, self.converter.conversion.to_storage(obj).await?)
-            .await?;
-        self.convert(stored).await
+            .await;
+        match stored {
+            Ok(stored) => self.convert(stored).await,
+            Err(e) => Err(self.refused_as_served(e).await),
+        }
     }
 
     async fn update(
@@ -219,8 +237,11 @@ impl Store for ConvertingStore {
                 self.converter.conversion.to_storage(obj).await?,
                 expected_resource_version,
             )
-            .await?;
-        self.convert(stored).await
+            .await;
+        match stored {
+            Ok(stored) => self.convert(stored).await,
+            Err(e) => Err(self.refused_as_served(e).await),
+        }
     }
 
     async fn delete(

@@ -186,21 +186,30 @@ fn set_gc_finalizers(obj: &mut Value, policy: Option<&str>) -> bool {
     true
 }
 
-/// Whether a write storage refused as too large is tried again without managedFields, as
+/// The object to write again when storage refused a write as too large: the one it gave back,
+/// without managedFields, as
 /// upstream's create, update and patch handlers do (`isTooLargeError`): managedFields can be
 /// large, and dropping them is safe, since the next write starts them afresh. Only writes that
 /// record managed fields as an update (`opts.managed_fields`) do: an apply's fields are its
-/// result, and upstream retries no apply.
-fn too_large_with_managed_fields(
-    outcome: &Result<Object, StorageError>,
+/// result, and upstream retries no apply. Otherwise the error, as it came.
+fn retry_without_managed_fields(
+    mut err: StorageError,
     opts: &WriteOptions,
-    obj: &Value,
-) -> bool {
-    matches!(outcome, Err(StorageError::RequestTooLarge(_)))
-        && opts.managed_fields.is_some()
-        && obj
-            .metadata()
-            .is_some_and(|m| m.contains_key("managedFields"))
+) -> Result<Value, StorageError> {
+    if !matches!(err, StorageError::RequestTooLarge { .. }) || opts.managed_fields.is_none() {
+        return Err(err);
+    }
+    match err.take_rejected() {
+        Some(mut obj)
+            if obj
+                .metadata()
+                .is_some_and(|m| m.contains_key("managedFields")) =>
+        {
+            obj.remove_meta("managedFields");
+            Ok(obj)
+        }
+        back => Err(err.with_rejected(back)),
+    }
 }
 
 fn parse_rv(rv: &str) -> Option<i64> {
@@ -570,24 +579,31 @@ impl RegistryStore {
             // dry-run storage reads the key first.
             let outcome = if opts.dry_run {
                 match self.current(&key, &name).await? {
-                    Some(_) => Err(StorageError::AlreadyExists { key }),
+                    Some(_) => Err(StorageError::AlreadyExists {
+                        key,
+                        rejected: Some(Box::new(obj)),
+                    }),
                     None => return self.unstored(&obj),
                 }
             } else {
-                let outcome = self.storage.create(&key, obj.clone()).await;
-                if too_large_with_managed_fields(&outcome, opts, &obj) {
-                    obj.remove_meta("managedFields");
-                    self.storage.create(&key, obj.clone()).await
-                } else {
-                    outcome
+                // The object is handed over, not copied: a refused write gives it back.
+                match self.storage.create(&key, obj).await {
+                    Err(e) => match retry_without_managed_fields(e, opts) {
+                        Ok(obj) => self.storage.create(&key, obj).await,
+                        Err(e) => Err(e),
+                    },
+                    done => done,
                 }
             };
             match outcome {
                 Ok(o) => return Ok(o),
-                Err(StorageError::AlreadyExists { .. })
+                Err(mut e @ StorageError::AlreadyExists { .. })
                     if generate && attempt + 1 < MAX_GENERATE_NAME_RETRIES =>
                 {
-                    continue;
+                    match e.take_rejected() {
+                        Some(back) => obj = back,
+                        None => return Err(self.status_of(e, &name)),
+                    }
                 }
                 Err(e) => return Err(self.status_of(e, &name)),
             }
@@ -854,17 +870,20 @@ impl RegistryStore {
                     }
                     r
                 } else {
-                    let outcome = self
+                    match self
                         .storage
-                        .update(&key, new.clone(), current.resource_version)
-                        .await;
-                    if too_large_with_managed_fields(&outcome, &opts.write, &new) {
-                        new.remove_meta("managedFields");
-                        self.storage
-                            .update(&key, new, current.resource_version)
-                            .await
-                    } else {
-                        outcome
+                        .update(&key, new, current.resource_version)
+                        .await
+                    {
+                        Err(e) => match retry_without_managed_fields(e, &opts.write) {
+                            Ok(new) => {
+                                self.storage
+                                    .update(&key, new, current.resource_version)
+                                    .await
+                            }
+                            Err(e) => Err(e),
+                        },
+                        done => done,
                     }
                 };
                 match result {
