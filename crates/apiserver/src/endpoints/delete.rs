@@ -111,31 +111,17 @@ fn validate_delete_options(
 ) -> Result<(), Status> {
     use apimachinery::validation::{FieldError, FieldPath, invalid_status};
     let mut errs = Vec::new();
-    let policy_path = FieldPath::new("propagationPolicy");
-    if let Some(p) = opts.propagation_policy.as_deref() {
-        if orphan_dependents.is_some() {
-            errs.push(FieldError::invalid(
-                &policy_path,
-                Value::from(p),
-                "orphanDependents and deletionPropagation cannot be both set",
-            ));
-        }
-        if !matches!(p, "Orphan" | "Background" | "Foreground") {
-            errs.push(FieldError::not_supported(
-                &policy_path,
-                Value::from(p),
-                &["Foreground", "Background", "Orphan", "nil"],
-            ));
-        }
-    }
-    if !dry_run_values.iter().all(|v| v == "All") {
-        // `field.Error` prints a `[]string` as its JSON.
-        errs.push(FieldError::not_supported_rendered(
-            &FieldPath::new("dryRun"),
-            &serde_json::to_string(dry_run_values).unwrap_or_default(),
-            &["All"],
+    if let Some(p) = opts.propagation_policy.as_deref()
+        && orphan_dependents.is_some()
+    {
+        errs.push(FieldError::invalid(
+            &FieldPath::new("propagationPolicy"),
+            Value::from(p),
+            "orphanDependents and deletionPropagation cannot be both set",
         ));
     }
+    errs.extend(opts.propagation_policy_error());
+    errs.extend(super::query::dry_run_error(dry_run_values));
     errs.extend(unsafe_delete_errors(opts));
     if errs.is_empty() {
         Ok(())

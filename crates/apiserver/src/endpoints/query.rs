@@ -230,19 +230,9 @@ impl Query {
         }
     }
 
-    /// Upstream's `ValidateDryRun`: every value must be `All`. The bad value is the whole list,
-    /// printed as its JSON.
+    /// Upstream's `ValidateDryRun` of the query's `dryRun` values (see [`dry_run_error`]).
     pub fn validate_dry_run(&self) -> Option<apimachinery::validation::FieldError> {
-        use apimachinery::validation::{FieldError, FieldPath};
-        if self.dry_run_values.iter().all(|v| v == "All") {
-            return None;
-        }
-        // `field.Error` prints a `[]string` as its JSON.
-        Some(FieldError::not_supported_rendered(
-            &FieldPath::new("dryRun"),
-            &serde_json::to_string(&self.dry_run_values).unwrap_or_default(),
-            &["All"],
-        ))
+        dry_run_error(&self.dry_run_values)
     }
 
     /// `resourceVersion` as the storage layer reads it, or the field error upstream's storage
@@ -290,6 +280,20 @@ impl Query {
             ))),
         }
     }
+}
+
+/// Upstream's `ValidateDryRun`: every value must be `All`. The bad value is the whole list,
+/// printed as its JSON (as `field.Error` prints a `[]string`).
+pub(crate) fn dry_run_error(values: &[String]) -> Option<apimachinery::validation::FieldError> {
+    use apimachinery::validation::{FieldError, FieldPath};
+    if values.iter().all(|v| v == "All") {
+        return None;
+    }
+    Some(FieldError::not_supported_rendered(
+        &FieldPath::new("dryRun"),
+        &serde_json::to_string(values).unwrap_or_default(),
+        &["All"],
+    ))
 }
 
 #[cfg(test)]

@@ -67,6 +67,21 @@ pub struct DeleteOptions {
     pub ignore_store_read_error: bool,
 }
 
+impl DeleteOptions {
+    /// Upstream's check of `propagationPolicy` (`ValidateDeleteOptions`): unset, or one of the
+    /// three policies.
+    pub fn propagation_policy_error(&self) -> Option<FieldError> {
+        let policy = self.propagation_policy.as_deref()?;
+        (!matches!(policy, "Orphan" | "Background" | "Foreground")).then(|| {
+            FieldError::not_supported(
+                &FieldPath::new("propagationPolicy"),
+                Value::from(policy),
+                &["Foreground", "Background", "Orphan", "nil"],
+            )
+        })
+    }
+}
+
 /// What a DELETE did.
 pub enum DeleteOutcome {
     /// The object is gone; this is its last state.
@@ -916,15 +931,8 @@ impl RegistryStore {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<DeleteOutcome, Status> {
-        if let Some(p) = opts.propagation_policy.as_deref()
-            && !matches!(p, "Orphan" | "Background" | "Foreground")
-        {
-            let errs = [apimachinery::validation::FieldError::not_supported(
-                &FieldPath::new("propagationPolicy"),
-                Value::from(p),
-                &["Foreground", "Background", "Orphan", "nil"],
-            )];
-            return Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &errs));
+        if let Some(e) = opts.propagation_policy_error() {
+            return Err(invalid_status("meta.k8s.io", "DeleteOptions", "", &[e]));
         }
         let key = self.key(namespace, name);
         loop {
