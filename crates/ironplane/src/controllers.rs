@@ -97,15 +97,17 @@ impl Controllers {
         }
         if on("clusterrole-aggregation-controller") {
             // Its writes pass the RBAC escalation check through the controller's own bootstrap
-            // role, so it starts once the bootstrap policy is stored (upstream's runs in another
-            // process, which starts after the server is ready).
+            // role, so it starts once the bootstrap policy is stored and the authorizer grants
+            // it (upstream's runs in another process, which starts after the server is ready).
             let roles_stored = self.bootstrap_roles.clone();
             let resources = resources.clone();
+            let authorizer = self.authorizer.clone();
             tokio::spawn(async move {
                 if let Some(hook) = roles_stored {
                     hook.passed().await;
                 }
-                ironplane_kube::controllers::clusterrole_aggregation::run(resources).await;
+                ironplane_kube::controllers::clusterrole_aggregation::run(resources, authorizer)
+                    .await;
             });
         }
         if on("certificatesigningrequest-approving-controller") {

@@ -11,14 +11,20 @@ use std::time::Duration;
 use apimachinery::labels::Selector;
 use apimachinery::object::ObjectExt;
 use apimachinery::status::Status;
+use apiserver::authentication::UserInfo;
+use apiserver::authorization::Authorizer;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::{self, Delta};
 use apiserver::registry::{Requester, UpdateOptions};
+use apiserver::request::RequestInfo;
 use serde_json::{Value, json};
 use storage::Object;
 
 /// How long a failed update waits before the roles are looked at again.
 const RETRY: Duration = Duration::from_secs(1);
+
+/// How long the controller waits at most for its own permission to reach the authorizer.
+const PERMISSION_WAIT: Duration = Duration::from_secs(10);
 
 /// The rules an aggregated role should hold, given every ClusterRole by name; `None` when
 /// `role` has no aggregation rule.
@@ -84,8 +90,32 @@ fn aggregation_view(object: &Object) -> Option<Arc<Value>> {
     Some(Arc::new(view))
 }
 
-/// Watches ClusterRoles and keeps every aggregated one up to date. Runs until the process ends.
-pub async fn run(api: Arc<ApiResources>) {
+/// Waits until `authorizer` lets `user` escalate cluster roles, for at most
+/// [`PERMISSION_WAIT`]. The controller's writes pass RBAC's escalation check through that
+/// permission, which the bootstrap policy grants; the policy being stored is not enough, since
+/// the authorizer learns of it from its watch a moment later, and a write in between would be
+/// refused. An authorizer that never grants it (another authorization mode) only delays the
+/// start.
+async fn wait_for_escalate(authorizer: &dyn Authorizer, user: &UserInfo) {
+    let request = RequestInfo {
+        is_resource_request: true,
+        verb: "escalate".into(),
+        api_group: "rbac.authorization.k8s.io".into(),
+        api_version: "v1".into(),
+        resource: "clusterroles".into(),
+        ..Default::default()
+    };
+    let deadline = tokio::time::Instant::now() + PERMISSION_WAIT;
+    while !authorizer.authorize(user, &request).await.is_allowed()
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Watches ClusterRoles and keeps every aggregated one up to date, once `authorizer` grants
+/// the controller its permission. Runs until the process ends.
+pub async fn run(api: Arc<ApiResources>, authorizer: Arc<dyn Authorizer>) {
     let Some(store) = api
         .get("rbac.authorization.k8s.io", "v1", "clusterroles")
         .cloned()
@@ -121,6 +151,7 @@ pub async fn run(api: Arc<ApiResources>) {
         ));
     }
     let user = super::kube_system_account("clusterrole-aggregation-controller");
+    wait_for_escalate(authorizer.as_ref(), &user).await;
     loop {
         changed.notified().await;
         let snapshot = roles.lock().unwrap_or_else(|e| e.into_inner()).clone();
