@@ -486,6 +486,82 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The graph's reflector decodes pods through `POD_FIELDS`: what `pod_refs` finds in the
+    /// projected pod must be what it finds in the whole one, for a pod that names an object
+    /// through every path `pod_refs` reads.
+    #[test]
+    fn pod_fields_hold_every_member_pod_refs_reads() {
+        let secret_ref = |name: &str| json!({"secretRef": {"name": name}});
+        let env = |c: &str| {
+            json!([
+                {"name": "A", "value": "x"},
+                {"name": "S", "valueFrom": {"secretKeyRef": {"name": format!("{c}-s"), "key": "k"}}},
+                {"name": "C", "valueFrom": {"configMapKeyRef": {"name": format!("{c}-c"), "key": "k"}}},
+            ])
+        };
+        let env_from = |c: &str| {
+            json!([{"secretRef": {"name": format!("{c}-fs")}},
+                   {"configMapRef": {"name": format!("{c}-fc")}}])
+        };
+        let container = |c: &str| {
+            json!({"name": c, "image": "busybox", "env": env(c), "envFrom": env_from(c),
+                   "resources": {"limits": {"cpu": "1"}}})
+        };
+        let mut volumes = vec![
+            json!({"name": "v1", "secret": {"secretName": "vs"}}),
+            json!({"name": "v2", "configMap": {"name": "vc"}}),
+            json!({"name": "v3", "persistentVolumeClaim": {"claimName": "claim"}}),
+            json!({"name": "v4", "csi": {"driver": "d", "nodePublishSecretRef": {"name": "csi"}}}),
+            json!({"name": "v5", "azureFile": {"secretName": "az", "shareName": "s"}}),
+            json!({"name": "eph", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}),
+            json!({"name": "v6", "projected": {"sources": [
+                {"secret": {"name": "ps"}}, {"configMap": {"name": "pc"}}]}}),
+        ];
+        for (i, source) in [
+            "cephfs",
+            "rbd",
+            "iscsi",
+            "flexVolume",
+            "scaleIO",
+            "storageos",
+        ]
+        .iter()
+        .enumerate()
+        {
+            volumes.push(json!({"name": format!("r{i}"), (*source): secret_ref(source)}));
+        }
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"},
+                "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {
+                "nodeName": "n1",
+                "serviceAccountName": "sa",
+                "imagePullSecrets": [{"name": "pull"}],
+                "volumes": volumes,
+                "containers": [container("c")],
+                "initContainers": [container("i")],
+                "ephemeralContainers": [container("e")],
+            },
+            "status": {"phase": "Running",
+                "resourceClaimStatuses": [{"name": "r", "resourceClaimName": "rc"}]},
+        });
+        let whole = pod_refs(&pod);
+        // The pod, its service account, the pull secret, 14 volume refs, 4 per container
+        // list, the resource claim.
+        assert_eq!(
+            whole.refs.len(),
+            1 + 1 + 1 + 13 + 3 * 4 + 1,
+            "{:?}",
+            whole.refs
+        );
+        let projected = POD_FIELDS
+            .decode(&serde_json::to_vec(&pod).unwrap())
+            .unwrap();
+        let got = pod_refs(&projected);
+        assert_eq!((got.node, got.refs), (whole.node, whole.refs));
+    }
+
     fn node_user(name: &str) -> UserInfo {
         UserInfo {
             name: format!("system:node:{name}"),

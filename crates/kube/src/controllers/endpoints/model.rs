@@ -614,6 +614,47 @@ mod tests {
         Pod::from_value(&v)
     }
 
+    /// The controllers' pod watches decode through `POD_FIELDS`: a pod with every member
+    /// `Pod::from_value` reads set (and more) must give the same `Pod` projected as whole.
+    #[test]
+    fn pod_fields_hold_every_member_from_value_reads() {
+        let v = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "labels": {"app": "a"},
+                "annotations": {"x": "y"}, "deletionTimestamp": "2026-01-02T03:04:05Z",
+                "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"nodeName": "n1", "hostname": "h", "subdomain": "sub",
+                "containers": [{"name": "c", "image": "i", "env": [{"name": "A", "value": "1"}],
+                    "ports": [{"name": "http", "containerPort": 80},
+                              {"containerPort": 53, "protocol": "UDP"}]}],
+                "initContainers": [
+                    {"name": "side", "image": "i", "restartPolicy": "Always",
+                     "ports": [{"name": "metrics", "containerPort": 9090}]},
+                    {"name": "once", "image": "i", "ports": [{"containerPort": 1}]}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1",
+                "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+                "conditions": [{"type": "Ready", "status": "True",
+                    "lastTransitionTime": "2026-01-02T03:04:05Z"}]},
+        });
+        let whole = pod(v.clone());
+        // Every field is set, so a member missing from the projection shows as a difference.
+        assert!(whole.deleting && whole.ready && whole.ready_changed.is_some());
+        assert_eq!(whole.ips.len(), 2);
+        assert_eq!(whole.ports.len(), 3);
+        assert!(
+            ![
+                &whole.uid,
+                &whole.node_name,
+                &whole.hostname,
+                &whole.subdomain
+            ]
+            .iter()
+            .any(|s| s.is_empty())
+        );
+        let projected = POD_FIELDS.decode(&serde_json::to_vec(&v).unwrap()).unwrap();
+        assert_eq!(pod(projected), whole);
+    }
+
     #[test]
     fn readiness_comes_from_the_ready_condition() {
         let p = pod(json!({"metadata": {"name": "p"}, "status": {"conditions": [
