@@ -20,16 +20,30 @@ pub struct Priority {
     pub api: Arc<OnceLock<Arc<ApiResources>>>,
 }
 
-/// A PriorityClass, as the plugin reads it.
+/// A PriorityClass, as the plugin reads it: decoded from the stored JSON with nothing else
+/// built (every Pod create reads every class).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Class {
-    name: String,
+    #[serde(default)]
+    metadata: ClassMeta,
+    #[serde(default)]
     value: i64,
+    #[serde(default)]
     preemption_policy: Option<String>,
+    #[serde(default)]
+    global_default: Option<bool>,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct ClassMeta {
+    #[serde(default)]
+    name: String,
 }
 
 impl Priority {
     /// Every PriorityClass, from the watch cache (upstream reads its informer's lister).
-    async fn classes(&self) -> Result<Vec<(Value, Class)>, Status> {
+    async fn classes(&self) -> Result<Vec<Class>, Status> {
         let Some(store) = self
             .api
             .get()
@@ -42,20 +56,10 @@ impl Priority {
             ..Default::default()
         };
         let list = store.list("", &opts).await?;
-        let mut out = Vec::with_capacity(list.items.len());
-        for item in list.items {
-            let v = item.value().map_err(Status::internal)?;
-            let class = Class {
-                name: v.name().to_string(),
-                value: v.get("value").and_then(Value::as_i64).unwrap_or(0),
-                preemption_policy: v
-                    .get("preemptionPolicy")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-            };
-            out.push((v, class));
-        }
-        Ok(out)
+        list.items
+            .iter()
+            .map(|item| serde_json::from_slice(&item.bytes).map_err(Status::internal))
+            .collect()
     }
 
     /// `getDefaultPriorityClass`: of the classes marked global default, the lowest.
@@ -64,8 +68,7 @@ impl Priority {
             .classes()
             .await?
             .into_iter()
-            .filter(|(v, _)| v.get("globalDefault") == Some(&Value::Bool(true)))
-            .map(|(_, c)| c)
+            .filter(|c| c.global_default == Some(true))
             .min_by_key(|c| c.value))
     }
 }
@@ -115,13 +118,13 @@ impl Priority {
         // `establishPriority`: the named class, or the default one, or none.
         let (class_name, value, policy) = if requested.is_empty() {
             match self.default_class().await? {
-                Some(c) => (c.name, c.value, c.preemption_policy),
+                Some(c) => (c.metadata.name, c.value, c.preemption_policy),
                 None => (String::new(), 0, Some("PreemptLowerPriority".to_string())),
             }
         } else {
             let classes = self.classes().await?;
-            match classes.into_iter().find(|(_, c)| c.name == requested) {
-                Some((_, c)) => (requested, c.value, c.preemption_policy),
+            match classes.into_iter().find(|c| c.metadata.name == requested) {
+                Some(c) => (requested, c.value, c.preemption_policy),
                 None => {
                     return Err(forbidden(
                         attrs,
@@ -191,7 +194,7 @@ impl ValidatingPlugin for Priority {
             return Ok(());
         }
         if let Some(existing) = self.default_class().await?
-            && (attrs.operation == Operation::Create || existing.name != obj.name())
+            && (attrs.operation == Operation::Create || existing.metadata.name != obj.name())
         {
             let name = if attrs.name.is_empty() {
                 obj.name()
@@ -203,7 +206,7 @@ impl ValidatingPlugin for Priority {
                 name,
                 format!(
                     "PriorityClass {} is already marked as default. Only one default can exist",
-                    existing.name
+                    existing.metadata.name
                 ),
             ));
         }
