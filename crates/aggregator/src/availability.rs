@@ -4,8 +4,8 @@
 //! Service has the port it names (`ServicePortError`); EndpointSlices of the Service exist
 //! (`EndpointsNotFound`) and one of them has a ready address for that port's name
 //! (`MissingEndpoints`); the extension server answers its group version's discovery document
-//! within 5 s, to one of five attempts (`FailedDiscoveryCheck`); else `Passed`. The answer is
-//! kept as the group version's discovery rows.
+//! within 5 s, to one of five attempts (`FailedDiscoveryCheck`); else `Passed`. What discovery
+//! lists of it is `discovery_manager`'s, which asks again after every change of the APIService.
 //!
 //! A remote APIService is checked when it, its Service or its EndpointSlices change, every 30 s
 //! after a pass, and after a failure again with the per-item exponential backoff of upstream's
@@ -166,8 +166,8 @@ fn lock(schedules: &Schedules) -> std::sync::MutexGuard<'_, HashMap<String, Sche
     schedules.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One remote APIService's check, on one of the workers: the condition written, the discovery
-/// rows and OpenAPI documents kept, and when to check it again.
+/// One remote APIService's check, on one of the workers: the condition written, the OpenAPI
+/// documents kept, and when to check it again.
 async fn check_and_record(
     agg: Arc<Aggregator>,
     apiservice: Arc<ApiService>,
@@ -179,13 +179,7 @@ async fn check_and_record(
     let Some(service) = &apiservice.service else {
         return;
     };
-    let (condition, resources) = check(&agg, &apiservice, service).await;
-    if let Some(rows) = resources {
-        agg.remote_resources
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(apiservice.name.clone(), rows);
-    }
+    let condition = check(&agg, &apiservice, service).await;
     if condition.status == "True" {
         crate::openapi::refresh(&agg, &apiservice).await;
     }
@@ -314,49 +308,33 @@ fn has_available_endpoint(port_name: &str, slices: &[Value]) -> bool {
     })
 }
 
-/// Upstream's checks of a remote APIService, in its order and words; a passed discovery check
-/// also gives the group version's resources.
-async fn check(
-    agg: &Aggregator,
-    apiservice: &ApiService,
-    service: &ServiceRef,
-) -> (Condition, Option<Vec<apiserver::registry::ResourceInfo>>) {
+/// Upstream's checks of a remote APIService, in its order and words.
+async fn check(agg: &Aggregator, apiservice: &ApiService, service: &ServiceRef) -> Condition {
     let (ns, name) = (&service.namespace, &service.name);
     let Some(services) = agg.api.get("", "v1", "services") else {
-        return (
-            Condition::new(
-                "Unknown",
-                "ServiceAccessError",
-                format!(
-                    "service/{name} in {ns:?} cannot be checked due to: services are not served"
-                ),
-            ),
-            None,
+        return Condition::new(
+            "Unknown",
+            "ServiceAccessError",
+            format!("service/{name} in {ns:?} cannot be checked due to: services are not served"),
         );
     };
     let svc = match services.get(ns, name, ResourceVersion::Any).await {
         Ok(o) => o.value().unwrap_or(Value::Null),
         Err(s) if s.code == 404 => {
-            return (
-                Condition::new(
-                    "False",
-                    "ServiceNotFound",
-                    format!("service/{name} in {ns:?} is not present"),
-                ),
-                None,
+            return Condition::new(
+                "False",
+                "ServiceNotFound",
+                format!("service/{name} in {ns:?} is not present"),
             );
         }
         Err(s) => {
-            return (
-                Condition::new(
-                    "Unknown",
-                    "ServiceAccessError",
-                    format!(
-                        "service/{name} in {ns:?} cannot be checked due to: {}",
-                        s.message
-                    ),
+            return Condition::new(
+                "Unknown",
+                "ServiceAccessError",
+                format!(
+                    "service/{name} in {ns:?} cannot be checked due to: {}",
+                    s.message
                 ),
-                None,
             );
         }
     };
@@ -372,52 +350,40 @@ async fn check(
             .flatten()
             .find(|p| p.get("port").and_then(Value::as_i64) == Some(i64::from(service.port)));
         let Some(port) = port else {
-            return (
-                Condition::new(
-                    "False",
-                    "ServicePortError",
-                    format!(
-                        "service/{name} in {ns:?} is not listening on port {}",
-                        service.port
-                    ),
+            return Condition::new(
+                "False",
+                "ServicePortError",
+                format!(
+                    "service/{name} in {ns:?} is not listening on port {}",
+                    service.port
                 ),
-                None,
             );
         };
         let port_name = port.get("name").and_then(Value::as_str).unwrap_or("");
         let slices = match slices(agg, service).await {
             Ok(s) => s,
             Err(e) => {
-                return (
-                    Condition::new(
-                        "Unknown",
-                        "EndpointsAccessError",
-                        format!("service/{name} in {ns:?} cannot be checked due to: {e}"),
-                    ),
-                    None,
+                return Condition::new(
+                    "Unknown",
+                    "EndpointsAccessError",
+                    format!("service/{name} in {ns:?} cannot be checked due to: {e}"),
                 );
             }
         };
         if slices.is_empty() {
-            return (
-                Condition::new(
-                    "False",
-                    "EndpointsNotFound",
-                    format!("cannot find endpointslices for service/{name} in {ns:?}"),
-                ),
-                None,
+            return Condition::new(
+                "False",
+                "EndpointsNotFound",
+                format!("cannot find endpointslices for service/{name} in {ns:?}"),
             );
         }
         if !has_available_endpoint(port_name, &slices) {
-            return (
-                Condition::new(
-                    "False",
-                    "MissingEndpoints",
-                    format!(
-                        "endpointslices for service/{name} in {ns:?} have no addresses with port name {port_name:?}"
-                    ),
+            return Condition::new(
+                "False",
+                "MissingEndpoints",
+                format!(
+                    "endpointslices for service/{name} in {ns:?} have no addresses with port name {port_name:?}"
                 ),
-                None,
             );
         }
     }
@@ -432,24 +398,11 @@ async fn check(
     let mut last_error = String::new();
     for result in results {
         match result {
-            Ok(body) => {
-                let rows = serde_json::from_slice::<Value>(&body)
-                    .map(|list| {
-                        crate::discovery::rows(&apiservice.group, &apiservice.version, &list)
-                    })
-                    .ok();
-                return (
-                    Condition::new("True", "Passed", "all checks passed".into()),
-                    rows,
-                );
-            }
+            Ok(_) => return Condition::new("True", "Passed", "all checks passed".into()),
             Err(e) => last_error = e,
         }
     }
-    (
-        Condition::new("False", "FailedDiscoveryCheck", last_error),
-        None,
-    )
+    Condition::new("False", "FailedDiscoveryCheck", last_error)
 }
 
 /// The system user the server's own writes are made as (its loopback client's).
