@@ -26,7 +26,7 @@ use prometheus::{GaugeVec, IntCounterVec, Opts};
 use serde_json::{Value, json};
 use storage::{ListOptions, ResourceVersion};
 
-use crate::{Aggregator, ApiService, Readiness, ServiceRef};
+use crate::{Aggregator, ApiService, ServiceRef};
 
 static UNAVAILABLE: LazyLock<GaugeVec> = LazyLock::new(|| {
     apiserver::metrics::register(
@@ -95,8 +95,6 @@ struct Schedule {
     failures: u32,
     /// A check of it is under way (one at a time per APIService, as upstream's queue has it).
     running: bool,
-    /// It has been checked at least once.
-    checked: bool,
 }
 
 type Schedules = Arc<Mutex<HashMap<String, Schedule>>>;
@@ -105,23 +103,14 @@ type Schedules = Arc<Mutex<HashMap<String, Schedule>>>;
 /// that one slow extension server (a discovery request waits up to 5 s) holds up only its own.
 const WORKERS: usize = 5;
 
-/// Runs the local and remote availability controllers until the process ends; sets
-/// `apiservice-discovery-controller` once every remote APIService there at start has been
-/// checked (its discovery fetched or failed).
-pub(crate) async fn run(agg: Arc<Aggregator>, readiness: Arc<Readiness>) {
+/// Runs the local and remote availability controllers until the process ends.
+pub(crate) async fn run(agg: Arc<Aggregator>) {
     let schedules: Schedules = Arc::default();
     let workers = Arc::new(tokio::sync::Semaphore::new(WORKERS));
-    let mut awaited: Option<Vec<String>> = None;
     loop {
         let now = Instant::now();
         let all = agg.snapshot();
         lock(&schedules).retain(|name, _| all.iter().any(|s| &s.name == name));
-        let awaiting = awaited.get_or_insert_with(|| {
-            all.iter()
-                .filter(|s| s.service.is_some())
-                .map(|s| s.name.clone())
-                .collect()
-        });
         for apiservice in &all {
             let Some(service) = &apiservice.service else {
                 let local = Condition::new(
@@ -149,14 +138,6 @@ pub(crate) async fn run(agg: Arc<Aggregator>, readiness: Arc<Readiness>) {
                 schedules.clone(),
                 workers.clone(),
             ));
-        }
-        if !awaiting.is_empty() || !readiness.discovery.is_ok() {
-            let schedules = lock(&schedules);
-            // A deleted one is no longer waited for.
-            awaiting.retain(|name| schedules.get(name).is_some_and(|s| !s.checked));
-            if awaiting.is_empty() {
-                readiness.discovery.set(true);
-            }
         }
         tokio::time::sleep(TICK).await;
     }
@@ -189,7 +170,6 @@ async fn check_and_record(
         return;
     };
     schedule.running = false;
-    schedule.checked = true;
     if condition.status == "True" && written {
         schedule.failures = 0;
         schedule.due = Some(Instant::now() + RESYNC);

@@ -15,7 +15,9 @@
 //! `system:kube-aggregator` without groups), converted to an entry and not kept. One fetched
 //! document serves every APIService of the same Service until one of them changes.
 //!
-//! An APIService is synced when it changes (its resourceVersion: its `Available` condition
+//! Every remote APIService there when it starts is synced once (fetched or failed) before
+//! `apiservice-discovery-controller` passes, as upstream's hook waits for the first sync. An
+//! APIService is synced when it changes (its resourceVersion: its `Available` condition
 //! included, so that one becoming available is fetched at once), every minute after a success,
 //! and after a failure with upstream's backoff (500 ms doubling, at most a minute); two at once.
 //!
@@ -26,11 +28,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
 use apiserver::registry::ResourceInfo;
 use serde_json::{Value, json};
 
-use crate::{Aggregator, ApiService, ServiceRef};
+use crate::{Aggregator, ApiService, Readiness, ServiceRef};
 
 /// Upstream's `discoveryRefreshInterval`: how often a synced APIService is fetched again, and
 /// the cap of the failure backoff.
@@ -80,12 +83,16 @@ struct Schedule {
     due: Instant,
     failures: u32,
     running: bool,
+    /// It has been synced at least once.
+    synced: bool,
 }
 
-/// Runs the manager until the process ends.
-pub(crate) async fn run(agg: Arc<Aggregator>) {
+/// Runs the manager until the process ends; sets `apiservice-discovery-controller` once every
+/// remote APIService there at start has been synced.
+pub(crate) async fn run(agg: Arc<Aggregator>, readiness: Arc<Readiness>) {
     let schedules: Arc<Mutex<HashMap<String, Schedule>>> = Arc::default();
     let workers = Arc::new(tokio::sync::Semaphore::new(WORKERS));
+    let mut awaiting: Option<Vec<String>> = None;
     loop {
         let now = Instant::now();
         let remote: Vec<Arc<ApiService>> = agg
@@ -109,7 +116,7 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
             let mut schedules = schedules.lock().unwrap_or_else(|e| e.into_inner());
             schedules.retain(|name, _| remote.iter().any(|s| &s.name == name));
             for apiservice in &remote {
-                let rv = apimachinery::object::ObjectExt::resource_version(&apiservice.object);
+                let rv = apiservice.object.resource_version();
                 let schedule =
                     schedules
                         .entry(apiservice.name.clone())
@@ -119,6 +126,7 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
                             due: now,
                             failures: 0,
                             running: false,
+                            synced: false,
                         });
                 if schedule.resource_version != rv {
                     schedule.resource_version = rv.to_string();
@@ -128,6 +136,15 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
                 if !schedule.running && schedule.due <= now {
                     schedule.running = true;
                     due.push((apiservice.clone(), schedule.dirty));
+                }
+            }
+            let awaiting =
+                awaiting.get_or_insert_with(|| remote.iter().map(|s| s.name.clone()).collect());
+            if !awaiting.is_empty() || !readiness.discovery.is_ok() {
+                // A deleted one is no longer waited for.
+                awaiting.retain(|name| schedules.get(name).is_some_and(|s| !s.synced));
+                if awaiting.is_empty() {
+                    readiness.discovery.set(true);
                 }
             }
         }
@@ -142,6 +159,7 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
                     return;
                 };
                 schedule.running = false;
+                schedule.synced = true;
                 // Changed while it was fetched: due at once, as the change set it.
                 if schedule.dirty > dirty {
                     return;

@@ -235,8 +235,8 @@ impl Aggregator {
         readiness.registration.set(true);
         readiness.first_sync.set(true);
         tokio::spawn(autoregister::run(self.clone()));
-        tokio::spawn(discovery_manager::run(self.clone()));
-        availability::run(self, readiness).await;
+        tokio::spawn(discovery_manager::run(self.clone(), readiness));
+        availability::run(self).await;
     }
 
     /// Every APIService as last seen.
