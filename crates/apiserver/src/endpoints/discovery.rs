@@ -198,3 +198,47 @@ pub fn aggregated<'a>(
     };
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_version_has_its_own_entry_and_a_placeholder_lists_no_resource() {
+        let rows = [
+            ResourceInfo {
+                group: "apps".into(),
+                version: "v1".into(),
+                resource: "deployments".into(),
+                kind: "Deployment".into(),
+                ..Default::default()
+            },
+            placeholder("wardle.example.com", "v1alpha1"),
+        ];
+        let stale = json!({"version": "v1alpha1", "freshness": "Stale"});
+        let listed = [ListedVersion {
+            group: "wardle.example.com".into(),
+            version: "v1alpha1".into(),
+            entry: stale.clone(),
+        }];
+        let doc = aggregated(false, rows.iter(), &listed);
+        assert_eq!(
+            doc["items"][1],
+            json!({"metadata": {"name": "wardle.example.com"}, "versions": [stale]})
+        );
+        assert_eq!(doc["items"][0]["versions"][0]["freshness"], "Current");
+        // Legacy discovery lists the group; its version has no resource of the placeholder's.
+        let legacy = group_list(&groups(rows.iter()));
+        assert_eq!(legacy["groups"][1]["name"], "wardle.example.com");
+        assert_eq!(
+            resource_list("wardle.example.com", "v1alpha1", rows.iter())["resources"],
+            json!([])
+        );
+        // Without a listed entry, a placeholder's version is current and empty.
+        let doc = aggregated(false, rows.iter(), &[]);
+        assert_eq!(
+            doc["items"][1]["versions"][0],
+            json!({"version": "v1alpha1", "resources": [], "freshness": "Current"})
+        );
+    }
+}
