@@ -7,9 +7,16 @@ use std::time::Duration;
 use apimachinery::labels::Selector;
 use serde_json::Value;
 
+use crate::admission::compile::{Compiler, Declarations};
 use crate::admission::rules::{self, Rule, selector, strings, text};
 use crate::admission::{Attributes, Operation};
 use crate::cel::eval::Program;
+
+/// Webhooks' match conditions see the authorizer and no params.
+const CONDITION_DECLARATIONS: Declarations = Declarations {
+    has_params: false,
+    has_authorizer: true,
+};
 use crate::util::webhook::ClientConfig;
 
 pub(super) struct MatchCondition {
@@ -45,7 +52,9 @@ impl Hook {
             .into_iter()
             .flatten()
             .map(|c| MatchCondition {
-                program: Program::compile(text(c, "expression")),
+                // Checked in the webhooks' environment for its runtime cost.
+                program: Program::compile(text(c, "expression"))
+                    .map(|p| p.check(&Compiler::stateless().vars(CONDITION_DECLARATIONS))),
             })
             .collect();
         Hook {

@@ -28,6 +28,7 @@ use super::Reinvocation;
 use super::rules::{self, Kept, Versions};
 use super::{Attributes, MutatingPlugin, ServedResources, ValidatingPlugin};
 use crate::cel::eval::{Vars, json_to_cel};
+use crate::cel::runtime_cost::{Budget, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS};
 use crate::registry::RegistryStore;
 use crate::util::webhook::{ServiceResolver, post_json};
 
@@ -201,7 +202,9 @@ impl Shared {
     }
 
     /// The match conditions (`matchConditions`): all true calls the webhook, one false skips
-    /// it, and errors follow the failure policy (Fail refuses the request).
+    /// it, and errors follow the failure policy (Fail refuses the request). All of them are
+    /// evaluated first, against `RuntimeCELCostBudgetMatchConditions`; running out of it is an
+    /// error of its own.
     fn conditions_match(
         hook: &Hook,
         attrs: &Attributes<'_>,
@@ -217,21 +220,36 @@ impl Shared {
             .bind_json("object", obj)
             .bind_json("oldObject", old)
             .bind("request", json_to_cel(&request));
-        let mut errors = Vec::new();
+        let mut budget = Budget::new(RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS);
+        let mut results = Vec::with_capacity(hook.match_conditions.len());
         for c in &hook.match_conditions {
             let source = c.program.as_ref().map(|p| p.source.as_str()).unwrap_or("");
             let result = match &c.program {
-                Ok(p) => p.eval(&vars),
+                Ok(p) => {
+                    let metered = p.eval_metered(&vars);
+                    if budget.charge(metered.cost).is_err() {
+                        if hook.fail_open {
+                            return Ok(false);
+                        }
+                        return Err(rules::forbidden(attrs, OUT_OF_BUDGET.to_string()));
+                    }
+                    metered
+                        .value
+                        .map_err(|e| format!("expression '{source}' resulted in error: {e}"))
+                }
                 Err(e) => Err(format!("compilation error: {e}")),
             };
+            results.push((source, result));
+        }
+        let mut errors = Vec::new();
+        for (source, result) in results {
             match result {
                 Ok(kube_cel::cel::Value::Bool(false)) => return Ok(false),
                 Ok(kube_cel::cel::Value::Bool(true)) => {}
                 Ok(other) => errors.push(format!(
                     "expression '{source}' resulted in error: no such overload: {other:?}"
                 )),
-                Err(e) if c.program.is_err() => errors.push(e),
-                Err(e) => errors.push(format!("expression '{source}' resulted in error: {e}")),
+                Err(e) => errors.push(e),
             }
         }
         if errors.is_empty() {
