@@ -21,14 +21,14 @@ use apimachinery::Status;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use self::hook::Hook;
+use self::hook::{Conditions, Hook};
 use self::review::Invocation;
 use self::source::Source;
 use super::Reinvocation;
 use super::rules::{self, Kept, Versions};
 use super::{Attributes, MutatingPlugin, ServedResources, ValidatingPlugin};
 use crate::cel::eval::{Vars, json_to_cel};
-use crate::cel::runtime_cost::{Budget, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS};
+use crate::cel::runtime_cost::OUT_OF_BUDGET;
 use crate::registry::RegistryStore;
 use crate::util::webhook::{ServiceResolver, post_json};
 
@@ -220,44 +220,15 @@ impl Shared {
             .bind_json("object", obj)
             .bind_json("oldObject", old)
             .bind("request", json_to_cel(&request));
-        let mut budget = Budget::new(RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS);
-        let mut results = Vec::with_capacity(hook.match_conditions.len());
-        for c in &hook.match_conditions {
-            let source = c.program.as_ref().map(|p| p.source.as_str()).unwrap_or("");
-            let result = match &c.program {
-                Ok(p) => {
-                    let metered = p.eval_metered(&vars);
-                    if budget.charge(metered.cost).is_err() {
-                        if hook.fail_open {
-                            return Ok(false);
-                        }
-                        return Err(rules::forbidden(attrs, OUT_OF_BUDGET.to_string()));
-                    }
-                    metered
-                        .value
-                        .map_err(|e| format!("expression '{source}' resulted in error: {e}"))
-                }
-                Err(e) => Err(format!("compilation error: {e}")),
-            };
-            results.push((source, result));
-        }
-        let mut errors = Vec::new();
-        for (source, result) in results {
-            match result {
-                Ok(kube_cel::cel::Value::Bool(false)) => return Ok(false),
-                Ok(kube_cel::cel::Value::Bool(true)) => {}
-                Ok(other) => errors.push(format!(
-                    "expression '{source}' resulted in error: no such overload: {other:?}"
-                )),
-                Err(e) => errors.push(e),
+        let mut errors = match hook::evaluate_conditions(&hook.match_conditions, &vars) {
+            Conditions::Match => return Ok(true),
+            Conditions::NoMatch => return Ok(false),
+            _ if hook.fail_open => return Ok(false),
+            Conditions::OutOfBudget => {
+                return Err(rules::forbidden(attrs, OUT_OF_BUDGET.to_string()));
             }
-        }
-        if errors.is_empty() {
-            return Ok(true);
-        }
-        if hook.fail_open {
-            return Ok(false);
-        }
+            Conditions::Errors(errors) => errors,
+        };
         let why = if errors.len() == 1 {
             errors.remove(0)
         } else {
