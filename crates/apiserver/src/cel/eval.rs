@@ -26,7 +26,8 @@ pub struct Program {
     type_mismatches: Vec<String>,
     /// The expression type-checked in its environment (`check`), for its runtime cost; `None`
     /// when it was not checked or does not check (upstream never runs such an expression).
-    checked: Option<Checked>,
+    /// (Boxed: most programs are kept in enums beside small variants.)
+    checked: Option<Box<Checked>>,
 }
 
 /// An evaluation and what it cost (`runtime_cost`).
@@ -69,7 +70,9 @@ impl Program {
     /// Type-checks the expression with the variables of its environment, so that its runtime
     /// cost can be estimated (`eval_metered`).
     pub fn check(mut self, vars: &[(&str, Type)]) -> Program {
-        self.checked = checker::check_parsed(self.expr.clone(), vars).ok();
+        self.checked = checker::check_parsed(self.expr.clone(), vars)
+            .ok()
+            .map(Box::new);
         self
     }
 
