@@ -1,8 +1,9 @@
 //! The runtime cost budget of validation rules (upstream: `celconfig.RuntimeCELCostBudget` for
 //! one object and `PerCallLimit` for one evaluation, charged as each rule runs). The `cel`
-//! interpreter does not count what it evaluates, so each evaluation is charged what cel-go's
-//! estimator gives for it with the sizes of the value it runs on (the lists, maps and strings
-//! that are actually there), an upper bound of what cel-go would count. Rules run at every node
+//! interpreter does not count what it evaluates, so each evaluation is charged what the shared
+//! CEL layer's `runtime_cost` charges it: cel-go's estimate with the sizes of the value it runs
+//! on (the lists, maps and strings that are actually there), an upper bound of what cel-go
+//! would count. Rules run at every node
 //! of their schema that the object has, in upstream's order (a node's rules, then its items or
 //! properties); the first evaluation over the per-call limit, or past the object's budget, stops
 //! validation with upstream's error. `oldSelf` is sized as `self`.
@@ -11,11 +12,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apimachinery::validation::{FieldError, FieldPath};
-use apiserver::cel::{self as celcheck, Checked, DeclType, SizeEstimate, SizeEstimator};
+use apiserver::cel::runtime_cost::{self, ValueSizes};
+use apiserver::cel::{self as celcheck, Checked, DeclType};
 use serde_json::Value;
 
 /// `RuntimeCELCostBudget`: what all rules may cost on one object.
-pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
+pub const RUNTIME_COST_BUDGET: u64 = runtime_cost::RUNTIME_CEL_COST_BUDGET;
 
 /// The checked rules of a schema, arranged like the schema (only where rules are).
 #[derive(Default)]
@@ -102,20 +104,18 @@ impl CostTree {
         };
         for (checked, name) in &self.rules {
             if *remaining == 0 {
-                return Err(invalid(
-                    "validation failed due to running out of cost budget, no further validation rules will be run".into(),
-                ));
+                return Err(invalid(runtime_cost::OUT_OF_BUDGET.into()));
             }
-            let cost = celcheck::estimate(checked, &ValueSizes(value)).max;
-            if cost > celcheck::PER_CALL_LIMIT {
+            let charge = runtime_cost::charge(checked, &ValueSizes::of_self(value));
+            let cost = charge.cost;
+            if charge.over_limit {
                 return Err(invalid(format!(
-                    "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {name}"
+                    "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {name}",
+                    runtime_cost::COST_LIMIT_EXCEEDED
                 )));
             }
             if cost > *remaining {
-                return Err(invalid(
-                    "validation failed due to running out of cost budget, no further validation rules will be run".into(),
-                ));
+                return Err(invalid(runtime_cost::OUT_OF_BUDGET.into()));
             }
             *remaining -= cost;
         }
@@ -155,61 +155,6 @@ fn rule_name(rule: &Value) -> String {
         m if !m.is_empty() => m,
         _ => text("rule"),
     }
-}
-
-/// Sizes of the value a rule runs on: at a path of CEL field names and element steps, the
-/// largest of the values found there.
-struct ValueSizes<'a>(&'a Value);
-
-impl SizeEstimator for ValueSizes<'_> {
-    fn estimate_size(&self, path: &[String]) -> Option<SizeEstimate> {
-        let mut values: Vec<&Value> = vec![self.0];
-        for step in path.iter().skip(1) {
-            let mut next = Vec::new();
-            for v in values {
-                match (step.as_str(), v) {
-                    ("@items", Value::Array(items)) => next.extend(items.iter()),
-                    ("@values", Value::Object(map)) => next.extend(map.values()),
-                    ("@keys", Value::Object(_)) => return Some(key_size(v)),
-                    (field, Value::Object(map)) => {
-                        next.extend(
-                            map.iter()
-                                .filter(|(k, _)| {
-                                    celcheck::types::escape(k).as_deref() == Some(field)
-                                })
-                                .map(|(_, v)| v),
-                        );
-                    }
-                    _ => {}
-                }
-            }
-            values = next;
-        }
-        let max = values.iter().map(|v| size(v)).max().unwrap_or(0);
-        Some(SizeEstimate { min: 0, max })
-    }
-}
-
-fn size(v: &Value) -> u64 {
-    match v {
-        Value::String(s) => s.chars().count() as u64,
-        Value::Array(a) => a.len() as u64,
-        Value::Object(m) => m.len() as u64,
-        _ => 1,
-    }
-}
-
-fn key_size(map: &Value) -> SizeEstimate {
-    let max = map
-        .as_object()
-        .map(|m| {
-            m.keys()
-                .map(|k| k.chars().count() as u64)
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0);
-    SizeEstimate { min: 0, max }
 }
 
 /// A shared tree for a schema, when it has rules.

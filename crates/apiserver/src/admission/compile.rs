@@ -7,7 +7,8 @@
 //! expression returns what its field needs. Errors are upstream's details: `compilation failed:`
 //! and cel-go's issues, or `must evaluate to ...`.
 //!
-//! It only checks: admission runs expressions through `cel::eval`, which needs none of this.
+//! It only checks: admission runs expressions through `cel::eval`, which needs these types only
+//! to estimate what an evaluation costs.
 //! `policy::typechecking` reuses the hand-made types for its own, typed, environment.
 
 use std::collections::BTreeMap;
@@ -113,8 +114,9 @@ impl Compiler {
     }
 
     /// The admission environment's variables (`createEnvForOpts`): objects and params are
-    /// `dyn`, the request and namespace have upstream's hand-made types.
-    fn vars(&self, declarations: Declarations) -> Vec<(&'static str, Type)> {
+    /// `dyn`, the request and namespace have upstream's hand-made types. Admission checks its
+    /// programs with them for their runtime cost.
+    pub(crate) fn vars(&self, declarations: Declarations) -> Vec<(&'static str, Type)> {
         let mut vars = vec![
             ("object", Type::Dyn),
             ("oldObject", Type::Dyn),

@@ -184,7 +184,23 @@ pub fn compile_with(
     vars: &[(&str, Type)],
     extensions: Extensions,
 ) -> Result<Checked, String> {
-    let mut expr = parse(source)?;
+    let expr = parse(source)?;
+    check_expr(Some(source), expr, vars, extensions)
+}
+
+/// Checks an expression already parsed (and perhaps rewritten, as a mutation's object
+/// initializers are made maps for the evaluator) with the given variables; errors are cel-go's
+/// messages without their source lines.
+pub fn check_parsed(expr: IdedExpr, vars: &[(&str, Type)]) -> Result<Checked, String> {
+    check_expr(None, expr, vars, Extensions::default())
+}
+
+fn check_expr(
+    source: Option<&str>,
+    mut expr: IdedExpr,
+    vars: &[(&str, Type)],
+    extensions: Extensions,
+) -> Result<Checked, String> {
     if extensions.bindings {
         let mut next_id = max_id(&expr) + 1;
         expand_bindings(&mut expr, &mut next_id);
@@ -205,6 +221,13 @@ pub fn compile_with(
     if !checker.errors.is_empty() {
         let mut errors = checker.errors;
         errors.sort_by_key(|e| e.0);
+        let Some(source) = source else {
+            return Err(errors
+                .iter()
+                .map(|(_, msg)| msg.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"));
+        };
         let spots = locate(source, &expr);
         return Err(errors
             .iter()

@@ -110,6 +110,12 @@ fn by_factor(x: u64, f: f64) -> u64 {
 /// `@items`/`@values`/`@keys`/`@indices` steps, whose first step is the variable.
 pub trait SizeEstimator {
     fn estimate_size(&self, path: &[String]) -> Option<SizeEstimate>;
+
+    /// The size of a value the estimate cannot trace to a path or compute: unbounded for
+    /// declared types (cel-go's answer); an estimator that knows every value bound can bound it.
+    fn unknown_size(&self) -> SizeEstimate {
+        UNKNOWN_SIZE
+    }
 }
 
 /// One node as the function estimators see it.
@@ -863,11 +869,12 @@ impl<'a> Coster<'a> {
     }
 
     fn size_or_unknown(&self, e: &IdedExpr) -> SizeEstimate {
-        self.compute_size(e).unwrap_or(UNKNOWN_SIZE)
+        self.compute_size(e)
+            .unwrap_or_else(|| self.sizes.unknown_size())
     }
 
     fn node_size_or_unknown(&self, n: &Node) -> SizeEstimate {
-        n.computed.unwrap_or(UNKNOWN_SIZE)
+        n.computed.unwrap_or_else(|| self.sizes.unknown_size())
     }
 
     /// `library.CostEstimator.sizeEstimate`: computed, else from the declared types, else
@@ -880,7 +887,7 @@ impl<'a> Coster<'a> {
             .as_deref()
             .filter(|p| !p.is_empty())
             .and_then(|p| self.sizes.estimate_size(p))
-            .unwrap_or(UNKNOWN_SIZE)
+            .unwrap_or_else(|| self.sizes.unknown_size())
     }
 }
 

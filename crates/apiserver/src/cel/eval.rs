@@ -14,6 +14,9 @@ use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{self, ExecutionError};
 use serde_json::Value;
 
+use super::checker::{self, Checked, Type};
+use super::runtime_cost::{self, ValueSizes};
+
 /// An expression parsed once and run many times.
 pub struct Program {
     pub source: String,
@@ -21,6 +24,16 @@ pub struct Program {
     /// Object initializers whose type names do not follow their field paths, reported when the
     /// expression runs (upstream checks them on the value an expression returns).
     type_mismatches: Vec<String>,
+    /// The expression type-checked in its environment (`check`), for its runtime cost; `None`
+    /// when it was not checked or does not check (upstream never runs such an expression).
+    /// (Boxed: most programs are kept in enums beside small variants.)
+    checked: Option<Box<Checked>>,
+}
+
+/// An evaluation and what it cost (`runtime_cost`).
+pub struct Metered {
+    pub value: Result<cel::Value, String>,
+    pub cost: u64,
 }
 
 /// Which object types an expression may construct (`Type{field: value}`): none for most
@@ -50,7 +63,40 @@ impl Program {
             source: source.to_string(),
             expr,
             type_mismatches,
+            checked: None,
         })
+    }
+
+    /// Type-checks the expression with the variables of its environment, so that its runtime
+    /// cost can be estimated (`eval_metered`).
+    pub fn check(mut self, vars: &[(&str, Type)]) -> Program {
+        self.checked = checker::check_parsed(self.expr.clone(), vars)
+            .ok()
+            .map(Box::new);
+        self
+    }
+
+    /// `eval`, charged as `runtime_cost` charges it: over the per-call limit the expression is
+    /// not run and fails with cel-go's cancellation. An expression that was not type-checked
+    /// costs nothing.
+    pub fn eval_metered(&self, vars: &Vars) -> Metered {
+        let charge = match &self.checked {
+            Some(checked) => runtime_cost::charge(checked, &ValueSizes::of_bound(&vars.bound)),
+            None => runtime_cost::Charge {
+                cost: 0,
+                over_limit: false,
+            },
+        };
+        if charge.over_limit {
+            return Metered {
+                value: Err(runtime_cost::COST_LIMIT_EXCEEDED.to_string()),
+                cost: charge.cost,
+            };
+        }
+        Metered {
+            value: self.eval(vars),
+            cost: charge.cost,
+        }
     }
 
     /// The value of the expression with `vars` bound, or the evaluation error in cel-go's words.

@@ -8,10 +8,10 @@
 //! - `cost`: cel-go's static cost estimate with Kubernetes' library costs;
 //! - `eval`: running an expression with JSON values bound (admission's variables);
 //! - `resolver`: a served kind's schema from its OpenAPI v3 document, references filled in
-//!   (for type checking admission policies against the kinds they match).
-//!
-//! Not here yet: the runtime cost budget (the `cel` interpreter does not count what it
-//! evaluates, so a rule's actual cost is not known).
+//!   (for type checking admission policies against the kinds they match);
+//! - `runtime_cost`: the per-call limit and the budgets evaluations are charged against. The
+//!   `cel` interpreter counts nothing, so an evaluation is charged `cost`'s estimate with the
+//!   sizes of the values it runs on, an upper bound of cel-go's runtime count.
 
 pub mod authz;
 pub mod checker;
@@ -19,6 +19,7 @@ pub mod cost;
 pub mod eval;
 pub mod functions;
 pub mod resolver;
+pub mod runtime_cost;
 pub mod types;
 
 use std::sync::Arc;

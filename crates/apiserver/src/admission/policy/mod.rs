@@ -14,7 +14,12 @@
 //! `typechecking` checks a ValidatingAdmissionPolicy's expressions against the kinds it matches,
 //! for the status controller; admission never looks at its answers.
 //!
-//! Not here yet: the runtime cost budget (the `cel` interpreter does not count cost).
+//! Expressions are charged their runtime cost as upstream charges it (`compiled::Input`): match
+//! conditions against `RuntimeCELCostBudgetMatchConditions`, a binding's validations and then
+//! its message expressions against `RuntimeCELCostBudget`, audit annotations and each mutation
+//! against a budget of their own, each evaluation against `PerCallLimit`. The cost is
+//! `cel::runtime_cost`'s estimate with the sizes of the values bound (`object`, `oldObject`,
+//! `params`, `request`, `namespaceObject`, `variables`), an upper bound of cel-go's count.
 
 pub mod compiled;
 pub mod matching;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::compiled::{Core, Expr, Input, spec_list};
 use crate::admission::rules::text;
 use crate::cel::eval::{ObjectTypes, cel_to_json};
+use crate::cel::runtime_cost::RUNTIME_CEL_COST_BUDGET;
 
 enum PatchType {
     ApplyConfiguration,
@@ -40,8 +41,8 @@ pub enum MutationError {
 impl MutatingPolicy {
     pub fn compile(policy: &Value) -> MutatingPolicy {
         let spec = policy.get("spec").unwrap_or(&Value::Null);
+        let core = Core::compile(policy);
         MutatingPolicy {
-            core: Core::compile(policy),
             mutations: spec_list(spec, "mutations")
                 .iter()
                 .map(|m| {
@@ -55,11 +56,12 @@ impl MutatingPolicy {
                         .unwrap_or_default();
                     Mutation {
                         patch_type,
-                        expr: Expr::compile_with(source, ObjectTypes::Mutation),
+                        expr: core.expr_with(source, ObjectTypes::Mutation),
                     }
                 })
                 .collect(),
             reinvoke_if_needed: text(spec, "reinvocationPolicy") == "IfNeeded",
+            core,
         }
     }
 }
@@ -91,6 +93,9 @@ impl Mutation {
         gvk: &Gvk<'_>,
         schemas: Option<&Schemas>,
     ) -> Result<Value, MutationError> {
+        // Each mutation is a filter of its own with the whole budget (`Patcher.Patch` is given
+        // `RuntimeCELCostBudget`).
+        input.filter(RUNTIME_CEL_COST_BUDGET);
         match self.patch_type {
             PatchType::ApplyConfiguration => {
                 // A kind without a schema cannot be merged into (upstream: no type converter).
@@ -102,7 +107,9 @@ impl Mutation {
                         "Resource kind {gvk} not found. There can be a delay between when CustomResourceDefinitions are created and when they are available."
                     ))));
                 };
-                let result = input.eval(&self.expr).map_err(MutationError::Policy)?;
+                let result = input
+                    .eval(&self.expr)
+                    .map_err(|e| MutationError::Policy(e.to_string()))?;
                 let Some(mut patch @ Value::Object(_)) = cel_to_json(&result) else {
                     return Err(MutationError::Policy(format!(
                         "unsupported return type from ApplyConfiguration expression: {}",
@@ -129,7 +136,9 @@ impl Mutation {
                 })
             }
             PatchType::JsonPatch => {
-                let result = input.eval(&self.expr).map_err(MutationError::Policy)?;
+                let result = input
+                    .eval(&self.expr)
+                    .map_err(|e| MutationError::Policy(e.to_string()))?;
                 let cel::Value::List(items) = &result else {
                     return Err(MutationError::Policy(
                         "type mismatch: JSONPatchType.expression should evaluate to array".into(),

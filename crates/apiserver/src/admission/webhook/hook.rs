@@ -5,11 +5,20 @@
 use std::time::Duration;
 
 use apimachinery::labels::Selector;
+use kube_cel::cel;
 use serde_json::Value;
 
+use crate::admission::compile::{Compiler, Declarations};
 use crate::admission::rules::{self, Rule, selector, strings, text};
 use crate::admission::{Attributes, Operation};
-use crate::cel::eval::Program;
+use crate::cel::eval::{Program, Vars};
+use crate::cel::runtime_cost::{Budget, RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS};
+
+/// Webhooks' match conditions see the authorizer and no params.
+const CONDITION_DECLARATIONS: Declarations = Declarations {
+    has_params: false,
+    has_authorizer: true,
+};
 use crate::util::webhook::ClientConfig;
 
 pub(super) struct MatchCondition {
@@ -45,7 +54,9 @@ impl Hook {
             .into_iter()
             .flatten()
             .map(|c| MatchCondition {
-                program: Program::compile(text(c, "expression")),
+                // Checked in the webhooks' environment for its runtime cost.
+                program: Program::compile(text(c, "expression"))
+                    .map(|p| p.check(&Compiler::stateless().vars(CONDITION_DECLARATIONS))),
             })
             .collect();
         Hook {
@@ -97,6 +108,59 @@ impl Hook {
     }
 }
 
+/// What a webhook's match conditions decided, before its failure policy
+/// (`matchconditions.Matcher.Match`).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Conditions {
+    /// None is false and none failed.
+    Match,
+    /// One is false (whatever the others gave).
+    NoMatch,
+    /// Some failed, none is false.
+    Errors(Vec<String>),
+    /// Together they cost more than `RuntimeCELCostBudgetMatchConditions`.
+    OutOfBudget,
+}
+
+/// Evaluates every condition with `vars`, charging each against the webhook's budget, then
+/// decides: a false one skips the webhook, errors are reported only when none is false.
+pub(super) fn evaluate_conditions(conditions: &[MatchCondition], vars: &Vars) -> Conditions {
+    let mut budget = Budget::new(RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS);
+    let mut results = Vec::with_capacity(conditions.len());
+    for c in conditions {
+        let source = c.program.as_ref().map(|p| p.source.as_str()).unwrap_or("");
+        let result = match &c.program {
+            Ok(p) => {
+                let metered = p.eval_metered(vars);
+                if budget.charge(metered.cost).is_err() {
+                    return Conditions::OutOfBudget;
+                }
+                metered
+                    .value
+                    .map_err(|e| format!("expression '{source}' resulted in error: {e}"))
+            }
+            Err(e) => Err(format!("compilation error: {e}")),
+        };
+        results.push((source, result));
+    }
+    let mut errors = Vec::new();
+    for (source, result) in results {
+        match result {
+            Ok(cel::Value::Bool(false)) => return Conditions::NoMatch,
+            Ok(cel::Value::Bool(true)) => {}
+            Ok(other) => errors.push(format!(
+                "expression '{source}' resulted in error: no such overload: {other:?}"
+            )),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Conditions::Match
+    } else {
+        Conditions::Errors(errors)
+    }
+}
+
 /// Whether a webhook may be called on a dry run: a `None` or `NoneOnDryRun` side-effect class.
 pub(super) fn dry_run_allowed(side_effects: Option<&str>) -> Option<bool> {
     side_effects.map(|s| matches!(s, "None" | "NoneOnDryRun"))
@@ -104,4 +168,57 @@ pub(super) fn dry_run_allowed(side_effects: Option<&str>) -> Option<bool> {
 
 pub(super) fn is_delete(op: Operation) -> bool {
     op == Operation::Delete
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const QUADRATIC: &str = "object.data.all(k, object.data.all(j, k == j || k != j))";
+
+    fn hook(conditions: &[&str]) -> Hook {
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .enumerate()
+            .map(|(i, c)| json!({"name": format!("c{i}"), "expression": c}))
+            .collect();
+        Hook::from_api(
+            "config",
+            0,
+            &json!({"name": "hook.example.com", "matchConditions": conditions}),
+        )
+    }
+
+    fn on(n: usize, conditions: &[&str]) -> Conditions {
+        let data: serde_json::Map<String, Value> = (0..n)
+            .map(|i| (format!("key{i:05}"), Value::from("v")))
+            .collect();
+        let vars = Vars::default().bind_json("object", Some(&json!({"data": data})));
+        evaluate_conditions(&hook(conditions).match_conditions, &vars)
+    }
+
+    #[test]
+    fn a_condition_over_the_per_call_limit_is_an_error() {
+        assert_eq!(on(10, &[QUADRATIC]), Conditions::Match);
+        assert_eq!(
+            on(1000, &[QUADRATIC]),
+            Conditions::Errors(vec![format!(
+                "expression '{QUADRATIC}' resulted in error: operation cancelled: actual cost limit exceeded"
+            )])
+        );
+        // A false condition still decides.
+        assert_eq!(on(1000, &[QUADRATIC, "false"]), Conditions::NoMatch);
+    }
+
+    #[test]
+    fn conditions_together_over_the_budget_run_out() {
+        // Each copy costs a few hundred thousand on 300 keys: a few fit in 2.5 million, ten
+        // do not, even when one of them is false.
+        assert_eq!(on(300, &[QUADRATIC; 2]), Conditions::Match);
+        assert_eq!(on(300, &[QUADRATIC; 10]), Conditions::OutOfBudget);
+        let mut with_false = vec!["false"];
+        with_false.extend([QUADRATIC; 10]);
+        assert_eq!(on(300, &with_false), Conditions::OutOfBudget);
+    }
 }

@@ -21,13 +21,14 @@ use apimachinery::Status;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use self::hook::Hook;
+use self::hook::{Conditions, Hook};
 use self::review::Invocation;
 use self::source::Source;
 use super::Reinvocation;
 use super::rules::{self, Kept, Versions};
 use super::{Attributes, MutatingPlugin, ServedResources, ValidatingPlugin};
 use crate::cel::eval::{Vars, json_to_cel};
+use crate::cel::runtime_cost::OUT_OF_BUDGET;
 use crate::registry::RegistryStore;
 use crate::util::webhook::{ServiceResolver, post_json};
 
@@ -201,7 +202,9 @@ impl Shared {
     }
 
     /// The match conditions (`matchConditions`): all true calls the webhook, one false skips
-    /// it, and errors follow the failure policy (Fail refuses the request).
+    /// it, and errors follow the failure policy (Fail refuses the request). All of them are
+    /// evaluated first, against `RuntimeCELCostBudgetMatchConditions`; running out of it is an
+    /// error of its own.
     fn conditions_match(
         hook: &Hook,
         attrs: &Attributes<'_>,
@@ -217,29 +220,15 @@ impl Shared {
             .bind_json("object", obj)
             .bind_json("oldObject", old)
             .bind("request", json_to_cel(&request));
-        let mut errors = Vec::new();
-        for c in &hook.match_conditions {
-            let source = c.program.as_ref().map(|p| p.source.as_str()).unwrap_or("");
-            let result = match &c.program {
-                Ok(p) => p.eval(&vars),
-                Err(e) => Err(format!("compilation error: {e}")),
-            };
-            match result {
-                Ok(kube_cel::cel::Value::Bool(false)) => return Ok(false),
-                Ok(kube_cel::cel::Value::Bool(true)) => {}
-                Ok(other) => errors.push(format!(
-                    "expression '{source}' resulted in error: no such overload: {other:?}"
-                )),
-                Err(e) if c.program.is_err() => errors.push(e),
-                Err(e) => errors.push(format!("expression '{source}' resulted in error: {e}")),
+        let mut errors = match hook::evaluate_conditions(&hook.match_conditions, &vars) {
+            Conditions::Match => return Ok(true),
+            Conditions::NoMatch => return Ok(false),
+            _ if hook.fail_open => return Ok(false),
+            Conditions::OutOfBudget => {
+                return Err(rules::forbidden(attrs, OUT_OF_BUDGET.to_string()));
             }
-        }
-        if errors.is_empty() {
-            return Ok(true);
-        }
-        if hook.fail_open {
-            return Ok(false);
-        }
+            Conditions::Errors(errors) => errors,
+        };
         let why = if errors.len() == 1 {
             errors.remove(0)
         } else {
