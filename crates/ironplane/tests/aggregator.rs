@@ -566,9 +566,27 @@ spec:
     });
 
     // The extension server behind a selectorless Service and a hand-written EndpointSlice.
+    use base64::Engine;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&pki.serving_ca_pem);
     // Registered before its Service exists, then given a Service without endpoints, then the
     // endpoint: each step has upstream's reason.
-    let apiservice = apiservice_yaml(&pki);
+    let apiservice = format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: wardle}}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: {APISERVICE}}}
+spec:
+  group: {GROUP}
+  version: v1alpha1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {{namespace: wardle, name: api, port: 443}}
+  caBundle: {ca_bundle}
+"#
+    );
     server.kubectl_stdin(&["apply", "-f", "-"], &apiservice);
     let reason_is = |want: &str| {
         wait_until(want, 30, || {
@@ -579,14 +597,33 @@ spec:
     let (status, _, message) = reason_is("ServiceNotFound");
     assert_eq!(status, "False");
     assert_eq!(message, r#"service/api in "wardle" is not present"#);
-    let service = service_only_yaml(port);
+    let service = format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: api, namespace: wardle}}
+spec:
+  ports: [{{name: https, port: 443, targetPort: {port}}}]
+"#
+    );
     server.kubectl_stdin(&["apply", "-f", "-"], &service);
     let (_, _, message) = reason_is("EndpointsNotFound");
     assert_eq!(
         message,
         r#"cannot find endpointslices for service/api in "wardle""#
     );
-    let slice = endpoint_slice_yaml(port);
+    let slice = format!(
+        r#"apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: api-1
+  namespace: wardle
+  labels: {{kubernetes.io/service-name: api}}
+addressType: IPv4
+ports: [{{name: https, port: {port}, protocol: TCP}}]
+endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
+"#,
+        ip = own_address()
+    );
     server.kubectl_stdin(&["apply", "-f", "-"], &slice);
     wait_until("the APIService to become available", 60, || {
         available(&server).is_some_and(|(s, _, _)| s == "True")
@@ -1088,28 +1125,13 @@ spec:
 /// The Service `wardle/api` and its EndpointSlice, pointing at `port` on this machine.
 fn service_yaml(port: u16) -> String {
     format!(
-        "{}---\n{}",
-        service_only_yaml(port),
-        endpoint_slice_yaml(port)
-    )
-}
-
-/// The selectorless Service `wardle/api`, whose target is `port`.
-fn service_only_yaml(port: u16) -> String {
-    format!(
         r#"apiVersion: v1
 kind: Service
 metadata: {{name: api, namespace: wardle}}
 spec:
   ports: [{{name: https, port: 443, targetPort: {port}}}]
-"#
-    )
-}
-
-/// The EndpointSlice of `wardle/api`, pointing at `port` on this machine.
-fn endpoint_slice_yaml(port: u16) -> String {
-    format!(
-        r#"apiVersion: discovery.k8s.io/v1
+---
+apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
   name: api-1
