@@ -150,9 +150,16 @@ pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
 /// writes them, non-pointer structs present, times, quantities and the other special types in
 /// their Go form), computed in one walk of the JSON, without the wire.
 pub fn go_form(obj: &Value) -> Result<Value, ProtobufError> {
-    let mut copy = obj.clone();
-    go_form_in_place(&mut copy)?;
-    Ok(copy)
+    let (id, api_version, kind) = resolve(obj)?;
+    let schema = schema();
+    let mut out = serde_json::Map::new();
+    out.insert("kind".to_string(), Value::String(kind.to_string()));
+    out.insert(
+        "apiVersion".to_string(),
+        Value::String(api_version.to_string()),
+    );
+    normalize::Normalizer { schema, depth: 1 }.fields_into(id, obj, &mut out)?;
+    Ok(Value::Object(out))
 }
 
 /// [`go_form`] done on `obj` where it lies: the same object, at a fraction of the cost when

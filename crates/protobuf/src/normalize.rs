@@ -1,10 +1,8 @@
 //! JSON → Go's JSON, without the wire in between: the object Go's encoding/json would write
 //! after unmarshalling `value` into its Go struct, which is what [`crate::decode`] of
 //! [`crate::encode`] gives, read off the same schema in one walk instead of writing and
-//! parsing protobuf. Every write of a built-in object takes this form (field management takes
-//! it before admission, storage finds it there), so the walk is the cheap way to the same
-//! answer. The walk works where the value lies: what is in Go's form already is only visited.
-//! A copy in Go's form ([`Normalizer::message`]) is the same walk on a copy.
+//! parsing protobuf. Every write of a built-in object takes this form once or twice (storage,
+//! field management), so the walk is the cheap way to the same answer.
 //!
 //! The rules are the two halves' rules composed: a field the struct does not have is dropped;
 //! nil (JSON `null` or absent) pointers, slices and maps, and empty slices and maps (which Go's
@@ -30,11 +28,175 @@ pub(crate) struct Normalizer<'s> {
 
 impl Normalizer<'_> {
     /// A message's JSON: an object for plain structs, what the special type writes otherwise.
-    /// One walk serves both forms: this is [`Normalizer::message_in_place`] on a copy.
     pub(crate) fn message(&mut self, id: MessageId, value: &Value) -> Result<Value, ProtobufError> {
-        let mut value = value.clone();
-        self.message_in_place(id, &mut value)?;
-        Ok(value)
+        self.depth += 1;
+        if self.depth > crate::MAX_DEPTH {
+            return Err(ProtobufError::TooDeep);
+        }
+        let result = match self.schema.messages[id].special {
+            Special::None => {
+                let mut out = Map::new();
+                self.fields_into(id, value, &mut out)
+                    .map(|()| Value::Object(out))
+            }
+            special => self.special(id, special, value),
+        };
+        self.depth -= 1;
+        result
+    }
+
+    /// The fields of a plain struct built from `value` (an object or null), written into `out`.
+    pub(crate) fn fields_into(
+        &mut self,
+        id: MessageId,
+        value: &Value,
+        out: &mut Map<String, Value>,
+    ) -> Result<(), ProtobufError> {
+        let empty = Map::new();
+        let object = match value {
+            Value::Object(object) => object,
+            Value::Null => &empty,
+            other => {
+                return Err(invalid(format!("expected an object, got {}", kind(other))));
+            }
+        };
+        let schema = self.schema;
+        for field in &schema.messages[id].fields {
+            if field.inline {
+                let Type::Message(inner) = field.ty else {
+                    return Err(invalid("an inline field that is not a struct"));
+                };
+                self.depth += 1;
+                let result = self.fields_into(inner, value, out);
+                self.depth -= 1;
+                result?;
+                continue;
+            }
+            let value = object.get(field.json).unwrap_or(&Value::Null);
+            self.field(field, value, out)?;
+        }
+        Ok(())
+    }
+
+    fn field(
+        &mut self,
+        field: &Field,
+        value: &Value,
+        out: &mut Map<String, Value>,
+    ) -> Result<(), ProtobufError> {
+        let key = || field.json.to_string();
+        // What a nil pointer, slice or map writes: null, unless omitempty.
+        let absent = |out: &mut Map<String, Value>| {
+            if !field.omitempty {
+                out.insert(key(), Value::Null);
+            }
+        };
+        match field.cardinality {
+            Cardinality::Map => {
+                let entries = match value {
+                    Value::Null => {
+                        absent(out);
+                        return Ok(());
+                    }
+                    Value::Object(entries) => entries,
+                    other => {
+                        return Err(invalid(format!("expected an object, got {}", kind(other))));
+                    }
+                };
+                if entries.is_empty() {
+                    absent(out);
+                    return Ok(());
+                }
+                let mut map = Map::new();
+                for (k, v) in entries {
+                    let v = match field.ty {
+                        Type::Message(id) => self.message(id, v)?,
+                        Type::Bytes if v.is_null() => Value::Null,
+                        Type::Bytes => rebase64(v)?,
+                        ty => scalar(ty, v)?,
+                    };
+                    map.insert(k.clone(), v);
+                }
+                out.insert(key(), Value::Object(map));
+            }
+            Cardinality::Repeated => {
+                let items = match value {
+                    Value::Null => {
+                        absent(out);
+                        return Ok(());
+                    }
+                    Value::Array(items) => items,
+                    other => {
+                        return Err(invalid(format!("expected an array, got {}", kind(other))));
+                    }
+                };
+                if items.is_empty() {
+                    absent(out);
+                    return Ok(());
+                }
+                let mut list = Vec::with_capacity(items.len());
+                for item in items {
+                    list.push(match field.ty {
+                        Type::Message(id) => self.message(id, item)?,
+                        Type::Bytes => rebase64(item)?,
+                        ty => scalar(ty, item)?,
+                    });
+                }
+                out.insert(key(), Value::Array(list));
+            }
+            Cardinality::Single => match field.ty {
+                Type::Message(id) => {
+                    let special = self.schema.messages[id].special;
+                    if special == Special::Strings {
+                        // A named slice: nil when null, else its strings (an empty one stays,
+                        // unless omitempty).
+                        if value.is_null() {
+                            absent(out);
+                            return Ok(());
+                        }
+                        let items = strings(value)?;
+                        if !(field.omitempty && items.is_empty()) {
+                            out.insert(key(), Value::Array(items));
+                        }
+                        return Ok(());
+                    }
+                    if field.pointer && value.is_null() {
+                        absent(out);
+                        return Ok(());
+                    }
+                    let v = self.message(id, value)?;
+                    // omitempty never drops a struct; omitzero drops the zero value, which for
+                    // the only omitzero field (a metav1.Time) is the one that writes null.
+                    if !(field.omitzero && v.is_null()) {
+                        out.insert(key(), v);
+                    }
+                }
+                Type::Bytes => {
+                    if value.is_null() {
+                        absent(out);
+                        return Ok(());
+                    }
+                    let bytes = decode_base64(value)?;
+                    if !(field.omitempty && bytes.is_empty()) {
+                        out.insert(
+                            key(),
+                            Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                        );
+                    }
+                }
+                ty => {
+                    if field.pointer && value.is_null() {
+                        absent(out);
+                        return Ok(());
+                    }
+                    let v = scalar(ty, value)?;
+                    if field.pointer || !(field.omitempty && is_zero(&v)) {
+                        out.insert(key(), v);
+                    }
+                }
+            },
+        }
+        Ok(())
     }
 
     fn special(
@@ -152,9 +314,9 @@ enum Member {
 }
 
 impl Normalizer<'_> {
-    /// `value` brought to its Go form where it lies: what is already in Go's form (most of an
-    /// object that went through here before) is only visited, not built again. On an error
-    /// `value` may be left part-way.
+    /// [`Normalizer::message`] done on `value` where it lies: the same result, but what is
+    /// already in Go's form (most of an object that went through here before) is only visited,
+    /// not built again. On an error `value` may be left part-way.
     pub(crate) fn message_in_place(
         &mut self,
         id: MessageId,
@@ -174,7 +336,8 @@ impl Normalizer<'_> {
                     other => Err(invalid(format!("expected an object, got {}", kind(other)))),
                 }
             }
-            // Embedded JSON, and an int-or-string's string, are their own Go form.
+            // Embedded JSON, and an int-or-string's string, are their own Go form: the
+            // by-reference walk copies them, here they stay.
             Special::RawExtension | Special::RawJson => Ok(()),
             Special::IntOrString if value.is_string() => Ok(()),
             special => self.special(id, special, value).map(|v| *value = v),
@@ -221,13 +384,8 @@ impl Normalizer<'_> {
                 continue;
             }
             match object.get_mut(field.json) {
-                // What an absent field writes: null in Go's form, unless that is omitted.
-                None => {
-                    let mut value = Value::Null;
-                    if let Member::Keep = self.field_in_place(field, &mut value)? {
-                        object.insert(field.json.to_string(), value);
-                    }
-                }
+                // What an absent field writes: the by-reference walk's answer for null.
+                None => self.field(field, &Value::Null, object)?,
                 Some(value) => {
                     known += 1;
                     if let Member::Drop = self.field_in_place(field, value)? {

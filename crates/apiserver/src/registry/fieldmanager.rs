@@ -175,11 +175,18 @@ impl RegistryStore {
             return;
         };
         // Compared in Go's form, as upstream compares decoded Go values: an empty map a client
-        // sent is no field, a struct it left out is there empty. The object is taken to that
-        // form where it lies, and stays in it: upstream's admission and validation see the
-        // decoded Go object too, and storage then finds it in Go's form already.
-        super::store::go_form(new);
-        fm.update(live.unwrap_or(fm.zero), new, &mf.manager);
+        // sent is no field, a struct it left out is there empty.
+        let mut typed = super::store::go_form_of(new).unwrap_or_else(|| new.clone());
+        fm.update(live.unwrap_or(fm.zero), &mut typed, &mf.manager);
+        match typed
+            .pointer_mut("/metadata/managedFields")
+            .map(Value::take)
+        {
+            Some(v) => new.set_meta("managedFields", v),
+            None => {
+                new.remove_meta("managedFields");
+            }
+        }
     }
 
     /// Server-side apply of `config` onto `live` (None: the object does not exist yet) by

@@ -1065,6 +1065,20 @@ pub(super) fn go_form(obj: &mut Value) {
     }
 }
 
+/// The Go form of `obj` (see [`go_form`]), or `None` when it has none to give: a custom
+/// resource, or an object the walk refuses (logged; the decoder already refused what Go could
+/// not hold).
+pub(super) fn go_form_of(obj: &Value) -> Option<Value> {
+    let kind = obj.kind();
+    if !ironplane_protobuf::supports(obj.api_version(), kind) {
+        return None;
+    }
+    // The walk gives what the round trip through the transcoder gives, without the wire.
+    ironplane_protobuf::go_form(obj)
+        .inspect_err(|e| tracing::warn!(error = %e, kind, "object has no Go form"))
+        .ok()
+}
+
 impl RegistryStore {
     /// The object as upstream would read it back: Go's form, then the kind's defaults once more,
     /// as upstream's storage decoder defaults every object it reads. Defaults are idempotent;
