@@ -551,7 +551,7 @@ mod tests {
         // list, the resource claim.
         assert_eq!(
             whole.refs.len(),
-            1 + 1 + 1 + 13 + 3 * 4 + 1,
+            1 + 1 + 1 + 14 + 3 * 4 + 1,
             "{:?}",
             whole.refs
         );
