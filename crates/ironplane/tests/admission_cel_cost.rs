@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::Server;
 use serde_json::{Value, json};
 
@@ -64,15 +62,6 @@ fn create(s: &Server, manifest: &str) -> (bool, String) {
     )
 }
 
-/// Retries `probe` until it holds: policies are picked up from a watch, within moments.
-fn eventually(what: &str, mut probe: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !probe() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn an_expression_over_the_per_call_limit_follows_the_failure_policy() {
     let s = Server::start();
@@ -101,23 +90,22 @@ fn an_expression_over_the_per_call_limit_follows_the_failure_policy() {
         );
     }
     // Once the ordinary policies are in force, the others are too (created before them).
+    // Policies are picked up from a watch, within moments.
     let mut n = 0;
-    eventually("the ordinary policy denies", || {
-        n += 1;
-        let (ok, _) = create(
-            &s,
-            &config_map(&format!("probe{n}"), "ignore", 1, &["forbidden"]),
+    for mode in ["ignore", "fail"] {
+        common::wait_until(
+            &format!("the ordinary policy in {mode} to deny"),
+            10,
+            || {
+                n += 1;
+                let (ok, _) = create(
+                    &s,
+                    &config_map(&format!("probe{n}"), mode, 1, &["forbidden"]),
+                );
+                !ok
+            },
         );
-        !ok
-    });
-    eventually("the ordinary policy of the other binding denies", || {
-        n += 1;
-        let (ok, _) = create(
-            &s,
-            &config_map(&format!("probe{n}"), "fail", 1, &["forbidden"]),
-        );
-        !ok
-    });
+    }
 
     // Small: the quadratic expression is cheap, and true.
     let (ok, err) = create(&s, &config_map("small", "fail", 10, &[]));

@@ -184,9 +184,9 @@ impl ConvertingStore {
         self.converter.one(o).await
     }
 
-    /// A write's error with the object it gives back (a write refused as too large) in the
-    /// version it was written in, as the writer tries it again from there; without it when
-    /// it cannot be converted back.
+    /// A write's error with the object it gives back (a write refused as too large or as
+    /// already existing) in the version it was written in, as the writer tries it again from
+    /// there; without it when it cannot be converted back.
     async fn refused_as_served(&self, mut err: StorageError) -> StorageError {
         let Some(rejected) = err.take_rejected() else {
             return err;

@@ -202,9 +202,9 @@ fn set_gc_finalizers(obj: &mut Value, policy: Option<&str>) -> bool {
 }
 
 /// The object to write again when storage refused a write as too large: the one it gave back,
-/// without managedFields, as
-/// upstream's create, update and patch handlers do (`isTooLargeError`): managedFields can be
-/// large, and dropping them is safe, since the next write starts them afresh. Only writes that
+/// without managedFields, as upstream's create, update and patch handlers do
+/// (`isTooLargeError`): managedFields can be large, and dropping them is safe, since the next
+/// write starts them afresh. Only writes that
 /// record managed fields as an update (`opts.managed_fields`) do: an apply's fields are its
 /// result, and upstream retries no apply. Otherwise the error, as it came.
 fn retry_without_managed_fields(
