@@ -4,8 +4,8 @@
 //! Service has the port it names (`ServicePortError`); EndpointSlices of the Service exist
 //! (`EndpointsNotFound`) and one of them has a ready address for that port's name
 //! (`MissingEndpoints`); the extension server answers its group version's discovery document
-//! within 5 s, to one of five attempts (`FailedDiscoveryCheck`); else `Passed`. The answer is
-//! kept as the group version's discovery rows.
+//! within 5 s, to one of five attempts (`FailedDiscoveryCheck`); else `Passed`. What discovery
+//! lists of it is `discovery_manager`'s, which asks again after every change of the APIService.
 //!
 //! A remote APIService is checked when it, its Service or its EndpointSlices change, every 30 s
 //! after a pass, and after a failure again with the per-item exponential backoff of upstream's
@@ -26,7 +26,7 @@ use prometheus::{GaugeVec, IntCounterVec, Opts};
 use serde_json::{Value, json};
 use storage::{ListOptions, ResourceVersion};
 
-use crate::{Aggregator, ApiService, Readiness, ServiceRef};
+use crate::{Aggregator, ApiService, ServiceRef};
 
 static UNAVAILABLE: LazyLock<GaugeVec> = LazyLock::new(|| {
     apiserver::metrics::register(
@@ -95,8 +95,6 @@ struct Schedule {
     failures: u32,
     /// A check of it is under way (one at a time per APIService, as upstream's queue has it).
     running: bool,
-    /// It has been checked at least once.
-    checked: bool,
 }
 
 type Schedules = Arc<Mutex<HashMap<String, Schedule>>>;
@@ -105,23 +103,14 @@ type Schedules = Arc<Mutex<HashMap<String, Schedule>>>;
 /// that one slow extension server (a discovery request waits up to 5 s) holds up only its own.
 const WORKERS: usize = 5;
 
-/// Runs the local and remote availability controllers until the process ends; sets
-/// `apiservice-discovery-controller` once every remote APIService there at start has been
-/// checked (its discovery fetched or failed).
-pub(crate) async fn run(agg: Arc<Aggregator>, readiness: Arc<Readiness>) {
+/// Runs the local and remote availability controllers until the process ends.
+pub(crate) async fn run(agg: Arc<Aggregator>) {
     let schedules: Schedules = Arc::default();
     let workers = Arc::new(tokio::sync::Semaphore::new(WORKERS));
-    let mut awaited: Option<Vec<String>> = None;
     loop {
         let now = Instant::now();
         let all = agg.snapshot();
         lock(&schedules).retain(|name, _| all.iter().any(|s| &s.name == name));
-        let awaiting = awaited.get_or_insert_with(|| {
-            all.iter()
-                .filter(|s| s.service.is_some())
-                .map(|s| s.name.clone())
-                .collect()
-        });
         for apiservice in &all {
             let Some(service) = &apiservice.service else {
                 let local = Condition::new(
@@ -150,14 +139,6 @@ pub(crate) async fn run(agg: Arc<Aggregator>, readiness: Arc<Readiness>) {
                 workers.clone(),
             ));
         }
-        if !awaiting.is_empty() || !readiness.discovery.is_ok() {
-            let schedules = lock(&schedules);
-            // A deleted one is no longer waited for.
-            awaiting.retain(|name| schedules.get(name).is_some_and(|s| !s.checked));
-            if awaiting.is_empty() {
-                readiness.discovery.set(true);
-            }
-        }
         tokio::time::sleep(TICK).await;
     }
 }
@@ -166,8 +147,8 @@ fn lock(schedules: &Schedules) -> std::sync::MutexGuard<'_, HashMap<String, Sche
     schedules.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One remote APIService's check, on one of the workers: the condition written, the discovery
-/// rows and OpenAPI documents kept, and when to check it again.
+/// One remote APIService's check, on one of the workers: the condition written, the OpenAPI
+/// documents kept, and when to check it again.
 async fn check_and_record(
     agg: Arc<Aggregator>,
     apiservice: Arc<ApiService>,
@@ -179,13 +160,7 @@ async fn check_and_record(
     let Some(service) = &apiservice.service else {
         return;
     };
-    let (condition, resources) = check(&agg, &apiservice, service).await;
-    if let Some(rows) = resources {
-        agg.remote_resources
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(apiservice.name.clone(), rows);
-    }
+    let condition = check(&agg, &apiservice, service).await;
     if condition.status == "True" {
         crate::openapi::refresh(&agg, &apiservice).await;
     }
@@ -195,7 +170,6 @@ async fn check_and_record(
         return;
     };
     schedule.running = false;
-    schedule.checked = true;
     if condition.status == "True" && written {
         schedule.failures = 0;
         schedule.due = Some(Instant::now() + RESYNC);
@@ -314,49 +288,33 @@ fn has_available_endpoint(port_name: &str, slices: &[Value]) -> bool {
     })
 }
 
-/// Upstream's checks of a remote APIService, in its order and words; a passed discovery check
-/// also gives the group version's resources.
-async fn check(
-    agg: &Aggregator,
-    apiservice: &ApiService,
-    service: &ServiceRef,
-) -> (Condition, Option<Vec<apiserver::registry::ResourceInfo>>) {
+/// Upstream's checks of a remote APIService, in its order and words.
+async fn check(agg: &Aggregator, apiservice: &ApiService, service: &ServiceRef) -> Condition {
     let (ns, name) = (&service.namespace, &service.name);
     let Some(services) = agg.api.get("", "v1", "services") else {
-        return (
-            Condition::new(
-                "Unknown",
-                "ServiceAccessError",
-                format!(
-                    "service/{name} in {ns:?} cannot be checked due to: services are not served"
-                ),
-            ),
-            None,
+        return Condition::new(
+            "Unknown",
+            "ServiceAccessError",
+            format!("service/{name} in {ns:?} cannot be checked due to: services are not served"),
         );
     };
     let svc = match services.get(ns, name, ResourceVersion::Any).await {
         Ok(o) => o.value().unwrap_or(Value::Null),
         Err(s) if s.code == 404 => {
-            return (
-                Condition::new(
-                    "False",
-                    "ServiceNotFound",
-                    format!("service/{name} in {ns:?} is not present"),
-                ),
-                None,
+            return Condition::new(
+                "False",
+                "ServiceNotFound",
+                format!("service/{name} in {ns:?} is not present"),
             );
         }
         Err(s) => {
-            return (
-                Condition::new(
-                    "Unknown",
-                    "ServiceAccessError",
-                    format!(
-                        "service/{name} in {ns:?} cannot be checked due to: {}",
-                        s.message
-                    ),
+            return Condition::new(
+                "Unknown",
+                "ServiceAccessError",
+                format!(
+                    "service/{name} in {ns:?} cannot be checked due to: {}",
+                    s.message
                 ),
-                None,
             );
         }
     };
@@ -372,52 +330,40 @@ async fn check(
             .flatten()
             .find(|p| p.get("port").and_then(Value::as_i64) == Some(i64::from(service.port)));
         let Some(port) = port else {
-            return (
-                Condition::new(
-                    "False",
-                    "ServicePortError",
-                    format!(
-                        "service/{name} in {ns:?} is not listening on port {}",
-                        service.port
-                    ),
+            return Condition::new(
+                "False",
+                "ServicePortError",
+                format!(
+                    "service/{name} in {ns:?} is not listening on port {}",
+                    service.port
                 ),
-                None,
             );
         };
         let port_name = port.get("name").and_then(Value::as_str).unwrap_or("");
         let slices = match slices(agg, service).await {
             Ok(s) => s,
             Err(e) => {
-                return (
-                    Condition::new(
-                        "Unknown",
-                        "EndpointsAccessError",
-                        format!("service/{name} in {ns:?} cannot be checked due to: {e}"),
-                    ),
-                    None,
+                return Condition::new(
+                    "Unknown",
+                    "EndpointsAccessError",
+                    format!("service/{name} in {ns:?} cannot be checked due to: {e}"),
                 );
             }
         };
         if slices.is_empty() {
-            return (
-                Condition::new(
-                    "False",
-                    "EndpointsNotFound",
-                    format!("cannot find endpointslices for service/{name} in {ns:?}"),
-                ),
-                None,
+            return Condition::new(
+                "False",
+                "EndpointsNotFound",
+                format!("cannot find endpointslices for service/{name} in {ns:?}"),
             );
         }
         if !has_available_endpoint(port_name, &slices) {
-            return (
-                Condition::new(
-                    "False",
-                    "MissingEndpoints",
-                    format!(
-                        "endpointslices for service/{name} in {ns:?} have no addresses with port name {port_name:?}"
-                    ),
+            return Condition::new(
+                "False",
+                "MissingEndpoints",
+                format!(
+                    "endpointslices for service/{name} in {ns:?} have no addresses with port name {port_name:?}"
                 ),
-                None,
             );
         }
     }
@@ -432,24 +378,11 @@ async fn check(
     let mut last_error = String::new();
     for result in results {
         match result {
-            Ok(body) => {
-                let rows = serde_json::from_slice::<Value>(&body)
-                    .map(|list| {
-                        crate::discovery::rows(&apiservice.group, &apiservice.version, &list)
-                    })
-                    .ok();
-                return (
-                    Condition::new("True", "Passed", "all checks passed".into()),
-                    rows,
-                );
-            }
+            Ok(_) => return Condition::new("True", "Passed", "all checks passed".into()),
             Err(e) => last_error = e,
         }
     }
-    (
-        Condition::new("False", "FailedDiscoveryCheck", last_error),
-        None,
-    )
+    Condition::new("False", "FailedDiscoveryCheck", last_error)
 }
 
 /// The system user the server's own writes are made as (its loopback client's).

@@ -1,15 +1,15 @@
-//! An extension server's discovery answer for its group version (`APIResourceList`) made into
-//! the data rows this server's discovery documents are built from, so that `/apis`,
-//! `/apis/<group>` and the aggregated `apidiscovery.k8s.io/v2` documents list its resources
-//! (upstream's discovery aggregation asks each extension server the same way); and the order
-//! every group and version is listed in, from the APIServices' priorities.
+//! An extension server's discovery answers read as upstream's aggregator reads them: its
+//! aggregated document (`APIGroupDiscoveryList`) split into one entry per group version, or its
+//! legacy `APIResourceList` converted into such an entry; each entry made into the data rows
+//! in-process clients of discovery read; and the order every group and version is listed in,
+//! from the APIServices' priorities. Fetching them is `discovery_manager`'s.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use apiserver::registry::{ResourceInfo, SubresourceInfo};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::ApiService;
 
@@ -62,54 +62,200 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
         .collect()
 }
 
-/// The rows of `group`/`version` that `list` (an `APIResourceList`) describes; `resource/sub`
-/// entries become subresources of their resource. Nothing when it is not such a list.
-pub(crate) fn rows(group: &str, version: &str, list: &Value) -> Vec<ResourceInfo> {
+fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The group versions of an aggregated discovery document (`APIGroupDiscoveryList`, v2 or
+/// v2beta1) with their entries. As upstream's discovery manager does, a resource or subresource
+/// without `responseKind` is given an empty one (client-go v0.26.0 to v0.26.3 dereference it).
+pub(crate) fn entries(list: &Value) -> Result<HashMap<(String, String), Value>, String> {
+    let items = list
+        .get("items")
+        .and_then(Value::as_array)
+        .ok_or("not an APIGroupDiscoveryList")?;
+    let mut out = HashMap::new();
+    for group in items {
+        let name = group
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        for version in group
+            .get("versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let mut entry = version.clone();
+            for resource in entry
+                .get_mut("resources")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                empty_response_kind(resource);
+                for sub in resource
+                    .get_mut("subresources")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    empty_response_kind(sub);
+                }
+            }
+            out.insert(
+                (name.to_string(), text(version, "version").to_string()),
+                entry,
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn empty_response_kind(v: &mut Value) {
+    if let Some(o) = v.as_object_mut()
+        && o.get("responseKind").is_none_or(Value::is_null)
+    {
+        o.insert(
+            "responseKind".into(),
+            json!({"group": "", "version": "", "kind": ""}),
+        );
+    }
+}
+
+/// The aggregated discovery entry of a group version from its legacy `APIResourceList`, as
+/// upstream converts it (`ConvertGroupVersionIntoToDiscovery`): the resources in the list's
+/// order, each `resource/sub` entry a subresource of its resource (one made up, with an empty
+/// kind, when the list lacks it); a subresource whose scope differs from its resource's is an
+/// error.
+pub(crate) fn entry_from_resource_list(version: &str, list: &Value) -> Result<Value, String> {
     let entries = list
         .get("resources")
         .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let text = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let mut rows: Vec<ResourceInfo> = entries
-        .iter()
-        .filter(|e| !text(e, "name").contains('/') && !text(e, "name").is_empty())
-        .map(|e| ResourceInfo {
-            group: group.to_string(),
-            version: version.to_string(),
-            resource: text(e, "name"),
-            kind: text(e, "kind"),
-            singular: text(e, "singularName"),
-            namespaced: e
-                .get("namespaced")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            short_names: strings(e, "shortNames"),
-            categories: strings(e, "categories"),
-            verbs: strings(e, "verbs"),
-            storage_version_hash: e
-                .get("storageVersionHash")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            ..Default::default()
-        })
-        .collect();
-    for e in &entries {
-        let name = text(e, "name");
-        let Some((parent, sub)) = name.split_once('/') else {
+        .ok_or("not an APIResourceList")?;
+    let scope = |e: &Value| {
+        if e.get("namespaced").and_then(Value::as_bool) == Some(true) {
+            "Namespaced"
+        } else {
+            "Cluster"
+        }
+    };
+    let mut resources: Vec<Value> = Vec::new();
+    for e in entries.iter().filter(|e| !text(e, "name").contains('/')) {
+        let mut r = json!({
+            "resource": text(e, "name"),
+            "responseKind": {"group": text(e, "group"), "version": text(e, "version"), "kind": text(e, "kind")},
+            "scope": scope(e),
+            "singularResource": text(e, "singularName"),
+            "verbs": e.get("verbs").cloned().unwrap_or(Value::Null),
+        });
+        for key in ["shortNames", "categories"] {
+            if !strings(e, key).is_empty() {
+                r[key] = json!(strings(e, key));
+            }
+        }
+        resources.push(r);
+    }
+    for e in entries {
+        let Some((parent, sub)) = text(e, "name").split_once('/') else {
             continue;
         };
-        if let Some(row) = rows.iter_mut().find(|r| r.resource == parent) {
-            row.subresources.push(SubresourceInfo {
-                name: sub.to_string(),
-                group: text(e, "group"),
-                version: text(e, "version"),
-                kind: text(e, "kind"),
-                verbs: strings(e, "verbs"),
-            });
+        let at = match resources.iter().position(|r| r["resource"] == parent) {
+            Some(at) => at,
+            None => {
+                resources.push(json!({
+                    "resource": parent,
+                    "responseKind": {"group": "", "version": "", "kind": ""},
+                    "scope": scope(e),
+                    "singularResource": "",
+                    "verbs": null,
+                }));
+                resources.len() - 1
+            }
+        };
+        if resources[at]["scope"] != scope(e) {
+            return Err(format!(
+                "Error: Parent {parent} (scope: {}) and subresource {sub} (scope: {}) scope do not match",
+                text(&resources[at], "scope"),
+                scope(e)
+            ));
+        }
+        let response_kind = if text(e, "kind").is_empty() {
+            json!({"group": "", "version": "", "kind": ""})
+        } else {
+            json!({"group": text(e, "group"), "version": text(e, "version"), "kind": text(e, "kind")})
+        };
+        let subresource = json!({
+            "subresource": sub,
+            "responseKind": response_kind,
+            "verbs": e.get("verbs").cloned().unwrap_or(Value::Null),
+        });
+        match resources[at]
+            .get_mut("subresources")
+            .and_then(Value::as_array_mut)
+        {
+            Some(subs) => subs.push(subresource),
+            None => resources[at]["subresources"] = json!([subresource]),
         }
     }
-    rows
+    let mut entry = json!({"version": version});
+    if !resources.is_empty() {
+        entry["resources"] = json!(resources);
+    }
+    Ok(entry)
+}
+
+/// The rows of `group`/`version` that an aggregated discovery entry describes (what in-process
+/// clients of discovery see of an extension server's resources).
+pub(crate) fn rows(group: &str, version: &str, entry: &Value) -> Vec<ResourceInfo> {
+    entry
+        .get("resources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|r| !text(r, "resource").is_empty())
+        .map(|r| ResourceInfo {
+            group: group.to_string(),
+            version: version.to_string(),
+            resource: text(r, "resource").to_string(),
+            kind: r
+                .pointer("/responseKind/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            singular: text(r, "singularResource").to_string(),
+            namespaced: text(r, "scope") == "Namespaced",
+            short_names: strings(r, "shortNames"),
+            categories: strings(r, "categories"),
+            verbs: strings(r, "verbs"),
+            subresources: r
+                .get("subresources")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|s| SubresourceInfo {
+                    name: text(s, "subresource").to_string(),
+                    group: s
+                        .pointer("/responseKind/group")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    version: s
+                        .pointer("/responseKind/version")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    kind: s
+                        .pointer("/responseKind/kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    verbs: strings(s, "verbs"),
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -190,7 +336,7 @@ mod tests {
     }
 
     #[test]
-    fn resources_and_their_subresources_become_rows() {
+    fn a_legacy_resource_list_becomes_an_entry_and_rows() {
         let list = json!({"kind": "APIResourceList", "groupVersion": "wardle.example.com/v1alpha1",
         "resources": [
             {"name": "flunders", "singularName": "flunder", "namespaced": true, "kind": "Flunder",
@@ -200,7 +346,20 @@ mod tests {
             {"name": "fischers", "singularName": "fischer", "namespaced": false, "kind": "Fischer",
              "verbs": ["list"]},
         ]});
-        let rows = rows("wardle.example.com", "v1alpha1", &list);
+        let entry = entry_from_resource_list("v1alpha1", &list).unwrap();
+        assert_eq!(entry["version"], "v1alpha1");
+        assert_eq!(entry["resources"][0]["scope"], "Namespaced");
+        assert_eq!(
+            entry["resources"][0]["responseKind"],
+            json!({"group": "", "version": "", "kind": "Flunder"})
+        );
+        assert_eq!(
+            entry["resources"][0]["subresources"][0]["subresource"],
+            "status"
+        );
+        // Upstream keeps the list's order (resources first), not an alphabetical one.
+        assert_eq!(entry["resources"][1]["resource"], "fischers");
+        let rows = rows("wardle.example.com", "v1alpha1", &entry);
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].resource, "flunders");
         assert!(rows[0].namespaced);
@@ -209,6 +368,48 @@ mod tests {
         assert_eq!(rows[0].subresources[0].name, "status");
         assert_eq!(rows[1].kind, "Fischer");
         assert!(!rows[1].namespaced);
-        assert!(super::rows("g", "v", &json!({"kind": "Status"})).is_empty());
+        assert!(entry_from_resource_list("v", &json!({"kind": "Status"})).is_err());
+        // A subresource without its resource gets one made up; scopes must agree.
+        let orphan = json!({"resources": [
+            {"name": "things/scale", "namespaced": true, "kind": "Scale", "group": "autoscaling", "version": "v1", "verbs": ["get"]}]});
+        let entry = entry_from_resource_list("v1", &orphan).unwrap();
+        assert_eq!(entry["resources"][0]["resource"], "things");
+        assert_eq!(entry["resources"][0]["responseKind"]["kind"], "");
+        assert_eq!(
+            entry["resources"][0]["subresources"][0]["responseKind"],
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+        );
+        let mismatch = json!({"resources": [
+            {"name": "things", "namespaced": false, "kind": "Thing", "verbs": []},
+            {"name": "things/status", "namespaced": true, "kind": "Thing", "verbs": []}]});
+        assert!(entry_from_resource_list("v1", &mismatch).is_err());
+        // An empty list is a version without resources.
+        assert_eq!(
+            entry_from_resource_list("v1", &json!({"resources": []})).unwrap(),
+            json!({"version": "v1"})
+        );
+    }
+
+    #[test]
+    fn an_aggregated_document_gives_each_group_version_its_entry() {
+        let list = json!({"kind": "APIGroupDiscoveryList", "items": [
+            {"metadata": {"name": "wardle.example.com"}, "versions": [
+                {"version": "v1beta1", "resources": [
+                    {"resource": "flunders", "scope": "Namespaced", "singularResource": "flunder", "verbs": ["get"],
+                     "subresources": [{"subresource": "status", "verbs": ["get"]}]}],
+                 "freshness": "Current"},
+                {"version": "v1alpha1"}]}]});
+        let found = entries(&list).unwrap();
+        assert_eq!(found.len(), 2);
+        let beta = &found[&("wardle.example.com".to_string(), "v1beta1".to_string())];
+        assert_eq!(
+            beta["resources"][0]["responseKind"],
+            json!({"group": "", "version": "", "kind": ""})
+        );
+        assert_eq!(
+            beta["resources"][0]["subresources"][0]["responseKind"],
+            json!({"group": "", "version": "", "kind": ""})
+        );
+        assert!(entries(&json!({"kind": "APIGroupList", "groups": []})).is_err());
     }
 }

@@ -9,8 +9,10 @@
 //!   the `aggregator_unavailable_apiservice` gauge; local ones are always available;
 //! - `proxy`: requests for a remote group version streamed to the Service's endpoint over TLS,
 //!   as the user who asked (the `X-Remote-*` headers, the proxy client certificate);
-//! - `discovery`: the extension servers' resources as discovery rows, so that `/apis` and the
-//!   aggregated discovery documents list them;
+//! - `discovery_manager`: every remote APIService's group version in discovery, with the
+//!   extension server's aggregated (or, failing that, legacy) discovery, or stale while it
+//!   cannot be fetched; `discovery`: those documents read as entries and rows, and the order of
+//!   every group and version;
 //! - `openapi`: the extension servers' OpenAPI v2 paths and definitions and v3 documents,
 //!   merged into this server's;
 //! - `readiness`: its post-start hooks and the `autoregister-completion` check, as upstream
@@ -22,12 +24,13 @@
 mod autoregister;
 mod availability;
 mod discovery;
+mod discovery_manager;
 mod openapi;
 mod priorities;
 mod proxy;
 mod readiness;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use apimachinery::Status;
@@ -129,9 +132,8 @@ pub struct Aggregator {
     transports: proxy::Transports,
     /// Every APIService by name, kept by a reflector on their store.
     apiservices: RwLock<BTreeMap<String, Arc<ApiService>>>,
-    /// What the extension server behind each remote APIService serves, by APIService name, from
-    /// its last successful discovery answer (kept while it is unavailable, as stale discovery).
-    remote_resources: RwLock<HashMap<String, Vec<ResourceInfo>>>,
+    /// What discovery lists of each remote APIService, and the extension servers' documents.
+    discovery: RwLock<discovery_manager::State>,
     /// What each remote APIService's extension server adds to the OpenAPI documents.
     openapi: RwLock<BTreeMap<String, openapi::Documents>>,
     /// The group versions of established custom resources (served versions), asked at each
@@ -152,7 +154,7 @@ impl Aggregator {
             api,
             transports: proxy::Transports::new(proxy_identity, resolver)?,
             apiservices: RwLock::new(BTreeMap::new()),
-            remote_resources: RwLock::new(HashMap::new()),
+            discovery: RwLock::default(),
             openapi: RwLock::new(BTreeMap::new()),
             crd_versions,
         }))
@@ -212,9 +214,10 @@ impl Aggregator {
                         services.remove(o.name());
                         availability::forget(o.name());
                         drop(services);
-                        this.remote_resources
+                        this.discovery
                             .write()
                             .unwrap_or_else(|e| e.into_inner())
+                            .listed
                             .remove(o.name());
                         this.openapi
                             .write()
@@ -232,7 +235,8 @@ impl Aggregator {
         readiness.registration.set(true);
         readiness.first_sync.set(true);
         tokio::spawn(autoregister::run(self.clone()));
-        availability::run(self, readiness).await;
+        tokio::spawn(discovery_manager::run(self.clone(), readiness));
+        availability::run(self).await;
     }
 
     /// Every APIService as last seen.
@@ -279,7 +283,9 @@ impl apiserver::server::StreamingHandler for Aggregator {
         // Upstream's proxy answers 503 for an APIService not marked available, whatever the
         // extension server would say.
         if !apiservice.available {
-            return Ok(proxy::error_text(
+            return Ok(refuse(
+                &req,
+                info,
                 http::StatusCode::SERVICE_UNAVAILABLE,
                 "service unavailable",
             ));
@@ -289,13 +295,38 @@ impl apiserver::server::StreamingHandler for Aggregator {
             && !availability::has_endpoint(self, service).await
         {
             tracing::warn!(service = %format!("{}/{}", service.namespace, service.name), "no endpoint for an aggregated API's service");
-            return Ok(proxy::error_text(
+            return Ok(refuse(
+                &req,
+                info,
                 http::StatusCode::SERVICE_UNAVAILABLE,
                 "service unavailable",
             ));
         }
-        Ok(self.transports.forward(&apiservice, req, user).await)
+        Ok(self.transports.forward(&apiservice, req, info, user).await)
     }
+}
+
+/// Upstream's name for the aggregator in `apiserver_request_terminations_total`.
+const COMPONENT: &str = "aggregator";
+
+/// The proxy's own error answer (upstream's `proxyError`): Go's plain-text error, counted in
+/// `apiserver_request_terminations_total`. Failures to reach the extension server are not
+/// counted, as upstream's proxy responder does not count them.
+fn refuse<B>(
+    req: &http::Request<B>,
+    info: &RequestInfo,
+    code: http::StatusCode,
+    message: &str,
+) -> Response {
+    apiserver::endpoints::metrics::record_termination(
+        info,
+        req.method(),
+        req.uri().query().unwrap_or(""),
+        req.headers(),
+        COMPONENT,
+        code.as_u16(),
+    );
+    proxy::error_text(code, message)
 }
 
 /// In the delegation chain the aggregator serves nothing itself (its proxy has answered before
@@ -307,17 +338,32 @@ impl apiserver::Delegate for Aggregator {
     }
 
     fn resources(&self) -> Vec<ResourceInfo> {
-        let remote = self
-            .remote_resources
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
+        let discovery = self.discovery.read().unwrap_or_else(|e| e.into_inner());
         let services = self.apiservices.read().unwrap_or_else(|e| e.into_inner());
         // In the APIServices' order, only for those still registered.
         services
             .keys()
-            .filter_map(|name| remote.get(name))
-            .flatten()
+            .filter_map(|name| discovery.listed.get(name))
+            .flat_map(|l| l.rows.iter())
             .cloned()
+            .collect()
+    }
+
+    fn listed_versions(&self) -> Vec<apiserver::endpoints::discovery::ListedVersion> {
+        let discovery = self.discovery.read().unwrap_or_else(|e| e.into_inner());
+        let services = self.apiservices.read().unwrap_or_else(|e| e.into_inner());
+        services
+            .values()
+            .filter(|s| s.service.is_some())
+            .filter_map(|s| {
+                discovery.listed.get(&s.name).map(|l| {
+                    apiserver::endpoints::discovery::ListedVersion {
+                        group: s.group.clone(),
+                        version: s.version.clone(),
+                        entry: l.entry.clone(),
+                    }
+                })
+            })
             .collect()
     }
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::Response;
 use apiserver::filters::RequestBody;
+use apiserver::request::RequestInfo;
 use apiserver::util::webhook::{Dialer, ServiceReference, ServiceResolver};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -114,20 +115,23 @@ impl Transports {
         &self,
         apiservice: &ApiService,
         req: http::Request<RequestBody>,
+        info: &RequestInfo,
         user: &UserInfo,
     ) -> Response {
         let Some(service) = &apiservice.service else {
-            return error_text(http::StatusCode::NOT_FOUND, "");
+            return crate::refuse(&req, info, http::StatusCode::NOT_FOUND, "");
+        };
+        let client = match self.client(apiservice, upgrade_protocol(req.headers()).is_some()) {
+            Ok(c) => c,
+            Err(e) => {
+                return crate::refuse(&req, info, http::StatusCode::INTERNAL_SERVER_ERROR, &e);
+            }
         };
         let (mut parts, body) = req.into_parts();
         // A connection upgrade (exec, attach, port-forward of an extension's resources) is passed
         // through: the Upgrade headers travel, and after the extension server's 101 the two
         // connections are joined byte for byte.
         let upgrade = upgrade_protocol(&parts.headers);
-        let client = match self.client(apiservice, upgrade.is_some()) {
-            Ok(c) => c,
-            Err(e) => return error_text(http::StatusCode::INTERNAL_SERVER_ERROR, &e),
-        };
         let client_upgrade = upgrade
             .as_ref()
             .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>());
@@ -198,46 +202,72 @@ impl Transports {
     /// it: as `system:kube-aggregator` in `system:masters`, within 5 s. Returns the answer's
     /// body, or why there is none, in upstream's words.
     pub(crate) async fn get(&self, apiservice: &ApiService, path: &str) -> Result<Bytes, String> {
-        let Some(service) = &apiservice.service else {
-            return Err("not a remote APIService".into());
-        };
-        let (host, port) = self.resolver.resolve(&reference(service)).await?;
-        let url = if host.contains(':') {
-            format!("https://[{host}]:{port}{path}")
-        } else {
-            format!("https://{host}:{port}{path}")
-        };
-        let client = self.client(apiservice, false)?;
         let user = UserInfo {
             name: "system:kube-aggregator".into(),
             groups: vec!["system:masters".into()],
             ..Default::default()
         };
+        let url = self.url(apiservice, path).await?;
+        let (status, _, body) = self
+            .request(apiservice, path, &http::HeaderMap::new(), &user)
+            .await?;
+        if !status.is_success() {
+            return Err(format!(
+                "failing or missing response from {url}: bad status from {url}: {}",
+                status.as_u16()
+            ));
+        }
+        Ok(body)
+    }
+
+    /// Where a request for `path` goes, as upstream's messages name it.
+    async fn url(&self, apiservice: &ApiService, path: &str) -> Result<String, String> {
+        let Some(service) = &apiservice.service else {
+            return Err("not a remote APIService".into());
+        };
+        let (host, port) = self.resolver.resolve(&reference(service)).await?;
+        Ok(if host.contains(':') {
+            format!("https://[{host}]:{port}{path}")
+        } else {
+            format!("https://{host}:{port}{path}")
+        })
+    }
+
+    /// A GET of `path` with `headers`, as `user`, within 5 s: the answer's status, headers and
+    /// body, whatever the status; or why there is none, in upstream's words.
+    pub(crate) async fn request(
+        &self,
+        apiservice: &ApiService,
+        path: &str,
+        headers: &http::HeaderMap,
+        user: &UserInfo,
+    ) -> Result<(http::StatusCode, http::HeaderMap, Bytes), String> {
+        let Some(service) = &apiservice.service else {
+            return Err("not a remote APIService".into());
+        };
+        let url = self.url(apiservice, path).await?;
+        let client = self.client(apiservice, false)?;
         let mut req = http::Request::builder()
             .method(http::Method::GET)
             .uri(format!("https://{}{path}", authority(service)))
             .body(empty_body())
             .map_err(|e| e.to_string())?;
-        *req.headers_mut() = forwarded_headers(&http::HeaderMap::new(), &user);
+        *req.headers_mut() = forwarded_headers(headers, user);
         let exchange = async {
             let response = client
                 .request(req)
                 .await
                 .map_err(|e| format!("Get {url:?}: {}", error_reason(&e)))?;
-            let status = response.status();
-            let body = response
-                .into_body()
+            let (parts, body) = response.into_parts();
+            let body = body
                 .collect()
                 .await
                 .map_err(|e| format!("Get {url:?}: {e}"))?
                 .to_bytes();
-            if !status.is_success() {
-                return Err(format!("bad status from {url}: {}", status.as_u16()));
-            }
-            Ok(body)
+            Ok::<_, String>((parts.status, parts.headers, body))
         };
         match tokio::time::timeout(Duration::from_secs(5), exchange).await {
-            Ok(Ok(body)) => Ok(body),
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => Err(format!("failing or missing response from {url}: {e}")),
             Err(_) => Err(format!("timed out waiting for {url}")),
         }

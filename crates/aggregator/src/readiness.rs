@@ -7,8 +7,8 @@
 //! what upstream's hook waits for has happened:
 //! - `apiservice-registration-controller`, `apiservice-wait-for-first-sync`: the APIServices have
 //!   been listed (the proxy then serves every Available one: it reads the same list);
-//! - `apiservice-discovery-controller`: every remote APIService found at start has had its first
-//!   discovery attempt (upstream's discovery manager's first sync, failures included);
+//! - `apiservice-discovery-controller`: every remote APIService found at start has been synced
+//!   once by `discovery_manager` (upstream's discovery manager's first sync, failures included);
 //! - `autoregister-completion` (upstream's `makeAPIServiceAvailableHealthCheck`): every built-in
 //!   group version's APIService has been seen `Available=True` at least once. Custom resources'
 //!   APIServices are not waited for (upstream builds the list from the delegate's listed paths,

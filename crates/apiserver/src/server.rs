@@ -50,6 +50,11 @@ pub trait Delegate: Send + Sync {
     /// Puts the whole chain's discovery rows in the order discovery lists them (upstream's
     /// aggregator sorts every group by its APIServices' priorities); most leave them as they are.
     fn order_discovery(&self, _infos: &mut [ResourceInfo]) {}
+    /// Group versions it lists in discovery whether or not it has rows for them, each with its
+    /// aggregated discovery entry (the aggregator's remote APIServices); most list none.
+    fn listed_versions(&self) -> Vec<discovery::ListedVersion> {
+        Vec::new()
+    }
 }
 
 #[async_trait]
@@ -166,6 +171,30 @@ impl GenericApiServer {
             d.order_discovery(&mut infos);
         }
         infos
+    }
+
+    /// What discovery lists: the rows, with a placeholder for each listed group version that
+    /// has none (an extension server's while it is unavailable), all in discovery order; and the
+    /// listed group versions' own entries.
+    fn discovery_infos(&self) -> (Vec<ResourceInfo>, Vec<discovery::ListedVersion>) {
+        let listed: Vec<discovery::ListedVersion> = self
+            .chain
+            .iter()
+            .flat_map(|d| d.listed_versions())
+            .collect();
+        let mut infos: Vec<ResourceInfo> = self.chain.iter().flat_map(|d| d.resources()).collect();
+        for l in &listed {
+            if !infos
+                .iter()
+                .any(|i| i.group == l.group && i.version == l.version)
+            {
+                infos.push(discovery::placeholder(&l.group, &l.version));
+            }
+        }
+        for d in &self.chain {
+            d.order_discovery(&mut infos);
+        }
+        (infos, listed)
     }
 
     /// Every resource the chain serves, built-in and custom: what discovery lists (for
@@ -451,13 +480,13 @@ impl GenericApiServer {
                 crate::metrics::encode_slis(),
             )),
             ["api"] | ["apis"] => {
-                let infos = self.infos();
+                let (infos, listed) = self.discovery_infos();
                 let n = negotiate(accept, &[View::Object, View::AggregatedDiscovery])?;
                 let core = segments[0] == "api";
                 let doc = if n.view == View::AggregatedDiscovery {
                     let mut r = response::value(
                         StatusCode::OK,
-                        &discovery::aggregated(core, infos.iter()),
+                        &discovery::aggregated(core, infos.iter(), &listed),
                         n,
                     )?;
                     r.headers_mut().insert(
@@ -485,7 +514,7 @@ impl GenericApiServer {
                 json(&discovery::resource_list("", version, infos.iter()))
             }
             ["apis", group] => {
-                let infos = self.infos();
+                let (infos, _) = self.discovery_infos();
                 match discovery::groups(infos.iter())
                     .into_iter()
                     .find(|(g, _)| g == group)

@@ -4,7 +4,11 @@
 //! watched through Ironplane with kubectl, as the user who asked; discovery lists them; a stopped
 //! extension server gives 503 and `Available=False`, and one that comes back is used again.
 //! Also: the aggregator's readiness checks as upstream names them; silent extension servers not
-//! holding up another's check; discovery order; HTTP/2 to an extension server that offers it.
+//! holding up another's check; discovery order; HTTP/2 to an extension server that offers it;
+//! an unavailable extension's group listed in discovery (stale in the aggregated documents) and
+//! the 503s counted in `apiserver_request_terminations_total`; resources read from an extension
+//! server's aggregated discovery (with its ETag), or from its legacy document when it serves
+//! only that.
 
 mod common;
 
@@ -106,7 +110,41 @@ fn flunder(name: &str, ns: &str) -> Value {
                         "creationTimestamp": "2026-01-01T00:00:00Z"}})
 }
 
-/// The extension server: the discovery document of `wardle.example.com/v1alpha1`, a list of
+/// Which discovery the extension server serves at `/apis`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Discovery {
+    /// Only legacy discovery: `/apis` is an `APIGroupList` whatever the client accepts (as
+    /// extension servers built before aggregated discovery answer).
+    Legacy,
+    /// Also the aggregated v2 document, for a client that accepts it, with an `ETag` (and 304
+    /// to a matching `If-None-Match`), as k8s.io/apiserver serves it.
+    Aggregated,
+}
+
+/// The ETag of the extension server's aggregated document.
+const ETAG: &str = "\"wardle-1\"";
+
+/// The extension server's aggregated discovery document: `v1alpha1` with more than its legacy
+/// document lists (so that a test can tell which one was read), and a `v1beta1` no APIService
+/// names.
+fn aggregated_document() -> Value {
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
+    "items": [{"metadata": {"name": GROUP, "creationTimestamp": null}, "versions": [
+        {"version": "v1alpha1", "freshness": "Current", "resources": [
+            {"resource": "flunders", "responseKind": {"group": "", "version": "", "kind": "Flunder"},
+             "scope": "Namespaced", "singularResource": "flunder", "verbs": ["get", "list", "watch"],
+             "shortNames": ["fl"], "categories": ["wardle"],
+             "subresources": [{"subresource": "status",
+                               "responseKind": {"group": "", "version": "", "kind": "Flunder"},
+                               "verbs": ["get", "patch"]}]},
+            {"resource": "fischers", "responseKind": {"group": "", "version": "", "kind": "Fischer"},
+             "scope": "Cluster", "singularResource": "fischer", "verbs": ["get", "list"]}]},
+        {"version": "v1beta1", "freshness": "Current", "resources": [
+            {"resource": "flunders", "responseKind": {"group": "", "version": "", "kind": "Flunder"},
+             "scope": "Namespaced", "singularResource": "flunder", "verbs": ["get"]}]}]}]})
+}
+
+/// The extension server: the discovery documents of `wardle.example.com/v1alpha1`, a list of
 /// one Flunder, and a watch that sends one event, then a second one when the test says so,
 /// then ends. Every request is recorded; a client without the proxy's certificate is refused
 /// in the handshake.
@@ -120,11 +158,15 @@ struct Extension {
 
 impl Extension {
     fn start(pki: &Pki, port: u16) -> Extension {
-        Extension::start_offering(pki, port, false)
+        Extension::start_with(pki, port, false, Discovery::Legacy)
+    }
+
+    fn start_offering(pki: &Pki, port: u16, h2: bool) -> Extension {
+        Extension::start_with(pki, port, h2, Discovery::Legacy)
     }
 
     /// `h2`: offer HTTP/2 in the TLS handshake (ALPN) and serve both versions.
-    fn start_offering(pki: &Pki, port: u16, h2: bool) -> Extension {
+    fn start_with(pki: &Pki, port: u16, h2: bool, discovery: Discovery) -> Extension {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(pki.proxy_ca_der.clone()).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -175,7 +217,9 @@ impl Extension {
                         let service = hyper::service::service_fn(
                             move |req: hyper::Request<hyper::body::Incoming>| {
                                 let (seen, release) = (seen.clone(), release.clone());
-                                async move { Ok::<_, Infallible>(answer(req, &seen, &release)) }
+                                async move {
+                                    Ok::<_, Infallible>(answer(req, &seen, &release, discovery))
+                                }
                             },
                         );
                         let io = hyper_util::rt::TokioIo::new(tls);
@@ -224,6 +268,7 @@ fn answer(
     mut req: hyper::Request<hyper::body::Incoming>,
     seen: &Mutex<Vec<Seen>>,
     release: &Arc<tokio::sync::Notify>,
+    discovery: Discovery,
 ) -> hyper::Response<Body> {
     let path = req.uri().path().to_string();
     // `.../flunders/<name>/echo` with an Upgrade: switch protocols and echo what comes.
@@ -256,11 +301,46 @@ fn answer(
             .collect(),
     });
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
     match segments.as_slice() {
+        ["apis"]
+            if discovery == Discovery::Aggregated
+                && header("accept")
+                    .contains("g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList") =>
+        {
+            if header("if-none-match") == ETAG {
+                let mut r = hyper::Response::new(http_body_util::Empty::new().boxed());
+                *r.status_mut() = hyper::StatusCode::NOT_MODIFIED;
+                r.headers_mut().insert("etag", ETAG.parse().unwrap());
+                return r;
+            }
+            let mut r = json_reply(&aggregated_document());
+            r.headers_mut().insert(
+                "content-type",
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+                    .parse()
+                    .unwrap(),
+            );
+            r.headers_mut().insert("etag", ETAG.parse().unwrap());
+            r
+        }
+        ["apis"] => json_reply(&json!({
+            "kind": "APIGroupList", "apiVersion": "v1", "groups": [{"name": GROUP,
+                "versions": [{"groupVersion": "wardle.example.com/v1alpha1", "version": "v1alpha1"}],
+                "preferredVersion": {"groupVersion": "wardle.example.com/v1alpha1", "version": "v1alpha1"}}],
+        })),
         ["apis", GROUP, "v1alpha1"] => json_reply(&json!({
             "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "wardle.example.com/v1alpha1",
             "resources": [{"name": "flunders", "singularName": "flunder", "namespaced": true,
-                           "kind": "Flunder", "verbs": ["get", "list", "watch"], "shortNames": ["fl"]}],
+                           "kind": "Flunder", "verbs": ["get", "list", "watch"], "shortNames": ["fl"]},
+                          {"name": "flunders/status", "singularName": "", "namespaced": true,
+                           "kind": "Flunder", "verbs": ["get", "patch"]}],
         })),
         ["openapi", "v2"] => json_reply(&json!({
             "swagger": "2.0", "info": {"title": "wardle", "version": "v0"},
@@ -993,4 +1073,335 @@ spec:
         assert!(at("apps") < at(GROUP), "{names:?}");
         assert!(at(GROUP) < at("aaa.example.com"), "{names:?}");
     }
+}
+
+/// A server that trusts the test's front proxy and takes `boss-token` (raw requests).
+fn aggregating_server(pki: &Pki, dir: &std::path::Path) -> Server {
+    let write = |name: &str, pem: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let proxy_cert = write("proxy.crt", &pki.proxy_cert_pem);
+    let proxy_key = write("proxy.key", &pki.proxy_key_pem);
+    let proxy_ca = write("proxy-ca.crt", &pki.proxy_ca_pem);
+    let tokens = write("tokens.csv", "boss-token,boss,boss-uid,system:masters\n");
+    Server::start_with(&[
+        &format!("--token-auth-file={tokens}"),
+        &format!("--proxy-client-cert-file={proxy_cert}"),
+        &format!("--proxy-client-key-file={proxy_key}"),
+        &format!("--requestheader-client-ca-file={proxy_ca}"),
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+    ])
+}
+
+/// The `wardle` namespace and the APIService of `v1alpha1.wardle.example.com`, naming the
+/// Service `wardle/api`.
+fn apiservice_yaml(pki: &Pki) -> String {
+    use base64::Engine;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&pki.serving_ca_pem);
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: wardle}}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: {APISERVICE}}}
+spec:
+  group: {GROUP}
+  version: v1alpha1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {{namespace: wardle, name: api, port: 443}}
+  caBundle: {ca_bundle}
+"#
+    )
+}
+
+/// The Service `wardle/api` and its EndpointSlice, pointing at `port` on this machine.
+fn service_yaml(port: u16) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: api, namespace: wardle}}
+spec:
+  ports: [{{name: https, port: 443, targetPort: {port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: api-1
+  namespace: wardle
+  labels: {{kubernetes.io/service-name: api}}
+addressType: IPv4
+ports: [{{name: https, port: {port}, protocol: TCP}}]
+endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
+"#,
+        ip = own_address()
+    )
+}
+
+/// `/apis` as an aggregated discovery document (`APIGroupDiscoveryList` v2).
+fn aggregated_discovery(server: &Server) -> Value {
+    let answer = common::raw_https(
+        &format!("{}/apis", server.url),
+        "GET",
+        &[
+            ("Authorization", "Bearer boss-token"),
+            (
+                "Accept",
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            ),
+        ],
+        None,
+    );
+    let (code, body) = answer.split_once(' ').unwrap();
+    assert_eq!(code, "200", "{answer}");
+    serde_json::from_str(body.trim()).unwrap()
+}
+
+/// The versions the aggregated discovery document lists for `group`, if it lists the group.
+fn aggregated_versions(server: &Server, group: &str) -> Option<Value> {
+    aggregated_discovery(server)["items"]
+        .as_array()?
+        .iter()
+        .find(|g| g["metadata"]["name"] == group)
+        .map(|g| g["versions"].clone())
+}
+
+/// The legacy `/apis` list's entry for `group`, if it lists the group.
+fn legacy_group(server: &Server, group: &str) -> Option<Value> {
+    let list: Value = serde_json::from_str(&server.kubectl(&["get", "--raw", "/apis"])).unwrap();
+    list["groups"]
+        .as_array()?
+        .iter()
+        .find(|g| g["name"] == group)
+        .cloned()
+}
+
+/// The value of the sample of `name` with exactly `labels`, read from Prometheus text.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut want: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    want.sort();
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?.strip_prefix('{')?;
+        let (set, value) = rest.rsplit_once("} ")?;
+        let mut got = Vec::new();
+        let mut chars = set.chars().peekable();
+        while chars.peek().is_some() {
+            let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+            assert_eq!(chars.next(), Some('"'), "{line}");
+            let mut value = String::new();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => value.extend(chars.next()),
+                    '"' => break,
+                    c => value.push(c),
+                }
+            }
+            got.push((key, value));
+            if chars.peek() == Some(&',') {
+                chars.next();
+            }
+        }
+        got.sort();
+        (got == want).then(|| value.trim().parse().unwrap())
+    })
+}
+
+/// Upstream lists an extension's group whatever its APIService's availability: in the legacy
+/// `/apis` list and `/apis/<group>` from the APIServices, and in the aggregated documents with
+/// `freshness: Stale` and no resources while its discovery cannot be fetched. The proxy's 503s
+/// are counted in `apiserver_request_terminations_total`. Once available, the resources listed
+/// are those of the extension server's aggregated document (its other group versions left
+/// out), fetched again with `If-None-Match` after it comes back.
+#[test]
+fn unavailable_extension_groups_are_listed_stale_and_aggregated_discovery_is_read() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let server = aggregating_server(&pki, dir.path());
+    server.kubectl_stdin(&["apply", "-f", "-"], &apiservice_yaml(&pki));
+    wait_until("ServiceNotFound", 30, || {
+        available(&server).is_some_and(|(_, reason, _)| reason == "ServiceNotFound")
+    });
+
+    // Never available: listed all the same.
+    let stale = json!([{"version": "v1alpha1", "freshness": "Stale"}]);
+    wait_until("the stale group version", 30, || {
+        aggregated_versions(&server, GROUP).as_ref() == Some(&stale)
+    });
+    let version = json!({"groupVersion": "wardle.example.com/v1alpha1", "version": "v1alpha1"});
+    assert_eq!(
+        legacy_group(&server, GROUP),
+        Some(json!({"name": GROUP, "versions": [version], "preferredVersion": version}))
+    );
+    let group: Value =
+        serde_json::from_str(&server.kubectl(&["get", "--raw", &format!("/apis/{GROUP}")]))
+            .unwrap();
+    assert_eq!(
+        group,
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": GROUP,
+               "versions": [version], "preferredVersion": version})
+    );
+
+    // kubectl, reading discovery afresh, lists the rest (a stale group version has no versions
+    // for client-go's cached discovery to ask about, so this is no error, as with upstream).
+    let cache = tempfile::tempdir().unwrap();
+    let out = server.kubectl(&[
+        "api-resources",
+        "-o",
+        "name",
+        &format!("--cache-dir={}", cache.path().display()),
+    ]);
+    assert!(out.contains("deployments.apps"), "{out}");
+    assert!(!out.contains(GROUP), "{out}");
+
+    // The proxy refuses the group version's requests, and counts them.
+    let out = server.kubectl_output(&["get", "--raw", "/apis/wardle.example.com/v1alpha1"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ServiceUnavailable"),
+        "{out:?}"
+    );
+    for _ in 0..2 {
+        let out = server.kubectl_output(&[
+            "get",
+            "--raw",
+            "/apis/wardle.example.com/v1alpha1/namespaces/wardle/flunders",
+        ]);
+        assert!(!out.status.success());
+    }
+    let metrics = server.kubectl(&["get", "--raw", "/metrics"]);
+    assert!(
+        metrics.contains("# HELP apiserver_request_terminations_total [ALPHA] Number of requests which apiserver terminated in self-defense.\n# TYPE apiserver_request_terminations_total counter\n"),
+        "{metrics}"
+    );
+    let terminations =
+        |labels: &[(&str, &str)]| sample(&metrics, "apiserver_request_terminations_total", labels);
+    assert_eq!(
+        terminations(&[
+            ("verb", "LIST"),
+            ("group", GROUP),
+            ("version", "v1alpha1"),
+            ("resource", "flunders"),
+            ("subresource", ""),
+            ("scope", "namespace"),
+            ("component", "aggregator"),
+            ("code", "503"),
+        ]),
+        Some(2.0)
+    );
+    assert_eq!(
+        terminations(&[
+            ("verb", "GET"),
+            ("group", ""),
+            ("version", ""),
+            ("resource", ""),
+            ("subresource", "/apis/wardle.example.com/v1alpha1"),
+            ("scope", ""),
+            ("component", "aggregator"),
+            ("code", "503"),
+        ]),
+        Some(1.0)
+    );
+
+    // Available: the extension server's aggregated entry, as it lists it.
+    let mut extension = Extension::start_with(&pki, 0, false, Discovery::Aggregated);
+    let port = extension.port;
+    server.kubectl_stdin(&["apply", "-f", "-"], &service_yaml(port));
+    let mut current = aggregated_document()["items"][0]["versions"][0].clone();
+    current["freshness"] = json!("Current");
+    wait_until("the extension's aggregated discovery", 60, || {
+        aggregated_versions(&server, GROUP) == Some(json!([current]))
+    });
+    let asked = extension
+        .seen()
+        .into_iter()
+        .find(|s| s.path == "/apis")
+        .expect("the aggregated document asked for");
+    assert_eq!(
+        asked.all("accept"),
+        [
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+        ]
+    );
+    assert_eq!(asked.all("x-remote-user"), ["system:kube-aggregator"]);
+    assert_eq!(asked.all("x-remote-group"), ["system:masters"]);
+    assert!(asked.all("if-none-match").is_empty(), "{asked:?}");
+    let resources = server.kubectl(&["api-resources", "--api-group", GROUP, "-o", "name"]);
+    assert_eq!(
+        resources.lines().collect::<Vec<_>>(),
+        ["fischers.wardle.example.com", "flunders.wardle.example.com"]
+    );
+    // Legacy discovery lists the group version an APIService names, not the others.
+    assert_eq!(
+        legacy_group(&server, GROUP),
+        Some(json!({"name": GROUP, "versions": [version], "preferredVersion": version}))
+    );
+
+    // Stopped: stale again, without the resources it had.
+    extension.stop();
+    wait_until("the APIService to become unavailable", 60, || {
+        available(&server).is_some_and(|(s, _, _)| s == "False")
+    });
+    wait_until("the stale group version again", 30, || {
+        aggregated_versions(&server, GROUP).as_ref() == Some(&stale)
+    });
+    assert!(legacy_group(&server, GROUP).is_some());
+
+    // Back: asked with the ETag it gave, and its 304 keeps what was fetched.
+    let extension = Extension::start_with(&pki, port, false, Discovery::Aggregated);
+    wait_until("the extension's discovery, current again", 90, || {
+        aggregated_versions(&server, GROUP) == Some(json!([current]))
+    });
+    let asked = extension
+        .seen()
+        .into_iter()
+        .find(|s| s.path == "/apis")
+        .expect("the aggregated document asked for again");
+    assert_eq!(asked.all("if-none-match"), [ETAG]);
+}
+
+/// An extension server that serves only legacy discovery: upstream's discovery manager asks for
+/// the aggregated document, then falls back to the group version's `APIResourceList` (as the
+/// aggregator without its group), converted as upstream converts it.
+#[test]
+fn an_extension_without_aggregated_discovery_is_read_through_its_legacy_document() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let server = aggregating_server(&pki, dir.path());
+    let extension = Extension::start_with(&pki, 0, false, Discovery::Legacy);
+    server.kubectl_stdin(&["apply", "-f", "-"], &apiservice_yaml(&pki));
+    server.kubectl_stdin(&["apply", "-f", "-"], &service_yaml(extension.port));
+    let want = json!([{"version": "v1alpha1", "freshness": "Current", "resources": [
+        {"resource": "flunders", "responseKind": {"group": "", "version": "", "kind": "Flunder"},
+         "scope": "Namespaced", "singularResource": "flunder", "verbs": ["get", "list", "watch"],
+         "shortNames": ["fl"],
+         "subresources": [{"subresource": "status",
+                           "responseKind": {"group": "", "version": "", "kind": "Flunder"},
+                           "verbs": ["get", "patch"]}]}]}]);
+    wait_until("the extension's legacy discovery", 60, || {
+        aggregated_versions(&server, GROUP) == Some(want.clone())
+    });
+    let seen = extension.seen();
+    let first = seen
+        .iter()
+        .position(|s| s.path == "/apis")
+        .expect("the aggregated document asked for first");
+    let fallback = seen[first..]
+        .iter()
+        .find(|s| {
+            s.path == "/apis/wardle.example.com/v1alpha1" && s.all("x-remote-group").is_empty()
+        })
+        .expect("the legacy document asked for");
+    assert_eq!(fallback.all("accept"), ["application/json"]);
+    assert_eq!(fallback.all("x-remote-user"), ["system:kube-aggregator"]);
+    let resources = server.kubectl(&["api-resources", "--api-group", GROUP, "-o", "name"]);
+    assert_eq!(resources.trim(), "flunders.wardle.example.com");
 }

@@ -6,6 +6,31 @@ use serde_json::{Value, json};
 
 use crate::registry::ResourceInfo;
 
+/// A group version a delegate lists in discovery whatever rows it has (upstream's aggregator
+/// lists every remote APIService's group version): `entry` is its `APIVersionDiscovery` as the
+/// aggregated documents list it — the extension server's resources in its order and their
+/// `freshness`, or no resources and `Stale` while they cannot be fetched.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedVersion {
+    pub group: String,
+    pub version: String,
+    pub entry: Value,
+}
+
+/// A row that stands for a listed group version without resources of its own, so that it is
+/// ordered and listed with the others; never a resource.
+pub fn placeholder(group: &str, version: &str) -> ResourceInfo {
+    ResourceInfo {
+        group: group.to_string(),
+        version: version.to_string(),
+        ..Default::default()
+    }
+}
+
+fn is_placeholder(i: &ResourceInfo) -> bool {
+    i.resource.is_empty()
+}
+
 /// Groups and their versions in serving order: the order of first registration, which the
 /// caller makes upstream's (group priority, then version priority).
 pub fn groups<'a>(infos: impl Iterator<Item = &'a ResourceInfo>) -> Vec<(String, Vec<String>)> {
@@ -65,7 +90,7 @@ pub fn resource_list<'a>(
     infos: impl Iterator<Item = &'a ResourceInfo>,
 ) -> Value {
     let mut entries: Vec<Value> = Vec::new();
-    for i in infos.filter(|i| i.group == group && i.version == version) {
+    for i in infos.filter(|i| i.group == group && i.version == version && !is_placeholder(i)) {
         let mut r = json!({
             "name": i.resource, "singularName": i.singular, "namespaced": i.namespaced,
             "kind": i.kind, "verbs": i.verbs,
@@ -135,29 +160,85 @@ fn aggregated_version<'a>(
     group: &str,
     version: &str,
     infos: impl Iterator<Item = &'a ResourceInfo>,
+    listed: &[ListedVersion],
 ) -> Value {
+    if let Some(l) = listed
+        .iter()
+        .find(|l| l.group == group && l.version == version)
+    {
+        return l.entry.clone();
+    }
     let mut resources: Vec<Value> = infos
-        .filter(|i| i.group == group && i.version == version)
+        .filter(|i| i.group == group && i.version == version && !is_placeholder(i))
         .map(aggregated_resource)
         .collect();
     resources.sort_by(|a, b| a["resource"].as_str().cmp(&b["resource"].as_str()));
     json!({"version": version, "resources": resources, "freshness": "Current"})
 }
 
-/// `APIGroupDiscoveryList` for `/api` (core only) or `/apis` (every named group).
-pub fn aggregated<'a>(core: bool, infos: impl Iterator<Item = &'a ResourceInfo> + Clone) -> Value {
+/// `APIGroupDiscoveryList` for `/api` (core only) or `/apis` (every named group); a listed
+/// group version is given its own entry (its rows are placeholders or copies of that entry).
+pub fn aggregated<'a>(
+    core: bool,
+    infos: impl Iterator<Item = &'a ResourceInfo> + Clone,
+    listed: &[ListedVersion],
+) -> Value {
     let items: Vec<Value> = if core {
-        vec![json!({"metadata": {}, "versions": [aggregated_version("", "v1", infos)]})]
+        vec![json!({"metadata": {}, "versions": [aggregated_version("", "v1", infos, listed)]})]
     } else {
         groups(infos.clone())
             .iter()
             .map(|(g, versions)| {
                 json!({
                     "metadata": {"name": g},
-                    "versions": versions.iter().map(|v| aggregated_version(g, v, infos.clone())).collect::<Vec<_>>(),
+                    "versions": versions.iter().map(|v| aggregated_version(g, v, infos.clone(), listed)).collect::<Vec<_>>(),
                 })
             })
             .collect()
     };
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_version_has_its_own_entry_and_a_placeholder_lists_no_resource() {
+        let rows = [
+            ResourceInfo {
+                group: "apps".into(),
+                version: "v1".into(),
+                resource: "deployments".into(),
+                kind: "Deployment".into(),
+                ..Default::default()
+            },
+            placeholder("wardle.example.com", "v1alpha1"),
+        ];
+        let stale = json!({"version": "v1alpha1", "freshness": "Stale"});
+        let listed = [ListedVersion {
+            group: "wardle.example.com".into(),
+            version: "v1alpha1".into(),
+            entry: stale.clone(),
+        }];
+        let doc = aggregated(false, rows.iter(), &listed);
+        assert_eq!(
+            doc["items"][1],
+            json!({"metadata": {"name": "wardle.example.com"}, "versions": [stale]})
+        );
+        assert_eq!(doc["items"][0]["versions"][0]["freshness"], "Current");
+        // Legacy discovery lists the group; its version has no resource of the placeholder's.
+        let legacy = group_list(&groups(rows.iter()));
+        assert_eq!(legacy["groups"][1]["name"], "wardle.example.com");
+        assert_eq!(
+            resource_list("wardle.example.com", "v1alpha1", rows.iter())["resources"],
+            json!([])
+        );
+        // Without a listed entry, a placeholder's version is current and empty.
+        let doc = aggregated(false, rows.iter(), &[]);
+        assert_eq!(
+            doc["items"][1]["versions"][0],
+            json!({"version": "v1alpha1", "resources": [], "freshness": "Current"})
+        );
+    }
 }

@@ -108,6 +108,16 @@ static LONGRUNNING: LazyLock<IntGaugeVec> = LazyLock::new(|| {
         ROUTE_LABELS,
     )
 });
+static REQUEST_TERMINATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let mut labels = ROUTE_LABELS.to_vec();
+    labels.push("code");
+    // Upstream's help text of an ALPHA metric carries its stability level.
+    counter(
+        "apiserver_request_terminations_total",
+        "[ALPHA] Number of requests which apiserver terminated in self-defense.",
+        &labels,
+    )
+});
 static SELF_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_selfrequest_total",
@@ -228,6 +238,81 @@ pub fn record_dropped(info: &RequestInfo, query: &str, headers: &http::HeaderMap
             "",
         ])
         .inc();
+}
+
+/// A request that `component` answered itself in self-defense with `code` (upstream's
+/// `RecordRequestTermination`, which the aggregator's proxy calls for its own error answers).
+/// Its verb is read from the HTTP method as upstream reads it there: `GET` of a collection is
+/// `LIST`, `WATCH` with a true `watch` parameter, `APPLY`, `CONNECT`, else the method (so a
+/// collection's DELETE is `DELETE`); a non-resource request puts its path in `subresource`.
+pub fn record_termination(
+    info: &RequestInfo,
+    method: &http::Method,
+    query: &str,
+    headers: &http::HeaderMap,
+    component: &str,
+    code: u16,
+) {
+    let scope = clean_scope(info);
+    let verb = termination_verb(info, method, query, headers, scope);
+    let code = code.to_string();
+    let labels: [&str; 8] = if info.is_resource_request {
+        [
+            verb,
+            &info.api_group,
+            &info.api_version,
+            &info.resource,
+            &info.subresource,
+            scope,
+            component,
+            &code,
+        ]
+    } else {
+        [verb, "", "", "", &info.path, scope, component, &code]
+    };
+    REQUEST_TERMINATIONS.with_label_values(&labels).inc();
+}
+
+/// Upstream's `cleanVerb(CanonicalVerb(method, scope), "", req, requestInfo)`.
+fn termination_verb(
+    info: &RequestInfo,
+    method: &http::Method,
+    query: &str,
+    headers: &http::HeaderMap,
+    scope: &str,
+) -> &'static str {
+    let mut verb = match *method {
+        http::Method::GET | http::Method::HEAD if scope != "resource" && !scope.is_empty() => {
+            "LIST"
+        }
+        http::Method::GET | http::Method::HEAD => "GET",
+        http::Method::POST => "POST",
+        http::Method::PUT => "PUT",
+        http::Method::PATCH => "PATCH",
+        http::Method::DELETE => "DELETE",
+        _ => "other",
+    };
+    // `watch` as Go reads a bool query parameter: its first value, anything but 0 or false.
+    let watch = form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "watch")
+        .is_some_and(|(_, v)| {
+            let v = v.to_ascii_lowercase();
+            v != "0" && v != "false"
+        });
+    if (*method == http::Method::GET) && watch {
+        verb = "WATCH";
+    }
+    if verb == "PATCH"
+        && headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes() == b"application/apply-patch+yaml")
+    {
+        verb = "APPLY";
+    }
+    if info.is_resource_request && CONNECT_SUBRESOURCES.contains(&info.subresource.as_str()) {
+        verb = "CONNECT";
+    }
+    verb
 }
 
 /// When the request met the first filter (upstream's `ReceivedTimestamp`), put in its
@@ -509,6 +594,88 @@ mod tests {
 
     fn count(labels: &[&str]) -> u64 {
         REQUEST_TOTAL.with_label_values(labels).get()
+    }
+
+    #[test]
+    fn a_termination_is_counted_with_upstreams_verb_and_labels() {
+        use http::Method;
+        let none = http::HeaderMap::new();
+        let verb =
+            |i: &RequestInfo, m: Method, q: &str| termination_verb(i, &m, q, &none, clean_scope(i));
+        assert_eq!(verb(&info("list", "ns", "", ""), Method::GET, ""), "LIST");
+        assert_eq!(verb(&info("get", "ns", "a", ""), Method::GET, ""), "GET");
+        assert_eq!(
+            verb(&info("watch", "ns", "", ""), Method::GET, "watch=1"),
+            "WATCH"
+        );
+        assert_eq!(
+            verb(&info("list", "ns", "", ""), Method::GET, "watch=false"),
+            "LIST"
+        );
+        // Upstream reads the method here: a collection's delete is DELETE.
+        assert_eq!(
+            verb(&info("deletecollection", "ns", "", ""), Method::DELETE, ""),
+            "DELETE"
+        );
+        assert_eq!(
+            verb(&info("get", "ns", "a", "exec"), Method::POST, ""),
+            "CONNECT"
+        );
+        assert_eq!(
+            verb(&info("get", "ns", "a", ""), Method::OPTIONS, ""),
+            "other"
+        );
+        let mut apply = http::HeaderMap::new();
+        apply.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/apply-patch+yaml"),
+        );
+        let i = info("patch", "ns", "a", "");
+        assert_eq!(
+            termination_verb(&i, &Method::PATCH, "", &apply, clean_scope(&i)),
+            "APPLY"
+        );
+
+        let mut i = info("list", "ns", "", "");
+        i.resource = "terminationtest".into();
+        let labels = [
+            "LIST",
+            "",
+            "v1",
+            "terminationtest",
+            "",
+            "namespace",
+            "aggregator",
+            "503",
+        ];
+        let before = REQUEST_TERMINATIONS.with_label_values(&labels).get();
+        record_termination(&i, &Method::GET, "", &none, "aggregator", 503);
+        assert_eq!(
+            REQUEST_TERMINATIONS.with_label_values(&labels).get(),
+            before + 1
+        );
+        // A non-resource request: its path as the subresource, no scope.
+        let path = RequestInfo {
+            path: "/apis/terminationtest.example.com/v1".into(),
+            verb: "get".into(),
+            ..Default::default()
+        };
+        record_termination(&path, &Method::GET, "", &none, "aggregator", 503);
+        assert_eq!(
+            REQUEST_TERMINATIONS
+                .with_label_values(&[
+                    "GET",
+                    "",
+                    "",
+                    "",
+                    "/apis/terminationtest.example.com/v1",
+                    "",
+                    "aggregator",
+                    "503"
+                ])
+                .get(),
+            1
+        );
     }
 
     #[test]
