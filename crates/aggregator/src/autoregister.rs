@@ -2,9 +2,10 @@
 //! pkg/controllers/autoregister with the table of kube-apiserver's aggregator.go, and
 //! pkg/controlplane/controller/crdregistration). Built-in group versions are registered once at
 //! start (label `onstart`); custom resources' served group versions are kept in step with the
-//! CRDs (label `true`): created when one appears, deleted when none serves it any more. An
-//! APIService without the label is the user's and is never touched; a custom group version that
-//! a built-in one already covers is not registered twice.
+//! CRDs (label `true`): created when one appears, deleted when none serves it any more, each at
+//! once (the CRD handler and the APIService reflector wake it, as upstream's informers feed its
+//! queue). An APIService without the label is the user's and is never touched; a custom group
+//! version that a built-in one already covers is not registered twice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -22,8 +23,11 @@ use crate::{AUTOMANAGED_LABEL, Aggregator};
 const ON_START: &str = "onstart";
 const CONTINUOUSLY: &str = "true";
 
-/// How often the custom resources' group versions are compared with what is registered.
-const TICK: Duration = Duration::from_secs(1);
+/// When a pass that failed is run again.
+const RETRY: Duration = Duration::from_secs(1);
+/// When a pass runs with nothing changed (a safety net: changes of CRDs and APIServices wake it
+/// at once).
+const RESYNC: Duration = Duration::from_secs(30);
 
 /// An APIService autoregistration wants.
 #[derive(Clone, Debug, PartialEq)]
@@ -168,8 +172,9 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
     let at_start: BTreeSet<String> = agg.snapshot().iter().map(|s| s.name.clone()).collect();
     let mut synced: BTreeSet<String> = BTreeSet::new();
     let mut last: Option<(BTreeMap<String, Desired>, BTreeMap<String, String>)> = None;
+    let mut crds_changed = agg.crd_versions.changed.clone();
     loop {
-        let want = desired(&builtin, &(agg.crd_versions)());
+        let want = desired(&builtin, &(agg.crd_versions.list)());
         let snapshot = agg.snapshot();
         let current: BTreeMap<String, &Value> = snapshot
             .iter()
@@ -269,8 +274,24 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
         }
         // A failed pass is done again whole.
         last = all_done.then_some((want, versions));
-        tokio::time::sleep(TICK).await;
+        let wait = if all_done { RESYNC } else { RETRY };
+        tokio::select! {
+            _ = changed(&mut crds_changed) => {}
+            _ = agg.apiservices_changed.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
     }
+}
+
+/// Until the custom resources' group versions may have changed; never, when none are served.
+async fn changed(rx: &mut Option<tokio::sync::watch::Receiver<()>>) {
+    if let Some(r) = rx
+        && r.changed().await.is_ok()
+    {
+        return;
+    }
+    *rx = None;
+    std::future::pending::<()>().await
 }
 
 #[cfg(test)]

@@ -138,7 +138,20 @@ pub struct Aggregator {
     openapi: RwLock<BTreeMap<String, openapi::Documents>>,
     /// The group versions of established custom resources (served versions), asked at each
     /// autoregistration pass.
-    crd_versions: Box<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+    crd_versions: CustomVersions,
+    /// Woken by the reflector at each change of an APIService (autoregistration puts back what
+    /// it manages at once, as upstream's queue gets its informer's events).
+    apiservices_changed: tokio::sync::Notify,
+}
+
+/// The custom resources' served group versions, for autoregistration.
+pub struct CustomVersions {
+    /// Each served `(group, version)`, asked when a pass runs.
+    pub list: Box<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+    /// Marked changed when the list may have changed; autoregistration runs a pass at once (no
+    /// polling delay: a CRD's APIService appears and goes with it, as upstream's crdregistration
+    /// controller follows its informer). `None`: no custom resources are served.
+    pub changed: Option<tokio::sync::watch::Receiver<()>>,
 }
 
 impl Aggregator {
@@ -148,7 +161,7 @@ impl Aggregator {
         api: Arc<ApiResources>,
         resolver: Arc<dyn ServiceResolver>,
         proxy_identity: Option<(Vec<u8>, Vec<u8>)>,
-        crd_versions: Box<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+        crd_versions: CustomVersions,
     ) -> Result<Arc<Aggregator>, String> {
         Ok(Arc::new(Aggregator {
             api,
@@ -157,6 +170,7 @@ impl Aggregator {
             discovery: RwLock::default(),
             openapi: RwLock::new(BTreeMap::new()),
             crd_versions,
+            apiservices_changed: tokio::sync::Notify::new(),
         }))
     }
 
@@ -225,6 +239,7 @@ impl Aggregator {
                             .remove(o.name());
                     }
                 }
+                this.apiservices_changed.notify_one();
             }));
         }
         if listed_rx.wait_for(|listed| *listed).await.is_err() {

@@ -54,6 +54,10 @@ pub struct CrdHandler {
     pub(crate) admission: Admission,
     pub(crate) shutdown: tokio::sync::watch::Sender<bool>,
     served: RwLock<Arc<Served>>,
+    /// Ticks each time the served table is replaced (the aggregator's autoregistration keeps
+    /// the custom group versions' APIServices in step with it, as upstream's crdregistration
+    /// controller follows its CRD informer).
+    served_changed: tokio::sync::watch::Sender<()>,
     /// One storage (watch cache) per `<group>/<plural>`, kept while a CRD names it.
     pub(crate) caches: Mutex<HashMap<String, Arc<dyn Store>>>,
     /// The `meta/v1` schemas that custom resources' OpenAPI documents refer to (shared: they
@@ -83,6 +87,7 @@ impl CrdHandler {
             storage,
             shutdown: builtin.shutdown.clone(),
             served: RwLock::new(Arc::new(Served::default())),
+            served_changed: tokio::sync::watch::Sender::new(()),
             caches: Mutex::new(HashMap::new()),
             meta_schemas,
             resolver,
@@ -136,6 +141,12 @@ impl CrdHandler {
 
     pub(crate) fn replace(&self, served: Served) {
         *self.served.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(served);
+        self.served_changed.send_replace(());
+    }
+
+    /// Marked changed each time what is served changes (CRDs established, changed or gone).
+    pub fn served_changes(&self) -> tokio::sync::watch::Receiver<()> {
+        self.served_changed.subscribe()
     }
 }
 

@@ -315,16 +315,19 @@ pub async fn start(opts: Options) -> Result<Running, String> {
                 resources.clone(),
                 resolver,
                 proxy_identity,
-                Box::new(move || {
-                    crds.as_ref()
-                        .map(|c| {
-                            apiserver::Delegate::resources(c.as_ref())
-                                .into_iter()
-                                .map(|i| (i.group, i.version))
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                }),
+                aggregator::CustomVersions {
+                    changed: crds.as_ref().map(|c| c.served_changes()),
+                    list: Box::new(move || {
+                        crds.as_ref()
+                            .map(|c| {
+                                apiserver::Delegate::resources(c.as_ref())
+                                    .into_iter()
+                                    .map(|i| (i.group, i.version))
+                                    .collect()
+                            })
+                            .unwrap_or_default()
+                    }),
+                },
             )?)
         }
         None => None,

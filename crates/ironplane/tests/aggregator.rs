@@ -835,8 +835,14 @@ endpoints: [{{addresses: ["{ip}"], conditions: {{ready: true}}}}]
     wait_until("the APIService to become available again", 90, || {
         available(&server).is_some_and(|(s, _, _)| s == "True")
     });
-    let names = server.kubectl(&["-n", "wardle", "get", "flunders", "-o", "name"]);
-    assert_eq!(names.trim(), "flunder.wardle.example.com/alpha");
+    // Discovery lists its resources again once the discovery manager has fetched them, just
+    // after `Available` (upstream's manager lags the same way): until then the group is stale
+    // and kubectl does not know `flunders`.
+    wait_until("discovery to list flunders again", 30, || {
+        let out = server.kubectl_output(&["-n", "wardle", "get", "flunders", "-o", "name"]);
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout).trim() == "flunder.wardle.example.com/alpha"
+    });
     assert!(!extension.seen().is_empty());
 }
 
