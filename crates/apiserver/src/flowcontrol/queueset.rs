@@ -315,6 +315,7 @@ impl QueueSet {
     fn finish(&self, id: u64) {
         let mut s = self.lock();
         s.advance();
+        let now = s.last_advanced;
         let Some(done) = s.executing.remove(&id) else {
             return;
         };
@@ -322,8 +323,9 @@ impl QueueSet {
         if let Some(q) = done.queue.and_then(|i| s.queues.get_mut(i)) {
             q.executing -= 1;
             q.seats_in_use -= done.dump.seats();
-            // The dispatch charged the estimate; charge what the request really took.
-            let actual = done.started.elapsed().as_secs_f64();
+            // The dispatch charged the estimate; charge what the request really took, by the
+            // instant this operation advanced the virtual clock to.
+            let actual = now.duration_since(done.started).as_secs_f64();
             q.next_dispatch_r -= done.dump.seats() as f64 * (ESTIMATED_SERVICE_SECONDS - actual);
         }
         s.dispatch_as_much_as_possible();
@@ -387,7 +389,8 @@ pub struct Dump {
 
 impl State {
     /// Moves the virtual clock on: each busy queue is served at a fair share of the seats the
-    /// level's demand can use.
+    /// level's demand can use. Every operation calls it first, and `last_advanced` is then the
+    /// operation's "now".
     fn advance(&mut self) {
         let now = Instant::now();
         let elapsed = now.duration_since(self.last_advanced).as_secs_f64();
@@ -434,7 +437,11 @@ impl State {
             id,
             Executing {
                 queue,
-                started: Instant::now(),
+                // The instant the virtual clock was advanced to under this same lock: the
+                // request's service is measured on the clock that `current_r` follows (upstream
+                // reads its clock once per operation), so a thread stalled between the two
+                // reads cannot make a queue look served for less than it was.
+                started: self.last_advanced,
                 dump,
             },
         );
