@@ -355,6 +355,7 @@ impl EtcdKv {
         key: &str,
         precondition: Precondition,
         then: TxnOp,
+        payload: usize,
     ) -> Result<TxnOutcome, KvError> {
         let compare = match precondition {
             Precondition::Absent => vec![Compare::create_revision(key, CompareOp::Equal, 0)],
@@ -372,6 +373,7 @@ impl EtcdKv {
             .when(compare)
             .and_then([then])
             .or_else([TxnOp::get(key, None)]);
+        refuse_over_send_limit(&txn, key, payload)?;
         let resp = self
             .call(true, || {
                 let mut kv = self.kv();
@@ -451,6 +453,7 @@ impl Kv for EtcdKv {
             key,
             Precondition::Absent,
             TxnOp::put(key, value.to_vec(), None),
+            value.len(),
         )
         .await
     }
@@ -468,6 +471,7 @@ impl Kv for EtcdKv {
             key,
             precondition,
             TxnOp::put(key, value.to_vec(), Some(PutOptions::new().with_prev_key())),
+            value.len(),
         )
         .await
     }
@@ -484,6 +488,7 @@ impl Kv for EtcdKv {
             key,
             precondition,
             TxnOp::delete(key, Some(DeleteOptions::new().with_prev_key())),
+            0,
         )
         .await
     }
@@ -684,6 +689,24 @@ fn unreachable() -> KvError {
 /// it refuses a larger write before sending it.
 const UPSTREAM_MAX_CALL_SEND_BYTES: u64 = 2 * 1024 * 1024;
 
+/// Refuses a transaction upstream's client would not send (over `MaxCallSendMsgSize`, whatever
+/// etcd's `--max-request-bytes`), in its client's words, with the message's encoded size. Only a
+/// write whose value (`payload`) comes near the limit is measured: the rest of the message is
+/// the key four times and a few dozen bytes of framing.
+fn refuse_over_send_limit(txn: &Txn, key: &str, payload: usize) -> Result<(), KvError> {
+    const FRAMING: usize = 256;
+    if (payload + 4 * key.len() + FRAMING) as u64 <= UPSTREAM_MAX_CALL_SEND_BYTES {
+        return Ok(());
+    }
+    let size = prost::Message::encoded_len(&etcd_client::proto::PbTxnRequest::from(txn.clone()));
+    if size as u64 <= UPSTREAM_MAX_CALL_SEND_BYTES {
+        return Ok(());
+    }
+    Err(KvError::RequestTooLarge(format!(
+        "rpc error: code = ResourceExhausted desc = trying to send message larger than max ({size} vs. {UPSTREAM_MAX_CALL_SEND_BYTES})"
+    )))
+}
+
 fn backend(err: etcd_client::Error) -> KvError {
     match err {
         // A write past etcd's `--max-request-bytes`: upstream's handlers know this answer by
@@ -694,11 +717,11 @@ fn backend(err: etcd_client::Error) -> KvError {
         {
             KvError::RequestTooLarge(status.message().to_string())
         }
-        // Past etcd's gRPC limit (`--max-request-bytes` plus 512 KiB, 2 MiB by default): etcd
-        // refuses the message itself. Upstream's client never sends one over 2 MiB and reports
-        // its own refusal, which its handlers also take for "too large"; that is the text
-        // clients read, with the size etcd counted. (With a larger `--max-request-bytes`,
-        // upstream still stops at 2 MiB where etcd takes more from us.)
+        // Past etcd's gRPC limit (`--max-request-bytes` plus 512 KiB): etcd refuses the message
+        // itself. `txn` refuses anything over 2 MiB before sending it, as upstream's client
+        // does, so this is etcd's answer only under a `--max-request-bytes` below 1.5 MiB.
+        // Upstream's handlers take either for "too large"; clients read its client's text, with
+        // the size etcd counted.
         etcd_client::Error::GRpcStatus(status)
             if status.code() == tonic::Code::ResourceExhausted
                 && status.message().contains("larger than max") =>
@@ -833,9 +856,9 @@ async fn compact_once(
 mod tests {
     use super::*;
 
-    /// etcd's two refusals of a large write (past `--max-request-bytes`, 1.5 MiB by default;
-    /// past its gRPC limit, 2 MiB) both come back as `RequestTooLarge` with the text upstream's
-    /// client reports, which the write handlers recognize.
+    /// A large write refused by etcd (past `--max-request-bytes`, 1.5 MiB by default) or by this
+    /// client (past 2 MiB, as upstream's client refuses it) comes back as `RequestTooLarge` with
+    /// the text upstream's client reports, which the write handlers recognize.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_etcd_refuses_as_too_large_are_request_too_large() {
         let server = crate::testing::EtcdServer::start().expect("a real etcd for the etcd tests");
@@ -871,6 +894,69 @@ mod tests {
             kv.create("/registry/things/c", fits).await,
             Ok(TxnOutcome::Succeeded { .. })
         ));
+    }
+
+    /// Past etcd's own gRPC limit (`--max-request-bytes` plus 512 KiB), which is under 2 MiB
+    /// only with a small `--max-request-bytes`: etcd's refusal, in upstream's client's words
+    /// with the size etcd counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_past_etcds_grpc_limit_are_request_too_large() {
+        let server = crate::testing::EtcdServer::start_with(&["--max-request-bytes=1048576"])
+            .expect("a real etcd for the etcd tests");
+        let options = EtcdOptions {
+            servers: vec![server.url.clone()],
+            ..Default::default()
+        };
+        let kv = EtcdKv::connect(&options).await.expect("connect");
+        let over_grpc_limit = Bytes::from(vec![b'x'; 1_700_000]);
+        match kv.create("/registry/things/a", over_grpc_limit).await {
+            Err(KvError::RequestTooLarge(message)) => {
+                let size = message_size(&message).expect("a size");
+                assert!(size > 1_700_000 && size < 1_700_100, "{message}");
+                assert_eq!(
+                    message,
+                    format!(
+                        "rpc error: code = ResourceExhausted desc = trying to send message larger than max ({size} vs. 2097152)"
+                    )
+                );
+            }
+            other => panic!("expected RequestTooLarge, got {other:?}"),
+        }
+    }
+
+    /// With an etcd that takes 4 MiB, a write over 2 MiB is still refused, by this client, as
+    /// upstream's client refuses it (its `MaxCallSendMsgSize`), with the same text; under
+    /// 2 MiB it goes through where the default etcd would refuse it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_over_two_mib_are_refused_before_sending_whatever_etcd_takes() {
+        let server = crate::testing::EtcdServer::start_with(&["--max-request-bytes=4194304"])
+            .expect("a real etcd for the etcd tests");
+        let options = EtcdOptions {
+            servers: vec![server.url.clone()],
+            ..Default::default()
+        };
+        let kv = EtcdKv::connect(&options).await.expect("connect");
+        let fits_here = Bytes::from(vec![b'x'; 1_700_000]);
+        assert!(matches!(
+            kv.create("/registry/things/a", fits_here).await,
+            Ok(TxnOutcome::Succeeded { .. })
+        ));
+        let over_client_limit = Bytes::from(vec![b'x'; 2_200_000]);
+        match kv.create("/registry/things/b", over_client_limit).await {
+            Err(KvError::RequestTooLarge(message)) => {
+                let size = message_size(&message).expect("a size");
+                assert!(size > 2_200_000 && size < 2_200_100, "{message}");
+                assert_eq!(
+                    message,
+                    format!(
+                        "rpc error: code = ResourceExhausted desc = trying to send message larger than max ({size} vs. 2097152)"
+                    )
+                );
+            }
+            other => panic!("expected RequestTooLarge, got {other:?}"),
+        }
+        let (written, _) = kv.get("/registry/things/b").await.expect("get");
+        assert!(written.is_none(), "nothing written");
     }
 
     /// kube-apiserver's compactor protocol: the first tick only claims the schedule, the next

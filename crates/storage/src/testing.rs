@@ -29,6 +29,8 @@ pub struct EtcdServer {
     /// `--initial-cluster`: every member's `name=peer-url`.
     initial_cluster: String,
     dir: PathBuf,
+    /// Flags beyond the ones every member gets (e.g. `--max-request-bytes=…`).
+    extra_args: Vec<String>,
 }
 
 /// The etcd binary: `$ETCD_BIN`, else `etcd` on the PATH.
@@ -79,9 +81,18 @@ impl EtcdServer {
         Ok(Self::start_cluster(1)?.remove(0))
     }
 
+    /// As [`EtcdServer::start`], with etcd flags of the test's own.
+    pub fn start_with(extra_args: &[&str]) -> Result<EtcdServer, String> {
+        Ok(Self::start_members(1, extra_args)?.remove(0))
+    }
+
     /// Starts a fresh cluster of `size` members on loopback (`--initial-cluster` naming them
     /// all) and waits until every member serves, which needs a leader elected by a quorum.
     pub fn start_cluster(size: usize) -> Result<Vec<EtcdServer>, String> {
+        Self::start_members(size, &[])
+    }
+
+    fn start_members(size: usize, extra_args: &[&str]) -> Result<Vec<EtcdServer>, String> {
         // Another process may take a port between our probe and etcd's bind: try again then.
         let mut last_error = String::new();
         for _ in 0..5 {
@@ -96,6 +107,7 @@ impl EtcdServer {
                     peer_url: format!("http://127.0.0.1:{}", free_port()?),
                     initial_cluster: String::new(),
                     dir: member_dir()?,
+                    extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
                 });
             }
             let initial_cluster = members
@@ -134,6 +146,7 @@ impl EtcdServer {
             .arg("--initial-cluster-token=ironplane-test")
             .arg("--logger=zap")
             .arg("--log-level=warn")
+            .args(&self.extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
