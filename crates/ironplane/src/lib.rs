@@ -389,6 +389,41 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         "poststarthook/priority-and-fairness-config-consumer",
         !opts.enable_priority_and_fairness,
     );
+    // Upstream's generic-server hooks that only start work this server does not need started:
+    // admission reads the live catalog (no RESTMapper to refresh), there is no shared informer
+    // factory, `apiserver_current_inflight_requests` takes its watermark at each scrape (no
+    // upkeep task for the filter's watermarks), and object counts come from the watch caches,
+    // exact at every moment (no tracker to run). Upstream's pass as soon as theirs are started;
+    // these pass at once.
+    let passes_at_once = |name: &str| Check::new(format!("poststarthook/{name}"), true);
+    let generic_hooks = [
+        passes_at_once("start-apiserver-admission-initializer"),
+        passes_at_once("generic-apiserver-start-informers"),
+    ];
+    let filter_hooks = [
+        passes_at_once(if opts.enable_priority_and_fairness {
+            "priority-and-fairness-filter"
+        } else {
+            "max-in-flight-filter"
+        }),
+        passes_at_once("storage-object-count-tracker-hook"),
+    ];
+    // Upstream's ClusterIP and NodePort repair controllers: ready after their first pass, which
+    // here is the allocator rebuilt from storage (the `bootstrap-controller` hook's first step).
+    let repair_hook = Check::new("poststarthook/start-service-ip-repair-controllers", false);
+    {
+        let (allocator, repair_hook) = (allocator.clone(), repair_hook.clone());
+        tokio::spawn(async move {
+            allocator.until_ready().await;
+            repair_hook.set(true);
+        });
+    }
+    let system_hook = |name: &str| {
+        system_hooks
+            .iter()
+            .find(|c| c.name.strip_prefix("poststarthook/") == Some(name))
+            .cloned()
+    };
     let shutdown_check = Check::new("shutdown", true);
     let health = Health {
         common: vec![
@@ -403,20 +438,34 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             .into_iter()
             .chain(override_readiness)
             .collect(),
-        // Flow control's consumer first, among the generic server's hooks as upstream's.
-        post_start_hooks: opts
-            .enable_priority_and_fairness
-            .then(|| apf_consumer_hook.clone())
+        // In the order kube-apiserver lists them (the order of registration along its chain):
+        // the generic server's, the apiextensions server's, the control plane's own, the
+        // aggregator's. `start-namespace-controller` (the controllers kube-controller-manager
+        // would run, in process here) has no upstream counterpart and comes after the control
+        // plane's.
+        post_start_hooks: generic_hooks
             .into_iter()
-            .chain([
-                bootstrap_hook.clone(),
-                controllers_hook.clone(),
-                service_cidr_hook.clone(),
-            ])
-            .chain(system_hooks.iter().cloned())
+            .chain(
+                opts.enable_priority_and_fairness
+                    .then(|| apf_consumer_hook.clone()),
+            )
+            .chain(filter_hooks)
             .chain(crd_hooks)
             .chain([crd_synced.clone()])
+            .chain(system_hook("start-cluster-authentication-info-controller"))
+            .chain(system_hook(
+                "start-kube-apiserver-identity-lease-controller",
+            ))
+            .chain(system_hook("start-legacy-token-tracking-controller"))
+            .chain([repair_hook])
+            .chain(system_hook("rbac/bootstrap-roles"))
+            .chain(system_hook("scheduling/bootstrap-system-priority-classes"))
             .chain(opts.enable_priority_and_fairness.then(|| apf_hook.clone()))
+            .chain([
+                bootstrap_hook.clone(),
+                service_cidr_hook.clone(),
+                controllers_hook.clone(),
+            ])
             .chain(encryption.reload_hook.clone())
             .chain(aggregator_readiness.checks())
             .collect(),

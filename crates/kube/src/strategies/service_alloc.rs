@@ -371,6 +371,17 @@ impl ServiceIpAllocator {
         self.ready_notify.notify_waiters();
     }
 
+    /// Returns once the allocator holds everything stored (the first repair pass is done).
+    pub async fn until_ready(&self) {
+        loop {
+            let notified = self.ready_notify.notified();
+            if self.ready.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     async fn wait_ready(&self) -> bool {
         let deadline = tokio::time::Instant::now() + READY_WAIT;
         loop {
