@@ -2,6 +2,7 @@
 //! with upstream's text. Readiness waits for every post-start hook and for shutdown not to have
 //! begun; liveness only for the process to serve.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -9,6 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[derive(Clone)]
 pub struct Check {
     pub name: String,
+    /// The group an `exclude=` of its name also excludes (upstream's `NamedGroupedCheck`: the
+    /// `--etcd-servers-overrides` clusters' checks are in `etcd` and `etcd-readiness`).
+    pub group: Option<String>,
     pub ok: Arc<AtomicBool>,
     /// Woken at every `set`, for work that must wait for a hook (`passed`).
     changed: Arc<tokio::sync::Notify>,
@@ -18,8 +22,17 @@ impl Check {
     pub fn new(name: impl Into<String>, ok: bool) -> Self {
         Self {
             name: name.into(),
+            group: None,
             ok: Arc::new(AtomicBool::new(ok)),
             changed: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// A check that `exclude=<group>` excludes too.
+    pub fn grouped(name: impl Into<String>, group: impl Into<String>, ok: bool) -> Self {
+        Self {
+            group: Some(group.into()),
+            ..Self::new(name, ok)
         }
     }
 
@@ -106,17 +119,26 @@ impl Health {
             .into_owned()
             .collect();
         let verbose = params.iter().any(|(k, _)| k == "verbose");
-        let excluded: Vec<&str> = params
+        let excluded: BTreeSet<&str> = params
             .iter()
             .filter(|(k, _)| k == "exclude")
             .map(|(_, v)| v.as_str())
             .collect();
+        // Upstream lists an excluded check in its place, and warns of names that matched none.
+        let mut unmatched = excluded.clone();
         let mut lines = Vec::new();
         let mut failed = false;
-        for c in checks
-            .iter()
-            .filter(|c| !excluded.contains(&c.name.as_str()))
-        {
+        for c in &checks {
+            if excluded.contains(c.name.as_str()) {
+                unmatched.remove(c.name.as_str());
+                lines.push(format!("[+]{} excluded: ok", c.name));
+                continue;
+            }
+            if let Some(group) = c.group.as_deref().filter(|g| excluded.contains(g)) {
+                unmatched.remove(group);
+                lines.push(format!("[+]{} excluded with {group}: ok", c.name));
+                continue;
+            }
             let ok = c.is_ok();
             crate::metrics::observe_healthcheck(&c.name, endpoint, ok);
             if ok {
@@ -126,8 +148,13 @@ impl Health {
                 lines.push(format!("[-]{} failed: reason withheld", c.name));
             }
         }
-        for e in &excluded {
-            lines.push(format!("[+]{e} excluded: ok"));
+        if !unmatched.is_empty() {
+            // Go's `%q` of each name, in order, joined by commas.
+            let quoted: Vec<String> = unmatched.iter().map(|n| format!("{n:?}")).collect();
+            lines.push(format!(
+                "warn: some health checks cannot be excluded: no matches for {}",
+                quoted.join(",")
+            ));
         }
         if failed {
             Some(HealthAnswer {
@@ -212,6 +239,46 @@ mod tests {
         assert!(h.answer("livez", Some("etcd-readiness"), "").is_none());
         readiness.set(true);
         assert_eq!(h.answer("readyz", None, "").unwrap().code, 200);
+    }
+
+    /// `exclude=` as upstream's handler takes it: the check listed in its place as excluded,
+    /// a group excluding its members, and a warning naming what matched nothing.
+    #[test]
+    fn excluded_checks_are_listed_in_place_and_unknown_names_warned_of() {
+        let h = Health {
+            common: vec![
+                Check::new("ping", true),
+                Check::grouped("etcd", "etcd", false),
+                Check::grouped("etcd-override-0", "etcd", false),
+            ],
+            readyz: vec![],
+            not_livez: vec![],
+            post_start_hooks: vec![Check::new("poststarthook/x", true)],
+            shutdown: None,
+        };
+        let a = h
+            .answer(
+                "livez",
+                None,
+                "verbose&exclude=etcd&exclude=nope&exclude=also",
+            )
+            .unwrap();
+        assert_eq!(a.code, 200);
+        assert_eq!(
+            a.body,
+            "[+]ping ok\n[+]etcd excluded: ok\n[+]etcd-override-0 excluded with etcd: ok\n\
+             [+]poststarthook/x ok\n\
+             warn: some health checks cannot be excluded: no matches for \"also\",\"nope\"\n\
+             livez check passed\n"
+        );
+        // Excluding one member leaves the group's other checks in.
+        let a = h.answer("livez", None, "exclude=etcd-override-0").unwrap();
+        assert_eq!(a.code, 500);
+        assert_eq!(
+            a.body,
+            "[+]ping ok\n[-]etcd failed: reason withheld\n[+]etcd-override-0 excluded: ok\n\
+             [+]poststarthook/x ok\nlivez check failed\n"
+        );
     }
 
     #[tokio::test]

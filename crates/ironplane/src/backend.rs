@@ -106,8 +106,12 @@ pub async fn open(opts: &Options) -> Result<Backend, String> {
                 .await
                 .map_err(|e| format!("{e} (--etcd-servers-overrides={group}/{resource})"))?;
                 let n = clusters.len();
-                let health = Check::new(format!("etcd-override-{n}"), true);
-                let readiness = Check::new(format!("etcd-override-readiness-{n}"), true);
+                let health = Check::grouped(format!("etcd-override-{n}"), "etcd", true);
+                let readiness = Check::grouped(
+                    format!("etcd-override-readiness-{n}"),
+                    "etcd-readiness",
+                    true,
+                );
                 tokio::spawn(probe(
                     Arc::downgrade(&kv),
                     opts.etcd_prefix.clone(),
