@@ -1,5 +1,5 @@
-//! `/healthz`, `/livez` and `/readyz`: named checks, `?verbose` listings and per-check paths,
-//! with upstream's text. Readiness waits for every post-start hook and for shutdown not to have
+//! `/healthz`, `/livez` and `/readyz`: named checks, `?verbose` listings, `exclude=` (by name or
+//! by group) and per-check paths, with upstream's text. Readiness waits for every post-start hook and for shutdown not to have
 //! begun; liveness only for the process to serve.
 
 use std::collections::BTreeSet;
