@@ -223,9 +223,10 @@ pub struct Options {
     /// The range Service node ports come from.
     #[arg(long, default_value = "30000-32767")]
     pub service_node_port_range: String,
-    /// Recent events each resource's watch cache keeps for watches that resume from a
-    /// resourceVersion; older ones get 410 Expired. 0 disables the watch cache (reads and
-    /// watches go to storage). Upstream sizes its caches by time; this is a fixed count.
+    /// The most recent events each resource's watch cache keeps for watches that resume from a
+    /// resourceVersion; older ones get 410 Expired. Within it the cache keeps the last 75 s of
+    /// events (at least 100), as upstream sizes its caches by time. 0 disables the watch cache
+    /// (reads and watches go to storage).
     #[arg(long, default_value_t = 10_000)]
     pub default_watch_cache_size: usize,
     /// Read-only requests served at once beyond which the server answers 429 (0: no limit);

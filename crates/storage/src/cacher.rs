@@ -21,9 +21,14 @@
 //!   an ERROR event when the version is older than the window), from unset or `"0"` with synthetic
 //!   ADDED events for the current state, with `sendInitialEvents` and bookmarks.
 //!
-//! The window holds [`CacherOptions::window_capacity`] events (10,000 by default: with the
-//! reflector's events costing a few pointers each, that is well under a megabyte of overhead
-//! beyond the objects, and covers minutes of history for all but the busiest resources).
+//! The window keeps the events of the last [`CacherOptions::window_fresh`] (75 s, upstream's
+//! `DefaultEventFreshDuration`: a bookmark a minute plus a margin, so that a watcher that lost
+//! its connection can resume from its last bookmark), at least [`CacherOptions::window_min`]
+//! (100, upstream's lower bound) and at most [`CacherOptions::window_capacity`] (10,000 by
+//! default). Each event keeps the object's previous version alive, so a fixed count would hold
+//! minutes of old versions of a busy resource: at 20 pod updates a second, 10,000 events are
+//! over eight minutes and some 40 MB of old pods. Upstream sizes its caches by the same time,
+//! doubling and halving a capacity; trimming by each event's age keeps the same history.
 //!
 //! A slow watcher never holds anyone up: each watcher has a bounded queue, and a watcher whose
 //! queue overflows is closed (its client re-watches from the last version it saw), as upstream
@@ -50,8 +55,12 @@ use crate::store::{
 /// Tunables of a [`Cacher`]; `Default` gives the production values.
 #[derive(Clone, Debug)]
 pub struct CacherOptions {
-    /// How many recent events the window keeps for watches that start at an exact version.
+    /// The most recent events the window keeps for watches that start at an exact version.
     pub window_capacity: usize,
+    /// Events older than this leave the window, down to `window_min` events.
+    pub window_fresh: Duration,
+    /// The fewest events the window keeps, however old.
+    pub window_min: usize,
     /// How long a read waits for the cache to reach a requested revision (upstream: 3s).
     pub fresh_wait: Duration,
     /// A watcher that asked for bookmarks gets one after this long without any event.
@@ -66,6 +75,8 @@ impl Default for CacherOptions {
     fn default() -> Self {
         Self {
             window_capacity: 10_000,
+            window_fresh: Duration::from_secs(75),
+            window_min: 100,
             fresh_wait: Duration::from_secs(3),
             bookmark_interval: Duration::from_secs(5),
             watcher_buffer: 1000,
@@ -126,6 +137,8 @@ struct CachedEvent {
     revision: i64,
     /// The object before the change (for predicate transitions).
     prev: Option<Object>,
+    /// When the cache took it in (the window keeps events by age).
+    recorded: Instant,
     /// The previous content at this event's revision: what a watcher whose predicate the object
     /// stops matching receives as DELETED. Built on first use.
     prev_at_event: OnceLock<Option<Object>>,
@@ -257,10 +270,17 @@ impl Shared {
             event,
             revision,
             prev,
+            recorded: Instant::now(),
             prev_at_event: OnceLock::new(),
         });
         state.window.push_back(cached.clone());
-        while state.window.len() > self.options.window_capacity.max(1) {
+        let options = &self.options;
+        let stale =
+            |e: &CachedEvent| cached.recorded.duration_since(e.recorded) > options.window_fresh;
+        while state.window.len() > options.window_capacity.max(1)
+            || (state.window.len() > options.window_min.max(1)
+                && state.window.front().is_some_and(|e| stale(e)))
+        {
             state.window.pop_front();
             if let Some(front) = state.window.front() {
                 state.window_from = front.revision - 1;
@@ -963,6 +983,77 @@ mod tests {
                 }
                 other => panic!("expected ADDED {name}, got {other:?}"),
             }
+        }
+    }
+
+    /// The window keeps events by age: all of them while they are fresh, then, at the next
+    /// event, only the fresh ones but never fewer than `window_min`; a watch from a revision
+    /// before the window is then 410 Expired, one from inside it replays what follows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_window_keeps_fresh_events_and_at_least_its_minimum() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kv = SqliteKv::open(&dir.path().join("state.db")).expect("open");
+        let inner: Arc<dyn Store> = Arc::new(KvStore::new(kv, default_attrs()));
+        let fresh = Duration::from_secs(3);
+        let options = CacherOptions {
+            window_fresh: fresh,
+            window_min: 5,
+            ..CacherOptions::default()
+        };
+        let cacher = Cacher::with_options(inner, "/registry/configmaps/", default_attrs(), options);
+        let mut revisions = Vec::new();
+        for i in 0..20 {
+            let name = format!("c{i:02}");
+            let o = cacher
+                .create(&format!("/registry/configmaps/ns/{name}"), configmap(&name))
+                .await
+                .expect("create");
+            revisions.push(o.resource_version);
+        }
+        let first_event_after = |from: i64| {
+            let cacher = cacher.clone();
+            async move {
+                let opts = WatchOptions {
+                    resource_version: ResourceVersion::Exact(from),
+                    send_initial_events: None,
+                    allow_bookmarks: false,
+                    predicate: None,
+                };
+                let mut events = cacher
+                    .watch("/registry/configmaps/", &opts)
+                    .await
+                    .expect("watch");
+                tokio::time::timeout(Duration::from_secs(5), events.recv())
+                    .await
+                    .expect("an event in time")
+                    .expect("an event")
+            }
+        };
+        // Fresh: every event is there.
+        match first_event_after(revisions[0]).await {
+            WatchEvent::Added(o) => assert_eq!(o.resource_version, revisions[1]),
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+        tokio::time::sleep(fresh + Duration::from_millis(500)).await;
+        let last = cacher
+            .create("/registry/configmaps/ns/last", configmap("last"))
+            .await
+            .expect("create");
+        // Stale but for the minimum: the window is the last five events (16..19 and `last`).
+        match first_event_after(revisions[15]).await {
+            WatchEvent::Added(o) => assert_eq!(o.resource_version, revisions[16]),
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+        match first_event_after(revisions[14]).await {
+            WatchEvent::Error(StorageError::Expired(message)) => assert!(
+                message.starts_with(&format!("too old resource version: {}", revisions[14])),
+                "{message}"
+            ),
+            other => panic!("expected 410 Expired, got {other:?}"),
+        }
+        match first_event_after(revisions[19]).await {
+            WatchEvent::Added(o) => assert_eq!(o.resource_version, last.resource_version),
+            other => panic!("expected ADDED, got {other:?}"),
         }
     }
 

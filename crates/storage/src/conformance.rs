@@ -82,6 +82,7 @@ impl Fixture {
                 watcher_buffer: 1000,
                 // The suite runs with metrics on, so that recording is exercised everywhere.
                 metrics: Some(crate::ResourceMetrics::new("conformance", "things")),
+                ..CacherOptions::default()
             },
         )
         .await
@@ -1243,6 +1244,7 @@ mod cacher_only {
                 bookmark_interval: Duration::from_secs(60),
                 watcher_buffer: 8,
                 metrics: Some(crate::ResourceMetrics::new("conformance", "slowwatchers")),
+                ..CacherOptions::default()
             },
         )
         .await;
