@@ -172,25 +172,25 @@ impl PodSecurity {
 
     /// The namespace's labels, through the cache and then storage, as upstream's lister falls
     /// back to a live read.
+    /// The error is the reason the namespace could not be read, for the audit annotation.
     async fn namespace_labels(
         &self,
         ns: &str,
-    ) -> Result<Option<serde_json::Map<String, Value>>, Status> {
-        let fail = || Status::internal(format!("failed to lookup namespace \"{ns}\""));
+    ) -> Result<Option<serde_json::Map<String, Value>>, String> {
         let store = self
             .api
             .get()
             .and_then(|a| a.get("", "v1", "namespaces"))
-            .ok_or_else(fail)?;
+            .ok_or("namespaces are not served")?;
         let found = match store.get("", ns, ResourceVersion::Any).await {
             Ok(o) => o,
             Err(s) if s.code == 404 => store
                 .get("", ns, ResourceVersion::Unset)
                 .await
-                .map_err(|_| fail())?,
-            Err(_) => return Err(fail()),
+                .map_err(|s| s.message)?,
+            Err(s) => return Err(s.message),
         };
-        let v = found.value().map_err(|_| fail())?;
+        let v = found.value().map_err(|e| e.to_string())?;
         Ok(labels(&v).cloned())
     }
 
@@ -201,7 +201,19 @@ impl PodSecurity {
         if self.exempt(attrs) {
             return Ok(());
         }
-        let labels = self.namespace_labels(attrs.namespace).await?;
+        // A namespace that cannot be read refuses the pod (upstream's `errorResponse`: the
+        // refusal's message and the reason in the audit event).
+        let labels = match self.namespace_labels(attrs.namespace).await {
+            Ok(labels) => labels,
+            Err(e) => {
+                let refusal = Status::internal(format!(
+                    "failed to lookup namespace \"{}\"",
+                    attrs.namespace
+                ));
+                annotate("error", format!("{}: {e}", refusal.message));
+                return Err(refusal);
+            }
+        };
         let (policy, errs) = self.policy(labels.as_ref());
         if errs.is_empty() && policy.fully_privileged() {
             annotate("enforce-policy", "privileged:latest");
@@ -238,10 +250,17 @@ impl PodSecurity {
         if !attrs.subresource.is_empty() || self.exempt(attrs) {
             return Ok(());
         }
-        // A namespace that cannot be read lets the workload through (upstream records an audit
-        // annotation).
-        let Ok(labels) = self.namespace_labels(attrs.namespace).await else {
-            return Ok(());
+        // A namespace that cannot be read lets the workload through, with the reason in the
+        // audit event.
+        let labels = match self.namespace_labels(attrs.namespace).await {
+            Ok(labels) => labels,
+            Err(e) => {
+                annotate(
+                    "error",
+                    format!("failed to lookup namespace \"{}\": {e}", attrs.namespace),
+                );
+                return Ok(());
+            }
         };
         let (policy, errs) = self.policy(labels.as_ref());
         if errs.is_empty()
@@ -510,5 +529,75 @@ impl PodSecurity {
         }
         first.extend(later);
         first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiserver::authentication::UserInfo;
+    use apiserver::registry::ResourceInfo;
+    use serde_json::json;
+
+    /// A namespace that cannot be read (here: no catalog to read it from): a pod is refused
+    /// with a 500 and a workload admitted, each with upstream's `error` audit annotation.
+    #[tokio::test]
+    async fn a_namespace_that_cannot_be_read_is_noted_in_the_audit_event() {
+        let plugin = PodSecurity {
+            api: Arc::new(OnceLock::new()),
+            config: Config::default(),
+        };
+        let user = UserInfo {
+            name: "alice".into(),
+            ..Default::default()
+        };
+        let run = |group: &'static str, resource: &'static str, obj: Value| {
+            let plugin = &plugin;
+            let user = &user;
+            async move {
+                let info = ResourceInfo {
+                    group: group.into(),
+                    resource: resource.into(),
+                    ..Default::default()
+                };
+                let attrs = Attributes {
+                    operation: Operation::Create,
+                    resource: &info,
+                    subresource: "",
+                    namespace: "team",
+                    name: "x",
+                    user,
+                    dry_run: false,
+                    old_object: None,
+                    state: Default::default(),
+                };
+                apiserver::audit::collect_annotations(plugin.validate(&attrs, &obj)).await
+            }
+        };
+        let pod = json!({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let (answer, notes) = run("", "pods", pod.clone()).await;
+        let refusal = answer.unwrap_err();
+        assert_eq!(refusal.code, 500);
+        assert_eq!(
+            refusal.message,
+            r#"Internal error occurred: failed to lookup namespace "team""#
+        );
+        assert_eq!(
+            notes
+                .get("pod-security.kubernetes.io/error")
+                .map(String::as_str),
+            Some(
+                r#"Internal error occurred: failed to lookup namespace "team": namespaces are not served"#
+            )
+        );
+        let deployment = json!({"metadata": {"name": "x"}, "spec": {"template": pod}});
+        let (answer, notes) = run("apps", "deployments", deployment).await;
+        assert!(answer.is_ok());
+        assert_eq!(
+            notes
+                .get("pod-security.kubernetes.io/error")
+                .map(String::as_str),
+            Some(r#"failed to lookup namespace "team": namespaces are not served"#)
+        );
     }
 }
