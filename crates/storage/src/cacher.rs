@@ -937,6 +937,18 @@ mod tests {
         }
     }
 
+    /// A client's watch of every ConfigMap from revision `from`.
+    async fn watch_configmaps_from(cacher: &Cacher, from: i64) -> WatchStream {
+        let opts = WatchOptions {
+            resource_version: ResourceVersion::Exact(from),
+            ..WatchOptions::default()
+        };
+        cacher
+            .watch("/registry/configmaps/", &opts)
+            .await
+            .expect("watch")
+    }
+
     fn configmap(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": "ns"}})
@@ -958,16 +970,7 @@ mod tests {
             .create("/registry/configmaps/ns/a", configmap("a"))
             .await
             .expect("create a");
-        let opts = WatchOptions {
-            resource_version: ResourceVersion::Exact(first.resource_version),
-            send_initial_events: None,
-            allow_bookmarks: false,
-            predicate: None,
-        };
-        let mut client = cacher
-            .watch("/registry/configmaps/", &opts)
-            .await
-            .expect("watch");
+        let mut client = watch_configmaps_from(&cacher, first.resource_version).await;
         flaky.broken.send_modify(|n| *n += 1);
         for name in ["b", "c"] {
             cacher
@@ -1013,16 +1016,7 @@ mod tests {
         let first_event_after = |from: i64| {
             let cacher = cacher.clone();
             async move {
-                let opts = WatchOptions {
-                    resource_version: ResourceVersion::Exact(from),
-                    send_initial_events: None,
-                    allow_bookmarks: false,
-                    predicate: None,
-                };
-                let mut events = cacher
-                    .watch("/registry/configmaps/", &opts)
-                    .await
-                    .expect("watch");
+                let mut events = watch_configmaps_from(&cacher, from).await;
                 tokio::time::timeout(Duration::from_secs(5), events.recv())
                     .await
                     .expect("an event in time")
