@@ -534,10 +534,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let (stopping, stop_requested) = tokio::sync::watch::channel(false);
     let (endpoints_removed, endpoints_removed_rx) = tokio::sync::oneshot::channel::<()>();
     // Post-start hooks.
-    let bootstrap_roles_hook = system_hooks
-        .iter()
-        .find(|hook| hook.name == "poststarthook/rbac/bootstrap-roles")
-        .cloned();
+    let bootstrap_roles_hook = system_hook("rbac/bootstrap-roles");
     {
         let resources = resources.clone();
         let allocator = allocator.clone();
