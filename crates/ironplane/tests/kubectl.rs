@@ -148,6 +148,22 @@ fn readyz_lists_upstreams_checks_in_upstreams_order() {
     assert_eq!(ready.lines().collect::<Vec<_>>(), want, "{ready}");
 }
 
+/// Without RBAC among the authorization modes there is no bootstrap policy to reconcile, and
+/// upstream disables the `rbac/bootstrap-roles` hook: it is not listed, and the server is ready.
+#[test]
+fn the_rbac_bootstrap_hook_is_registered_only_when_rbac_authorizes() {
+    let s = Server::start_with(&["--authorization-mode=AlwaysAllow"]);
+    let ready = s.kubectl(&["get", "--raw", "/readyz?verbose"]);
+    assert!(ready.trim_end().ends_with("readyz check passed"), "{ready}");
+    assert!(!ready.contains("rbac/bootstrap-roles"), "{ready}");
+    assert!(
+        ready.contains("[+]poststarthook/scheduling/bootstrap-system-priority-classes ok"),
+        "{ready}"
+    );
+    // Nor is the policy written.
+    s.kubectl_fails(&["get", "clusterrole", "cluster-admin"]);
+}
+
 #[test]
 fn post_start_hooks_create_what_upstream_bootstraps() {
     let s = Server::start();
