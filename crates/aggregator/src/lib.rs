@@ -9,6 +9,7 @@
 //!   the `aggregator_unavailable_apiservice` gauge; local ones are always available;
 //! - `proxy`: requests for a remote group version streamed to the Service's endpoint over TLS,
 //!   as the user who asked (the `X-Remote-*` headers, the proxy client certificate);
+//!   `proxy_cert`: that certificate read again when its files change;
 //! - `discovery_manager`: every remote APIService's group version in discovery, with the
 //!   extension server's aggregated (or, failing that, legacy) discovery, or stale while it
 //!   cannot be fetched; `discovery`: those documents read as entries and rows, and the order of
@@ -28,6 +29,7 @@ mod discovery_manager;
 mod openapi;
 mod priorities;
 mod proxy;
+mod proxy_cert;
 mod readiness;
 
 use std::collections::BTreeMap;
@@ -45,6 +47,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 pub use availability::unavailable_gauge;
+pub use proxy_cert::ProxyCertFiles;
 pub use readiness::Readiness;
 
 /// The label autoregistration marks its APIServices with: `onstart` (built-in groups, written
@@ -142,6 +145,8 @@ pub struct Aggregator {
     /// Woken by the reflector at each change of an APIService (autoregistration puts back what
     /// it manages at once, as upstream's queue gets its informer's events).
     apiservices_changed: tokio::sync::Notify,
+    /// Where the proxy client certificate is read again from when it changes.
+    proxy_cert: Option<ProxyCertFiles>,
 }
 
 /// The custom resources' served group versions, for autoregistration.
@@ -155,17 +160,20 @@ pub struct CustomVersions {
 }
 
 impl Aggregator {
-    /// `proxy_identity`: the proxy client certificate chain and key (PEM) presented to
-    /// extension servers (`--proxy-client-cert-file`, `--proxy-client-key-file`).
+    /// `proxy_cert`: the files of the proxy client certificate chain and key (PEM) presented
+    /// to extension servers (`--proxy-client-cert-file`, `--proxy-client-key-file`), read now
+    /// (a pair that cannot be read or loaded is the error) and again whenever they change.
     pub fn new(
         api: Arc<ApiResources>,
         resolver: Arc<dyn ServiceResolver>,
-        proxy_identity: Option<(Vec<u8>, Vec<u8>)>,
+        proxy_cert: Option<ProxyCertFiles>,
         crd_versions: CustomVersions,
     ) -> Result<Arc<Aggregator>, String> {
+        let identity = proxy_cert.as_ref().map(ProxyCertFiles::read).transpose()?;
         Ok(Arc::new(Aggregator {
             api,
-            transports: proxy::Transports::new(proxy_identity, resolver)?,
+            transports: proxy::Transports::new(identity, resolver)?,
+            proxy_cert,
             apiservices: RwLock::new(BTreeMap::new()),
             discovery: RwLock::default(),
             openapi: RwLock::new(BTreeMap::new()),
@@ -189,6 +197,9 @@ impl Aggregator {
     /// Starts the aggregator's controllers: the APIService reflector, autoregistration and the
     /// availability controllers, setting `readiness`'s checks as upstream's hooks complete.
     pub async fn run(self: Arc<Self>, readiness: Arc<Readiness>) {
+        if let Some(files) = self.proxy_cert.clone() {
+            tokio::spawn(proxy_cert::run(self.clone(), files));
+        }
         let Some(store) = self
             .api
             .get("apiregistration.k8s.io", "v1", "apiservices")

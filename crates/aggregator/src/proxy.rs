@@ -49,9 +49,15 @@ type Client = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<Di
 /// TLS handshake (ALPN), as Go's transport does, else HTTP/1.1; connection upgrades always go
 /// over HTTP/1.1, as upstream's upgrade-aware proxy sends them (HTTP/2 has no `Upgrade`).
 pub(crate) struct Transports {
-    identity: Option<(Vec<u8>, Vec<u8>)>,
     resolver: Arc<dyn ServiceResolver>,
-    clients: Mutex<HashMap<ClientKey, Client>>,
+    clients: Mutex<Clients>,
+}
+
+/// The clients made so far and the identity they present, under one lock: a client is never
+/// kept with an identity that has been replaced.
+struct Clients {
+    identity: Option<(Vec<u8>, Vec<u8>)>,
+    by_key: HashMap<ClientKey, Client>,
 }
 
 /// The CA bundle, whether TLS is verified at all, and whether the client is for upgrades.
@@ -67,10 +73,28 @@ impl Transports {
             apiserver::util::webhook::tls_config(b"", Some(identity))?;
         }
         Ok(Transports {
-            identity,
             resolver,
-            clients: Mutex::new(HashMap::new()),
+            clients: Mutex::new(Clients {
+                identity,
+                by_key: HashMap::new(),
+            }),
         })
+    }
+
+    /// Presents `identity` from now on, if it differs from the one presented: the clients made
+    /// so far are dropped, so that new connections present the new certificate, while
+    /// connections in use (a watch, say) finish with the one they started with. A pair that
+    /// does not make a TLS client (unreadable, or a key that is not the certificate's) is
+    /// refused and the one in use kept. `Ok(true)` when it changed.
+    pub(crate) fn replace_identity(&self, identity: (Vec<u8>, Vec<u8>)) -> Result<bool, String> {
+        apiserver::util::webhook::tls_config(b"", Some(&identity))?;
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if clients.identity.as_ref() == Some(&identity) {
+            return Ok(false);
+        }
+        clients.identity = Some(identity);
+        clients.by_key.clear();
+        Ok(true)
     }
 
     fn client(&self, apiservice: &ApiService, upgrade: bool) -> Result<Client, String> {
@@ -80,13 +104,14 @@ impl Transports {
             upgrade,
         );
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = clients.get(&key) {
+        if let Some(c) = clients.by_key.get(&key) {
             return Ok(c.clone());
         }
+        let identity = clients.identity.as_ref();
         let tls = if apiservice.insecure_skip_tls_verify {
-            insecure_tls_config(self.identity.as_ref())?
+            insecure_tls_config(identity)?
         } else {
-            apiserver::util::webhook::tls_config(&apiservice.ca_bundle, self.identity.as_ref())?
+            apiserver::util::webhook::tls_config(&apiservice.ca_bundle, identity)?
         };
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
@@ -104,7 +129,7 @@ impl Transports {
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(90))
                 .build(connector);
-        clients.insert(key, client.clone());
+        clients.by_key.insert(key, client.clone());
         Ok(client)
     }
 

@@ -23,6 +23,8 @@ use crate::ApiService;
 
 /// The checks, set by the aggregator as its controllers get there.
 pub struct Readiness {
+    /// Only with a proxy client certificate from files, as upstream registers it.
+    reload_proxy_cert: Option<Check>,
     informers: Check,
     local_available: Check,
     remote_available: Check,
@@ -39,11 +41,15 @@ pub struct Readiness {
 
 impl Readiness {
     /// `running`: whether the aggregator runs at all; when it does not, every check passes (there
-    /// is nothing to wait for).
-    pub fn new(running: bool) -> Readiness {
+    /// is nothing to wait for). `reloads_proxy_cert`: whether the proxy client certificate is
+    /// read from files (`aggregator-reload-proxy-client-cert`, which passes once its
+    /// controller is started).
+    pub fn new(running: bool, reloads_proxy_cert: bool) -> Readiness {
         let started = |name: &str| Check::new(format!("poststarthook/{name}"), true);
         let waits = |name: &str| Check::new(format!("poststarthook/{name}"), !running);
         Readiness {
+            reload_proxy_cert: reloads_proxy_cert
+                .then(|| started("aggregator-reload-proxy-client-cert")),
             informers: started("start-kube-aggregator-informers"),
             local_available: started("apiservice-status-local-available-controller"),
             remote_available: started("apiservice-status-remote-available-controller"),
@@ -60,21 +66,22 @@ impl Readiness {
 
     /// Every check, in upstream's order of registration.
     pub fn checks(&self) -> Vec<Check> {
-        [
-            &self.informers,
-            &self.local_available,
-            &self.remote_available,
-            &self.registration,
-            &self.first_sync,
-            &self.discovery,
-            &self.autoregistration,
-            &self.autoregister_completion,
-            &self.openapi,
-            &self.openapi_v3,
-        ]
-        .into_iter()
-        .cloned()
-        .collect()
+        self.reload_proxy_cert
+            .iter()
+            .chain([
+                &self.informers,
+                &self.local_available,
+                &self.remote_available,
+                &self.registration,
+                &self.first_sync,
+                &self.discovery,
+                &self.autoregistration,
+                &self.autoregister_completion,
+                &self.openapi,
+                &self.openapi_v3,
+            ])
+            .cloned()
+            .collect()
     }
 
     /// The APIService names `autoregister-completion` waits for (set once, at start).
@@ -117,13 +124,21 @@ mod tests {
 
     #[test]
     fn the_names_and_order_are_upstreams() {
-        let names: Vec<String> = Readiness::new(true)
-            .checks()
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
+        let names = |reloads| -> Vec<String> {
+            Readiness::new(true, reloads)
+                .checks()
+                .into_iter()
+                .map(|c| c.name)
+                .collect()
+        };
+        // Registered only with the proxy client certificate's files, and first.
         assert_eq!(
-            names,
+            names(true)[0],
+            "poststarthook/aggregator-reload-proxy-client-cert"
+        );
+        assert_eq!(names(true)[1..], names(false));
+        assert_eq!(
+            names(false),
             [
                 "poststarthook/start-kube-aggregator-informers",
                 "poststarthook/apiservice-status-local-available-controller",
@@ -141,7 +156,7 @@ mod tests {
 
     #[test]
     fn autoregister_completion_waits_for_every_built_in_apiservice_once() {
-        let r = Readiness::new(true);
+        let r = Readiness::new(true, false);
         // Nothing counts before the list is known.
         r.observe(&apiservice("v1.apps", true));
         assert!(!r.autoregister_completion.is_ok());
@@ -157,6 +172,11 @@ mod tests {
         r.observe(&apiservice("v1.", false));
         assert!(r.autoregister_completion.is_ok());
         // Without the aggregator every check passes.
-        assert!(Readiness::new(false).checks().iter().all(Check::is_ok));
+        assert!(
+            Readiness::new(false, true)
+                .checks()
+                .iter()
+                .all(Check::is_ok)
+        );
     }
 }

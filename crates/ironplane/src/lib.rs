@@ -38,7 +38,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Running {
     pub addr: SocketAddr,
     pub kubeconfig: PathBuf,
-    /// The post-start hooks `/readyz` waits for.
+    /// The post-start hooks `/readyz` waits for, and its `informer-sync` check.
     hooks: Vec<Check>,
     shutdown: tokio::sync::oneshot::Sender<()>,
     done: tokio::task::JoinHandle<()>,
@@ -301,12 +301,45 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
             .map(|r| r as Arc<dyn apiserver::util::webhook::ServiceResolver>),
     );
+    // `informer-sync`: the server's own informers (upstream: its shared informer factory's)
+    // have each listed once. The controllers' are kube-controller-manager's, not counted.
+    let informer_sync = Check::new("informer-sync", false);
+    {
+        let condition =
+            |name: &str, synced: Box<dyn Fn() -> bool + Send + Sync>| (name.to_string(), synced);
+        let (rbac, node, webhooks, policies) = (
+            rbac.clone(),
+            node_authorizer.clone(),
+            webhooks.clone(),
+            policies.clone(),
+        );
+        let informers: Vec<apiserver::health::Condition> = [
+            condition("rbac", Box::new(move || rbac.has_synced())),
+            condition(
+                "admission webhooks",
+                Box::new(move || webhooks.has_synced()),
+            ),
+            condition(
+                "admission policies",
+                Box::new(move || policies.has_synced()),
+            ),
+        ]
+        .into_iter()
+        .chain(node_mode.then(|| condition("node graph", Box::new(move || node.has_synced()))))
+        .collect();
+        let check = informer_sync.clone();
+        tokio::spawn(async move { check.pass_when_all(informers, None).await });
+    }
     // The aggregation layer: APIServices registered for what this server serves, remote ones'
     // availability, and the proxy to extension servers.
-    let proxy_identity = match (&opts.proxy_client_cert_file, &opts.proxy_client_key_file) {
-        (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
+    let proxy_cert = match (&opts.proxy_client_cert_file, &opts.proxy_client_key_file) {
+        (Some(cert), Some(key)) => Some(aggregator::ProxyCertFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
         _ => None,
     };
+    let reloads_proxy_cert = proxy_cert.is_some();
     let aggregator = match ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
     {
         Some(resolver) => {
@@ -314,7 +347,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             Some(aggregator::Aggregator::new(
                 resources.clone(),
                 resolver,
-                proxy_identity,
+                proxy_cert,
                 aggregator::CustomVersions {
                     changed: crds.as_ref().map(|c| c.served_changes()),
                     list: Box::new(move || {
@@ -361,11 +394,42 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         ),
         false,
     );
-    // Upstream's other object-creating hooks, each with its own readiness check.
+    // Upstream's other object-creating hooks, each with its own readiness check; the RBAC
+    // bootstrap policy only when RBAC authorizes (an `--authorization-config` may name it).
+    let rbac_mode = opts.authorization_config.is_some()
+        || opts.authorization_modes().iter().any(|m| m == "RBAC");
     let system_hooks: Vec<Check> = ironplane_kube::poststart::HOOKS
         .iter()
+        .filter(|name| rbac_mode || **name != ironplane_kube::poststart::BOOTSTRAP_ROLES_HOOK)
         .map(|name| Check::new(format!("poststarthook/{name}"), false))
         .collect();
+    // `storage-readiness`: every built-in resource's watch cache filled, or the wait given up
+    // after --storage-initialization-timeout.
+    let storage_readiness = Check::new("poststarthook/storage-readiness", false);
+    {
+        let (check, timeout) = (
+            storage_readiness.clone(),
+            opts.storage_initialization_timeout,
+        );
+        let caches: Vec<apiserver::health::Condition> = builtin
+            .watch_caches
+            .iter()
+            .map(|(name, cache)| {
+                let cache = cache.clone();
+                let ready: Box<dyn Fn() -> bool + Send + Sync> = Box::new(move || cache.is_ready());
+                (name.clone(), ready)
+            })
+            .collect();
+        tokio::spawn(async move {
+            let waiting = check.pass_when_all(caches, Some(timeout)).await;
+            if !waiting.is_empty() {
+                tracing::warn!(
+                    ?waiting,
+                    "Deadline exceeded while waiting for storage readiness... ignoring"
+                );
+            }
+        });
+    }
     // The apiextensions server's hooks: its informers and controllers start with the server;
     // readiness waits until the CRDs found in storage are served.
     let crd_hooks = [
@@ -375,7 +439,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let crd_synced = Check::new("poststarthook/crd-informer-synced", extensions.is_none());
     // The aggregator's hooks and its `autoregister-completion` check, registered last as
     // kube-apiserver registers them (the aggregator is the outermost server of the chain).
-    let aggregator_readiness = Arc::new(aggregator::Readiness::new(aggregator.is_some()));
+    let aggregator_readiness = Arc::new(aggregator::Readiness::new(
+        aggregator.is_some(),
+        aggregator.is_some() && reloads_proxy_cert,
+    ));
     // API Priority and Fairness: its bootstrap objects' hook gates readiness when it is on.
     let apf_hook = Check::new(
         format!(
@@ -437,6 +504,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         readyz: [etcd_readiness]
             .into_iter()
             .chain(override_readiness)
+            .chain([informer_sync.clone()])
             .collect(),
         // In the order kube-apiserver lists them (the order of registration along its chain):
         // the generic server's, the apiextensions server's, the control plane's own, the
@@ -452,13 +520,20 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             .chain(filter_hooks)
             .chain(crd_hooks)
             .chain([crd_synced.clone()])
+            .chain(system_hook(
+                ironplane_kube::poststart::SYSTEM_NAMESPACES_HOOK,
+            ))
             .chain(system_hook("start-cluster-authentication-info-controller"))
             .chain(system_hook(
                 "start-kube-apiserver-identity-lease-controller",
             ))
+            .chain(system_hook(
+                "start-kube-apiserver-identity-lease-garbage-collector",
+            ))
+            .chain([storage_readiness])
             .chain(system_hook("start-legacy-token-tracking-controller"))
             .chain([repair_hook])
-            .chain(system_hook("rbac/bootstrap-roles"))
+            .chain(system_hook(ironplane_kube::poststart::BOOTSTRAP_ROLES_HOOK))
             .chain(system_hook("scheduling/bootstrap-system-priority-classes"))
             .chain(opts.enable_priority_and_fairness.then(|| apf_hook.clone()))
             .chain([
@@ -534,7 +609,7 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     let (stopping, stop_requested) = tokio::sync::watch::channel(false);
     let (endpoints_removed, endpoints_removed_rx) = tokio::sync::oneshot::channel::<()>();
     // Post-start hooks.
-    let bootstrap_roles_hook = system_hook("rbac/bootstrap-roles");
+    let bootstrap_roles_hook = system_hook(ironplane_kube::poststart::BOOTSTRAP_ROLES_HOOK);
     {
         let resources = resources.clone();
         let allocator = allocator.clone();
@@ -596,7 +671,8 @@ pub async fn start(opts: Options) -> Result<Running, String> {
                 None => drop(endpoints_removed),
             }
             bootstrap_hook.set(true);
-            // The system namespaces exist now; the other hooks write into kube-system.
+            // In `HOOKS`' order: the system namespaces first, since the others write into
+            // kube-system.
             run_system_hooks(resources, system_hooks, authentication_info).await;
         });
     }
@@ -706,7 +782,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     Ok(Running {
         addr,
         kubeconfig: kubeconfig_path,
-        hooks: server.health.post_start_hooks.clone(),
+        hooks: server
+            .health
+            .post_start_hooks
+            .iter()
+            .cloned()
+            .chain([informer_sync])
+            .collect(),
         shutdown: tx,
         done,
     })
@@ -722,20 +804,46 @@ async fn run_system_hooks(
     authentication_info: serde_json::Map<String, serde_json::Value>,
 ) {
     use ironplane_kube::poststart as hooks;
-    for (i, check) in checks.iter().enumerate() {
+    'hooks: for check in &checks {
+        let name = check
+            .name
+            .strip_prefix("poststarthook/")
+            .unwrap_or(&check.name);
         let mut delay = Duration::from_millis(10);
         loop {
-            let result = match i {
-                0 => ironplane_kube::rbac::bootstrap::reconcile(&resources).await,
-                1 => hooks::bootstrap_system_priority_classes(&resources).await,
-                2 => hooks::start_identity_lease(resources.clone()).await,
-                3 => hooks::cluster_authentication_info(&resources, &authentication_info).await,
-                _ => hooks::legacy_token_tracking(&resources).await,
+            let result = match name {
+                hooks::SYSTEM_NAMESPACES_HOOK => {
+                    hooks::start_system_namespaces(resources.clone()).await
+                }
+                hooks::BOOTSTRAP_ROLES_HOOK => {
+                    ironplane_kube::rbac::bootstrap::reconcile(&resources).await
+                }
+                "scheduling/bootstrap-system-priority-classes" => {
+                    hooks::bootstrap_system_priority_classes(&resources).await
+                }
+                "start-kube-apiserver-identity-lease-controller" => {
+                    hooks::start_identity_lease(resources.clone()).await
+                }
+                "start-kube-apiserver-identity-lease-garbage-collector" => {
+                    hooks::start_identity_lease_gc(resources.clone()).await
+                }
+                "start-cluster-authentication-info-controller" => {
+                    hooks::cluster_authentication_info(&resources, &authentication_info).await
+                }
+                "start-legacy-token-tracking-controller" => {
+                    hooks::legacy_token_tracking(&resources).await
+                }
+                // A name in `HOOKS` without a function here: its check stays failing, which
+                // `/readyz` shows, rather than retried for ever.
+                other => {
+                    tracing::error!(hook = other, "no post-start hook has this name");
+                    continue 'hooks;
+                }
             };
             match result {
                 Ok(()) => break,
                 Err(e) => {
-                    tracing::warn!(hook = hooks::HOOKS[i], error = %e, "post-start hook failed; retrying");
+                    tracing::warn!(hook = name, error = %e, "post-start hook failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }

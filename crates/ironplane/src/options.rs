@@ -229,6 +229,10 @@ pub struct Options {
     /// (reads and watches go to storage).
     #[arg(long, default_value_t = 10_000)]
     pub default_watch_cache_size: usize,
+    /// How long readiness waits for the watch caches to be filled before it stops waiting
+    /// (the `storage-readiness` hook).
+    #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
+    pub storage_initialization_timeout: Duration,
     /// Read-only requests served at once beyond which the server answers 429 (0: no limit);
     /// watches and system:masters are exempt.
     #[arg(long, default_value_t = 400)]

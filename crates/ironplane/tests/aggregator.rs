@@ -33,6 +33,8 @@ struct Seen {
     headers: Vec<(String, String)>,
     /// `HTTP/1.1` or `HTTP/2.0`.
     version: String,
+    /// The client certificate the connection was made with (DER).
+    client_cert: Vec<u8>,
 }
 
 impl Seen {
@@ -54,6 +56,9 @@ struct Pki {
     proxy_ca_pem: String,
     proxy_cert_pem: String,
     proxy_key_pem: String,
+    /// A second client pair of the front-proxy CA, as a rotation would bring.
+    proxy2_cert_pem: String,
+    proxy2_key_pem: String,
 }
 
 fn pki() -> Pki {
@@ -78,13 +83,17 @@ fn pki() -> Pki {
         .signed_by(&serving_key, &serving_issuer)
         .unwrap();
     let (proxy_ca, proxy_issuer) = ca("front-proxy-ca");
-    let proxy_key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, "front-proxy-client");
-    params.distinguished_name = dn;
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let proxy = params.signed_by(&proxy_key, &proxy_issuer).unwrap();
+    let client = || {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "front-proxy-client");
+        params.distinguished_name = dn;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        (params.signed_by(&key, &proxy_issuer).unwrap(), key)
+    };
+    let (proxy, proxy_key) = client();
+    let (proxy2, proxy2_key) = client();
     Pki {
         serving_ca_pem: serving_ca.pem(),
         serving: (serving.der().clone(), serving_key.serialize_der()),
@@ -92,6 +101,8 @@ fn pki() -> Pki {
         proxy_ca_pem: proxy_ca.pem(),
         proxy_cert_pem: proxy.pem(),
         proxy_key_pem: proxy_key.serialize_pem(),
+        proxy2_cert_pem: proxy2.pem(),
+        proxy2_key_pem: proxy2_key.serialize_pem(),
     }
 }
 
@@ -214,11 +225,26 @@ impl Extension {
                         let Ok(tls) = acceptor.accept(tcp).await else {
                             return;
                         };
+                        let client_cert: Arc<Vec<u8>> = Arc::new(
+                            tls.get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|c| c.first())
+                                .map(|c| c.to_vec())
+                                .unwrap_or_default(),
+                        );
                         let service = hyper::service::service_fn(
                             move |req: hyper::Request<hyper::body::Incoming>| {
                                 let (seen, release) = (seen.clone(), release.clone());
+                                let client_cert = client_cert.clone();
                                 async move {
-                                    Ok::<_, Infallible>(answer(req, &seen, &release, discovery))
+                                    Ok::<_, Infallible>(answer(
+                                        req,
+                                        &seen,
+                                        &release,
+                                        discovery,
+                                        &client_cert,
+                                    ))
                                 }
                             },
                         );
@@ -269,6 +295,7 @@ fn answer(
     seen: &Mutex<Vec<Seen>>,
     release: &Arc<tokio::sync::Notify>,
     discovery: Discovery,
+    client_cert: &[u8],
 ) -> hyper::Response<Body> {
     let path = req.uri().path().to_string();
     // `.../flunders/<name>/echo` with an Upgrade: switch protocols and echo what comes.
@@ -294,6 +321,7 @@ fn answer(
         path: path.clone(),
         query: query.clone(),
         version: format!("{:?}", req.version()),
+        client_cert: client_cert.to_vec(),
         headers: req
             .headers()
             .iter()
@@ -1082,6 +1110,68 @@ spec:
 }
 
 /// A server that trusts the test's front proxy and takes `boss-token` (raw requests).
+/// The proxy client certificate is read again when its files change (upstream's
+/// `aggregator-reload-proxy-client-cert`): the extension server sees the new certificate on the
+/// next request, and a pair that does not load (a key that is not the certificate's) leaves the
+/// one in use.
+#[test]
+fn the_proxy_client_certificate_is_read_again_when_its_files_change() {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let extension = Extension::start(&pki, 0);
+    let server = aggregating_server(&pki, dir.path());
+    // Listed first of the aggregator's hooks, as upstream registers it.
+    let verbose = server.kubectl(&["get", "--raw", "/readyz?verbose"]);
+    assert!(
+        verbose.contains(
+            "[+]poststarthook/aggregator-reload-proxy-client-cert ok\n\
+             [+]poststarthook/start-kube-aggregator-informers ok\n"
+        ),
+        "{verbose}"
+    );
+    server.kubectl_stdin(&["apply", "-f", "-"], &apiservice_yaml(&pki));
+    server.kubectl_stdin(&["apply", "-f", "-"], &service_yaml(extension.port));
+    wait_until("Available", 30, || {
+        available(&server).is_some_and(|(status, _, _)| status == "True")
+    });
+    let der = |pem: &str| {
+        CertificateDer::from_pem_slice(pem.as_bytes())
+            .unwrap()
+            .to_vec()
+    };
+    let (first, second) = (der(&pki.proxy_cert_pem), der(&pki.proxy2_cert_pem));
+    // The certificate the extension server saw on a request made now.
+    let presented = || {
+        server.kubectl(&[
+            "get",
+            "--raw",
+            &format!("/apis/{GROUP}/v1alpha1/namespaces/wardle/flunders"),
+        ]);
+        extension.seen().last().unwrap().client_cert.clone()
+    };
+    assert!(presented() == first, "not the first certificate");
+
+    // Rotated: the key first, then the certificate, as a rotation may leave them a moment.
+    std::fs::write(dir.path().join("proxy.key"), &pki.proxy2_key_pem).unwrap();
+    std::fs::write(dir.path().join("proxy.crt"), &pki.proxy2_cert_pem).unwrap();
+    wait_until("the new certificate presented", 30, || {
+        presented() == second
+    });
+
+    // A certificate without its key: not loaded; requests still go, with the pair in use.
+    std::fs::write(dir.path().join("proxy.crt"), &pki.proxy_cert_pem).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(presented() == second, "a mismatched pair was loaded");
+    assert!(
+        server
+            .log_lines()
+            .iter()
+            .any(|l| l.contains("loading the proxy client certificate failed")),
+        "the refused pair was not logged"
+    );
+}
+
 fn aggregating_server(pki: &Pki, dir: &std::path::Path) -> Server {
     let write = |name: &str, pem: &str| {
         let path = dir.join(name);

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::Server;
+use common::{Server, wait_until};
 
 const JOB_YAML: &str = r#"apiVersion: batch/v1
 kind: Job
@@ -123,16 +123,10 @@ fn readyz_lists_upstreams_checks_in_upstreams_order() {
         "poststarthook/apiservice-openapiv3-controller",
         "shutdown",
     ];
-    // Not here: no shared informer factory to wait for (`informer-sync`); the system namespaces
-    // are created once by `bootstrap-controller`, not kept by a controller; no mixed-version
-    // peer proxy; identity Leases of other servers are not collected; watch caches are not
-    // waited for (`storage-readiness`); the proxy client certificate is read once, not reloaded.
+    // Not here: no mixed-version peer proxy; and the proxy client certificate's reloader is
+    // registered only with `--proxy-client-cert-file`, as upstream's is (aggregator.rs has it).
     let absent = [
-        "informer-sync",
-        "poststarthook/start-system-namespaces-controller",
         "poststarthook/peer-endpoint-reconciler-controller",
-        "poststarthook/start-kube-apiserver-identity-lease-garbage-collector",
-        "poststarthook/storage-readiness",
         "poststarthook/aggregator-reload-proxy-client-cert",
     ];
     let mut want: Vec<String> = upstream
@@ -152,6 +146,22 @@ fn readyz_lists_upstreams_checks_in_upstreams_order() {
     want.push("readyz check passed".into());
     let ready = s.kubectl(&["get", "--raw", "/readyz?verbose"]);
     assert_eq!(ready.lines().collect::<Vec<_>>(), want, "{ready}");
+}
+
+/// Without RBAC among the authorization modes there is no bootstrap policy to reconcile, and
+/// upstream disables the `rbac/bootstrap-roles` hook: it is not listed, and the server is ready.
+#[test]
+fn the_rbac_bootstrap_hook_is_registered_only_when_rbac_authorizes() {
+    let s = Server::start_with(&["--authorization-mode=AlwaysAllow"]);
+    let ready = s.kubectl(&["get", "--raw", "/readyz?verbose"]);
+    assert!(ready.trim_end().ends_with("readyz check passed"), "{ready}");
+    assert!(!ready.contains("rbac/bootstrap-roles"), "{ready}");
+    assert!(
+        ready.contains("[+]poststarthook/scheduling/bootstrap-system-priority-classes ok"),
+        "{ready}"
+    );
+    // Nor is the policy written.
+    s.kubectl_fails(&["get", "clusterrole", "cluster-admin"]);
 }
 
 #[test]
@@ -214,6 +224,72 @@ fn post_start_hooks_create_what_upstream_bootstraps() {
         "jsonpath={.data.since}",
     ]);
     assert_eq!(since.len(), "2006-01-02".len(), "{since}");
+}
+
+/// At start, the system namespaces controller makes again a system namespace that was deleted,
+/// and the identity lease collector deletes the kube-apiserver identity leases that expired,
+/// leaving held ones and other leases alone (upstream's `start-system-namespaces-controller` and
+/// `start-kube-apiserver-identity-lease-garbage-collector`, which also run every minute and
+/// every hour).
+#[test]
+fn a_restart_restores_system_namespaces_and_collects_expired_identity_leases() {
+    let s = Server::start();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let lease = |name: &str, identity: bool, renewed: &str| {
+        let labels = if identity {
+            "labels: {apiserver.kubernetes.io/identity: kube-apiserver}"
+        } else {
+            "labels: {}"
+        };
+        format!(
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\n\
+             metadata: {{name: {name}, namespace: kube-system, {labels}}}\n\
+             spec: {{holderIdentity: {name}_1, leaseDurationSeconds: 3600, renewTime: \"{renewed}\"}}\n---\n"
+        )
+    };
+    let leases = [
+        lease("apiserver-gone", true, "2020-01-01T00:00:00.000000Z"),
+        lease("apiserver-held", true, &now),
+        lease("not-an-apiserver", false, "2020-01-01T00:00:00.000000Z"),
+    ]
+    .concat();
+    s.kubectl_stdin(&["apply", "-f", "-"], &leases);
+    s.kubectl(&["delete", "namespace", "kube-node-lease", "--wait=true"]);
+    s.kubectl_fails(&["get", "namespace", "kube-node-lease"]);
+
+    let s = Server::start_in(s.stop());
+    wait_until("the expired identity lease collected", 30, || {
+        s.kubectl_output(&["get", "lease", "-n", "kube-system", "apiserver-gone"])
+            .status
+            .code()
+            == Some(1)
+    });
+    let names = s.kubectl(&[
+        "get",
+        "leases",
+        "-n",
+        "kube-system",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ]);
+    let names: Vec<&str> = names.split_whitespace().collect();
+    assert!(names.contains(&"apiserver-held"), "{names:?}");
+    assert!(names.contains(&"not-an-apiserver"), "{names:?}");
+    // This server's own lease, renewed.
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("apiserver-") && n.len() == 36),
+        "{names:?}"
+    );
+    let phase = s.kubectl(&[
+        "get",
+        "namespace",
+        "kube-node-lease",
+        "-o",
+        "jsonpath={.status.phase}",
+    ]);
+    assert_eq!(phase, "Active");
 }
 
 #[test]

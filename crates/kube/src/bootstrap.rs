@@ -1,5 +1,5 @@
 //! Bootstrap data created by post-start hooks, as upstream's controlplane does (v1.36): the
-//! system namespaces; the Service allocator rebuilt from storage and its IPAddress objects
+//! `default` namespace (the others are `poststart`'s system namespaces controller's); the Service allocator rebuilt from storage and its IPAddress objects
 //! repaired (upstream's repair controllers); the `kubernetes` Service in `default` with its
 //! Endpoints and EndpointSlice pointing at the advertise address (upstream's
 //! `kubernetesservice` controller and endpoint reconciler). The default ServiceCIDR is
@@ -23,8 +23,8 @@ use crate::strategies::service_alloc::{
     IPALLOCATOR_MANAGER, apiserver_user, held_ips, ip_address_object,
 };
 
-pub const SYSTEM_NAMESPACES: &[&str] =
-    &["default", "kube-system", "kube-public", "kube-node-lease"];
+/// The namespace of the `kubernetes` Service, made with it as upstream's controller makes it.
+const DEFAULT_NAMESPACE: &str = "default";
 
 /// The name of the `kubernetes` Service, its Endpoints and slice.
 const KUBERNETES: &str = "kubernetes";
@@ -51,10 +51,9 @@ pub async fn run(
     allocator.mark_ready();
 
     let namespaces = served(api, "", "namespaces")?;
-    for ns in SYSTEM_NAMESPACES {
-        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        create_unless_exists(api, namespaces, &requester, "", obj).await?;
-    }
+    let obj =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEFAULT_NAMESPACE}});
+    create_unless_exists(api, namespaces, &requester, "", obj).await?;
     ensure_kubernetes_service(api, allocator, &requester, secure_port).await?;
     match advertise_address {
         Some(ip) => ensure_kubernetes_endpoints(api, &[ip], secure_port).await,

@@ -40,6 +40,9 @@ pub use strategies::ServiceIpAllocator;
 pub struct BuiltinApi {
     pub resources: Arc<ApiResources>,
     pub allocator: Arc<ServiceIpAllocator>,
+    /// Each stored resource's watch cache (none with a cache size of 0), named by its storage
+    /// key, for the `storage-readiness` hook.
+    pub watch_caches: Vec<(String, Arc<Cacher>)>,
 }
 
 /// What the kinds that authenticate or authorize need: TokenReview asks the authenticator, the
@@ -108,6 +111,7 @@ pub fn install(
     };
     // One cache per stored resource, shared by every version it is served in.
     let mut caches: HashMap<String, Arc<dyn Store>> = HashMap::new();
+    let mut watch_caches = Vec::new();
     for info in catalog::builtin_resources() {
         let key_root = format!("{}/{}/", prefix.trim_end_matches('/'), info.storage_key);
         let attrs_info = info.clone();
@@ -137,6 +141,7 @@ pub fn install(
                     ..Default::default()
                 };
                 let cache = Cacher::with_options(inner.clone(), &key_root, attrs, options);
+                watch_caches.push((info.storage_key.to_string(), cache.clone()));
                 storage::cached(kv.as_ref(), inner, cache)
             })
             .clone();
@@ -178,5 +183,6 @@ pub fn install(
     Ok(BuiltinApi {
         resources,
         allocator,
+        watch_caches,
     })
 }

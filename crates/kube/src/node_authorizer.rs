@@ -10,6 +10,7 @@
 //! check is one lookup). NodeRestriction admission limits what a node writes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 
 use apimachinery::object::ObjectExt;
@@ -211,7 +212,12 @@ pub struct NodeAuthorizer {
     graph: Arc<RwLock<Graph>>,
     /// Upstream's `NodeRules()`: the `system:node` bootstrap ClusterRole's rules.
     rules: Arc<Vec<PolicyRule>>,
+    /// How many of the graph's sources (pods, claims) have been listed once.
+    synced: Arc<AtomicUsize>,
 }
+
+/// The resources the graph is built from.
+const GRAPH_SOURCES: usize = 2;
 
 /// `NodeIdentity`: `Some(name)` for a node user (`Some("")` when its name lacks the prefix).
 pub fn node_identity(user: &UserInfo) -> Option<&str> {
@@ -248,63 +254,91 @@ impl NodeAuthorizer {
         NodeAuthorizer {
             graph: Arc::default(),
             rules: Arc::new(rules),
+            synced: Arc::default(),
+        }
+    }
+
+    /// Both sources of the graph have been read once (upstream's graph populator waits for
+    /// its informers).
+    pub fn has_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire) >= GRAPH_SOURCES
+    }
+
+    /// Counts a source as read at its first delta (the list).
+    fn on_first(&self) -> impl FnMut() + Send + 'static {
+        let synced = self.synced.clone();
+        let mut first = true;
+        move || {
+            if std::mem::take(&mut first) {
+                synced.fetch_add(1, Ordering::AcqRel);
+            }
         }
     }
 
     /// Keeps the graph from pods and claims.
     pub fn start(&self, api: &ApiResources) {
-        if let Some(pods) = api.get("", "v1", "pods").cloned() {
-            let graph = self.graph.clone();
-            tokio::spawn(reflector::run_projected(pods, &POD_FIELDS, move |delta| {
-                let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
-                match delta {
-                    Delta::Replace(items) => {
-                        g.pods.clear();
-                        g.by_node.clear();
-                        for p in &items {
-                            g.add_pod(p);
+        match api.get("", "v1", "pods").cloned() {
+            None => self.on_first()(),
+            Some(pods) => {
+                let graph = self.graph.clone();
+                let mut listed = self.on_first();
+                tokio::spawn(reflector::run_projected(pods, &POD_FIELDS, move |delta| {
+                    listed();
+                    let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
+                    match delta {
+                        Delta::Replace(items) => {
+                            g.pods.clear();
+                            g.by_node.clear();
+                            for p in &items {
+                                g.add_pod(p);
+                            }
+                        }
+                        Delta::Upsert(p) => g.add_pod(&p),
+                        Delta::Deleted(p) => {
+                            g.remove_pod(&(p.namespace().to_string(), p.name().to_string()))
                         }
                     }
-                    Delta::Upsert(p) => g.add_pod(&p),
-                    Delta::Deleted(p) => {
-                        g.remove_pod(&(p.namespace().to_string(), p.name().to_string()))
-                    }
-                }
-            }));
+                }));
+            }
         }
-        if let Some(claims) = api.get("", "v1", "persistentvolumeclaims").cloned() {
-            let graph = self.graph.clone();
-            tokio::spawn(reflector::run(claims, move |delta| {
-                let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
-                let volume = |c: &Value| {
-                    let key = (c.namespace().to_string(), c.name().to_string());
-                    let v = c
-                        .pointer("/spec/volumeName")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    (key, v.to_string())
-                };
-                match delta {
-                    Delta::Replace(items) => {
-                        g.claim_volume = items
-                            .iter()
-                            .map(volume)
-                            .filter(|(_, v)| !v.is_empty())
-                            .collect();
-                    }
-                    Delta::Upsert(c) => {
-                        let (k, v) = volume(&c);
-                        if v.is_empty() {
-                            g.claim_volume.remove(&k);
-                        } else {
-                            g.claim_volume.insert(k, v);
+        match api.get("", "v1", "persistentvolumeclaims").cloned() {
+            None => self.on_first()(),
+            Some(claims) => {
+                let graph = self.graph.clone();
+                let mut listed = self.on_first();
+                tokio::spawn(reflector::run(claims, move |delta| {
+                    listed();
+                    let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
+                    let volume = |c: &Value| {
+                        let key = (c.namespace().to_string(), c.name().to_string());
+                        let v = c
+                            .pointer("/spec/volumeName")
+                            .and_then(Value::as_str)
+                            .unwrap_or("");
+                        (key, v.to_string())
+                    };
+                    match delta {
+                        Delta::Replace(items) => {
+                            g.claim_volume = items
+                                .iter()
+                                .map(volume)
+                                .filter(|(_, v)| !v.is_empty())
+                                .collect();
+                        }
+                        Delta::Upsert(c) => {
+                            let (k, v) = volume(&c);
+                            if v.is_empty() {
+                                g.claim_volume.remove(&k);
+                            } else {
+                                g.claim_volume.insert(k, v);
+                            }
+                        }
+                        Delta::Deleted(c) => {
+                            g.claim_volume.remove(&volume(&c).0);
                         }
                     }
-                    Delta::Deleted(c) => {
-                        g.claim_volume.remove(&volume(&c).0);
-                    }
-                }
-            }));
+                }));
+            }
         }
     }
 

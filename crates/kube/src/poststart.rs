@@ -1,12 +1,17 @@
-//! Post-start hooks that create what kube-apiserver's own hooks create, beside the namespaces
-//! and the `kubernetes` Service of `bootstrap`. Each function is one upstream hook, named after
-//! it (`HOOKS`), and reports ready once its objects exist:
+//! Post-start hooks that create and keep what kube-apiserver's own hooks create, beside the
+//! `default` namespace and the `kubernetes` Service of `bootstrap`. Each function is one
+//! upstream hook, named after it (`HOOKS`), and reports ready once its objects exist or its
+//! controller runs:
 //!
+//! - `start-system-namespaces-controller`: `kube-system`, `kube-public` and `kube-node-lease`,
+//!   created at once and again within a minute of being deleted;
 //! - `rbac/bootstrap-roles`: upstream's bootstrap RBAC policy, reconciled (`rbac::bootstrap`);
 //! - `scheduling/bootstrap-system-priority-classes`: the `system-node-critical` and
 //!   `system-cluster-critical` PriorityClasses (pkg/apis/scheduling/v1 `SystemPriorityClasses`);
 //! - `start-kube-apiserver-identity-lease-controller`: this server's identity Lease in
 //!   `kube-system`, named from the hostname as upstream names it and renewed every 10 s;
+//! - `start-kube-apiserver-identity-lease-garbage-collector`: deletes the identity Leases of
+//!   servers that stopped renewing theirs, at start and every hour;
 //! - `start-cluster-authentication-info-controller`: the `extension-apiserver-authentication`
 //!   ConfigMap that extension servers read the client CA from;
 //! - `start-legacy-token-tracking-controller`: the `kube-apiserver-legacy-service-account-token-
@@ -18,6 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use apimachinery::object::ObjectExt;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::Requester;
 use serde_json::{Value, json};
@@ -25,14 +31,37 @@ use storage::ResourceVersion;
 
 use crate::controllers::controller_user;
 
-/// The upstream names of the hooks, in the order they run.
+/// The upstream names of the hooks, in the order they run: the system namespaces first, since
+/// the others write into `kube-system`.
 pub const HOOKS: &[&str] = &[
-    "rbac/bootstrap-roles",
+    SYSTEM_NAMESPACES_HOOK,
+    BOOTSTRAP_ROLES_HOOK,
     "scheduling/bootstrap-system-priority-classes",
     "start-kube-apiserver-identity-lease-controller",
+    "start-kube-apiserver-identity-lease-garbage-collector",
     "start-cluster-authentication-info-controller",
     "start-legacy-token-tracking-controller",
 ];
+
+pub const SYSTEM_NAMESPACES_HOOK: &str = "start-system-namespaces-controller";
+
+/// Registered only when RBAC is one of the authorization modes, as upstream disables it
+/// otherwise.
+pub const BOOTSTRAP_ROLES_HOOK: &str = "rbac/bootstrap-roles";
+
+/// The namespaces upstream's system namespaces controller keeps (`default` is the
+/// `kubernetes` Service's, made by `bootstrap`).
+pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
+
+/// How often they are looked for (upstream's controller interval).
+const SYSTEM_NAMESPACES_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How often expired identity leases are collected (upstream's `IdentityLeaseGCPeriod`).
+const IDENTITY_LEASE_GC_PERIOD: Duration = Duration::from_secs(3600);
+
+/// The label every kube-apiserver's identity lease carries, and its value.
+const IDENTITY_LABEL: &str = "apiserver.kubernetes.io/identity";
+const IDENTITY_COMPONENT: &str = "kube-apiserver";
 
 /// How long an identity lease lasts and how often it is renewed (upstream's
 /// `IdentityLeaseDurationSeconds` and `IdentityLeaseRenewIntervalPeriod`).
@@ -69,6 +98,41 @@ async fn ensure(
         Err(s) if s.code == 409 => Ok(()),
         Err(s) => Err(format!("creating {resource}: {}", s.message)),
     }
+}
+
+/// `start-system-namespaces-controller`: creates the system namespaces that are missing, then
+/// looks again every minute for as long as the process runs (upstream's controller syncs at
+/// start and on its interval). A namespace still terminating counts as present, as it does in
+/// upstream's lister; it is made again once it is gone.
+pub async fn start_system_namespaces(api: Arc<ApiResources>) -> Result<(), String> {
+    ensure_system_namespaces(&api).await?;
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(SYSTEM_NAMESPACES_INTERVAL).await;
+            if let Err(e) = ensure_system_namespaces(&api).await {
+                tracing::warn!(error = %e, "unable to create required kubernetes system Namespace");
+            }
+        }
+    });
+    Ok(())
+}
+
+/// One pass: a read per namespace, and a create only for those not found, so that the pass
+/// that finds them all costs no write.
+async fn ensure_system_namespaces(api: &ApiResources) -> Result<(), String> {
+    let store = api
+        .get("", "v1", "namespaces")
+        .ok_or("namespaces are not served")?;
+    for name in SYSTEM_NAMESPACES {
+        match store.get("", name, ResourceVersion::Unset).await {
+            Ok(_) => continue,
+            Err(s) if s.code == 404 => {}
+            Err(s) => return Err(format!("reading namespace {name}: {}", s.message)),
+        }
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        ensure(api, "", "v1", "namespaces", ns).await?;
+    }
+    Ok(())
 }
 
 /// `scheduling/bootstrap-system-priority-classes`.
@@ -138,22 +202,24 @@ pub(crate) fn micro_time_now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
-/// `start-kube-apiserver-identity-lease-controller`: creates this server's lease and keeps it
-/// renewed in the background for as long as the process runs.
+/// `start-kube-apiserver-identity-lease-controller`: creates or renews this server's lease, and
+/// keeps it renewed in the background for as long as the process runs.
 pub async fn start_identity_lease(api: Arc<ApiResources>) -> Result<(), String> {
     let host = hostname();
     let name = api_server_id(&host);
     let holder = format!("{name}_{}", uuid::Uuid::new_v4());
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": name, "namespace": "kube-system",
-            "labels": {"apiserver.kubernetes.io/identity": "kube-apiserver", "kubernetes.io/hostname": host}},
+            "labels": {IDENTITY_LABEL: IDENTITY_COMPONENT, "kubernetes.io/hostname": host}},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": IDENTITY_LEASE_DURATION_SECONDS,
             "renewTime": micro_time_now()}});
-    ensure(&api, "coordination.k8s.io", "v1", "leases", lease).await?;
+    // Renewed now, not only made when missing: a lease left by this host's earlier run may have
+    // expired, and the collector, which runs next, would delete it.
+    renew_lease(&api, &lease, &holder).await?;
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(IDENTITY_LEASE_RENEW_INTERVAL).await;
-            if let Err(e) = renew_lease(&api, &name, &holder).await {
+            if let Err(e) = renew_lease(&api, &lease, &holder).await {
                 tracing::warn!(error = %e, "renewing the identity lease failed");
             }
         }
@@ -161,19 +227,23 @@ pub async fn start_identity_lease(api: Arc<ApiResources>) -> Result<(), String> 
     Ok(())
 }
 
-/// Sets the lease's holder and renew time, recreating it if it was deleted.
-async fn renew_lease(api: &ApiResources, name: &str, holder: &str) -> Result<(), String> {
+/// Sets the lease's holder and renew time. A lease that is gone (another server's collector
+/// found it expired, or someone deleted it) is made again, as upstream's lease controller
+/// makes it.
+async fn renew_lease(api: &ApiResources, template: &Value, holder: &str) -> Result<(), String> {
     let store = api
         .get("coordination.k8s.io", "v1", "leases")
         .ok_or("leases are not served")?;
+    let name = template.name();
     let user = controller_user();
-    let current = store
-        .get("kube-system", name, ResourceVersion::Unset)
-        .await
-        .ok()
-        .and_then(|o| o.value().ok());
-    let Some(mut lease) = current else {
-        return Err(format!("lease {name} is gone"));
+    let mut lease = match store.get("kube-system", name, ResourceVersion::Unset).await {
+        Ok(o) => o.value().map_err(|e| e.to_string())?,
+        Err(s) if s.code == 404 => {
+            let mut fresh = template.clone();
+            fresh["spec"]["renewTime"] = json!(micro_time_now());
+            return ensure(api, "coordination.k8s.io", "v1", "leases", fresh).await;
+        }
+        Err(s) => return Err(s.message),
     };
     lease["spec"]["holderIdentity"] = json!(holder);
     lease["spec"]["leaseDurationSeconds"] = json!(IDENTITY_LEASE_DURATION_SECONDS);
@@ -190,6 +260,88 @@ async fn renew_lease(api: &ApiResources, name: &str, holder: &str) -> Result<(),
         .await
         .map(|_| ())
         .map_err(|s| s.message)
+}
+
+/// `start-kube-apiserver-identity-lease-garbage-collector`: collects expired identity leases
+/// at once and then every hour for as long as the process runs, as upstream's collector does
+/// from its informer.
+pub async fn start_identity_lease_gc(api: Arc<ApiResources>) -> Result<(), String> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = collect_expired_identity_leases(&api).await {
+                tracing::warn!(error = %e, "collecting expired apiserver leases failed");
+            }
+            tokio::time::sleep(IDENTITY_LEASE_GC_PERIOD).await;
+        }
+    });
+    Ok(())
+}
+
+/// Deletes every kube-apiserver identity lease in `kube-system` that has expired: no renew
+/// time or duration, or renewed longer ago than its duration. Each is read again before it is
+/// deleted, and deleted only at the version found expired, so a server that renews its lease
+/// meanwhile keeps it. Returns the names deleted.
+pub async fn collect_expired_identity_leases(api: &ApiResources) -> Result<Vec<String>, String> {
+    let store = api
+        .get("coordination.k8s.io", "v1", "leases")
+        .ok_or("leases are not served")?;
+    let listed = store
+        .list("kube-system", &storage::ListOptions::default())
+        .await
+        .map_err(|s| s.message)?;
+    let now = chrono::Utc::now();
+    let user = controller_user();
+    let mut deleted = Vec::new();
+    for lease in listed.items.iter().filter_map(|o| o.value().ok()) {
+        if lease
+            .labels()
+            .and_then(|l| l.get(IDENTITY_LABEL))
+            .and_then(Value::as_str)
+            != Some(IDENTITY_COMPONENT)
+            || !identity_lease_expired(&lease, now)
+        {
+            continue;
+        }
+        let name = lease.name();
+        let fresh = match store.get("kube-system", name, ResourceVersion::Unset).await {
+            Ok(o) => o.value().map_err(|e| e.to_string())?,
+            Err(s) if s.code == 404 => continue,
+            Err(s) => return Err(s.message),
+        };
+        if !identity_lease_expired(&fresh, now) {
+            continue;
+        }
+        let opts = apiserver::registry::DeleteOptions {
+            precondition_uid: Some(fresh.uid().to_string()),
+            precondition_resource_version: Some(fresh.resource_version().to_string()),
+            ..Default::default()
+        };
+        match store
+            .delete(&Requester { user: &user }, "kube-system", name, &opts)
+            .await
+        {
+            Ok(_) => deleted.push(name.to_string()),
+            // Gone already, or renewed since it was read.
+            Err(s) if s.code == 404 || s.code == 409 => {}
+            Err(s) => return Err(s.message),
+        }
+    }
+    Ok(deleted)
+}
+
+/// Upstream's `isLeaseExpired`.
+fn identity_lease_expired(lease: &Value, now: chrono::DateTime<chrono::Utc>) -> bool {
+    let renewed = lease
+        .pointer("/spec/renewTime")
+        .and_then(Value::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    let duration = lease
+        .pointer("/spec/leaseDurationSeconds")
+        .and_then(Value::as_i64);
+    match (renewed, duration) {
+        (Some(renewed), Some(seconds)) => renewed + chrono::Duration::seconds(seconds) < now,
+        _ => true,
+    }
 }
 
 /// `start-cluster-authentication-info-controller`: the client CA that extension API servers
@@ -259,6 +411,39 @@ mod tests {
         assert_eq!(base32_lower(b"f"), "my");
         assert_eq!(base32_lower(b"fo"), "mzxq");
         assert_eq!(base32_lower(b"foobar"), "mzxw6ytboi");
+    }
+
+    #[test]
+    fn an_identity_lease_expires_its_duration_after_its_last_renewal() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+            .unwrap()
+            .to_utc();
+        let lease = |renew: Option<&str>, seconds: Option<i64>| {
+            let mut spec = serde_json::Map::new();
+            if let Some(r) = renew {
+                spec.insert("renewTime".into(), json!(r));
+            }
+            if let Some(s) = seconds {
+                spec.insert("leaseDurationSeconds".into(), json!(s));
+            }
+            json!({"spec": spec})
+        };
+        // Renewed 59 minutes ago with an hour's duration: still held.
+        assert!(!identity_lease_expired(
+            &lease(Some("2026-11-30T11:01:00.000000Z"), Some(3600)),
+            now
+        ));
+        // Renewed 61 minutes ago: expired.
+        assert!(identity_lease_expired(
+            &lease(Some("2026-11-30T10:59:00.000000Z"), Some(3600)),
+            now
+        ));
+        // Without a renew time or a duration, upstream counts it expired.
+        assert!(identity_lease_expired(&lease(None, Some(3600)), now));
+        assert!(identity_lease_expired(
+            &lease(Some("2026-11-30T11:59:00.000000Z"), None),
+            now
+        ));
     }
 
     #[test]

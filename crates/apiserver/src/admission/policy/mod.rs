@@ -186,6 +186,11 @@ fn build_hooks<P: PolicyKind>(policies: &Objects, bindings: &Objects) -> Vec<Hoo
 }
 
 impl Policies {
+    /// Every kind of policy and binding has been read once (for the `informer-sync` check).
+    pub fn has_synced(&self) -> bool {
+        self.shared.validating.synced() && self.shared.mutating.synced()
+    }
+
     pub fn validating(&self) -> Arc<dyn ValidatingPlugin> {
         Arc::new(ValidatingAdmissionPolicy(self.shared.clone()))
     }

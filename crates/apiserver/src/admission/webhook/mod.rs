@@ -61,6 +61,11 @@ impl Webhooks {
         Arc::new(ValidatingWebhook(self.shared.clone()))
     }
 
+    /// Both kinds of configuration have been read once (for the `informer-sync` check).
+    pub fn has_synced(&self) -> bool {
+        self.shared.mutating.has_synced() && self.shared.validating.has_synced()
+    }
+
     /// Starts reading the webhook configurations; until they are read, requests wait.
     pub fn start(
         &self,
