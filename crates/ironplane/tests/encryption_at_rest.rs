@@ -188,10 +188,20 @@ fn secrets_are_stored_encrypted_and_a_rotation_rewrites_them() {
         "aHVudGVyMg=="
     );
 
-    // A key that is gone: the value cannot be read, with upstream's error.
+    // A key that is gone: the value cannot be read, with upstream's error. The Secrets' watch
+    // cache cannot be filled either, so readiness waits for it only as long as
+    // --storage-initialization-timeout says, as upstream's storage-readiness hook does.
     write_config(conf.path(), &aescbc(&[("key3", KEY1)]));
     let dir = s.stop();
+    let mut args = args;
+    args.push("--storage-initialization-timeout=2s".into());
     let s = Server::start_in_with(dir, &as_strs(&args));
+    assert!(
+        s.log_lines()
+            .iter()
+            .any(|l| l.contains("Deadline exceeded while waiting for storage readiness")),
+        "readiness did not give up waiting for the Secrets' cache"
+    );
     let err = s.kubectl_fails(&["get", "secret", "s1"]);
     assert!(
         err.contains("no matching key was found for the provided AES transformer"),

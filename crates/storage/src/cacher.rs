@@ -1004,6 +1004,11 @@ mod tests {
             ..CacherOptions::default()
         };
         let cacher = Cacher::with_options(inner, "/registry/configmaps/", default_attrs(), options);
+        // Listed before the writes, so that every one of them is an event of the window (a list
+        // after the first writes would hold them as its snapshot instead).
+        while !cacher.is_ready() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let mut revisions = Vec::new();
         for i in 0..20 {
             let name = format!("c{i:02}");
