@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
+use apiserver::metrics::Stability;
 use apiserver::registry::{Requester, UpdateOptions};
-use prometheus::{GaugeVec, IntCounterVec, Opts};
+use prometheus::{GaugeVec, IntCounterVec};
 use serde_json::{Value, json};
 use storage::{ListOptions, ResourceVersion};
 
@@ -31,9 +32,10 @@ use crate::{Aggregator, ApiService, ServiceRef};
 static UNAVAILABLE: LazyLock<GaugeVec> = LazyLock::new(|| {
     apiserver::metrics::register(
         GaugeVec::new(
-            Opts::new(
+            apiserver::metrics::opts(
                 "aggregator_unavailable_apiservice",
-                "[ALPHA] Gauge of APIServices which are marked as unavailable broken down by APIService name.",
+                Stability::Alpha,
+                "Gauge of APIServices which are marked as unavailable broken down by APIService name.",
             ),
             &["name"],
         )
@@ -44,9 +46,10 @@ static UNAVAILABLE: LazyLock<GaugeVec> = LazyLock::new(|| {
 static UNAVAILABLE_TOTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
     apiserver::metrics::register(
         IntCounterVec::new(
-            Opts::new(
+            apiserver::metrics::opts(
                 "aggregator_unavailable_apiservice_total",
-                "[ALPHA] Counter of APIServices which are marked as unavailable broken down by APIService name and reason.",
+                Stability::Alpha,
+                "Counter of APIServices which are marked as unavailable broken down by APIService name and reason.",
             ),
             &["name", "reason"],
         )

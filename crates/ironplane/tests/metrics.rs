@@ -1,5 +1,6 @@
 //! `/metrics` and `/metrics/slis` scraped and parsed by Prometheus's Python parser, with the
-//! counters checked against the requests made; request logs at `-v=3` in both log formats.
+//! counters checked against the requests made; the stability level in front of every HELP text
+//! that upstream's component-base annotates; request logs at `-v=3` in both log formats.
 
 mod common;
 
@@ -10,6 +11,72 @@ fn metrics_count_the_requests_made_as_upstream_labels_them() {
     let s = Server::start();
     let out = s.python(&tests_dir().join("python/metrics.py"), &[]);
     assert!(out.contains("metrics: ok"), "{out}");
+}
+
+/// The families that component-base defines upstream, whose HELP text begins with their level;
+/// client_golang's `process_*` and `go_*` do not.
+const LEVELLED: &[&str] = &[
+    "apiserver_",
+    "etcd_",
+    "authentication_",
+    "authorization_",
+    "aggregator_",
+    "apiextensions_",
+    "watch_cache_",
+];
+const LEVELS: &[&str] = &["[ALPHA] ", "[BETA] ", "[STABLE] ", "[INTERNAL] "];
+
+/// Each `# HELP` line of `text`: the family's name and its help.
+fn help_lines(text: &str) -> Vec<(&str, &str)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# HELP "))
+        .filter_map(|l| l.split_once(' '))
+        .collect()
+}
+
+#[test]
+fn help_lines_carry_upstreams_stability_levels() {
+    let s = Server::start();
+    s.kubectl(&["get", "configmaps", "-n", "kube-system"]);
+    s.kubectl(&["get", "--raw", "/readyz"]);
+    let text = s.kubectl(&["get", "--raw", "/metrics"]);
+    let helps = help_lines(&text);
+    let mut levelled = 0;
+    for (name, help) in &helps {
+        if LEVELLED.iter().any(|p| name.starts_with(p)) {
+            assert!(
+                LEVELS.iter().any(|l| help.starts_with(l)),
+                "{name} has no stability level: {help}"
+            );
+            levelled += 1;
+        }
+        if name.starts_with("process_") || name.starts_with("go_") {
+            assert!(!help.starts_with('['), "{name}: {help}");
+        }
+    }
+    // Families that every server has written by now, with upstream's exact text.
+    for line in [
+        "# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.\n",
+        "# HELP authentication_attempts [ALPHA] Counter of authenticated attempts.\n",
+        "# HELP etcd_requests_total [ALPHA] Etcd request counts for each operation and object type.\n",
+        "# HELP apiserver_storage_objects [STABLE] (Deprecated since 1.34.0) [DEPRECATED, consider using apiserver_resource_objects instead] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.\n",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    assert!(levelled >= 10, "only {levelled} levelled families:\n{text}");
+    assert!(
+        helps.iter().any(|(n, _)| n.starts_with("process_")),
+        "{text}"
+    );
+
+    let slis = s.kubectl(&["get", "--raw", "/metrics/slis"]);
+    for line in [
+        "# HELP kubernetes_healthcheck [STABLE] This metric records the result of a single healthcheck.\n",
+        "# HELP kubernetes_healthchecks_total [STABLE] This metric records the results of all healthcheck.\n",
+        "# HELP process_start_time_seconds [ALPHA] Start time of the process since unix epoch in seconds.\n",
+    ] {
+        assert!(slis.contains(line), "{line} missing from\n{slis}");
+    }
 }
 
 /// The server's log lines that are JSON objects with `msg` "HTTP".

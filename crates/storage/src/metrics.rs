@@ -1,5 +1,5 @@
-//! The storage layer's Prometheus metrics, with upstream's names, labels and buckets
-//! (k8s.io/apiserver/pkg/storage/etcd3/metrics and storage/cacher/metrics):
+//! The storage layer's Prometheus metrics, with upstream's names, labels, buckets, help texts and
+//! stability levels (k8s.io/apiserver/pkg/storage/etcd3/metrics and storage/cacher/metrics):
 //!
 //! - the backend's requests — `etcd_request_duration_seconds`, `etcd_requests_total`,
 //!   `etcd_request_errors_total` by operation, group and resource — for whichever backend is in
@@ -32,6 +32,73 @@ use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
 };
 
+/// A metric family's stability level, as upstream's component-base declares it. Every family of
+/// the server has one (upstream defaults an unset level to ALPHA), and its HELP text begins with
+/// it. Defined here, beneath every crate that registers families, so that each states its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stability {
+    Internal,
+    Alpha,
+    Beta,
+    Stable,
+}
+
+impl Stability {
+    /// The level as the HELP text writes it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Stability::Internal => "INTERNAL",
+            Stability::Alpha => "ALPHA",
+            Stability::Beta => "BETA",
+            Stability::Stable => "STABLE",
+        }
+    }
+
+    /// This level, for a family that upstream deprecated in `version` (written as upstream
+    /// writes it, e.g. `1.34.0`: the HELP text quotes it as it is).
+    pub const fn deprecated_since(self, version: &'static str) -> Level {
+        Level {
+            stability: self,
+            deprecated_since: Some(version),
+        }
+    }
+}
+
+/// What a family's definition declares besides its name, help and labels: its stability level
+/// and, if upstream deprecated it, the release that did.
+///
+/// Upstream marks a family deprecated only once the running release has reached that version,
+/// and hides one deprecated for longer than its level's grace period; a family here carries the
+/// version only while the release it follows still serves it as deprecated, so neither is
+/// decided at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Level {
+    pub stability: Stability,
+    pub deprecated_since: Option<&'static str>,
+}
+
+impl From<Stability> for Level {
+    fn from(stability: Stability) -> Level {
+        Level {
+            stability,
+            deprecated_since: None,
+        }
+    }
+}
+
+impl Level {
+    /// The HELP text that component-base makes of a family's `help`: the deprecation notice goes
+    /// in front of the help first, and the level in front of both, so that scrapers and people
+    /// read the level first.
+    pub fn help(self, help: &str) -> String {
+        let level = self.stability.as_str();
+        match self.deprecated_since {
+            Some(version) => format!("[{level}] (Deprecated since {version}) {help}"),
+            None => format!("[{level}] {help}"),
+        }
+    }
+}
+
 fn register<C: Collector + Clone + 'static>(c: C) -> C {
     if let Err(e) = prometheus::default_registry().register(Box::new(c.clone())) {
         tracing::warn!(error = %e, "a storage metric family is not registered");
@@ -45,21 +112,36 @@ fn unbuildable<T>(e: prometheus::Error) -> T {
     panic!("a storage metric family cannot be built: {e}")
 }
 
-pub(crate) fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    register(IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(unbuildable))
+fn opts(name: &str, level: impl Into<Level>, help: &str) -> Opts {
+    Opts::new(name, level.into().help(help))
 }
 
-pub(crate) fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    register(IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(unbuildable))
+pub(crate) fn counter(
+    name: &str,
+    level: impl Into<Level>,
+    help: &str,
+    labels: &[&str],
+) -> IntCounterVec {
+    register(IntCounterVec::new(opts(name, level, help), labels).unwrap_or_else(unbuildable))
+}
+
+pub(crate) fn gauge(
+    name: &str,
+    level: impl Into<Level>,
+    help: &str,
+    labels: &[&str],
+) -> IntGaugeVec {
+    register(IntGaugeVec::new(opts(name, level, help), labels).unwrap_or_else(unbuildable))
 }
 
 pub(crate) fn histogram(
     name: &str,
+    level: impl Into<Level>,
     help: &str,
     labels: &[&str],
     buckets: Vec<f64>,
 ) -> HistogramVec {
-    let opts = HistogramOpts::new(name, help).buckets(buckets);
+    let opts = HistogramOpts::from(opts(name, level, help)).buckets(buckets);
     register(HistogramVec::new(opts, labels).unwrap_or_else(unbuildable))
 }
 
@@ -69,6 +151,7 @@ const OP_GR: &[&str] = &["operation", "group", "resource"];
 static ETCD_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram(
         "etcd_request_duration_seconds",
+        Stability::Alpha,
         "Etcd request latency in seconds for each operation and object type.",
         OP_GR,
         vec![
@@ -80,6 +163,7 @@ static ETCD_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
 static ETCD_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "etcd_requests_total",
+        Stability::Alpha,
         "Etcd request counts for each operation and object type.",
         OP_GR,
     )
@@ -87,6 +171,7 @@ static ETCD_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static ETCD_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "etcd_request_errors_total",
+        Stability::Alpha,
         "Etcd failed request counts for each operation and object type.",
         OP_GR,
     )
@@ -95,21 +180,25 @@ static STORAGE_LIST: LazyLock<[IntCounterVec; 4]> = LazyLock::new(|| {
     [
         counter(
             "apiserver_storage_list_total",
+            Stability::Alpha,
             "Number of LIST requests served from storage",
             GR,
         ),
         counter(
             "apiserver_storage_list_fetched_objects_total",
+            Stability::Alpha,
             "Number of objects read from storage in the course of serving a LIST request",
             GR,
         ),
         counter(
             "apiserver_storage_list_evaluated_objects_total",
+            Stability::Alpha,
             "Number of objects tested in the course of serving a LIST request from storage",
             GR,
         ),
         counter(
             "apiserver_storage_list_returned_objects_total",
+            Stability::Alpha,
             "Number of objects returned for a LIST request from storage",
             GR,
         ),
@@ -118,6 +207,7 @@ static STORAGE_LIST: LazyLock<[IntCounterVec; 4]> = LazyLock::new(|| {
 static OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "apiserver_storage_objects",
+        Stability::Stable.deprecated_since("1.34.0"),
         "[DEPRECATED, consider using apiserver_resource_objects instead] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
         &["resource"],
     )
@@ -125,6 +215,7 @@ static OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 static RESOURCE_OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "apiserver_resource_objects",
+        Stability::Alpha,
         "Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
         GR,
     )
@@ -132,6 +223,7 @@ static RESOURCE_OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 static RESOURCE_SIZE_ESTIMATE: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "apiserver_resource_size_estimate_bytes",
+        Stability::Alpha,
         "Estimated size of stored objects in database. Estimate is based on sum of last observed sizes of serialized objects. In case of a fetching error, the value will be -1.",
         GR,
     )
@@ -139,6 +231,7 @@ static RESOURCE_SIZE_ESTIMATE: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 static CACHE_EVENTS_RECEIVED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_watch_cache_events_received_total",
+        Stability::Alpha,
         "Counter of events received in watch cache broken by resource type.",
         GR,
     )
@@ -146,20 +239,25 @@ static CACHE_EVENTS_RECEIVED: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static CACHE_EVENTS_DISPATCHED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_watch_cache_events_dispatched_total",
+        Stability::Alpha,
         "Counter of events dispatched in watch cache broken by resource type.",
         GR,
     )
 });
+// Upstream's help says the value keeps the revision's 15 least significant digits (its gauges are
+// floats); no store's revision comes near 10^15, so the whole revision recorded here is the same.
 static CACHE_RESOURCE_VERSION: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "apiserver_watch_cache_resource_version",
-        "Current resource version of watch cache broken by resource type.",
+        Stability::Alpha,
+        "Current resource version of watch cache broken by resource type. This is truncated to the 15 least significant digits.",
         GR,
     )
 });
 static TERMINATED_WATCHERS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_terminated_watchers_total",
+        Stability::Alpha,
         "Counter of watchers closed due to unresponsiveness broken by resource type.",
         GR,
     )
@@ -167,6 +265,7 @@ static TERMINATED_WATCHERS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static CACHE_INITIALIZATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_watch_cache_initializations_total",
+        Stability::Alpha,
         "Counter of watch cache initializations broken by resource type.",
         GR,
     )
@@ -176,11 +275,13 @@ static CACHE_LIST: LazyLock<[IntCounterVec; 2]> = LazyLock::new(|| {
     [
         counter(
             "apiserver_cache_list_total",
+            Stability::Alpha,
             "Number of LIST requests served from watch cache",
             labels,
         ),
         counter(
             "apiserver_cache_list_fetched_objects_total",
+            Stability::Alpha,
             "Number of objects read from watch cache in the course of serving a LIST request",
             labels,
         ),
@@ -189,6 +290,7 @@ static CACHE_LIST: LazyLock<[IntCounterVec; 2]> = LazyLock::new(|| {
 static CACHE_LIST_RETURNED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_cache_list_returned_objects_total",
+        Stability::Alpha,
         "Number of objects returned for a LIST request from watch cache",
         GR,
     )
@@ -435,6 +537,18 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+        // Upstream's deprecated STABLE family keeps its own "[DEPRECATED, ...]" words after
+        // the notice that component-base adds.
+        assert!(
+            text.contains(
+                "# HELP apiserver_storage_objects [STABLE] (Deprecated since 1.34.0) [DEPRECATED, consider using apiserver_resource_objects instead] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP etcd_requests_total [ALPHA] Etcd request counts for each operation and object type.\n"),
+            "{text}"
+        );
         assert_eq!(
             stats("apps", "metricstests"),
             Some(Stats {

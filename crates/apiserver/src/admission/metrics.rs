@@ -15,13 +15,14 @@ use std::time::Instant;
 use prometheus::{Histogram, HistogramVec, IntCounterVec};
 
 use super::Operation;
-use crate::metrics::{counter_vec, histogram_vec};
+use crate::metrics::{Stability, counter_vec, histogram_vec};
 
 const BUCKETS: &[f64] = &[0.005, 0.025, 0.1, 0.5, 1.0, 2.5];
 
 static STEP: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram_vec(
         "apiserver_admission_step_admission_duration_seconds",
+        Stability::Stable,
         "Admission sub-step latency histogram in seconds, broken out for each operation and API resource and step type (validate or admit).",
         &["type", "operation", "rejected"],
         BUCKETS.to_vec(),
@@ -30,6 +31,7 @@ static STEP: LazyLock<HistogramVec> = LazyLock::new(|| {
 static CONTROLLER: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram_vec(
         "apiserver_admission_controller_admission_duration_seconds",
+        Stability::Stable,
         "Admission controller latency histogram in seconds, identified by name and broken out for each operation and API resource and type (validate or admit).",
         &["name", "type", "operation", "rejected"],
         BUCKETS.to_vec(),
@@ -38,6 +40,7 @@ static CONTROLLER: LazyLock<HistogramVec> = LazyLock::new(|| {
 static WEBHOOK: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram_vec(
         "apiserver_admission_webhook_admission_duration_seconds",
+        Stability::Stable,
         "Admission webhook latency histogram in seconds, identified by name and broken out for each operation and API resource and type (validate or admit).",
         &["name", "type", "operation", "rejected"],
         vec![0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0],
@@ -46,6 +49,7 @@ static WEBHOOK: LazyLock<HistogramVec> = LazyLock::new(|| {
 static WEBHOOK_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter_vec(
         "apiserver_admission_webhook_request_total",
+        Stability::Alpha,
         "Admission webhook request total, identified by name and broken out for each admission type (validating or admit) and operation. Additional labels specify whether the request was rejected or not and an HTTP status code. Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
         &["name", "type", "operation", "code", "rejected"],
     )

@@ -253,12 +253,14 @@ impl Sink {
 static EVENTS: std::sync::LazyLock<prometheus::IntCounter> = std::sync::LazyLock::new(|| {
     crate::metrics::counter(
         "apiserver_audit_event_total",
+        crate::metrics::Stability::Alpha,
         "Counter of audit events generated and sent to the audit backend.",
     )
 });
 static ERRORS: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::LazyLock::new(|| {
     crate::metrics::counter_vec(
         "apiserver_audit_error_total",
+        crate::metrics::Stability::Alpha,
         "Counter of audit events that failed to be audited properly. Plugin identifies the plugin affected by the error.",
         &["plugin"],
     )
@@ -266,6 +268,7 @@ static ERRORS: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::LazyL
 static LEVELS: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::LazyLock::new(|| {
     crate::metrics::counter_vec(
         "apiserver_audit_level_total",
+        crate::metrics::Stability::Alpha,
         "Counter of policy levels for audit events (1 per request).",
         &["level"],
     )

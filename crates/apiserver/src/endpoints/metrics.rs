@@ -29,8 +29,8 @@ use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
 
 use super::response::Response;
 use crate::metrics::{
-    counter_vec as counter, exponential_buckets, gauge_vec as gauge, histogram_vec as histogram,
-    register,
+    Stability, counter_vec as counter, exponential_buckets, gauge_vec as gauge,
+    histogram_vec as histogram, register,
 };
 use crate::request::RequestInfo;
 
@@ -73,6 +73,7 @@ static REQUEST_TOTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
     labels.extend(["code", "system_client"]);
     counter(
         "apiserver_request_total",
+        Stability::Stable,
         "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
         &labels,
     )
@@ -80,6 +81,7 @@ static REQUEST_TOTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static REQUEST_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram(
         "apiserver_request_duration_seconds",
+        Stability::Stable,
         "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
         REQUEST_LABELS,
         LATENCY_BUCKETS.to_vec(),
@@ -88,6 +90,7 @@ static REQUEST_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
 static REQUEST_SLI_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram(
         "apiserver_request_sli_duration_seconds",
+        Stability::Alpha,
         "Response latency distribution (not counting webhook duration and priority & fairness queue wait times) in seconds for each verb, group, version, resource, subresource, scope and component.",
         ROUTE_LABELS,
         SLI_BUCKETS.to_vec(),
@@ -96,6 +99,7 @@ static REQUEST_SLI_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
 static RESPONSE_SIZES: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram(
         "apiserver_response_sizes",
+        Stability::Stable,
         "Response size distribution in bytes for each group, version, verb, resource, subresource, scope and component.",
         ROUTE_LABELS,
         exponential_buckets(1000.0, 10.0, 7),
@@ -104,6 +108,7 @@ static RESPONSE_SIZES: LazyLock<HistogramVec> = LazyLock::new(|| {
 static LONGRUNNING: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "apiserver_longrunning_requests",
+        Stability::Stable,
         "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
         ROUTE_LABELS,
     )
@@ -111,16 +116,17 @@ static LONGRUNNING: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 static REQUEST_TERMINATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     let mut labels = ROUTE_LABELS.to_vec();
     labels.push("code");
-    // Upstream's help text of an ALPHA metric carries its stability level.
     counter(
         "apiserver_request_terminations_total",
-        "[ALPHA] Number of requests which apiserver terminated in self-defense.",
+        Stability::Alpha,
+        "Number of requests which apiserver terminated in self-defense.",
         &labels,
     )
 });
 static SELF_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_selfrequest_total",
+        Stability::Alpha,
         "Counter of apiserver self-requests broken out for each verb, API resource and subresource.",
         &["verb", "group", "resource", "subresource"],
     )
@@ -128,6 +134,7 @@ static SELF_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static WATCH_EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "apiserver_watch_events_total",
+        Stability::Alpha,
         "Number of events sent in watch clients",
         GVR_LABELS,
     )
@@ -135,6 +142,7 @@ static WATCH_EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static WATCH_EVENT_SIZES: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram(
         "apiserver_watch_events_sizes",
+        Stability::Alpha,
         "Watch event size distribution in bytes",
         GVR_LABELS,
         exponential_buckets(1024.0, 2.0, 8),
@@ -176,8 +184,9 @@ impl Collector for InflightWatermarks {
 
 static INFLIGHT: LazyLock<InflightWatermarks> = LazyLock::new(|| {
     let gauge = IntGaugeVec::new(
-        prometheus::Opts::new(
+        crate::metrics::opts(
             "apiserver_current_inflight_requests",
+            Stability::Stable,
             "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
         ),
         &["request_kind"],

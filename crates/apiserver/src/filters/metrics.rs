@@ -4,26 +4,33 @@
 //! `authentication_duration_seconds` by result (`success`, `failure`, `error`),
 //! `authenticated_user_requests` by a coarse username category (never the name itself), and
 //! `authorization_attempts_total` and `authorization_duration_seconds` by result (`allowed`,
-//! `denied`, `no-opinion`).
+//! `denied`, `no-opinion`). All ALPHA upstream.
 
 use std::sync::LazyLock;
 use std::time::Instant;
 
 use prometheus::{HistogramVec, IntCounterVec};
 
-use crate::metrics::{counter_vec, exponential_buckets, histogram_vec};
+use crate::metrics::{Stability, counter_vec, exponential_buckets, histogram_vec};
 
-fn counter(name: &str, help: &str, label: &str) -> IntCounterVec {
-    counter_vec(name, help, &[label])
+fn counter(name: &str, level: Stability, help: &str, label: &str) -> IntCounterVec {
+    counter_vec(name, level, help, &[label])
 }
 
-fn histogram(name: &str, help: &str) -> HistogramVec {
-    histogram_vec(name, help, &["result"], exponential_buckets(0.001, 2.0, 15))
+fn histogram(name: &str, level: Stability, help: &str) -> HistogramVec {
+    histogram_vec(
+        name,
+        level,
+        help,
+        &["result"],
+        exponential_buckets(0.001, 2.0, 15),
+    )
 }
 
 static USER_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "authenticated_user_requests",
+        Stability::Alpha,
         "Counter of authenticated requests broken out by username.",
         "username",
     )
@@ -31,6 +38,7 @@ static USER_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static AUTHN_ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "authentication_attempts",
+        Stability::Alpha,
         "Counter of authenticated attempts.",
         "result",
     )
@@ -38,12 +46,14 @@ static AUTHN_ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static AUTHN_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram(
         "authentication_duration_seconds",
+        Stability::Alpha,
         "Authentication duration in seconds broken out by result.",
     )
 });
 static AUTHZ_ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "authorization_attempts_total",
+        Stability::Alpha,
         "Counter of authorization attempts broken down by result. It can be either 'allowed', 'denied', 'no-opinion' or 'error'.",
         "result",
     )
@@ -51,6 +61,7 @@ static AUTHZ_ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static AUTHZ_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram(
         "authorization_duration_seconds",
+        Stability::Alpha,
         "Authorization duration in seconds broken out by result.",
     )
 });

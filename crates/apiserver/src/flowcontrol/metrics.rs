@@ -1,7 +1,6 @@
 //! The `apiserver_flowcontrol_*` metric families (upstream: k8s.io/apiserver/pkg/util/
-//! flowcontrol/metrics), with upstream's names, labels, buckets and help texts (component-base
-//! prefixes the help of a non-stable metric with its stability level, so these say `[BETA]`).
-//! Registered in the process-wide registry the first time they are touched.
+//! flowcontrol/metrics), with upstream's names, labels, buckets, help texts and stability level
+//! (all BETA). Registered in the process-wide registry the first time they are touched.
 
 use std::sync::{LazyLock, OnceLock};
 
@@ -9,7 +8,7 @@ use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
 };
 
-use crate::metrics::register;
+use crate::metrics::{Stability, register};
 
 const PRIORITY_LEVEL: &str = "priority_level";
 const FLOW_SCHEMA: &str = "flow_schema";
@@ -19,23 +18,23 @@ const REQUEST_DURATION_BUCKETS: &[f64] = &[
     0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
 ];
 
-fn opts(name: &str, help: &str) -> Opts {
-    Opts::new(name, help)
+fn opts(name: &str, level: Stability, help: &str) -> Opts {
+    crate::metrics::opts(name, level, help)
         .namespace("apiserver")
         .subsystem("flowcontrol")
 }
 
-fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+fn counter(name: &str, level: Stability, help: &str, labels: &[&str]) -> IntCounterVec {
     // The options are constants of this module; a family that the crate refuses is a bug in
     // them, caught by this module's tests.
-    match IntCounterVec::new(opts(name, help), labels) {
+    match IntCounterVec::new(opts(name, level, help), labels) {
         Ok(c) => register(c),
         Err(e) => panic!("metric {name}: {e}"),
     }
 }
 
-fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    match IntGaugeVec::new(opts(name, help), labels) {
+fn gauge(name: &str, level: Stability, help: &str, labels: &[&str]) -> IntGaugeVec {
+    match IntGaugeVec::new(opts(name, level, help), labels) {
         Ok(g) => register(g),
         Err(e) => panic!("metric {name}: {e}"),
     }
@@ -44,7 +43,8 @@ fn gauge(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
 pub static REJECTED_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "rejected_requests_total",
-        "[BETA] Number of requests rejected by API Priority and Fairness subsystem",
+        Stability::Beta,
+        "Number of requests rejected by API Priority and Fairness subsystem",
         &[PRIORITY_LEVEL, FLOW_SCHEMA, "reason"],
     )
 });
@@ -52,7 +52,8 @@ pub static REJECTED_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 pub static DISPATCHED_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         "dispatched_requests_total",
-        "[BETA] Number of requests executed by API Priority and Fairness subsystem",
+        Stability::Beta,
+        "Number of requests executed by API Priority and Fairness subsystem",
         &[PRIORITY_LEVEL, FLOW_SCHEMA],
     )
 });
@@ -60,7 +61,8 @@ pub static DISPATCHED_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 pub static CURRENT_INQUEUE_REQUESTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "current_inqueue_requests",
-        "[BETA] Number of requests currently pending in queues of the API Priority and Fairness subsystem",
+        Stability::Beta,
+        "Number of requests currently pending in queues of the API Priority and Fairness subsystem",
         &[PRIORITY_LEVEL, FLOW_SCHEMA],
     )
 });
@@ -68,7 +70,8 @@ pub static CURRENT_INQUEUE_REQUESTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
 pub static CURRENT_EXECUTING_REQUESTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "current_executing_requests",
-        "[BETA] Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
+        Stability::Beta,
+        "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
         &[PRIORITY_LEVEL, FLOW_SCHEMA],
     )
 });
@@ -76,18 +79,18 @@ pub static CURRENT_EXECUTING_REQUESTS: LazyLock<IntGaugeVec> = LazyLock::new(|| 
 pub static CURRENT_EXECUTING_SEATS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "current_executing_seats",
-        "[BETA] Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
+        Stability::Beta,
+        "Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
         &[PRIORITY_LEVEL, FLOW_SCHEMA],
     )
 });
 
 pub static REQUEST_WAIT_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
-    let opts = HistogramOpts::new(
+    let opts = HistogramOpts::from(opts(
         "request_wait_duration_seconds",
-        "[BETA] Length of time a request spent waiting in its queue",
-    )
-    .namespace("apiserver")
-    .subsystem("flowcontrol")
+        Stability::Beta,
+        "Length of time a request spent waiting in its queue",
+    ))
     .buckets(REQUEST_DURATION_BUCKETS.to_vec());
     match HistogramVec::new(opts, &[PRIORITY_LEVEL, FLOW_SCHEMA, "execute"]) {
         Ok(h) => register(h),
@@ -98,7 +101,8 @@ pub static REQUEST_WAIT_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
 pub static NOMINAL_LIMIT_SEATS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge(
         "nominal_limit_seats",
-        "[BETA] Nominal number of execution seats configured for each priority level",
+        Stability::Beta,
+        "Nominal number of execution seats configured for each priority level",
         &[PRIORITY_LEVEL],
     )
 });
@@ -202,6 +206,6 @@ mod tests {
         assert!(text.contains(
             "apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute=\"true\",flow_schema=\"catch-all\",priority_level=\"catch-all\",le=\"0.02\"} "
         ), "{text}");
-        assert!(text.contains("# HELP apiserver_flowcontrol_nominal_limit_seats [BETA] Nominal"));
+        assert!(text.contains("# HELP apiserver_flowcontrol_nominal_limit_seats [BETA] Nominal number of execution seats configured for each priority level\n"), "{text}");
     }
 }

@@ -10,6 +10,12 @@
 //! crate's encoder), with client_golang's `process_*` collector (CPU seconds, resident and virtual
 //! memory, file descriptors, start time), which the default registry carries on Linux.
 //!
+//! Every family is defined with upstream's stability level ([`Stability`], deprecated ones with
+//! the release that deprecated them), and its HELP text is composed from that and upstream's
+//! help as component-base composes it: `[STABLE] Counter of ...`, or
+//! `[STABLE] (Deprecated since 1.34.0) ...`. client_golang's own `process_*` families carry no
+//! level, as upstream's.
+//!
 //! What it must not do: fail a scrape because one family is broken, or let two families take one
 //! name (a second registration under a taken name is refused and logged; the family still
 //! records, unseen).
@@ -24,6 +30,7 @@ use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
+pub use storage::metrics::{Level, Stability};
 
 /// The content type of upstream's answer to a scrape in the text format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -37,28 +44,49 @@ pub fn register<C: Collector + Clone + 'static>(collector: C) -> C {
     collector
 }
 
+/// The options of a family: its name, and its HELP text composed of `level` and `help`. For
+/// families that the helpers below do not build (other value types, a namespace and subsystem,
+/// a collector of their own).
+pub fn opts(name: &str, level: impl Into<Level>, help: &str) -> Opts {
+    Opts::new(name, level.into().help(help))
+}
+
 /// A counter family, registered.
-pub fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+pub fn counter_vec(
+    name: &str,
+    level: impl Into<Level>,
+    help: &str,
+    labels: &[&str],
+) -> IntCounterVec {
     register(
-        IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| unbuildable(name, e)),
+        IntCounterVec::new(opts(name, level, help), labels)
+            .unwrap_or_else(|e| unbuildable(name, e)),
     )
 }
 
 /// A counter without labels, registered.
-pub fn counter(name: &str, help: &str) -> IntCounter {
-    register(IntCounter::new(name, help).unwrap_or_else(|e| unbuildable(name, e)))
+pub fn counter(name: &str, level: impl Into<Level>, help: &str) -> IntCounter {
+    register(
+        IntCounter::with_opts(opts(name, level, help)).unwrap_or_else(|e| unbuildable(name, e)),
+    )
 }
 
 /// A gauge family, registered.
-pub fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+pub fn gauge_vec(name: &str, level: impl Into<Level>, help: &str, labels: &[&str]) -> IntGaugeVec {
     register(
-        IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| unbuildable(name, e)),
+        IntGaugeVec::new(opts(name, level, help), labels).unwrap_or_else(|e| unbuildable(name, e)),
     )
 }
 
 /// A histogram family with `buckets`, registered.
-pub fn histogram_vec(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> HistogramVec {
-    let opts = HistogramOpts::new(name, help).buckets(buckets);
+pub fn histogram_vec(
+    name: &str,
+    level: impl Into<Level>,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let opts = HistogramOpts::from(opts(name, level, help)).buckets(buckets);
     register(HistogramVec::new(opts, labels).unwrap_or_else(|e| unbuildable(name, e)))
 }
 
@@ -89,16 +117,18 @@ pub fn encode() -> Vec<u8> {
 static SLIS: LazyLock<Slis> = LazyLock::new(|| {
     let registry = Registry::new();
     let healthcheck = IntGaugeVec::new(
-        Opts::new(
+        opts(
             "kubernetes_healthcheck",
+            Stability::Stable,
             "This metric records the result of a single healthcheck.",
         ),
         &["name", "type"],
     )
     .unwrap_or_else(|e| unbuildable("kubernetes_healthcheck", e));
     let total = IntCounterVec::new(
-        Opts::new(
+        opts(
             "kubernetes_healthchecks_total",
+            Stability::Stable,
             "This metric records the results of all healthcheck.",
         ),
         &["name", "type", "status"],
@@ -137,11 +167,18 @@ pub fn observe_healthcheck(name: &str, kind: &str, ok: bool) {
 /// `/metrics/slis`: the health checks' families and, as upstream's, the process start time.
 pub fn encode_slis() -> Vec<u8> {
     let mut families = SLIS.registry.gather();
+    // Upstream's start time here is component-base's ALPHA gauge, not client_golang's process
+    // collector that `/metrics` serves: same value, but its HELP text carries the level.
     families.extend(
         prometheus::default_registry()
             .gather()
             .into_iter()
-            .filter(|f| f.name() == "process_start_time_seconds"),
+            .filter(|f| f.name() == "process_start_time_seconds")
+            .map(|mut f| {
+                let help = Level::from(Stability::Alpha).help(f.help());
+                f.set_help(help);
+                f
+            }),
     );
     let mut out = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
@@ -186,6 +223,89 @@ mod tests {
     }
 
     #[test]
+    fn help_text_is_composed_as_component_base_composes_it() {
+        // The expectations of component-base's own tests: the level in brackets, and the
+        // deprecation notice between it and the help.
+        assert_eq!(
+            Level::from(Stability::Alpha).help("alpha metric"),
+            "[ALPHA] alpha metric"
+        );
+        assert_eq!(
+            Level::from(Stability::Internal).help("internal metrics"),
+            "[INTERNAL] internal metrics"
+        );
+        assert_eq!(
+            Level::from(Stability::Beta).help("counter help"),
+            "[BETA] counter help"
+        );
+        assert_eq!(
+            Level::from(Stability::Stable).help("stable metrics"),
+            "[STABLE] stable metrics"
+        );
+        assert_eq!(
+            Stability::Beta
+                .deprecated_since("1.15.0")
+                .help("counter help"),
+            "[BETA] (Deprecated since 1.15.0) counter help"
+        );
+        assert_eq!(
+            Stability::Stable
+                .deprecated_since("1.17.0")
+                .help("stable deprecated metrics"),
+            "[STABLE] (Deprecated since 1.17.0) stable deprecated metrics"
+        );
+
+        // Each helper writes the composed text into the family's HELP line.
+        counter_vec(
+            "ironplane_help_stable_total",
+            Stability::Stable,
+            "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+            &["verb"],
+        )
+        .with_label_values(&["GET"])
+        .inc();
+        counter(
+            "ironplane_help_alpha_total",
+            Stability::Alpha,
+            "alpha metric",
+        )
+        .inc();
+        gauge_vec(
+            "ironplane_help_deprecated",
+            Stability::Stable.deprecated_since("1.17.0"),
+            "stable deprecated metrics",
+            &["name"],
+        )
+        .with_label_values(&["value"])
+        .set(1);
+        histogram_vec(
+            "ironplane_help_beta_seconds",
+            Stability::Beta,
+            "gauge help",
+            &["name"],
+            vec![1.0],
+        )
+        .with_label_values(&["value"])
+        .observe(0.5);
+        let text = String::from_utf8(encode()).unwrap();
+        for line in [
+            "# HELP ironplane_help_stable_total [STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.\n",
+            "# HELP ironplane_help_alpha_total [ALPHA] alpha metric\n",
+            "# HELP ironplane_help_deprecated [STABLE] (Deprecated since 1.17.0) stable deprecated metrics\n",
+            "# HELP ironplane_help_beta_seconds [BETA] gauge help\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        // client_golang's process collector is not component-base's: no level.
+        assert!(
+            text.contains(
+                "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn slis_carry_health_checks_and_the_start_time() {
         // A check of its own: the registry is the process's, and other tests run health checks
         // (`etcd` among them) in the same process under `cargo test`.
@@ -204,5 +324,12 @@ mod tests {
         }
         assert!(text.contains("process_start_time_seconds "), "{text}");
         assert!(!text.contains("process_resident_memory_bytes"), "{text}");
+        for line in [
+            "# HELP kubernetes_healthcheck [STABLE] This metric records the result of a single healthcheck.\n",
+            "# HELP kubernetes_healthchecks_total [STABLE] This metric records the results of all healthcheck.\n",
+            "# HELP process_start_time_seconds [ALPHA] Start time of the process since unix epoch in seconds.\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 }
