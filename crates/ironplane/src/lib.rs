@@ -296,6 +296,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         bootstrap.set_api(resources.clone());
     }
     policies.start(served.clone(), authorizer.clone());
+    // Quota's DeviceClass mapping (DRA extended resource names), for the ResourceQuota plugin
+    // and the quota controller alike.
+    quotas.extended_resources().start(&resources);
     webhooks.start(
         served,
         ironplane_kube::service_resolver::EndpointSliceResolver::new(&resources)
@@ -307,11 +310,12 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     {
         let condition =
             |name: &str, synced: Box<dyn Fn() -> bool + Send + Sync>| (name.to_string(), synced);
-        let (rbac, node, webhooks, policies) = (
+        let (rbac, node, webhooks, policies, classes) = (
             rbac.clone(),
             node_authorizer.clone(),
             webhooks.clone(),
             policies.clone(),
+            quotas.extended_resources().clone(),
         );
         let informers: Vec<apiserver::health::Condition> = [
             condition("rbac", Box::new(move || rbac.has_synced())),
@@ -322,6 +326,10 @@ pub async fn start(opts: Options) -> Result<Running, String> {
             condition(
                 "admission policies",
                 Box::new(move || policies.has_synced()),
+            ),
+            condition(
+                "quota device classes",
+                Box::new(move || classes.has_synced()),
             ),
         ]
         .into_iter()

@@ -4,6 +4,8 @@
 //! limited: %s"), `status.used` follows creates and deletions, concurrent creates never exceed
 //! the quota, and a quota on `requests.cpu` asks pods to state it and counts what they ask.
 //! As upstream's, a `count/configmaps` quota counts the namespace's `kube-root-ca.crt` too.
+//! DRA claims count under the extended resource names their DeviceClass gives them, less what
+//! the Pod they were made for already counts.
 
 mod common;
 
@@ -217,4 +219,133 @@ fn compute_quota_on_pods() {
         quota(&s, "cpu", "compute")["status"]["used"]["requests.cpu"],
         "500m"
     );
+}
+
+fn claim(name: &str, devices: i64, owner: Option<(&str, &str)>) -> String {
+    let mut claim = serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": devices}}]}}});
+    if let Some((pod, uid)) = owner {
+        // As the scheduler makes them for a Pod's extended resources.
+        claim["metadata"]["annotations"] =
+            serde_json::json!({"resource.kubernetes.io/extended-resource-claim": "true"});
+        claim["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "v1",
+            "kind": "Pod", "name": pod, "uid": uid, "controller": true}]);
+    }
+    claim.to_string()
+}
+
+/// `DRAExtendedResource` (beta, on in v1.36): a claim's devices count under the extended
+/// resource names their DeviceClass gives them, as a Pod that asks for `example.com/gpu` counts
+/// it; the claim the scheduler makes for such a Pod is charged only what the Pod does not
+/// already count, and only the Pod's first such claim is. The controller's count adds up Pods
+/// and claims the same way.
+#[test]
+fn dra_extended_resources_count_on_claims_less_what_their_pod_counts() {
+    let s = Server::start();
+    s.kubectl(&["create", "namespace", "dra"]);
+    s.kubectl_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}}"#,
+    );
+    let hard = "--hard=requests.example.com/gpu=3,\
+                requests.deviceclass.resource.kubernetes.io/gpu=4,\
+                gpu.deviceclass.resource.k8s.io/devices=10";
+    s.kubectl(&["-n", "dra", "create", "quota", "gpus", hard]);
+    wait_used(&s, "dra", "gpus", "requests.example.com/gpu", "0");
+    // The DeviceClass reaches quota's mapping through a watch: a claim over the limit is
+    // refused once it has.
+    common::wait_until("the DeviceClass in quota's mapping", 20, || {
+        let out = s.kubectl_stdin_output(
+            &["-n", "dra", "create", "--dry-run=server", "-f", "-"],
+            &claim("probe", 4, None),
+        );
+        String::from_utf8_lossy(&out.stderr).contains("exceeded quota: gpus")
+    });
+
+    s.kubectl_stdin(
+        &["-n", "dra", "create", "-f", "-"],
+        &claim("shared", 3, None),
+    );
+    let used = &quota(&s, "dra", "gpus")["status"]["used"];
+    assert_eq!(used["requests.example.com/gpu"], "3", "{used}");
+    assert_eq!(used["requests.deviceclass.resource.kubernetes.io/gpu"], "3");
+    assert_eq!(used["gpu.deviceclass.resource.k8s.io/devices"], "3");
+    let out = s.kubectl_stdin_output(&["-n", "dra", "create", "-f", "-"], &claim("more", 2, None));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "resourceclaims.resource.k8s.io \"more\" is forbidden: exceeded quota: gpus, \
+             requested: requests.deviceclass.resource.kubernetes.io/gpu=2,requests.example.com/gpu=2, \
+             used: requests.deviceclass.resource.kubernetes.io/gpu=3,requests.example.com/gpu=3, \
+             limited: requests.deviceclass.resource.kubernetes.io/gpu=4,requests.example.com/gpu=3"
+        ),
+        "{err}"
+    );
+    s.kubectl(&["-n", "dra", "delete", "resourceclaim", "shared"]);
+    wait_used(&s, "dra", "gpus", "requests.example.com/gpu", "0");
+
+    // A Pod asking for two GPUs by extended resource counts them itself.
+    s.kubectl_stdin(
+        &["-n", "dra", "create", "-f", "-"],
+        &pod(
+            "p",
+            r#"{"requests": {"example.com/gpu": "2"}, "limits": {"example.com/gpu": "2"}}"#,
+        ),
+    );
+    let used = &quota(&s, "dra", "gpus")["status"]["used"];
+    assert_eq!(used["requests.example.com/gpu"], "2", "{used}");
+    let uid = s.kubectl(&[
+        "-n",
+        "dra",
+        "get",
+        "pod",
+        "p",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    // Its claim would make four of three if it were charged for them again.
+    s.kubectl_stdin(
+        &["-n", "dra", "create", "-f", "-"],
+        &claim("p-gpu", 2, Some(("p", &uid))),
+    );
+    let used = &quota(&s, "dra", "gpus")["status"]["used"];
+    assert_eq!(used["requests.example.com/gpu"], "2", "{used}");
+    assert_eq!(used["requests.deviceclass.resource.kubernetes.io/gpu"], "2");
+    assert_eq!(used["gpu.deviceclass.resource.k8s.io/devices"], "2");
+    // A second claim of the same Pod is charged in full, and so is a claim whose owner
+    // reference does not carry the Pod's uid.
+    s.kubectl_stdin(
+        &["-n", "dra", "create", "-f", "-"],
+        &claim("p-second", 1, Some(("p", &uid))),
+    );
+    let used = &quota(&s, "dra", "gpus")["status"]["used"];
+    assert_eq!(used["requests.example.com/gpu"], "3", "{used}");
+    let out = s.kubectl_stdin_output(
+        &["-n", "dra", "create", "-f", "-"],
+        &claim("stranger", 1, Some(("p", "not-the-uid"))),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Only what goes over is named: the implicit name's four fit in its limit.
+    assert!(
+        err.contains(
+            "exceeded quota: gpus, requested: requests.example.com/gpu=1, \
+             used: requests.example.com/gpu=3, limited: requests.example.com/gpu=3"
+        ),
+        "{err}"
+    );
+
+    // A new quota is counted by the controller alone: the Pod's two, nothing more for its
+    // first claim, one for its second.
+    s.kubectl(&["-n", "dra", "create", "quota", "again", hard]);
+    let q = wait_used(&s, "dra", "again", "requests.example.com/gpu", "3");
+    let used = &q["status"]["used"];
+    assert_eq!(
+        used["requests.deviceclass.resource.kubernetes.io/gpu"], "3",
+        "{used}"
+    );
+    assert_eq!(used["gpu.deviceclass.resource.k8s.io/devices"], "3");
 }

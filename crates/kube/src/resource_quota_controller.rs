@@ -19,7 +19,8 @@ use storage::{ListOptions, ResourceVersion, WatchEvent, WatchOptions};
 use tokio::sync::mpsc;
 
 use crate::controllers::ExtraStores;
-use crate::quota::evaluators::{Evaluator, for_resource, tracked_by};
+use crate::quota::evaluators::Evaluator;
+use crate::quota::resource_claims::verified_pod_usage;
 use crate::quota::{Quotas, ResourceList, add, equals, from_json, mask, scope_selectors, to_json};
 
 /// A full recount of every quota this often (upstream's default sync period).
@@ -168,7 +169,9 @@ impl Controller {
                         let changed = seen.get(&key).is_none_or(|old| !equals(old, &spec));
                         let pending = status.as_ref().is_none_or(|s| !equals(s, &spec))
                             || q.pointer("/status/used").is_none()
-                            || spec.keys().any(|k| !used.contains_key(k) && tracked(k));
+                            || spec
+                                .keys()
+                                .any(|k| !used.contains_key(k) && tracked(&self.quotas, k));
                         seen.insert(key.clone(), spec);
                         self.watch_tracked(&q);
                         if changed || pending {
@@ -199,11 +202,13 @@ impl Controller {
 
     /// Starts a watch of every resource `quota` tracks that is not watched yet.
     fn watch_tracked(self: &Arc<Self>, quota: &Value) {
-        for name in hard_of(quota.pointer("/spec/hard")).keys() {
-            let Some((group, resource)) = tracked_by(name) else {
-                continue;
-            };
-            if for_resource(&group, &resource).is_none() {
+        let hard = hard_of(quota.pointer("/spec/hard"));
+        let tracked: BTreeSet<(String, String)> = hard
+            .keys()
+            .flat_map(|name| self.quotas.tracked_by(name))
+            .collect();
+        for (group, resource) in tracked {
+            if self.quotas.evaluator(&group, &resource).is_none() {
                 continue;
             }
             {
@@ -276,11 +281,12 @@ impl Controller {
     }
 
     /// `CalculateUsage`: for each evaluator that tracks some of `hard`, the sum over the
-    /// namespace's objects in the quota's scopes, masked to what the quota limits.
+    /// namespace's objects in the quota's scopes; the evaluators' sums added up (a DRA extended
+    /// resource is both Pods' and ResourceClaims'), masked to what the quota limits.
     async fn usage(&self, ns: &str, quota: &Value, hard: &ResourceList) -> ResourceList {
         let mut by_resource: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
         for name in hard.keys() {
-            if let Some(gr) = tracked_by(name) {
+            for gr in self.quotas.tracked_by(name) {
                 by_resource.entry(gr).or_default().push(name.clone());
             }
         }
@@ -288,7 +294,7 @@ impl Controller {
         let now = chrono::Utc::now();
         let mut usage = ResourceList::new();
         for ((group, resource), names) in by_resource {
-            let Some(evaluator) = for_resource(&group, &resource) else {
+            let Some(evaluator) = self.quotas.evaluator(&group, &resource) else {
                 continue;
             };
             let matched = evaluator.matching_resources(&names);
@@ -301,6 +307,7 @@ impl Controller {
             let Ok(list) = store.list(ns, &ListOptions::default()).await else {
                 continue;
             };
+            let claims = matches!(evaluator, Evaluator::ResourceClaims(_));
             let mut sum: ResourceList = matched
                 .iter()
                 .map(|n| (n.clone(), crate::quota::zero()))
@@ -308,18 +315,22 @@ impl Controller {
             for item in list.items {
                 let Ok(obj) = item.value() else { continue };
                 if in_scopes(&evaluator, &selectors, &obj) {
-                    sum = add(&sum, &evaluator.usage(&obj, now));
+                    let owner = match claims {
+                        true => verified_pod_usage(&obj, &self.api, now).await,
+                        false => None,
+                    };
+                    sum = add(&sum, &evaluator.usage(&obj, now, owner.as_ref()));
                 }
             }
-            usage.extend(mask(&sum, &matched));
+            usage = add(&usage, &mask(&sum, &matched));
         }
         usage
     }
 }
 
 /// Whether the quota resource `name` is one some evaluator counts.
-fn tracked(name: &str) -> bool {
-    tracked_by(name).is_some()
+fn tracked(quotas: &Quotas, name: &str) -> bool {
+    !quotas.tracked_by(name).is_empty()
 }
 
 fn in_scopes(

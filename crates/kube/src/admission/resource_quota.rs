@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::quota::check::{LimitedResource, Refusal, Request, check_request};
+use crate::quota::resource_claims::verified_pod_usage;
 use crate::quota::{Quotas, ScopeSelector, equals, evaluators, to_json};
 
 use super::config::{check_type, strict};
@@ -141,20 +142,19 @@ impl ValidatingPlugin for ResourceQuota {
         {
             return Ok(());
         }
-        let Some(evaluator) =
-            evaluators::for_resource(&attrs.resource.group, &attrs.resource.resource)
+        let Some(evaluator) = self
+            .quotas
+            .evaluator(&attrs.resource.group, &attrs.resource.resource)
         else {
             return Ok(());
         };
         if !evaluator.handles(attrs.operation, attrs.subresource, obj, attrs.old_object) {
             return Ok(());
         }
-        let Some(store) = self
-            .api
-            .get()
-            .and_then(|a| a.get("", "v1", "resourcequotas"))
-            .cloned()
-        else {
+        let Some(api) = self.api.get() else {
+            return Ok(());
+        };
+        let Some(store) = api.get("", "v1", "resourcequotas").cloned() else {
             return Ok(());
         };
         // A namespace without quotas costs a look at the cache and no lock, unless the
@@ -181,6 +181,16 @@ impl ValidatingPlugin for ResourceQuota {
         if object.namespace().is_empty() {
             object.set_meta("namespace", attrs.namespace);
         }
+        // What a DRA extended resource claim's Pod already counts, looked up once: it does not
+        // depend on the quotas a retry reads again.
+        let (mut owner_usage, mut old_owner_usage) = (None, None);
+        if matches!(evaluator, evaluators::Evaluator::ResourceClaims(_)) {
+            let now = chrono::Utc::now();
+            owner_usage = verified_pod_usage(&object, api, now).await;
+            if let Some(old) = attrs.old_object {
+                old_owner_usage = verified_pod_usage(old, api, now).await;
+            }
+        }
         let mut last = None;
         for attempt in 0..=RETRIES {
             let req = Request {
@@ -192,6 +202,8 @@ impl ValidatingPlugin for ResourceQuota {
                 old_object: attrs.old_object,
                 now: chrono::Utc::now(),
                 limited: &self.limited,
+                owner_usage: owner_usage.as_ref(),
+                old_owner_usage: old_owner_usage.as_ref(),
             };
             let used = check_request(&quotas, &evaluator, &req).map_err(|r| match r {
                 Refusal::Forbidden(why) => forbidden(attrs, obj, why),

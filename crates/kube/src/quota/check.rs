@@ -25,6 +25,9 @@ pub struct Request<'a> {
     pub now: chrono::DateTime<chrono::Utc>,
     /// The plugin's `limitedResources` (none unless configured).
     pub limited: &'a [LimitedResource],
+    /// What the owners of `object` and `old_object` already count (see `Evaluator::usage`).
+    pub owner_usage: Option<&'a ResourceList>,
+    pub old_owner_usage: Option<&'a ResourceList>,
 }
 
 /// One `limitedResources` entry of the plugin's configuration: what may only be consumed where
@@ -98,7 +101,7 @@ pub fn check_request(
         .filter(|l| l.api_group == req.group && l.resource == req.resource)
         .collect();
     if !own.is_empty() {
-        let usage = evaluator.usage(req.object, req.now);
+        let usage = evaluator.usage(req.object, req.now, req.owner_usage);
         for l in &own {
             for (name, q) in &usage {
                 if q.sign() > 0 && l.match_contains.iter().any(|m| name.contains(m.as_str())) {
@@ -167,7 +170,7 @@ pub fn check_request(
             uncovered.join(" ")
         )));
     }
-    let input = evaluator.usage(req.object, req.now);
+    let input = evaluator.usage(req.object, req.now, req.owner_usage);
     let negative: Vec<&str> = input
         .iter()
         .filter(|(_, q)| q.sign() < 0)
@@ -188,7 +191,8 @@ pub fn check_request(
             ));
         };
         if !old.resource_version().is_empty() {
-            let delta = super::subtract_non_negative(&input, &evaluator.usage(old, req.now));
+            let previous = evaluator.usage(old, req.now, req.old_owner_usage);
+            let delta = super::subtract_non_negative(&input, &previous);
             for (i, d) in deltas.iter_mut() {
                 if evaluator
                     .matches(&quotas[*i], old)
@@ -228,7 +232,10 @@ pub fn check_request(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quota::evaluators::for_resource;
+
+    fn for_resource(group: &str, resource: &str) -> Option<Evaluator> {
+        crate::quota::Quotas::default().evaluator(group, resource)
+    }
     use serde_json::json;
 
     fn quota(name: &str, hard: Value, used: Value) -> Value {
@@ -246,6 +253,8 @@ mod tests {
             old_object: None,
             now: chrono::Utc::now(),
             limited: &[],
+            owner_usage: None,
+            old_owner_usage: None,
         }
     }
 

@@ -1,9 +1,8 @@
 //! Quota evaluators (upstream: pkg/quota/v1/evaluator/core and quota/v1/generic): for a kind,
 //! which requests it charges, which quota resource names it tracks, which quota scopes an
 //! object falls in, what an object uses, and what a Pod must state to be admitted by a quota on
-//! compute resources. Pods, Services, PersistentVolumeClaims and DRA ResourceClaims (devices
-//! by device class, `<class>.deviceclass.resource.k8s.io/devices`) have their own; every other
-//! resource is an object count (`count/<resource>[.<group>]`, and the legacy names of
+//! compute resources. Pods, Services, PersistentVolumeClaims and DRA ResourceClaims (the last in
+//! `resource_claims`) have their own; every other resource is an object count (`count/<resource>[.<group>]`, and the legacy names of
 //! configmaps, secrets, replicationcontrollers and resourcequotas).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,6 +11,7 @@ use apimachinery::quantity::Quantity;
 use apiserver::admission::Operation;
 use serde_json::Value;
 
+use super::resource_claims::{self, DEVICE_CLASS_PREFIX, ExtendedResources};
 use super::{ResourceList, ScopeSelector, count, from_json, zero};
 
 /// Resources quota admission never evaluates (`DefaultIgnoredResources`).
@@ -67,12 +67,6 @@ const SERVICE_RESOURCES: &[&str] = &[
 ];
 const PVC_RESOURCES: &[&str] = &["persistentvolumeclaims", "requests.storage"];
 const STORAGE_CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
-const DEVICE_CLASS_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
-/// `corev1.ResourceClaimsPerClass`: a claim's devices by device class.
-const CLAIMS_PER_CLASS: &str = ".deviceclass.resource.k8s.io/devices";
-const CLAIM_COUNT: &str = "count/resourceclaims.resource.k8s.io";
-/// `resourceapi.AllocationResultsMaxSize`: what a request for all devices of a class counts.
-const ALLOCATION_RESULTS_MAX_SIZE: i64 = 32;
 
 /// `ObjectCountQuotaResourceNameFor`.
 pub fn object_count_name(group: &str, resource: &str) -> String {
@@ -89,8 +83,9 @@ pub enum Evaluator {
     Pods,
     Services,
     PersistentVolumeClaims,
-    /// DRA ResourceClaims (`claimEvaluator`): the claim, and its devices by device class.
-    ResourceClaims,
+    /// DRA ResourceClaims (`claimEvaluator`): the claim, its devices by device class, and the
+    /// extended resource names the DeviceClasses give those devices.
+    ResourceClaims(ExtendedResources),
     /// One for every object, under these names.
     ObjectCount {
         group: String,
@@ -100,8 +95,9 @@ pub enum Evaluator {
 }
 
 /// The evaluator of a resource (the registry, with upstream's object count evaluator made on
-/// first use for any resource it lacks); None for the ignored ones.
-pub fn for_resource(group: &str, resource: &str) -> Option<Evaluator> {
+/// first use for any resource it lacks); None for the ignored ones. `classes` is the registry's
+/// DeviceClass mapping.
+pub fn for_resource(group: &str, resource: &str, classes: &ExtendedResources) -> Option<Evaluator> {
     if IGNORED.contains(&(group, resource)) {
         return None;
     }
@@ -109,7 +105,7 @@ pub fn for_resource(group: &str, resource: &str) -> Option<Evaluator> {
         ("", "pods") => Evaluator::Pods,
         ("", "services") => Evaluator::Services,
         ("", "persistentvolumeclaims") => Evaluator::PersistentVolumeClaims,
-        ("resource.k8s.io", "resourceclaims") => Evaluator::ResourceClaims,
+        ("resource.k8s.io", "resourceclaims") => Evaluator::ResourceClaims(classes.clone()),
         _ => {
             let mut names = vec![object_count_name(group, resource)];
             if group.is_empty() && LEGACY_ALIASES.contains(&resource) {
@@ -124,30 +120,37 @@ pub fn for_resource(group: &str, resource: &str) -> Option<Evaluator> {
     })
 }
 
-/// The evaluators that track the quota resource `name`, as `(group, resource)` of what they
-/// count: the controller lists those resources to compute usage.
-pub fn tracked_by(name: &str) -> Option<(String, String)> {
-    let core = |r: &str| Some((String::new(), r.to_string()));
+/// The resources whose evaluators track the quota resource `name`, as `(group, resource)`: the
+/// controller lists those resources and adds up what they use. A DRA extended resource name is
+/// both the Pods' and, when a DeviceClass provides it, the ResourceClaims'.
+pub fn tracked_by(name: &str, classes: &ExtendedResources) -> Vec<(String, String)> {
+    let core = |r: &str| (String::new(), r.to_string());
+    let mut out = Vec::new();
     if matching(&Evaluator::Pods, name) {
-        return core("pods");
+        out.push(core("pods"));
     }
     if matching(&Evaluator::Services, name) {
-        return core("services");
+        out.push(core("services"));
     }
     if matching(&Evaluator::PersistentVolumeClaims, name) {
-        return core("persistentvolumeclaims");
+        out.push(core("persistentvolumeclaims"));
     }
-    if name.ends_with(CLAIMS_PER_CLASS) {
-        return Some(("resource.k8s.io".into(), "resourceclaims".into()));
+    if resource_claims::matches(classes, name) {
+        out.push(("resource.k8s.io".into(), "resourceclaims".into()));
+    }
+    if !out.is_empty() {
+        return out;
     }
     if LEGACY_ALIASES.contains(&name) {
-        return core(name);
+        return vec![core(name)];
     }
-    let rest = name.strip_prefix("count/")?;
-    Some(match rest.split_once('.') {
+    let Some(rest) = name.strip_prefix("count/") else {
+        return out;
+    };
+    vec![match rest.split_once('.') {
         Some((resource, group)) => (group.to_string(), resource.to_string()),
         None => (String::new(), rest.to_string()),
-    })
+    }]
 }
 
 /// `helper.IsNativeResource`: unprefixed, or in the kubernetes.io domain.
@@ -156,7 +159,7 @@ fn is_native(name: &str) -> bool {
 }
 
 /// `isExtendedResourceNameForQuota`.
-fn is_extended_for_quota(name: &str) -> bool {
+pub(super) fn is_extended_for_quota(name: &str) -> bool {
     let implicit = name.starts_with(&format!("requests.{DEVICE_CLASS_PREFIX}"));
     (!is_native(name) || implicit) && name.starts_with("requests.")
 }
@@ -181,19 +184,8 @@ fn matching(e: &Evaluator, name: &str) -> bool {
                     .iter()
                     .any(|r| name.ends_with(&format!("{STORAGE_CLASS_SUFFIX}{r}")))
         }
-        // The extended resource names that `DRAExtendedResource` adds need the device
-        // classes' mapping, which is not kept here.
-        Evaluator::ResourceClaims => name == CLAIM_COUNT || name.ends_with(CLAIMS_PER_CLASS),
+        Evaluator::ResourceClaims(classes) => resource_claims::matches(classes, name),
         Evaluator::ObjectCount { names, .. } => names.iter().any(|n| n == name),
-    }
-}
-
-/// How many devices one request (or subrequest) of a claim asks for.
-fn requested_devices(request: &Value) -> i64 {
-    match text(request, "/allocationMode") {
-        "ExactCount" => request.get("count").and_then(Value::as_i64).unwrap_or(0),
-        "All" => ALLOCATION_RESULTS_MAX_SIZE,
-        _ => 0,
     }
 }
 
@@ -400,7 +392,7 @@ impl Evaluator {
                 }),
                 _ => false,
             },
-            Evaluator::ResourceClaims => {
+            Evaluator::ResourceClaims(_) => {
                 subresource.is_empty() && matches!(op, Operation::Create | Operation::Update)
             }
             Evaluator::ObjectCount { .. } => subresource.is_empty() && op == Operation::Create,
@@ -527,8 +519,15 @@ impl Evaluator {
         Err(format!("must specify {}", parts.join("; ")))
     }
 
-    /// `Usage`: what the object uses.
-    pub fn usage(&self, obj: &Value, now: chrono::DateTime<chrono::Utc>) -> ResourceList {
+    /// `Usage`: what the object uses. `owner` is what the object's owner already counts, taken
+    /// off where upstream takes it off: the owning Pod's usage for a DRA extended resource
+    /// claim (`resource_claims::verified_pod_usage`); ignored for other kinds.
+    pub fn usage(
+        &self,
+        obj: &Value,
+        now: chrono::DateTime<chrono::Utc>,
+        owner: Option<&ResourceList>,
+    ) -> ResourceList {
         let mut out = ResourceList::new();
         match self {
             Evaluator::Pods => {
@@ -595,36 +594,8 @@ impl Evaluator {
                     out.insert("requests.storage".into(), storage);
                 }
             }
-            Evaluator::ResourceClaims => {
-                out.insert(CLAIM_COUNT.into(), count(1));
-                let class =
-                    |r: &Value| format!("{}{CLAIMS_PER_CLASS}", text(r, "/deviceClassName"));
-                let mut devices: BTreeMap<String, i64> = BTreeMap::new();
-                for request in obj
-                    .pointer("/spec/devices/requests")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let alternatives = request
-                        .get("firstAvailable")
-                        .and_then(Value::as_array)
-                        .filter(|a| !a.is_empty());
-                    if let Some(alternatives) = alternatives {
-                        // The most any alternative could take, per class.
-                        let mut most: BTreeMap<String, i64> = BTreeMap::new();
-                        for sub in alternatives {
-                            let m = most.entry(class(sub)).or_insert(0);
-                            *m = (*m).max(requested_devices(sub));
-                        }
-                        for (name, n) in most {
-                            *devices.entry(name).or_insert(0) += n;
-                        }
-                    } else if let Some(exactly) = request.get("exactly").filter(|e| e.is_object()) {
-                        *devices.entry(class(exactly)).or_insert(0) += requested_devices(exactly);
-                    }
-                }
-                out.extend(devices.into_iter().map(|(name, n)| (name, count(n))));
+            Evaluator::ResourceClaims(classes) => {
+                out = resource_claims::usage(obj, classes, owner);
             }
             Evaluator::ObjectCount { names, .. } => {
                 for n in names {
@@ -651,7 +622,15 @@ mod tests {
     }
 
     fn pretty(e: &Evaluator, obj: &Value) -> String {
-        super::super::pretty(&e.usage(obj, now()))
+        super::super::pretty(&e.usage(obj, now(), None))
+    }
+
+    fn for_resource(group: &str, resource: &str) -> Option<Evaluator> {
+        super::for_resource(group, resource, &ExtendedResources::default())
+    }
+
+    fn tracked_by(name: &str) -> Vec<(String, String)> {
+        super::tracked_by(name, &ExtendedResources::default())
     }
 
     #[test]
@@ -666,11 +645,12 @@ mod tests {
                 {"name": "other", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}]}]}}});
         assert_eq!(
             pretty(&claims, &claim),
-            "count/resourceclaims.resource.k8s.io=1,fpga.deviceclass.resource.k8s.io/devices=4,gpu.deviceclass.resource.k8s.io/devices=35"
+            "count/resourceclaims.resource.k8s.io=1,fpga.deviceclass.resource.k8s.io/devices=4,gpu.deviceclass.resource.k8s.io/devices=35,\
+             requests.deviceclass.resource.kubernetes.io/fpga=4,requests.deviceclass.resource.kubernetes.io/gpu=35"
         );
         assert_eq!(
             tracked_by("gpu.deviceclass.resource.k8s.io/devices"),
-            Some(("resource.k8s.io".into(), "resourceclaims".into()))
+            [("resource.k8s.io".into(), "resourceclaims".into())]
         );
         let names = [
             "gpu.deviceclass.resource.k8s.io/devices".to_string(),
@@ -701,16 +681,14 @@ mod tests {
         assert_eq!(pretty(&deploy, &json!({})), "count/deployments.apps=1");
         assert_eq!(
             tracked_by("count/widgets.example.com"),
-            Some(("example.com".into(), "widgets".into()))
+            [("example.com".into(), "widgets".into())]
         );
-        assert_eq!(
-            tracked_by("requests.cpu"),
-            Some((String::new(), "pods".into()))
-        );
+        assert_eq!(tracked_by("requests.cpu"), [(String::new(), "pods".into())]);
         assert_eq!(
             tracked_by("gold.storageclass.storage.k8s.io/requests.storage"),
-            Some((String::new(), "persistentvolumeclaims".into()))
+            [(String::new(), "persistentvolumeclaims".into())]
         );
+        assert!(tracked_by("secrets.example.com/other").is_empty());
         assert!(cm.handles(Operation::Create, "", &json!({}), None));
         assert!(!cm.handles(Operation::Update, "", &json!({}), Some(&json!({}))));
     }

@@ -1,12 +1,14 @@
 //! Resource quota (upstream: k8s.io/apiserver/pkg/quota/v1 and pkg/quota/v1/evaluator/core):
 //! what the ResourceQuota admission plugin and the quota controller share — resource lists and
 //! their arithmetic (`resources.go`), the evaluators that say what an object uses
-//! (`evaluators`), the admission check of one request against a namespace's quotas (`check`),
+//! (`evaluators`; DRA ResourceClaims' in `resource_claims`), the admission check of one request against a namespace's quotas (`check`),
 //! and `Quotas`, the per-namespace locks and the look-aside copy of the quotas this server
-//! wrote last, through which every `status.used` write goes.
+//! wrote last, through which every `status.used` write goes, with the DeviceClass mapping both
+//! evaluate claims by.
 
 pub mod check;
 pub mod evaluators;
+pub mod resource_claims;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -219,6 +221,9 @@ pub struct Quotas {
 struct Inner {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     written: Mutex<HashMap<(String, String), (i64, Value)>>,
+    /// One mapping for the plugin and the controller, as upstream's evaluator registry has one
+    /// (upstream's two live in two processes).
+    classes: resource_claims::ExtendedResources,
 }
 
 fn rv_of(v: &Value) -> i64 {
@@ -226,6 +231,21 @@ fn rv_of(v: &Value) -> i64 {
 }
 
 impl Quotas {
+    /// The evaluator of `group`/`resource` (see `evaluators::for_resource`).
+    pub fn evaluator(&self, group: &str, resource: &str) -> Option<evaluators::Evaluator> {
+        evaluators::for_resource(group, resource, &self.inner.classes)
+    }
+
+    /// The resources that track quota resource `name` (see `evaluators::tracked_by`).
+    pub fn tracked_by(&self, name: &str) -> Vec<(String, String)> {
+        evaluators::tracked_by(name, &self.inner.classes)
+    }
+
+    /// The DeviceClass mapping, to start and to wait for.
+    pub fn extended_resources(&self) -> &resource_claims::ExtendedResources {
+        &self.inner.classes
+    }
+
     /// Holds the quotas of `namespace` until the guard is dropped.
     pub async fn lock(&self, namespace: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
