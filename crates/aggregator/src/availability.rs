@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use apimachinery::Status;
 use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
-use apiserver::metrics::Stability;
+use apiserver::metrics::{Stability, unbuildable};
 use apiserver::registry::{Requester, UpdateOptions};
 use prometheus::{GaugeVec, IntCounterVec};
 use serde_json::{Value, json};
@@ -39,7 +39,7 @@ static UNAVAILABLE: LazyLock<GaugeVec> = LazyLock::new(|| {
             ),
             &["name"],
         )
-        .unwrap_or_else(|_| unreachable!("a valid metric definition")),
+        .unwrap_or_else(|e| unbuildable("aggregator_unavailable_apiservice", e)),
     )
 });
 
@@ -53,7 +53,7 @@ static UNAVAILABLE_TOTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
             ),
             &["name", "reason"],
         )
-        .unwrap_or_else(|_| unreachable!("a valid metric definition")),
+        .unwrap_or_else(|e| unbuildable("aggregator_unavailable_apiservice_total", e)),
     )
 });
 

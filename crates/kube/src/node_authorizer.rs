@@ -10,7 +10,6 @@
 //! check is one lookup). NodeRestriction admission limits what a node writes.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 
 use apimachinery::object::ObjectExt;
@@ -18,7 +17,7 @@ use apimachinery::projection::Projection;
 use apiserver::authentication::UserInfo;
 use apiserver::authorization::{Authorizer, Decision, Rules};
 use apiserver::endpoints::ApiResources;
-use apiserver::registry::reflector::{self, Delta};
+use apiserver::registry::reflector::{self, Delta, Synced};
 use apiserver::request::RequestInfo;
 use async_trait::async_trait;
 use serde_json::Value;
@@ -207,13 +206,13 @@ impl Graph {
 }
 
 /// The Node authorizer. Cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct NodeAuthorizer {
     graph: Arc<RwLock<Graph>>,
     /// Upstream's `NodeRules()`: the `system:node` bootstrap ClusterRole's rules.
     rules: Arc<Vec<PolicyRule>>,
-    /// How many of the graph's sources (pods, claims) have been listed once.
-    synced: Arc<AtomicUsize>,
+    /// The graph's sources (pods, claims), each listed once.
+    synced: Synced,
 }
 
 /// The resources the graph is built from.
@@ -244,6 +243,12 @@ fn selects(selector: &str, field: &str, value: &str) -> bool {
     })
 }
 
+impl Default for NodeAuthorizer {
+    fn default() -> Self {
+        NodeAuthorizer::new()
+    }
+}
+
 impl NodeAuthorizer {
     pub fn new() -> NodeAuthorizer {
         let rules = crate::rbac::bootstrap::policy()
@@ -254,36 +259,24 @@ impl NodeAuthorizer {
         NodeAuthorizer {
             graph: Arc::default(),
             rules: Arc::new(rules),
-            synced: Arc::default(),
+            synced: Synced::new(GRAPH_SOURCES),
         }
     }
 
     /// Both sources of the graph have been read once (upstream's graph populator waits for
     /// its informers).
     pub fn has_synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire) >= GRAPH_SOURCES
-    }
-
-    /// Counts a source as read at its first delta (the list).
-    fn on_first(&self) -> impl FnMut() + Send + 'static {
-        let synced = self.synced.clone();
-        let mut first = true;
-        move || {
-            if std::mem::take(&mut first) {
-                synced.fetch_add(1, Ordering::AcqRel);
-            }
-        }
+        self.synced.has_synced()
     }
 
     /// Keeps the graph from pods and claims.
     pub fn start(&self, api: &ApiResources) {
         match api.get("", "v1", "pods").cloned() {
-            None => self.on_first()(),
+            None => self.synced.source().mark(),
             Some(pods) => {
                 let graph = self.graph.clone();
-                let mut listed = self.on_first();
+                let listed = self.synced.source();
                 tokio::spawn(reflector::run_projected(pods, &POD_FIELDS, move |delta| {
-                    listed();
                     let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
                     match delta {
                         Delta::Replace(items) => {
@@ -298,16 +291,16 @@ impl NodeAuthorizer {
                             g.remove_pod(&(p.namespace().to_string(), p.name().to_string()))
                         }
                     }
+                    listed.mark();
                 }));
             }
         }
         match api.get("", "v1", "persistentvolumeclaims").cloned() {
-            None => self.on_first()(),
+            None => self.synced.source().mark(),
             Some(claims) => {
                 let graph = self.graph.clone();
-                let mut listed = self.on_first();
+                let listed = self.synced.source();
                 tokio::spawn(reflector::run(claims, move |delta| {
-                    listed();
                     let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
                     let volume = |c: &Value| {
                         let key = (c.namespace().to_string(), c.name().to_string());
@@ -337,6 +330,7 @@ impl NodeAuthorizer {
                             g.claim_volume.remove(&volume(&c).0);
                         }
                     }
+                    listed.mark();
                 }));
             }
         }

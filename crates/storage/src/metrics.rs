@@ -21,6 +21,11 @@
 //! `/metrics` serves (this crate sits below the server, so it registers there itself). A store
 //! or cache is given its group and resource once ([`ResourceMetrics`]): the labelled children are
 //! looked up then, so recording is an atomic add.
+//!
+//! The helpers that define and register a family ([`register`], [`opts`], [`counter_vec`] and
+//! the others) are here for the same reason: this is the lowest crate that registers families,
+//! so every crate above builds its own through these (`apiserver::metrics` re-exports them), and
+//! each family's HELP text is composed one way.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -99,42 +104,51 @@ impl Level {
     }
 }
 
-fn register<C: Collector + Clone + 'static>(c: C) -> C {
-    if let Err(e) = prometheus::default_registry().register(Box::new(c.clone())) {
-        tracing::warn!(error = %e, "a storage metric family is not registered");
+/// Registers a collector (a metric family, or several) in the process-wide registry and returns
+/// it, so that a `LazyLock` defines and registers a family in one expression.
+pub fn register<C: Collector + Clone + 'static>(collector: C) -> C {
+    if let Err(e) = prometheus::default_registry().register(Box::new(collector.clone())) {
+        tracing::warn!(error = %e, "a metric family is not registered");
     }
-    c
+    collector
 }
 
-#[track_caller]
-fn unbuildable<T>(e: prometheus::Error) -> T {
-    // Reached only if this module's constant options were wrong: its tests catch that first.
-    panic!("a storage metric family cannot be built: {e}")
-}
-
-fn opts(name: &str, level: impl Into<Level>, help: &str) -> Opts {
+/// The options of a family: its name, and its HELP text composed of `level` and `help`. For
+/// families that the helpers below do not build (other value types, a namespace and subsystem,
+/// a collector of their own).
+pub fn opts(name: &str, level: impl Into<Level>, help: &str) -> Opts {
     Opts::new(name, level.into().help(help))
 }
 
-pub(crate) fn counter(
+/// A counter family, registered.
+pub fn counter_vec(
     name: &str,
     level: impl Into<Level>,
     help: &str,
     labels: &[&str],
 ) -> IntCounterVec {
-    register(IntCounterVec::new(opts(name, level, help), labels).unwrap_or_else(unbuildable))
+    register(
+        IntCounterVec::new(opts(name, level, help), labels)
+            .unwrap_or_else(|e| unbuildable(name, e)),
+    )
 }
 
-pub(crate) fn gauge(
-    name: &str,
-    level: impl Into<Level>,
-    help: &str,
-    labels: &[&str],
-) -> IntGaugeVec {
-    register(IntGaugeVec::new(opts(name, level, help), labels).unwrap_or_else(unbuildable))
+/// A counter without labels, registered.
+pub fn counter(name: &str, level: impl Into<Level>, help: &str) -> IntCounter {
+    register(
+        IntCounter::with_opts(opts(name, level, help)).unwrap_or_else(|e| unbuildable(name, e)),
+    )
 }
 
-pub(crate) fn histogram(
+/// A gauge family, registered.
+pub fn gauge_vec(name: &str, level: impl Into<Level>, help: &str, labels: &[&str]) -> IntGaugeVec {
+    register(
+        IntGaugeVec::new(opts(name, level, help), labels).unwrap_or_else(|e| unbuildable(name, e)),
+    )
+}
+
+/// A histogram family with `buckets`, registered.
+pub fn histogram_vec(
     name: &str,
     level: impl Into<Level>,
     help: &str,
@@ -142,14 +156,28 @@ pub(crate) fn histogram(
     buckets: Vec<f64>,
 ) -> HistogramVec {
     let opts = HistogramOpts::from(opts(name, level, help)).buckets(buckets);
-    register(HistogramVec::new(opts, labels).unwrap_or_else(unbuildable))
+    register(HistogramVec::new(opts, labels).unwrap_or_else(|e| unbuildable(name, e)))
+}
+
+/// Upstream's `ExponentialBuckets`.
+pub fn exponential_buckets(start: f64, factor: f64, count: usize) -> Vec<f64> {
+    prometheus::exponential_buckets(start, factor, count).unwrap_or_default()
+}
+
+/// Panics for a family that cannot be built, naming it: what a family built without the helpers
+/// above does with the error of its constructor (`.unwrap_or_else(|e| unbuildable(name, e))`).
+#[track_caller]
+pub fn unbuildable<T>(name: &str, e: prometheus::Error) -> T {
+    // Families are built from constants (names, help texts, label names); one that cannot be
+    // built is a bug that the first scrape in the tests shows.
+    panic!("metric family {name} cannot be built: {e}")
 }
 
 const GR: &[&str] = &["group", "resource"];
 const OP_GR: &[&str] = &["operation", "group", "resource"];
 
 static ETCD_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
-    histogram(
+    histogram_vec(
         "etcd_request_duration_seconds",
         Stability::Alpha,
         "Etcd request latency in seconds for each operation and object type.",
@@ -161,7 +189,7 @@ static ETCD_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
 });
 static ETCD_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
+    counter_vec(
         "etcd_requests_total",
         Stability::Alpha,
         "Etcd request counts for each operation and object type.",
@@ -169,7 +197,7 @@ static ETCD_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
 });
 static ETCD_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
+    counter_vec(
         "etcd_request_errors_total",
         Stability::Alpha,
         "Etcd failed request counts for each operation and object type.",
@@ -178,25 +206,25 @@ static ETCD_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 });
 static STORAGE_LIST: LazyLock<[IntCounterVec; 4]> = LazyLock::new(|| {
     [
-        counter(
+        counter_vec(
             "apiserver_storage_list_total",
             Stability::Alpha,
             "Number of LIST requests served from storage",
             GR,
         ),
-        counter(
+        counter_vec(
             "apiserver_storage_list_fetched_objects_total",
             Stability::Alpha,
             "Number of objects read from storage in the course of serving a LIST request",
             GR,
         ),
-        counter(
+        counter_vec(
             "apiserver_storage_list_evaluated_objects_total",
             Stability::Alpha,
             "Number of objects tested in the course of serving a LIST request from storage",
             GR,
         ),
-        counter(
+        counter_vec(
             "apiserver_storage_list_returned_objects_total",
             Stability::Alpha,
             "Number of objects returned for a LIST request from storage",
@@ -205,7 +233,7 @@ static STORAGE_LIST: LazyLock<[IntCounterVec; 4]> = LazyLock::new(|| {
     ]
 });
 static OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    gauge(
+    gauge_vec(
         "apiserver_storage_objects",
         Stability::Stable.deprecated_since("1.34.0"),
         "[DEPRECATED, consider using apiserver_resource_objects instead] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
@@ -213,7 +241,7 @@ static OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     )
 });
 static RESOURCE_OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    gauge(
+    gauge_vec(
         "apiserver_resource_objects",
         Stability::Alpha,
         "Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
@@ -221,7 +249,7 @@ static RESOURCE_OBJECTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     )
 });
 static RESOURCE_SIZE_ESTIMATE: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    gauge(
+    gauge_vec(
         "apiserver_resource_size_estimate_bytes",
         Stability::Alpha,
         "Estimated size of stored objects in database. Estimate is based on sum of last observed sizes of serialized objects. In case of a fetching error, the value will be -1.",
@@ -229,7 +257,7 @@ static RESOURCE_SIZE_ESTIMATE: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     )
 });
 static CACHE_EVENTS_RECEIVED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
+    counter_vec(
         "apiserver_watch_cache_events_received_total",
         Stability::Alpha,
         "Counter of events received in watch cache broken by resource type.",
@@ -237,7 +265,7 @@ static CACHE_EVENTS_RECEIVED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
 });
 static CACHE_EVENTS_DISPATCHED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
+    counter_vec(
         "apiserver_watch_cache_events_dispatched_total",
         Stability::Alpha,
         "Counter of events dispatched in watch cache broken by resource type.",
@@ -247,7 +275,7 @@ static CACHE_EVENTS_DISPATCHED: LazyLock<IntCounterVec> = LazyLock::new(|| {
 // Upstream's help says the value keeps the revision's 15 least significant digits (its gauges are
 // floats); no store's revision comes near 10^15, so the whole revision recorded here is the same.
 static CACHE_RESOURCE_VERSION: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    gauge(
+    gauge_vec(
         "apiserver_watch_cache_resource_version",
         Stability::Alpha,
         "Current resource version of watch cache broken by resource type. This is truncated to the 15 least significant digits.",
@@ -255,7 +283,7 @@ static CACHE_RESOURCE_VERSION: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     )
 });
 static TERMINATED_WATCHERS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
+    counter_vec(
         "apiserver_terminated_watchers_total",
         Stability::Alpha,
         "Counter of watchers closed due to unresponsiveness broken by resource type.",
@@ -263,7 +291,7 @@ static TERMINATED_WATCHERS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
 });
 static CACHE_INITIALIZATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
+    counter_vec(
         "apiserver_watch_cache_initializations_total",
         Stability::Alpha,
         "Counter of watch cache initializations broken by resource type.",
@@ -273,13 +301,13 @@ static CACHE_INITIALIZATIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 static CACHE_LIST: LazyLock<[IntCounterVec; 2]> = LazyLock::new(|| {
     let labels = &["group", "resource", "index"];
     [
-        counter(
+        counter_vec(
             "apiserver_cache_list_total",
             Stability::Alpha,
             "Number of LIST requests served from watch cache",
             labels,
         ),
-        counter(
+        counter_vec(
             "apiserver_cache_list_fetched_objects_total",
             Stability::Alpha,
             "Number of objects read from watch cache in the course of serving a LIST request",
@@ -288,7 +316,7 @@ static CACHE_LIST: LazyLock<[IntCounterVec; 2]> = LazyLock::new(|| {
     ]
 });
 static CACHE_LIST_RETURNED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
+    counter_vec(
         "apiserver_cache_list_returned_objects_total",
         Stability::Alpha,
         "Number of objects returned for a LIST request from watch cache",

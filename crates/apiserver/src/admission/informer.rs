@@ -6,20 +6,33 @@
 use apimachinery::object::ObjectExt;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::registry::RegistryStore;
-use crate::registry::reflector::{self, Delta};
+use crate::registry::reflector::{self, Delta, Listed, Synced};
 
 /// Objects by name (cluster-scoped resources only: every admission configuration kind is).
 pub type Objects = Arc<BTreeMap<String, Value>>;
 
-#[derive(Default)]
 pub struct Informer {
     objects: RwLock<Objects>,
     generation: AtomicU64,
-    synced: AtomicBool,
+    /// Its one source, the store, and that source's mark.
+    synced: Synced,
+    listed: Listed,
+}
+
+impl Default for Informer {
+    fn default() -> Self {
+        let synced = Synced::new(1);
+        Informer {
+            objects: RwLock::default(),
+            generation: AtomicU64::default(),
+            listed: synced.source(),
+            synced,
+        }
+    }
 }
 
 impl Informer {
@@ -34,12 +47,12 @@ impl Informer {
     }
 
     pub fn has_synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
+        self.synced.has_synced()
     }
 
     /// Says there is nothing to read (the resource is not served): no objects.
     pub fn mark_synced(&self) {
-        self.synced.store(true, Ordering::Release);
+        self.listed.mark();
     }
 
     fn publish(&self, objects: &BTreeMap<String, Value>) {
@@ -68,7 +81,7 @@ impl Informer {
                 }
             }
             self.publish(&objects);
-            self.synced.store(true, Ordering::Release);
+            self.listed.mark();
         })
         .await
     }

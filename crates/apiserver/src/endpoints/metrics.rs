@@ -30,7 +30,7 @@ use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
 use super::response::Response;
 use crate::metrics::{
     Stability, counter_vec as counter, exponential_buckets, gauge_vec as gauge,
-    histogram_vec as histogram, register,
+    histogram_vec as histogram, register, unbuildable,
 };
 use crate::request::RequestInfo;
 
@@ -191,7 +191,7 @@ static INFLIGHT: LazyLock<InflightWatermarks> = LazyLock::new(|| {
         ),
         &["request_kind"],
     )
-    .unwrap_or_else(|e| panic!("apiserver_current_inflight_requests: {e}"));
+    .unwrap_or_else(|e| unbuildable("apiserver_current_inflight_requests", e));
     register(InflightWatermarks {
         gauge,
         counts: Arc::default(),

@@ -8,7 +8,7 @@ use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
 };
 
-use crate::metrics::{Stability, register};
+use crate::metrics::{Stability, register, unbuildable};
 
 const PRIORITY_LEVEL: &str = "priority_level";
 const FLOW_SCHEMA: &str = "flow_schema";
@@ -25,19 +25,16 @@ fn opts(name: &str, level: Stability, help: &str) -> Opts {
 }
 
 fn counter(name: &str, level: Stability, help: &str, labels: &[&str]) -> IntCounterVec {
-    // The options are constants of this module; a family that the crate refuses is a bug in
-    // them, caught by this module's tests.
-    match IntCounterVec::new(opts(name, level, help), labels) {
-        Ok(c) => register(c),
-        Err(e) => panic!("metric {name}: {e}"),
-    }
+    register(
+        IntCounterVec::new(opts(name, level, help), labels)
+            .unwrap_or_else(|e| unbuildable(name, e)),
+    )
 }
 
 fn gauge(name: &str, level: Stability, help: &str, labels: &[&str]) -> IntGaugeVec {
-    match IntGaugeVec::new(opts(name, level, help), labels) {
-        Ok(g) => register(g),
-        Err(e) => panic!("metric {name}: {e}"),
-    }
+    register(
+        IntGaugeVec::new(opts(name, level, help), labels).unwrap_or_else(|e| unbuildable(name, e)),
+    )
 }
 
 pub static REJECTED_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
@@ -92,10 +89,10 @@ pub static REQUEST_WAIT_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
         "Length of time a request spent waiting in its queue",
     ))
     .buckets(REQUEST_DURATION_BUCKETS.to_vec());
-    match HistogramVec::new(opts, &[PRIORITY_LEVEL, FLOW_SCHEMA, "execute"]) {
-        Ok(h) => register(h),
-        Err(e) => panic!("metric request_wait_duration_seconds: {e}"),
-    }
+    register(
+        HistogramVec::new(opts, &[PRIORITY_LEVEL, FLOW_SCHEMA, "execute"])
+            .unwrap_or_else(|e| unbuildable("request_wait_duration_seconds", e)),
+    )
 });
 
 pub static NOMINAL_LIMIT_SEATS: LazyLock<IntGaugeVec> = LazyLock::new(|| {

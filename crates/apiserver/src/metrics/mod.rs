@@ -1,10 +1,10 @@
 //! Prometheus metrics, served at `/metrics` (upstream: k8s.io/component-base/metrics and its
 //! `legacyregistry`). One process-wide registry, as upstream's: the `prometheus` crate's default
 //! registry, which every crate of the server can reach (storage records its own families without
-//! depending on this one). Each layer defines its metric families next to the code that records
-//! them — a `LazyLock` holding the family, registered through [`register`] the first time it is
-//! touched — and records into them directly: an atomic add and, for labelled families, one lookup
-//! of the label values.
+//! depending on this one, and defines the helpers re-exported here). Each layer defines its metric
+//! families next to the code that records them — a `LazyLock` holding the family, registered
+//! through [`register`] the first time it is touched — and records into them directly: an atomic
+//! add and, for labelled families, one lookup of the label values.
 //!
 //! The text is Prometheus's exposition format 0.0.4 as client_golang writes it (the `prometheus`
 //! crate's encoder), with client_golang's `process_*` collector (CPU seconds, resident and virtual
@@ -26,81 +26,16 @@
 use std::sync::LazyLock;
 
 use prometheus::core::Collector;
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Registry, TextEncoder};
+// The helpers are storage's, the lowest crate that registers families: one set, so that every
+// family's HELP text is composed the same way wherever it is defined.
+pub use storage::metrics::{
+    Level, Stability, counter, counter_vec, exponential_buckets, gauge_vec, histogram_vec, opts,
+    register, unbuildable,
 };
-pub use storage::metrics::{Level, Stability};
 
 /// The content type of upstream's answer to a scrape in the text format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// Registers a collector (a metric family, or several) in the process-wide registry and returns
-/// it, so that a `LazyLock` defines and registers a family in one expression.
-pub fn register<C: Collector + Clone + 'static>(collector: C) -> C {
-    if let Err(e) = prometheus::default_registry().register(Box::new(collector.clone())) {
-        tracing::warn!(error = %e, "a metric family is not registered");
-    }
-    collector
-}
-
-/// The options of a family: its name, and its HELP text composed of `level` and `help`. For
-/// families that the helpers below do not build (other value types, a namespace and subsystem,
-/// a collector of their own).
-pub fn opts(name: &str, level: impl Into<Level>, help: &str) -> Opts {
-    Opts::new(name, level.into().help(help))
-}
-
-/// A counter family, registered.
-pub fn counter_vec(
-    name: &str,
-    level: impl Into<Level>,
-    help: &str,
-    labels: &[&str],
-) -> IntCounterVec {
-    register(
-        IntCounterVec::new(opts(name, level, help), labels)
-            .unwrap_or_else(|e| unbuildable(name, e)),
-    )
-}
-
-/// A counter without labels, registered.
-pub fn counter(name: &str, level: impl Into<Level>, help: &str) -> IntCounter {
-    register(
-        IntCounter::with_opts(opts(name, level, help)).unwrap_or_else(|e| unbuildable(name, e)),
-    )
-}
-
-/// A gauge family, registered.
-pub fn gauge_vec(name: &str, level: impl Into<Level>, help: &str, labels: &[&str]) -> IntGaugeVec {
-    register(
-        IntGaugeVec::new(opts(name, level, help), labels).unwrap_or_else(|e| unbuildable(name, e)),
-    )
-}
-
-/// A histogram family with `buckets`, registered.
-pub fn histogram_vec(
-    name: &str,
-    level: impl Into<Level>,
-    help: &str,
-    labels: &[&str],
-    buckets: Vec<f64>,
-) -> HistogramVec {
-    let opts = HistogramOpts::from(opts(name, level, help)).buckets(buckets);
-    register(HistogramVec::new(opts, labels).unwrap_or_else(|e| unbuildable(name, e)))
-}
-
-/// Upstream's `ExponentialBuckets`.
-pub fn exponential_buckets(start: f64, factor: f64, count: usize) -> Vec<f64> {
-    prometheus::exponential_buckets(start, factor, count).unwrap_or_default()
-}
-
-#[track_caller]
-fn unbuildable<T>(name: &str, e: prometheus::Error) -> T {
-    // Families are built from constants (names, help texts, label names); one that cannot be
-    // built is a bug that the first scrape in the tests shows.
-    panic!("metric family {name} cannot be built: {e}")
-}
 
 /// Every registered family, in the text format.
 pub fn encode() -> Vec<u8> {
@@ -189,6 +124,8 @@ pub fn encode_slis() -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use prometheus::Opts;
+
     use super::*;
 
     #[test]

@@ -4,8 +4,13 @@
 //! how much of each stored object it reads: `run` hands over whole values, `run_projected` the
 //! members a consumer names, `run_decoded` what a consumer's own decoding makes of the stored
 //! bytes (the garbage collector reads only metadata).
+//!
+//! [`Synced`] is upstream's `HasSynced` for a consumer kept from several reflectors: it counts
+//! each source once, at its first list, and says when all of them have been listed (what the
+//! `informer-sync` readiness check and the requests that wait for a consumer ask).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use apimachinery::projection::Projection;
@@ -22,6 +27,59 @@ pub enum Delta<T = Value> {
     /// Added or modified.
     Upsert(T),
     Deleted(T),
+}
+
+/// Whether every source of a consumer (a reflector each, or a resource that is not served) has
+/// been listed once. Cheap to clone: clones share the count.
+#[derive(Clone, Debug)]
+pub struct Synced {
+    sources: usize,
+    listed: Arc<AtomicUsize>,
+}
+
+impl Synced {
+    /// Waits for `sources` sources, each marked through its own [`Listed`] from [`source`].
+    ///
+    /// [`source`]: Synced::source
+    pub fn new(sources: usize) -> Synced {
+        Synced {
+            sources,
+            listed: Arc::default(),
+        }
+    }
+
+    /// The mark of one source.
+    pub fn source(&self) -> Listed {
+        Listed {
+            marked: AtomicBool::new(false),
+            listed: self.listed.clone(),
+        }
+    }
+
+    /// Every source has been marked listed.
+    pub fn has_synced(&self) -> bool {
+        self.listed.load(Ordering::Acquire) >= self.sources
+    }
+}
+
+/// One source's mark in a [`Synced`]. Only the first [`mark`](Listed::mark) counts, so a
+/// consumer marks after every delta it applies and the first one — the list — is what counts.
+#[derive(Debug)]
+pub struct Listed {
+    marked: AtomicBool,
+    listed: Arc<AtomicUsize>,
+}
+
+impl Listed {
+    /// Counts the source as listed, the first time only. Called after the delta is applied, so
+    /// that whoever sees `has_synced` also sees what the list brought (the count is released
+    /// after it, and read with acquire).
+    pub fn mark(&self) {
+        // The plain load keeps every later delta's mark to a read.
+        if !self.marked.load(Ordering::Relaxed) && !self.marked.swap(true, Ordering::AcqRel) {
+            self.listed.fetch_add(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Lists and watches every namespace of `store` until the process ends, handing each change to
@@ -102,5 +160,41 @@ pub async fn run_decoded<T>(
         }
         // The watch ended (compaction, a closed stream): list again, not in a tight loop.
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_that_marks_twice_counts_once() {
+        let synced = Synced::new(2);
+        let pods = synced.source();
+        pods.mark();
+        pods.mark();
+        assert!(!synced.has_synced());
+    }
+
+    #[test]
+    fn synced_only_once_every_source_is_listed() {
+        let synced = Synced::new(3);
+        let sources: Vec<Listed> = (0..3).map(|_| synced.source()).collect();
+        assert!(!synced.has_synced());
+        sources[0].mark();
+        sources[2].mark();
+        assert!(!synced.has_synced());
+        // A clone asks the same count: the one a readiness check holds.
+        let check = synced.clone();
+        sources[1].mark();
+        assert!(synced.has_synced());
+        assert!(check.has_synced());
+        sources[1].mark();
+        assert!(synced.has_synced());
+    }
+
+    #[test]
+    fn nothing_to_wait_for_is_synced() {
+        assert!(Synced::new(0).has_synced());
     }
 }

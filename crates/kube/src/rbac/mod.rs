@@ -15,12 +15,10 @@ pub mod escalation;
 pub mod index;
 pub mod rules;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use apiserver::authentication::UserInfo;
 use apiserver::authorization::{Authorizer, Decision, NonResourceRule, ResourceRule, Rules};
 use apiserver::endpoints::ApiResources;
+use apiserver::registry::reflector::{self, Synced};
 use apiserver::request::RequestInfo;
 use async_trait::async_trait;
 
@@ -36,30 +34,36 @@ pub fn aggregate(errors: &[String]) -> String {
 }
 
 /// The `RBAC` authorizer over an [`Index`].
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct RbacAuthorizer {
     pub index: Index,
-    /// How many of the four kinds have been listed once.
-    synced: Arc<AtomicUsize>,
+    /// Each of the four kinds, listed once.
+    synced: Synced,
+}
+
+impl Default for RbacAuthorizer {
+    fn default() -> Self {
+        RbacAuthorizer {
+            index: Index::default(),
+            synced: Synced::new(index::Kind::ALL.len()),
+        }
+    }
 }
 
 impl RbacAuthorizer {
     /// Keeps the index current from the served RBAC resources, each listed then watched.
     pub fn start(&self, api: &ApiResources) {
         for kind in index::Kind::ALL {
+            let listed = self.synced.source();
             let Some(store) = api.get(escalation::GROUP, "v1", kind.resource()).cloned() else {
-                self.synced.fetch_add(1, Ordering::AcqRel);
+                listed.mark();
                 continue;
             };
             let index = self.index.clone();
-            let synced = self.synced.clone();
             tokio::spawn(async move {
-                let mut first = true;
-                apiserver::registry::reflector::run(store, move |delta| {
+                reflector::run(store, move |delta| {
                     index.apply(kind, delta);
-                    if std::mem::take(&mut first) {
-                        synced.fetch_add(1, Ordering::AcqRel);
-                    }
+                    listed.mark();
                 })
                 .await
             });
@@ -68,7 +72,7 @@ impl RbacAuthorizer {
 
     /// Every kind has been read once.
     pub fn has_synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire) >= index::Kind::ALL.len()
+        self.synced.has_synced()
     }
 }
 

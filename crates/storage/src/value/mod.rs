@@ -231,7 +231,7 @@ const TO_STORAGE: &str = "to_storage";
 
 static TRANSFORMATIONS: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::LazyLock::new(
     || {
-        crate::metrics::counter(
+        crate::metrics::counter_vec(
             "apiserver_storage_transformation_operations_total",
             crate::metrics::Stability::Alpha,
             "Total number of transformations. Successful transformation will have a status 'OK' and a varied status string when the transformation fails. The status, resource, and transformation_type fields can be used for alerting purposes. For example, you can monitor for encryption/decryption failures using the transformation_type (e.g., from_storage for decryption and to_storage for encryption). Additionally, these fields can be used to ensure that the correct transformers are applied to each resource.",
@@ -246,12 +246,12 @@ static TRANSFORMATIONS: std::sync::LazyLock<prometheus::IntCounterVec> = std::sy
 );
 static TRANSFORMATION_LATENCY: std::sync::LazyLock<prometheus::HistogramVec> =
     std::sync::LazyLock::new(|| {
-        crate::metrics::histogram(
+        crate::metrics::histogram_vec(
             "apiserver_storage_transformation_duration_seconds",
             crate::metrics::Stability::Alpha,
             "Latencies in seconds of value transformation operations.",
             &["transformation_type", "transformer_prefix"],
-            prometheus::exponential_buckets(5e-6, 2.0, 25).unwrap_or_default(),
+            crate::metrics::exponential_buckets(5e-6, 2.0, 25),
         )
     });
 
