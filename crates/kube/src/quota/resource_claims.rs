@@ -19,7 +19,7 @@ use std::sync::{Arc, RwLock};
 use apimachinery::object::ObjectExt;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::RegistryStore;
-use apiserver::registry::reflector::{self, Delta};
+use apiserver::registry::reflector::{self, Delta, Listed, Synced};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use storage::{ListOptions, ResourceVersion};
@@ -138,13 +138,27 @@ pub struct ExtendedResources {
     inner: Arc<Shared>,
 }
 
-#[derive(Default)]
 struct Shared {
     maps: RwLock<Maps>,
     /// The classes as last seen, to give `upsert` the old class as an informer's update does.
     seen: RwLock<HashMap<String, Class>>,
-    synced: AtomicBool,
+    synced: Synced,
+    /// The one source of `synced`: the DeviceClasses' reflector.
+    listed: Listed,
     started: AtomicBool,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        let synced = Synced::new(1);
+        Shared {
+            maps: RwLock::default(),
+            seen: RwLock::default(),
+            listed: synced.source(),
+            synced,
+            started: AtomicBool::new(false),
+        }
+    }
 }
 
 impl std::fmt::Debug for ExtendedResources {
@@ -169,7 +183,7 @@ impl ExtendedResources {
             return;
         }
         let Some(store) = api.get("resource.k8s.io", "v1", "deviceclasses").cloned() else {
-            self.inner.synced.store(true, Ordering::Release);
+            self.inner.listed.mark();
             return;
         };
         let this = self.clone();
@@ -178,10 +192,15 @@ impl ExtendedResources {
 
     /// Whether the DeviceClasses have been listed once.
     pub fn has_synced(&self) -> bool {
-        self.inner.synced.load(Ordering::Acquire)
+        self.inner.synced.has_synced()
     }
 
     fn apply(&self, delta: Delta) {
+        self.apply_delta(delta);
+        self.inner.listed.mark();
+    }
+
+    fn apply_delta(&self, delta: Delta) {
         let mut maps = self.inner.maps.write().unwrap_or_else(|e| e.into_inner());
         let mut seen = self.inner.seen.write().unwrap_or_else(|e| e.into_inner());
         match delta {
@@ -194,7 +213,6 @@ impl ExtendedResources {
                     maps.upsert(class.clone(), None);
                     seen.insert(class.name.clone(), class);
                 }
-                self.inner.synced.store(true, Ordering::Release);
             }
             Delta::Upsert(v) => {
                 let class = Class::of(&v);
@@ -517,10 +535,12 @@ mod tests {
     #[test]
     fn matching_names_need_a_class_that_provides_them() {
         let classes = ExtendedResources::default();
+        assert!(!classes.has_synced());
         classes.apply_for_test(Delta::Replace(vec![
             class("gpu", "2026-01-01T00:00:00Z", Some("example.com/gpu")),
             class("fpga", "2026-01-01T00:00:00Z", None),
         ]));
+        assert!(classes.has_synced());
         for (name, want) in [
             (CLAIM_COUNT, true),
             ("gpu.deviceclass.resource.k8s.io/devices", true),
