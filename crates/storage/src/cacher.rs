@@ -1009,15 +1009,21 @@ mod tests {
         while !cacher.is_ready() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let mut revisions = Vec::new();
-        for i in 0..20 {
+        // All at once, so that they commit in a batch or two: one at a time, twenty syncs of a
+        // busy disk can take longer than the window keeps events fresh.
+        let creates = (0..20).map(|i| {
             let name = format!("c{i:02}");
-            let o = cacher
-                .create(&format!("/registry/configmaps/ns/{name}"), configmap(&name))
-                .await
-                .expect("create");
-            revisions.push(o.resource_version);
-        }
+            let cacher = cacher.clone();
+            async move {
+                cacher
+                    .create(&format!("/registry/configmaps/ns/{name}"), configmap(&name))
+                    .await
+                    .expect("create")
+                    .resource_version
+            }
+        });
+        let mut revisions = futures_util::future::join_all(creates).await;
+        revisions.sort();
         let first_event_after = |from: i64| {
             let cacher = cacher.clone();
             async move {
