@@ -157,14 +157,23 @@ impl Controllers {
                 ironplane_kube::controllers::bootstrap::run_bootstrap_signer(resources.clone()),
             );
         }
-        if on("endpoints-controller") {
+        // The two controllers that read Pods share one informer of them, as upstream's share
+        // kube-controller-manager's.
+        let (endpoints, slices) = (on("endpoints-controller"), on("endpointslice-controller"));
+        let pods = ironplane_kube::controllers::pod_informer(
+            resources,
+            usize::from(endpoints) + usize::from(slices),
+        );
+        if endpoints {
             tokio::spawn(ironplane_kube::controllers::run_endpoints_controller(
                 resources.clone(),
+                pods.clone(),
             ));
         }
-        if on("endpointslice-controller") {
+        if slices {
             tokio::spawn(ironplane_kube::controllers::run_endpointslice_controller(
                 resources.clone(),
+                pods,
             ));
         }
         if on("endpointslice-mirroring-controller") {

@@ -75,6 +75,11 @@ static POD_FIELDS: LazyLock<Projection> = LazyLock::new(|| {
 
 const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
 
+/// The string at `pointer`, or "".
+fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
 /// `AddPod`'s edges: what the pod's spec and status name.
 fn pod_refs(pod: &Value) -> PodRefs {
     let ns = pod.namespace().to_string();
@@ -85,22 +90,16 @@ fn pod_refs(pod: &Value) -> PodRefs {
             refs.push((kind, ns.clone(), name.to_string()));
         }
     };
-    let s = |v: &Value, p: &str| {
-        v.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    add(Kind::ServiceAccount, &s(spec, "/serviceAccountName"));
+    add(Kind::ServiceAccount, s(spec, "/serviceAccountName"));
     for p in spec["imagePullSecrets"].as_array().into_iter().flatten() {
-        add(Kind::Secret, &s(p, "/name"));
+        add(Kind::Secret, s(p, "/name"));
     }
     for v in spec["volumes"].as_array().into_iter().flatten() {
-        add(Kind::Secret, &s(v, "/secret/secretName"));
-        add(Kind::ConfigMap, &s(v, "/configMap/name"));
-        add(Kind::Claim, &s(v, "/persistentVolumeClaim/claimName"));
-        add(Kind::Secret, &s(v, "/csi/nodePublishSecretRef/name"));
-        add(Kind::Secret, &s(v, "/azureFile/secretName"));
+        add(Kind::Secret, s(v, "/secret/secretName"));
+        add(Kind::ConfigMap, s(v, "/configMap/name"));
+        add(Kind::Claim, s(v, "/persistentVolumeClaim/claimName"));
+        add(Kind::Secret, s(v, "/csi/nodePublishSecretRef/name"));
+        add(Kind::Secret, s(v, "/azureFile/secretName"));
         for ref_path in [
             "/cephfs/secretRef/name",
             "/rbd/secretRef/name",
@@ -109,7 +108,7 @@ fn pod_refs(pod: &Value) -> PodRefs {
             "/scaleIO/secretRef/name",
             "/storageos/secretRef/name",
         ] {
-            add(Kind::Secret, &s(v, ref_path));
+            add(Kind::Secret, s(v, ref_path));
         }
         if v.get("ephemeral").is_some() {
             add(Kind::Claim, &format!("{}-{}", pod.name(), s(v, "/name")));
@@ -120,19 +119,19 @@ fn pod_refs(pod: &Value) -> PodRefs {
             .into_iter()
             .flatten()
         {
-            add(Kind::Secret, &s(src, "/secret/name"));
-            add(Kind::ConfigMap, &s(src, "/configMap/name"));
+            add(Kind::Secret, s(src, "/secret/name"));
+            add(Kind::ConfigMap, s(src, "/configMap/name"));
         }
     }
     for list in CONTAINER_LISTS {
         for c in spec[list].as_array().into_iter().flatten() {
             for e in c["env"].as_array().into_iter().flatten() {
-                add(Kind::Secret, &s(e, "/valueFrom/secretKeyRef/name"));
-                add(Kind::ConfigMap, &s(e, "/valueFrom/configMapKeyRef/name"));
+                add(Kind::Secret, s(e, "/valueFrom/secretKeyRef/name"));
+                add(Kind::ConfigMap, s(e, "/valueFrom/configMapKeyRef/name"));
             }
             for e in c["envFrom"].as_array().into_iter().flatten() {
-                add(Kind::Secret, &s(e, "/secretRef/name"));
-                add(Kind::ConfigMap, &s(e, "/configMapRef/name"));
+                add(Kind::Secret, s(e, "/secretRef/name"));
+                add(Kind::ConfigMap, s(e, "/configMapRef/name"));
             }
         }
     }
@@ -142,10 +141,10 @@ fn pod_refs(pod: &Value) -> PodRefs {
         .into_iter()
         .flatten()
     {
-        add(Kind::ResourceClaim, &s(claim, "/resourceClaimName"));
+        add(Kind::ResourceClaim, s(claim, "/resourceClaimName"));
     }
     PodRefs {
-        node: s(spec, "/nodeName"),
+        node: s(spec, "/nodeName").to_string(),
         refs,
     }
 }
@@ -173,10 +172,16 @@ impl Graph {
     fn add_pod(&mut self, pod: &Value) {
         let key = (pod.namespace().to_string(), pod.name().to_string());
         self.remove_pod(&key);
-        let refs = pod_refs(pod);
-        if refs.node.is_empty() {
+        // A pod not yet bound to a node gives no node any access (upstream's `AddPod` returns
+        // then too); its references are read only once it is bound.
+        if pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             return;
         }
+        let refs = pod_refs(pod);
         let objects = self.by_node.entry(refs.node.clone()).or_default();
         for r in &refs.refs {
             *objects.entry(r.clone()).or_default() += 1;

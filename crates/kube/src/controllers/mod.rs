@@ -57,7 +57,8 @@ use apiserver::endpoints::ApiResources;
 use apiserver::registry::{RegistryStore, WriteOptions};
 
 pub use endpoints::{
-    run_endpoints_controller, run_endpointslice_controller, run_endpointslice_mirroring_controller,
+    SharedPodInformer, pod_informer, run_endpoints_controller, run_endpointslice_controller,
+    run_endpointslice_mirroring_controller,
 };
 pub use namespace::run_namespace_controller;
 pub use root_ca_publisher::{ROOT_CA_CONFIGMAP, run_root_ca_publisher};

@@ -22,7 +22,9 @@ use apiserver::registry::reflector::Delta;
 use serde_json::{Map, Value, json};
 
 use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, key_of, rfc3339_nano};
-use super::runtime::{Applied, Backoff, Inner, Objects, Shared, Writer, namespace_closed};
+use super::runtime::{
+    Applied, Backoff, Inner, Objects, Shared, SharedPodInformer, Writer, namespace_closed,
+};
 use super::subsets::{self, Address, ObjectRef, Port, Subset};
 use super::{ANNOTATION_LEADER, ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS};
 use crate::controllers::events::{ObjectReference, Recorder};
@@ -52,14 +54,14 @@ struct State {
     listed_endpoints: bool,
 }
 
-/// Watches Services, Pods and Endpoints and keeps every selecting Service's Endpoints. Runs
-/// until the process ends.
-pub async fn run(api: Arc<ApiResources>) {
-    let (Some(services), Some(pods), Some(endpoints)) = (
+/// Watches Services, Pods (through `pods`, shared with the EndpointSlice controller) and
+/// Endpoints and keeps every selecting Service's Endpoints. Runs until the process ends.
+pub async fn run(api: Arc<ApiResources>, pods: SharedPodInformer) {
+    let (Some(services), Some(endpoints)) = (
         api.get("", "v1", "services").cloned(),
-        api.get("", "v1", "pods").cloned(),
         api.get("", "v1", "endpoints").cloned(),
     ) else {
+        pods.withdraw();
         return;
     };
     let writer = Writer {
@@ -70,7 +72,7 @@ pub async fn run(api: Arc<ApiResources>) {
     };
     let shared = Shared::new(State::default(), &["services", "pods", "endpoints"]);
     shared.watch(services, "services", on_services);
-    shared.watch_projected(pods, "pods", &model::POD_FIELDS, |inner, delta| {
+    shared.watch_pods(&pods, "pods", |inner, delta| {
         let state = &mut inner.state;
         model::on_pods(&state.services, &mut state.pods, &mut inner.queue, delta);
     });

@@ -10,7 +10,8 @@
 //! - `mirroring`: the Endpoints a user writes for a Service without a selector, mirrored into
 //!   EndpointSlices.
 //!
-//! Each keeps its own index of what it watches (`model`: Services, Pods and Nodes reduced to
+//! Each keeps its own index of what it watches (the Endpoints and EndpointSlice controllers
+//! share one reflector of the Pods, which decodes each Pod once for both) (`model`: Services, Pods and Nodes reduced to
 //! what the controllers read; `runtime::Objects`: the objects it writes, which its own writes
 //! update at once) and works a queue of keys; nothing is listed again per event. The two slice
 //! controllers plan their changes to the slices they manage as a `managed_slices::Plan` and
@@ -24,6 +25,8 @@
 //! the hint Events), metrics, and the controllers' flags (`--max-endpoints-per-slice` and the
 //! batch periods are upstream's defaults).
 
+use apiserver::endpoints::ApiResources;
+
 mod endpoint;
 mod managed_slices;
 mod mirroring;
@@ -34,7 +37,18 @@ mod subsets;
 
 pub use endpoint::run as run_endpoints_controller;
 pub use mirroring::run as run_endpointslice_mirroring_controller;
+pub use runtime::SharedPodInformer;
 pub use slices::run as run_endpointslice_controller;
+
+/// The Pods' informer of the Endpoints and EndpointSlice controllers, for `subscribers` of
+/// them (those that run): it starts once each has subscribed, or withdrawn.
+pub fn pod_informer(api: &ApiResources, subscribers: usize) -> SharedPodInformer {
+    SharedPodInformer::new(
+        api.get("", "v1", "pods").cloned(),
+        &model::POD_FIELDS,
+        subscribers,
+    )
+}
 
 /// `endpointslice.kubernetes.io/managed-by`.
 const LABEL_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";

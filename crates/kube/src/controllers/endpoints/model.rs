@@ -532,19 +532,19 @@ pub(super) fn on_services(services: &mut Services, queue: &mut Queue, delta: Del
 
 /// A change to Pods: the index follows it, and the Services whose endpoints it may change are
 /// synced (every Service after a fresh list).
-pub(super) fn on_pods(services: &Services, pods: &mut Pods, queue: &mut Queue, delta: Delta) {
+pub(super) fn on_pods(services: &Services, pods: &mut Pods, queue: &mut Queue, delta: &Delta) {
     let keys = match delta {
         Delta::Replace(items) => {
             pods.replace(items.iter().map(Pod::from_value));
             services.all().map(Service::key).collect()
         }
         Delta::Upsert(v) => {
-            let pod = Pod::from_value(&v);
+            let pod = Pod::from_value(v);
             let old = pods.insert(pod.clone());
             services_for_pod_change(services, old.as_ref(), Some(&pod))
         }
         Delta::Deleted(v) => {
-            let old = pods.remove(&key_of(&v));
+            let old = pods.remove(&key_of(v));
             services_for_pod_change(services, old.as_ref(), None)
         }
     };

@@ -1,5 +1,6 @@
 //! What the three controllers share to run: the state a controller keeps behind one lock, fed
-//! by reflectors; a queue of keys with delays and backoff (upstream's rate-limited work queue);
+//! by reflectors (the Pods' one reflector shared by the controllers that read them,
+//! [`SharedPodInformer`]); a queue of keys with delays and backoff (upstream's rate-limited work queue);
 //! the index of the objects a controller writes, which its own writes update at once; and the
 //! writes themselves.
 
@@ -22,6 +23,79 @@ use tokio::time::Instant;
 
 use super::model::{Key, key_of};
 use crate::controllers::events::Recorder;
+
+type PodHandler = Box<dyn FnMut(&Delta) + Send>;
+
+/// One reflector of the Pods for the controllers that read them, as kube-controller-manager's
+/// controllers share one informer per resource: each Pod is decoded once (to `projection`'s
+/// members) and its change handed to every subscriber in turn. The reflector starts when the
+/// last of the `subscribers` it was made for has subscribed, so that none misses the first list.
+#[derive(Clone)]
+pub struct SharedPodInformer {
+    inner: Arc<Mutex<Pending>>,
+}
+
+struct Pending {
+    store: Option<Arc<RegistryStore>>,
+    projection: &'static Projection,
+    expected: usize,
+    handlers: Vec<PodHandler>,
+}
+
+impl SharedPodInformer {
+    /// An informer of `store` for `subscribers` controllers.
+    pub(super) fn new(
+        store: Option<Arc<RegistryStore>>,
+        projection: &'static Projection,
+        subscribers: usize,
+    ) -> SharedPodInformer {
+        SharedPodInformer {
+            inner: Arc::new(Mutex::new(Pending {
+                store,
+                projection,
+                expected: subscribers,
+                handlers: Vec::new(),
+            })),
+        }
+    }
+
+    /// Adds a subscriber; the last one starts the reflector. Without Pods served nothing is
+    /// ever handed over.
+    fn subscribe(&self, handler: impl FnMut(&Delta) + Send + 'static) {
+        let mut pending = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        pending.handlers.push(Box::new(handler));
+        pending.start_if_complete();
+    }
+
+    /// A controller it was made for that will not subscribe (it found its own resources not
+    /// served): the others need not wait for it.
+    pub(super) fn withdraw(&self) {
+        let mut pending = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        pending.expected = pending.expected.saturating_sub(1);
+        pending.start_if_complete();
+    }
+}
+
+impl Pending {
+    fn start_if_complete(&mut self) {
+        if self.handlers.is_empty() || self.handlers.len() < self.expected {
+            return;
+        }
+        let Some(store) = self.store.take() else {
+            return;
+        };
+        let mut handlers = std::mem::take(&mut self.handlers);
+        tokio::spawn(reflector::run_projected(
+            store,
+            self.projection,
+            move |delta| {
+                for handler in &mut handlers {
+                    handler(&delta);
+                }
+            },
+        ));
+    }
+}
 
 /// Keys to sync, each when it is due, and how often each has failed in a row.
 #[derive(Default)]
@@ -129,16 +203,22 @@ impl<S: Send + 'static> Shared<S> {
         tokio::spawn(reflector::run(store, self.applier(resource, apply)));
     }
 
-    /// `watch`, with each object decoded to only what `projection` keeps.
-    pub fn watch_projected(
+    /// Takes the Pods' changes from `pods` (marking `resource` synced at their first list).
+    pub fn watch_pods(
         self: &Arc<Self>,
-        store: Arc<RegistryStore>,
+        pods: &SharedPodInformer,
         resource: &'static str,
-        projection: &'static Projection,
-        apply: impl FnMut(&mut Inner<S>, Delta) + Send + 'static,
+        mut apply: impl FnMut(&mut Inner<S>, &Delta) + Send + 'static,
     ) {
-        let applier = self.applier(resource, apply);
-        tokio::spawn(reflector::run_projected(store, projection, applier));
+        let shared = self.clone();
+        pods.subscribe(move |delta| {
+            shared.update(|inner| {
+                if matches!(delta, Delta::Replace(_)) {
+                    inner.unsynced.remove(resource);
+                }
+                apply(inner, delta);
+            });
+        });
     }
 
     /// Hands each change to `apply` under the lock, marking `resource` synced at its first list.

@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 use super::managed_slices::{Plan, apply_plan, on_slices, service_key_of};
 use super::model::{self, Key, Pod, Pods, Service, Services, TriggerTimes, rfc3339_nano};
-use super::runtime::{Backoff, Inner, Objects, Shared, Writer};
+use super::runtime::{Backoff, Inner, Objects, Shared, SharedPodInformer, Writer};
 use super::subsets::ObjectRef;
 use super::{ANNOTATION_TRIGGER_TIME, LABEL_HEADLESS, LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
 use crate::controllers::events::Recorder;
@@ -603,15 +603,15 @@ struct State {
     triggers: TriggerTimes,
 }
 
-/// Watches Services, Pods, Nodes and EndpointSlices and keeps the slices of every selecting
-/// Service. Runs until the process ends.
-pub async fn run(api: Arc<ApiResources>) {
-    let (Some(services), Some(pods), Some(nodes), Some(slices)) = (
+/// Watches Services, Pods (through `pods`, shared with the Endpoints controller), Nodes and
+/// EndpointSlices and keeps the slices of every selecting Service. Runs until the process ends.
+pub async fn run(api: Arc<ApiResources>, pods: SharedPodInformer) {
+    let (Some(services), Some(nodes), Some(slices)) = (
         api.get("", "v1", "services").cloned(),
-        api.get("", "v1", "pods").cloned(),
         api.get("", "v1", "nodes").cloned(),
         api.get("discovery.k8s.io", "v1", "endpointslices").cloned(),
     ) else {
+        pods.withdraw();
         return;
     };
     let writer = Arc::new(Writer {
@@ -627,7 +627,7 @@ pub async fn run(api: Arc<ApiResources>) {
     shared.watch(services, "services", |inner, delta| {
         model::on_services(&mut inner.state.services, &mut inner.queue, delta);
     });
-    shared.watch_projected(pods, "pods", &model::POD_FIELDS, |inner, delta| {
+    shared.watch_pods(&pods, "pods", |inner, delta| {
         let state = &mut inner.state;
         model::on_pods(&state.services, &mut state.pods, &mut inner.queue, delta);
     });
