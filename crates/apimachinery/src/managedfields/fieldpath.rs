@@ -504,17 +504,20 @@ impl Set {
     }
 
     fn emit(&self, include_self: bool) -> Map<String, Value> {
-        let mut out = Map::new();
-        if include_self && !self.is_empty() {
-            out.insert(".".into(), Value::Object(Map::new()));
-        }
-        for m in &self.members {
-            out.insert(m.serialize(), Value::Object(Map::new()));
-        }
-        for (pe, set) in &self.children {
-            out.insert(pe.serialize(), Value::Object(set.emit(self.has_member(pe))));
-        }
-        out
+        // Collected rather than inserted one by one: the map is then built in one pass over
+        // its sorted keys, which matters for the managed fields of every write. A member that
+        // also has children is written once, as the child that holds its ".".
+        let marker = (include_self && !self.is_empty()).then(|| (".".to_string(), empty()));
+        let members = self
+            .members
+            .iter()
+            .filter(|m| self.child_index(m).is_err())
+            .map(|m| (m.serialize(), empty()));
+        let children = self
+            .children
+            .iter()
+            .map(|(pe, set)| (pe.serialize(), Value::Object(set.emit(self.has_member(pe)))));
+        marker.into_iter().chain(members).chain(children).collect()
     }
 
     /// Reads a `fieldsV1` object (upstream's `FromJSON`): keys of unknown element types are
@@ -522,6 +525,10 @@ impl Set {
     pub fn from_fields_v1(v: &Value) -> Result<Set, String> {
         Ok(read_node(v)?.0.unwrap_or_default())
     }
+}
+
+fn empty() -> Value {
+    Value::Object(Map::new())
 }
 
 /// A node of `fieldsV1`: its children (None when it has none) and whether it is a member.
