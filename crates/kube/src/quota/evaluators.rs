@@ -2,8 +2,9 @@
 //! which requests it charges, which quota resource names it tracks, which quota scopes an
 //! object falls in, what an object uses, and what a Pod must state to be admitted by a quota on
 //! compute resources. Pods, Services, PersistentVolumeClaims and DRA ResourceClaims (the last in
-//! `resource_claims`) have their own; every other resource is an object count (`count/<resource>[.<group>]`, and the legacy names of
-//! configmaps, secrets, replicationcontrollers and resourcequotas).
+//! `resource_claims`) have their own; every other resource is an object count
+//! (`count/<resource>[.<group>]`, and the legacy names of configmaps, secrets,
+//! replicationcontrollers and resourcequotas).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,10 +1,10 @@
 //! Resource quota (upstream: k8s.io/apiserver/pkg/quota/v1 and pkg/quota/v1/evaluator/core):
 //! what the ResourceQuota admission plugin and the quota controller share — resource lists and
 //! their arithmetic (`resources.go`), the evaluators that say what an object uses
-//! (`evaluators`; DRA ResourceClaims' in `resource_claims`), the admission check of one request against a namespace's quotas (`check`),
-//! and `Quotas`, the per-namespace locks and the look-aside copy of the quotas this server
-//! wrote last, through which every `status.used` write goes, with the DeviceClass mapping both
-//! evaluate claims by.
+//! (`evaluators`; DRA ResourceClaims' in `resource_claims`), the admission check of one request
+//! against a namespace's quotas (`check`), and `Quotas`, the per-namespace locks and the
+//! look-aside copy of the quotas this server wrote last, through which every `status.used`
+//! write goes, with the DeviceClass mapping both evaluate claims by.
 
 pub mod check;
 pub mod evaluators;

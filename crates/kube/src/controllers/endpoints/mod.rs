@@ -10,10 +10,10 @@
 //! - `mirroring`: the Endpoints a user writes for a Service without a selector, mirrored into
 //!   EndpointSlices.
 //!
-//! Each keeps its own index of what it watches (the Endpoints and EndpointSlice controllers
-//! share one reflector of the Pods, which decodes each Pod once for both) (`model`: Services, Pods and Nodes reduced to
+//! Each keeps its own index of what it watches (`model`: Services, Pods and Nodes reduced to
 //! what the controllers read; `runtime::Objects`: the objects it writes, which its own writes
-//! update at once) and works a queue of keys; nothing is listed again per event. The two slice
+//! update at once) and works a queue of keys; the Endpoints and EndpointSlice controllers share
+//! one reflector of the Pods, which decodes each Pod once for both; nothing is listed again per event. The two slice
 //! controllers plan their changes to the slices they manage as a `managed_slices::Plan` and
 //! write it with `managed_slices::apply_plan`. None of them
 //! touches the `kubernetes` Service's Endpoints and EndpointSlice, which the server itself

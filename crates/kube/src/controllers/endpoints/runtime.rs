@@ -1,8 +1,8 @@
 //! What the three controllers share to run: the state a controller keeps behind one lock, fed
 //! by reflectors (the Pods' one reflector shared by the controllers that read them,
-//! [`SharedPodInformer`]); a queue of keys with delays and backoff (upstream's rate-limited work queue);
-//! the index of the objects a controller writes, which its own writes update at once; and the
-//! writes themselves.
+//! [`SharedPodInformer`]); a queue of keys with delays and backoff (upstream's rate-limited
+//! work queue); the index of the objects a controller writes, which its own writes update at
+//! once; and the writes themselves.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
