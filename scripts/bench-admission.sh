@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 OUT=${1:-bench-results}
 RUNS=${RUNS:-3}
 cargo build --release -p ironplane -p ironplane-bench >/dev/null
-bench=target/release/ironplane-bench
+# Built where cargo builds: CARGO_TARGET_DIR when set, the repository's target/ otherwise.
+release=${CARGO_TARGET_DIR:-target}/release
+bench=$release/ironplane-bench
 mkdir -p "$OUT"
 work=$(mktemp -d)
 port=19445
@@ -19,7 +21,7 @@ if [ -n "${BASELINE:-}" ]; then cases="baseline:none $cases"; fi
 for i in $(seq 1 "$RUNS"); do
   for c in $cases; do
     build=${c%%:*}; load=${c##*:}
-    bin=target/release/ironplane
+    bin=$release/ironplane
     if [ "$build" = baseline ]; then bin=$BASELINE; fi
     dir="$work/$build-$load-$i"
     "$bin" --secure-port "$port" --data-dir "$dir" >"$dir.log" 2>&1 &
