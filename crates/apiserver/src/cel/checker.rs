@@ -7,7 +7,7 @@
 //! is written here; where a type cannot be known statically it is `dyn`, which matches
 //! everything, as in cel-go.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -128,6 +128,9 @@ pub struct Checked {
     pub expr: IdedExpr,
     pub types: HashMap<u64, Type>,
     pub overloads: HashMap<u64, Vec<&'static str>>,
+    /// Field selections that name a declared variable whole (`authorizer.requestResource`):
+    /// cel-go plans them as identifiers, not as selections.
+    pub dotted_vars: HashSet<u64>,
 }
 
 impl Checked {
@@ -215,6 +218,7 @@ fn check_expr(
         scopes: Vec::new(),
         types: HashMap::new(),
         overloads: HashMap::new(),
+        dotted_vars: HashSet::new(),
         errors: Vec::new(),
     };
     checker.check(&expr);
@@ -242,6 +246,7 @@ fn check_expr(
         expr,
         types: checker.types,
         overloads: checker.overloads,
+        dotted_vars: checker.dotted_vars,
     })
 }
 
@@ -416,6 +421,7 @@ struct Checker<'a> {
     scopes: Vec<(String, Type)>,
     types: HashMap<u64, Type>,
     overloads: HashMap<u64, Vec<&'static str>>,
+    dotted_vars: HashSet<u64>,
     errors: Vec<(u64, String)>,
 }
 
@@ -472,6 +478,7 @@ impl Checker<'_> {
                 if !sel.test
                     && let Some(t) = qualified_name(e).and_then(|n| self.vars.get(&n).cloned())
                 {
+                    self.dotted_vars.insert(e.id);
                     return t;
                 }
                 let operand = self.check(&sel.operand);

@@ -14,8 +14,10 @@ use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{self, ExecutionError};
 use serde_json::Value;
 
-use super::checker::{self, Checked, Type};
-use super::runtime_cost::{self, ValueSizes};
+use super::PER_CALL_LIMIT;
+use super::checker::{self, Type};
+use super::cost_tracker;
+use super::runtime_cost;
 
 /// An expression parsed once and run many times.
 pub struct Program {
@@ -24,10 +26,12 @@ pub struct Program {
     /// Object initializers whose type names do not follow their field paths, reported when the
     /// expression runs (upstream checks them on the value an expression returns).
     type_mismatches: Vec<String>,
-    /// The expression type-checked in its environment (`check`), for its runtime cost; `None`
-    /// when it was not checked or does not check (upstream never runs such an expression).
-    /// (Boxed: most programs are kept in enums beside small variants.)
-    checked: Option<Box<Checked>>,
+    /// The nodes that were object initializers (cel-go costs them as objects, not maps).
+    structs: Vec<u64>,
+    /// The expression type-checked in its environment (`check`) and planned for counting its
+    /// runtime cost; `None` when it was not checked or does not check (upstream never runs
+    /// such an expression). (Boxed: most programs are kept in enums beside small variants.)
+    cost_plan: Option<Box<cost_tracker::Plan>>,
 }
 
 /// An evaluation and what it cost (`runtime_cost`).
@@ -58,62 +62,79 @@ impl Program {
         let program = cel::Program::compile(source).map_err(|e| e.to_string())?;
         let mut expr = program.expression().clone();
         let mut type_mismatches = Vec::new();
-        initializers_to_maps(&mut expr, types, None, &mut type_mismatches)?;
+        let mut structs = Vec::new();
+        initializers_to_maps(&mut expr, types, None, &mut type_mismatches, &mut structs)?;
         Ok(Program {
             source: source.to_string(),
             expr,
             type_mismatches,
-            checked: None,
+            structs,
+            cost_plan: None,
         })
     }
 
     /// Type-checks the expression with the variables of its environment, so that its runtime
     /// cost can be estimated (`eval_metered`).
     pub fn check(mut self, vars: &[(&str, Type)]) -> Program {
-        self.checked = checker::check_parsed(self.expr.clone(), vars)
+        self.cost_plan = checker::check_parsed(self.expr.clone(), vars)
             .ok()
-            .map(Box::new);
+            .map(|checked| {
+                Box::new(cost_tracker::Plan::new(
+                    checked,
+                    &self.expr,
+                    self.structs.clone(),
+                ))
+            });
         self
     }
 
-    /// `eval`, charged as `runtime_cost` charges it: over the per-call limit the expression is
-    /// not run and fails with cel-go's cancellation. An expression that was not type-checked
-    /// costs nothing.
+    /// `eval`, with what it costs counted as cel-go's cost tracker counts it
+    /// (`cost_tracker`): past the per-call limit the evaluation fails with cel-go's
+    /// cancellation. An expression that was not type-checked costs nothing.
     pub fn eval_metered(&self, vars: &Vars) -> Metered {
-        let charge = match &self.checked {
-            Some(checked) => runtime_cost::charge(checked, &ValueSizes::of_bound(&vars.bound)),
-            None => runtime_cost::Charge {
-                cost: 0,
-                over_limit: false,
-            },
-        };
-        if charge.over_limit {
+        let Some(plan) = &self.cost_plan else {
             return Metered {
-                value: Err(runtime_cost::COST_LIMIT_EXCEEDED.to_string()),
-                cost: charge.cost,
+                value: self.eval(vars),
+                cost: 0,
             };
-        }
-        Metered {
-            value: self.eval(vars),
-            cost: charge.cost,
-        }
+        };
+        self.in_scope(vars, |ctx| {
+            let tracked = cost_tracker::track(plan, ctx, PER_CALL_LIMIT);
+            let value = if tracked.over_limit {
+                Err(runtime_cost::COST_LIMIT_EXCEEDED.to_string())
+            } else {
+                self.eval_in(ctx)
+            };
+            Metered {
+                value,
+                cost: tracked.cost,
+            }
+        })
     }
 
     /// The value of the expression with `vars` bound, or the evaluation error in cel-go's words.
     pub fn eval(&self, vars: &Vars) -> Result<cel::Value, String> {
+        self.in_scope(vars, |ctx| self.eval_in(ctx))
+    }
+
+    fn in_scope<T>(&self, vars: &Vars, f: impl FnOnce(&cel::Context) -> T) -> T {
+        ROOT.with(|root| {
+            let mut ctx = root.new_inner_scope();
+            for (name, value) in &vars.bound {
+                ctx.add_variable_from_value(name.clone(), value.clone());
+            }
+            f(&ctx)
+        })
+    }
+
+    fn eval_in(&self, ctx: &cel::Context) -> Result<cel::Value, String> {
         if !self.type_mismatches.is_empty() {
             return Err(format!(
                 "type mismatch: {}",
                 self.type_mismatches.join("\n")
             ));
         }
-        ROOT.with(|root| {
-            let mut ctx = root.new_inner_scope();
-            for (name, value) in &vars.bound {
-                ctx.add_variable_from_value(name.clone(), value.clone());
-            }
-            cel::Value::resolve(&self.expr, &ctx).map_err(|e| go_error(&e))
-        })
+        cel::Value::resolve(&self.expr, ctx).map_err(|e| go_error(&e))
     }
 }
 
@@ -126,9 +147,11 @@ fn initializers_to_maps(
     types: ObjectTypes,
     path: Option<&str>,
     mismatches: &mut Vec<String>,
+    structs: &mut Vec<u64>,
 ) -> Result<(), String> {
     let children: Vec<(&mut IdedExpr, Option<String>)> = match &mut e.expr {
         Expr::Struct(s) => {
+            structs.push(e.id);
             let name = s.type_name.clone();
             let root = name.split('.').next().unwrap_or("");
             let allowed =
@@ -217,7 +240,7 @@ fn initializers_to_maps(
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
     };
     for (child, below) in children {
-        initializers_to_maps(child, types, below.as_deref(), mismatches)?;
+        initializers_to_maps(child, types, below.as_deref(), mismatches, structs)?;
     }
     Ok(())
 }

@@ -9,13 +9,16 @@
 //! - `eval`: running an expression with JSON values bound (admission's variables);
 //! - `resolver`: a served kind's schema from its OpenAPI v3 document, references filled in
 //!   (for type checking admission policies against the kinds they match);
-//! - `runtime_cost`: the per-call limit and the budgets evaluations are charged against. The
-//!   `cel` interpreter counts nothing, so an evaluation is charged `cost`'s estimate with the
-//!   sizes of the values it runs on, an upper bound of cel-go's runtime count.
+//! - `cost_tracker`: what one evaluation costs, counted as cel-go's runtime tracker counts it
+//!   (the `cel` interpreter counts nothing): admission's expressions are charged this;
+//! - `runtime_cost`: the per-call limit and the budgets evaluations are charged against. CRD
+//!   rules, which `kube-cel`'s validator runs with its own values, are still charged `cost`'s
+//!   estimate with the sizes of the values they run on, an upper bound of cel-go's count.
 
 pub mod authz;
 pub mod checker;
 pub mod cost;
+pub mod cost_tracker;
 pub mod eval;
 pub mod functions;
 pub mod resolver;

@@ -4,22 +4,17 @@
 //! validations, `RuntimeCELCostBudgetMatchConditions` for one webhook's or policy's match
 //! conditions).
 //!
-//! The `cel` interpreter counts nothing as it evaluates, so an evaluation is charged what
-//! cel-go's static estimator (`cost::estimate`) gives for the expression with the sizes of the
-//! values it actually runs on (`ValueSizes`: the strings, lists and maps that are there, not
-//! what a schema allows). That is an upper bound of what cel-go would count: it assumes every
-//! iteration of a comprehension runs and both sides of `&&`, `||` and `?:` are taken, so an
-//! expression that short-circuits early may be charged more than upstream charges it. Where
-//! the estimator cannot follow a value to a bound variable (the result of a function whose size
-//! it does not know), admission's estimator takes it to be as large as everything bound
-//! together, which bounds any value read from the request; custom resources keep cel-go's
-//! unbounded answer there. An expression over the per-call limit is not run at all: it is
-//! answered with cel-go's cancellation, as upstream's evaluation would be once it crossed the
-//! limit.
+//! Admission's expressions are charged what `cost_tracker` counts as they run, as cel-go's
+//! tracker counts. CRD validation rules run in `kube-cel`'s validator, which binds `self` with
+//! its own values, so a rule is charged what cel-go's static estimator (`cost::estimate`) gives
+//! for the expression with the sizes of the value it runs on (`ValueSizes`: the strings, lists
+//! and maps that are there, not what a schema allows). That is an upper bound of what cel-go
+//! would count: it assumes every iteration of a comprehension runs and both sides of `&&`,
+//! `||` and `?:` are taken. Where the estimator cannot follow a value to `self` (the result of
+//! a function whose size it does not know), it keeps cel-go's unbounded answer. An expression
+//! over the per-call limit is not run at all: it is answered with cel-go's cancellation, as
+//! upstream's evaluation would be once it crossed the limit.
 
-use std::cell::OnceCell;
-
-use kube_cel::cel::{self, objects::Key};
 use serde_json::Value;
 
 use super::PER_CALL_LIMIT;
@@ -99,103 +94,35 @@ impl Budget {
     }
 }
 
-/// A value as the estimator looks into it: JSON (custom resources, as stored) or CEL (the
-/// variables an admission expression is bound to).
-trait Measured {
-    /// Characters of a string, bytes of bytes, entries of a list or map; 1 for a scalar.
-    fn size(&self) -> u64;
-    /// A list's items or a map's values.
-    fn elements(&self) -> Vec<&Self>;
-    /// The sizes of a map's keys; `None` when this is not a map.
-    fn key_sizes(&self) -> Option<Vec<u64>>;
-    /// The field a select step names: a map key equal to it, or (for custom resources, whose
-    /// property names CEL sees escaped) one that escapes to it.
-    fn field(&self, name: &str) -> Vec<&Self>;
-    /// The sum of the sizes of this value and everything in it: no string, list or map read
-    /// from it is larger.
-    fn total(&self) -> u64 {
-        let keys: u64 = self.key_sizes().unwrap_or_default().iter().sum();
-        self.elements()
+/// Characters of a string, entries of a list or map; 1 for a scalar.
+fn size(v: &Value) -> u64 {
+    match v {
+        Value::String(s) => s.chars().count() as u64,
+        Value::Array(a) => a.len() as u64,
+        Value::Object(m) => m.len() as u64,
+        _ => 1,
+    }
+}
+
+/// A list's items or a map's values.
+fn elements(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(items) => items.iter().collect(),
+        Value::Object(map) => map.values().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The field a select step names: a key equal to it, or one that escapes to it (CEL sees
+/// a custom resource's property names escaped).
+fn field<'v>(v: &'v Value, name: &str) -> Vec<&'v Value> {
+    match v {
+        Value::Object(map) => map
             .iter()
-            .fold(self.size().saturating_add(keys), |sum, e| {
-                sum.saturating_add(e.total())
-            })
-    }
-}
-
-impl Measured for Value {
-    fn size(&self) -> u64 {
-        match self {
-            Value::String(s) => s.chars().count() as u64,
-            Value::Array(a) => a.len() as u64,
-            Value::Object(m) => m.len() as u64,
-            _ => 1,
-        }
-    }
-    fn elements(&self) -> Vec<&Value> {
-        match self {
-            Value::Array(items) => items.iter().collect(),
-            Value::Object(map) => map.values().collect(),
-            _ => Vec::new(),
-        }
-    }
-    fn key_sizes(&self) -> Option<Vec<u64>> {
-        self.as_object()
-            .map(|m| m.keys().map(|k| k.chars().count() as u64).collect())
-    }
-    fn field(&self, name: &str) -> Vec<&Value> {
-        match self {
-            Value::Object(map) => map
-                .iter()
-                .filter(|(k, _)| k.as_str() == name || escape(k).as_deref() == Some(name))
-                .map(|(_, v)| v)
-                .collect(),
-            _ => Vec::new(),
-        }
-    }
-}
-
-impl Measured for cel::Value {
-    fn size(&self) -> u64 {
-        match self {
-            cel::Value::String(s) => s.chars().count() as u64,
-            cel::Value::Bytes(b) => b.len() as u64,
-            cel::Value::List(items) => items.len() as u64,
-            cel::Value::Map(m) => m.map.len() as u64,
-            _ => 1,
-        }
-    }
-    fn elements(&self) -> Vec<&cel::Value> {
-        match self {
-            cel::Value::List(items) => items.iter().collect(),
-            cel::Value::Map(m) => m.map.values().collect(),
-            _ => Vec::new(),
-        }
-    }
-    fn key_sizes(&self) -> Option<Vec<u64>> {
-        match self {
-            cel::Value::Map(m) => Some(
-                m.map
-                    .keys()
-                    .map(|k| match k {
-                        Key::String(s) => s.chars().count() as u64,
-                        _ => 1,
-                    })
-                    .collect(),
-            ),
-            _ => None,
-        }
-    }
-    fn field(&self, name: &str) -> Vec<&cel::Value> {
-        match self {
-            cel::Value::Map(m) => m
-                .map
-                .iter()
-                .filter(|(k, _)| matches!(k, Key::String(s) if s.as_str() == name))
-                .map(|(_, v)| v)
-                .collect(),
-            _ => Vec::new(),
-        }
+            .filter(|(k, _)| k.as_str() == name || escape(k).as_deref() == Some(name))
+            .map(|(_, v)| v)
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -203,96 +130,52 @@ impl Measured for cel::Value {
 /// taken). Steps into elements accept lists and maps alike, and iterating a list by "keys"
 /// gives its items: an expression over `dyn` values cannot tell the estimator which it is, and
 /// the bound must hold for whichever is there.
-fn size_at<T: Measured>(root: &T, path: &[String]) -> SizeEstimate {
-    let mut values: Vec<&T> = vec![root];
+fn size_at(root: &Value, path: &[String]) -> SizeEstimate {
+    let mut values: Vec<&Value> = vec![root];
     let mut keys: Vec<u64> = Vec::new();
     for step in path {
         let mut next = Vec::new();
         for v in values {
             match step.as_str() {
-                "@items" | "@values" => next.extend(v.elements()),
-                "@keys" => match v.key_sizes() {
-                    Some(sizes) => keys.extend(sizes),
-                    None => next.extend(v.elements()),
+                "@items" | "@values" => next.extend(elements(v)),
+                "@keys" => match v.as_object() {
+                    Some(m) => keys.extend(m.keys().map(|k| k.chars().count() as u64)),
+                    None => next.extend(elements(v)),
                 },
                 // A list's indices are integers.
                 "@indices" => keys.push(1),
-                field => next.extend(v.field(field)),
+                name => next.extend(field(v, name)),
             }
         }
         values = next;
     }
     let max = values
         .iter()
-        .map(|v| v.size())
+        .map(|v| size(v))
         .chain(keys)
         .max()
         .unwrap_or(0);
     SizeEstimate { min: 0, max }
 }
 
-/// Sizes read from the values an expression runs on.
+/// Sizes read from the value a validation rule runs on.
 pub struct ValueSizes<'a> {
-    roots: Roots<'a>,
-    /// The sum of everything bound, computed when the estimator first asks for it.
-    total: OnceCell<u64>,
-}
-
-enum Roots<'a> {
-    /// A validation rule's `self` (and `oldSelf`, sized as `self`): every variable is this.
-    Every(&'a Value),
-    /// Admission's variables by name.
-    Bound(&'a [(String, cel::Value)]),
+    /// The rule's `self` (and `oldSelf`, sized as `self`): every variable is this.
+    root: &'a Value,
 }
 
 impl<'a> ValueSizes<'a> {
     /// Sizes of a validation rule's `self`, with cel-go's unbounded answer where a value cannot
     /// be traced to it.
     pub fn of_self(value: &'a Value) -> Self {
-        ValueSizes {
-            roots: Roots::Every(value),
-            total: OnceCell::new(),
-        }
-    }
-
-    /// Sizes of bound variables, a value that cannot be traced to one no larger than all of
-    /// them together.
-    pub fn of_bound(bound: &'a [(String, cel::Value)]) -> Self {
-        ValueSizes {
-            roots: Roots::Bound(bound),
-            total: OnceCell::new(),
-        }
+        ValueSizes { root: value }
     }
 }
 
 impl SizeEstimator for ValueSizes<'_> {
     fn estimate_size(&self, path: &[String]) -> Option<SizeEstimate> {
-        let (first, rest) = path.split_first()?;
-        match self.roots {
-            Roots::Every(v) => Some(size_at(v, rest)),
-            Roots::Bound(bound) => bound
-                .iter()
-                .rev()
-                .find(|(name, _)| name == first)
-                .map(|(_, v)| size_at(v, rest)),
-        }
-    }
-
-    fn unknown_size(&self) -> SizeEstimate {
-        match self.roots {
-            Roots::Every(_) => SizeEstimate {
-                min: 0,
-                max: u64::MAX,
-            },
-            Roots::Bound(bound) => SizeEstimate {
-                min: 0,
-                max: *self.total.get_or_init(|| {
-                    bound
-                        .iter()
-                        .fold(0u64, |sum, (_, v)| sum.saturating_add(v.total()))
-                }),
-            },
-        }
+        let (_, rest) = path.split_first()?;
+        Some(size_at(self.root, rest))
     }
 }
 
@@ -300,17 +183,11 @@ impl SizeEstimator for ValueSizes<'_> {
 mod tests {
     use super::*;
     use crate::cel::checker::{Type, compile};
-    use crate::cel::eval::json_to_cel;
     use serde_json::json;
 
-    fn bound(obj: Value) -> Vec<(String, cel::Value)> {
-        vec![("object".to_string(), json_to_cel(&obj))]
-    }
-
     fn cost_on(source: &str, obj: Value) -> Charge {
-        let checked = compile(source, &[("object", Type::Dyn)]).unwrap();
-        let vars = bound(obj);
-        charge(&checked, &ValueSizes::of_bound(&vars))
+        let checked = compile(source, &[("self", Type::Dyn)]).unwrap();
+        charge(&checked, &ValueSizes::of_self(&obj))
     }
 
     fn data(n: usize) -> Value {
@@ -322,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_nested_comprehension_costs_by_the_size_of_the_value_it_runs_on() {
-        let rule = "object.data.all(k, object.data.all(j, k != j || k == j))";
+        let rule = "self.data.all(k, self.data.all(j, k != j || k == j))";
         let small = cost_on(rule, data(10));
         assert!(!small.over_limit);
         assert!(small.cost > 100 && small.cost < 10_000, "{small:?}");
@@ -336,14 +213,14 @@ mod tests {
         );
         // Iterating a list the type checker sees as `dyn` counts its items too.
         let list = json!({"items": (0..1000).map(|i| i.to_string()).collect::<Vec<_>>()});
-        assert!(cost_on("object.items.all(a, object.items.exists(b, a == b))", list).over_limit);
+        assert!(cost_on("self.items.all(a, self.items.exists(b, a == b))", list).over_limit);
     }
 
     #[test]
     fn string_functions_cost_by_the_strings_there() {
-        let short = cost_on("object.name.contains('x')", json!({"name": "abc"}));
+        let short = cost_on("self.name.contains('x')", json!({"name": "abc"}));
         let long = cost_on(
-            "object.name.contains('x')",
+            "self.name.contains('x')",
             json!({"name": "a".repeat(100_000)}),
         );
         assert!(short.cost < 10, "{short:?}");
@@ -351,15 +228,10 @@ mod tests {
     }
 
     #[test]
-    fn values_the_estimate_cannot_follow_are_bounded_by_everything_bound() {
-        // `format`'s result has no size estimate; it is taken as large as the whole object,
-        // not unbounded.
-        let rule = "object.s.format([1]).contains('x')";
-        let c = cost_on(rule, json!({"s": "%d"}));
-        assert!(!c.over_limit && c.cost < 100, "{c:?}");
-        let checked = compile("self.s.format([1]).contains('x')", &[("self", Type::Dyn)]).unwrap();
-        let obj = json!({"s": "%d"});
-        assert!(charge(&checked, &ValueSizes::of_self(&obj)).over_limit);
+    fn values_the_estimate_cannot_follow_are_unbounded() {
+        // `format`'s result has no size estimate: cel-go's estimate is unbounded there.
+        let c = cost_on("self.s.format([1]).contains('x')", json!({"s": "%d"}));
+        assert!(c.over_limit);
     }
 
     #[test]

@@ -349,15 +349,11 @@ mod tests {
     const QUADRATIC: &str = "object.data.all(k, object.data.all(j, k == j || k != j))";
 
     fn quadratic_cost(obj: &Value) -> u64 {
-        let checked =
-            crate::cel::checker::compile(QUADRATIC, &[("object", crate::cel::checker::Type::Dyn)])
-                .unwrap();
-        let vars = vec![("object".to_string(), crate::cel::eval::json_to_cel(obj))];
-        crate::cel::runtime_cost::charge(
-            &checked,
-            &crate::cel::runtime_cost::ValueSizes::of_bound(&vars),
-        )
-        .cost
+        let program = crate::cel::eval::Program::compile(QUADRATIC)
+            .unwrap()
+            .check(&[("object", crate::cel::checker::Type::Dyn)]);
+        let vars = crate::cel::eval::Vars::default().bind_json("object", Some(obj));
+        program.eval_metered(&vars).cost
     }
 
     #[test]
