@@ -54,6 +54,15 @@ pub trait ObjectExt {
             .and_then(Value::as_i64)
             .unwrap_or(0)
     }
+    /// The owner reference that is the controller (upstream's `metav1.GetControllerOf`;
+    /// validation allows one at most).
+    fn controller_ref(&self) -> Option<&Value> {
+        self.metadata()?
+            .get("ownerReferences")?
+            .as_array()?
+            .iter()
+            .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+    }
 }
 
 impl ObjectExt for Value {
@@ -125,6 +134,19 @@ pub fn get_path_string(obj: &Value, path: &[&str]) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_controller_is_the_owner_reference_marked_so() {
+        let owned = |refs: serde_json::Value| json!({"metadata": {"ownerReferences": refs}});
+        let o = owned(json!([
+            {"kind": "A", "uid": "1"},
+            {"kind": "B", "uid": "2", "controller": false},
+            {"kind": "C", "uid": "3", "controller": true},
+        ]));
+        assert_eq!(o.controller_ref().map(|r| r["uid"].clone()), Some(json!("3")));
+        assert_eq!(owned(json!([{"kind": "A", "uid": "1"}])).controller_ref(), None);
+        assert_eq!(json!({"metadata": {}}).controller_ref(), None);
+    }
 
     #[test]
     fn reads_and_writes_metadata() {

@@ -25,12 +25,12 @@ pub struct Informer {
 
 impl Default for Informer {
     fn default() -> Self {
-        let synced = Synced::new(1);
+        let (synced, listed) = Synced::single();
         Informer {
             objects: RwLock::default(),
             generation: AtomicU64::default(),
-            listed: synced.source(),
             synced,
+            listed,
         }
     }
 }

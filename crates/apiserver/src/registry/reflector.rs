@@ -48,6 +48,13 @@ impl Synced {
         }
     }
 
+    /// One source and its mark: a consumer fed by a single reflector.
+    pub fn single() -> (Synced, Listed) {
+        let synced = Synced::new(1);
+        let listed = synced.source();
+        (synced, listed)
+    }
+
     /// The mark of one source.
     pub fn source(&self) -> Listed {
         Listed {

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::quota::check::{LimitedResource, Refusal, Request, check_request};
-use crate::quota::resource_claims::verified_pod_usage;
+use crate::quota::resource_claims::verified_pod_usages;
 use crate::quota::{Quotas, ScopeSelector, equals, evaluators, to_json};
 
 use super::config::{check_type, strict};
@@ -183,14 +183,12 @@ impl ValidatingPlugin for ResourceQuota {
         }
         // What a DRA extended resource claim's Pod already counts, looked up once: it does not
         // depend on the quotas a retry reads again.
-        let (mut owner_usage, mut old_owner_usage) = (None, None);
-        if matches!(evaluator, evaluators::Evaluator::ResourceClaims(_)) {
-            let now = chrono::Utc::now();
-            owner_usage = verified_pod_usage(&object, api, now).await;
-            if let Some(old) = attrs.old_object {
-                old_owner_usage = verified_pod_usage(old, api, now).await;
-            }
-        }
+        let (owner_usage, old_owner_usage) =
+            if matches!(evaluator, evaluators::Evaluator::ResourceClaims(_)) {
+                verified_pod_usages(&object, attrs.old_object, api, chrono::Utc::now()).await
+            } else {
+                (None, None)
+            };
         let mut last = None;
         for attempt in 0..=RETRIES {
             let req = Request {

@@ -215,15 +215,12 @@ async fn claim_in_use(api: &ApiResources, claim: &Value) -> Result<bool, Status>
                 .and_then(Value::as_i64)
                 == Some(0);
         let pod_uid = pod.pointer("/metadata/uid").and_then(Value::as_str);
-        let owned_by_pod = claim
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|r| {
-                r.get("controller") == Some(&Value::Bool(true))
-                    && r.get("uid").and_then(Value::as_str) == pod_uid
-            });
+        let owned_by_pod = pod_uid.is_some()
+            && claim
+                .controller_ref()
+                .and_then(|r| r.get("uid"))
+                .and_then(Value::as_str)
+                == pod_uid;
         for volume in pod
             .pointer("/spec/volumes")
             .and_then(Value::as_array)

@@ -86,10 +86,7 @@ pub(super) fn daemon_set(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
 
 /// Name, Controller ("kind.group/name" of the controlling owner, or "<none>"), Revision, Age.
 pub(super) fn controller_revision(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let owner = list_at(obj, &["metadata", "ownerReferences"])
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true));
-    let controller = match owner {
+    let controller = match obj.controller_ref() {
         None => "<none>".to_string(),
         Some(r) => {
             let api_version = str_at(r, &["apiVersion"]);

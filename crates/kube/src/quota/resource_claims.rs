@@ -150,12 +150,12 @@ struct Shared {
 
 impl Default for Shared {
     fn default() -> Shared {
-        let synced = Synced::new(1);
+        let (synced, listed) = Synced::single();
         Shared {
             maps: RwLock::default(),
             seen: RwLock::default(),
-            listed: synced.source(),
             synced,
+            listed,
             started: AtomicBool::new(false),
         }
     }
@@ -350,14 +350,6 @@ fn add_extended_resources(
     }
 }
 
-/// The first owner reference that is the controller.
-fn controller_ref(v: &Value) -> Option<&Value> {
-    v.pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-}
-
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
@@ -372,7 +364,7 @@ fn owning_pod(claim: &Value) -> Option<(&str, &str)> {
     {
         return None;
     }
-    let owner = controller_ref(claim)?;
+    let owner = claim.controller_ref()?;
     if str_at(owner, "/kind") != "Pod" || str_at(owner, "/apiVersion") != "v1" {
         return None;
     }
@@ -423,6 +415,23 @@ pub async fn verified_pod_usage(
         }
     }
     Some(Evaluator::Pods.usage(&pod, now, None))
+}
+
+/// `verified_pod_usage` of a claim and of the claim it replaces: one lookup when both name the
+/// same Pod, as they almost always do (an update rarely changes a claim's owner).
+pub async fn verified_pod_usages(
+    claim: &Value,
+    old: Option<&Value>,
+    api: &ApiResources,
+    now: DateTime<Utc>,
+) -> (Option<ResourceList>, Option<ResourceList>) {
+    let usage = verified_pod_usage(claim, api, now).await;
+    let old_usage = match old {
+        None => None,
+        Some(o) if o.name() == claim.name() && owning_pod(o) == owning_pod(claim) => usage.clone(),
+        Some(o) => verified_pod_usage(o, api, now).await,
+    };
+    (usage, old_usage)
 }
 
 /// Whether `claim` is the first of the extended resource claims in its namespace owned by the

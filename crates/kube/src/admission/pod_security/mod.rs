@@ -511,12 +511,7 @@ impl PodSecurity {
                 continue;
             }
             let controller = pod
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .and_then(|refs| {
-                    refs.iter()
-                        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-                })
+                .controller_ref()
                 .and_then(|r| r.get("uid"))
                 .and_then(Value::as_str)
                 .map(String::from);
