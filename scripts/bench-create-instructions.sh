@@ -6,13 +6,18 @@
 # depend on what else the machine runs, so builds can be compared on a busy machine.
 # Prints the instructions per create; `callgrind_annotate --inclusive=yes OUT/callgrind.*` shows
 # where they went. Not part of CI (minutes under valgrind).
+# ETCD=none runs the server on its embedded store instead (builds from before etcd support).
 # Usage: scripts/bench-create-instructions.sh IRONPLANE BENCH OUT [extra ironplane flags]
 set -euo pipefail
 BIN=$1; BENCH=$2; OUT=$3; shift 3; COUNT=${COUNT:-1500}; KIND=${KIND:-pod}; ETCD=${ETCD:-etcd}
 mkdir -p "$OUT"; work=$(mktemp -d /dev/shm/cri.XXXX); ep=27790; port=27443
-"$ETCD" --name b --data-dir "$work/etcd" --listen-client-urls http://127.0.0.1:$ep --advertise-client-urls http://127.0.0.1:$ep --listen-peer-urls http://127.0.0.1:$((ep+10)) --initial-advertise-peer-urls http://127.0.0.1:$((ep+10)) --initial-cluster b=http://127.0.0.1:$((ep+10)) --log-level error >"$work/etcd.log" 2>&1 & EPID=$!
-until curl -sf http://127.0.0.1:$ep/health | grep -q true; do sleep 0.1; done
-valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.%p" "$BIN" --secure-port $port --data-dir "$work/ip" --etcd-servers http://127.0.0.1:$ep "$@" >"$OUT/log" 2>&1 & PID=$!
+store=()
+if [ "$ETCD" = none ]; then EPID=""; else
+  "$ETCD" --name b --data-dir "$work/etcd" --listen-client-urls http://127.0.0.1:$ep --advertise-client-urls http://127.0.0.1:$ep --listen-peer-urls http://127.0.0.1:$((ep+10)) --initial-advertise-peer-urls http://127.0.0.1:$((ep+10)) --initial-cluster b=http://127.0.0.1:$((ep+10)) --log-level error >"$work/etcd.log" 2>&1 & EPID=$!
+  until curl -sf http://127.0.0.1:$ep/health | grep -q true; do sleep 0.1; done
+  store=(--etcd-servers "http://127.0.0.1:$ep")
+fi
+valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.%p" "$BIN" --secure-port $port --data-dir "$work/ip" "${store[@]}" "$@" >"$OUT/log" 2>&1 & PID=$!
 KC=$work/ip/kubeconfig
 until [ -f "$KC" ] && KUBECONFIG=$KC kubectl get --raw /readyz >/dev/null 2>&1; do sleep 1; done
 KUBECONFIG=$KC kubectl create ns benchk >/dev/null
@@ -23,7 +28,7 @@ callgrind_control -z $PID >/dev/null
 "$BENCH" --kubeconfig "$KC" create --kind "$KIND" --namespace benchk --concurrency 8 --count "$COUNT" --keep -q --json "$OUT/bench.json" >/dev/null
 sleep 3
 callgrind_control -d load $PID >/dev/null
-kill -TERM $PID; wait $PID || true; kill -TERM $EPID; wait $EPID || true; rm -rf "$work"
+kill -TERM $PID; wait $PID || true; if [ -n "$EPID" ]; then kill -TERM $EPID; wait $EPID || true; fi; rm -rf "$work"
 python3 - "$OUT" "$COUNT" <<'PY'
 import glob, re, sys
 out, count = sys.argv[1], int(sys.argv[2])
