@@ -143,8 +143,14 @@ mod tests {
             {"kind": "B", "uid": "2", "controller": false},
             {"kind": "C", "uid": "3", "controller": true},
         ]));
-        assert_eq!(o.controller_ref().map(|r| r["uid"].clone()), Some(json!("3")));
-        assert_eq!(owned(json!([{"kind": "A", "uid": "1"}])).controller_ref(), None);
+        assert_eq!(
+            o.controller_ref().map(|r| r["uid"].clone()),
+            Some(json!("3"))
+        );
+        assert_eq!(
+            owned(json!([{"kind": "A", "uid": "1"}])).controller_ref(),
+            None
+        );
         assert_eq!(json!({"metadata": {}}).controller_ref(), None);
     }
 
