@@ -476,13 +476,24 @@ impl Tracker<'_> {
             _ => None,
         };
         if let (Some(decides), None) = (logical, &c.target) {
+            // The value is known without asking the interpreter to run the terms again unless
+            // a term was not a bool.
+            let mut all_bool = true;
             for term in &c.args {
                 let v = self.expr(term, ctx)?;
-                if self.value(term, ctx, &v) == Some(cel::Value::Bool(decides)) {
-                    return Ok(V::Val(cel::Value::Bool(decides)));
+                match self.value(term, ctx, &v) {
+                    Some(cel::Value::Bool(b)) if b == decides => {
+                        return Ok(V::Val(cel::Value::Bool(decides)));
+                    }
+                    Some(cel::Value::Bool(_)) => {}
+                    _ => all_bool = false,
                 }
             }
-            return Ok(V::Lazy);
+            return Ok(if all_bool {
+                V::Val(cel::Value::Bool(!decides))
+            } else {
+                V::Lazy
+            });
         }
         if c.func_name == "@in"
             && c.target.is_none()
