@@ -5,6 +5,8 @@
 # medians and the ratio of the medians per kind (issue 7's target: a third of kube-apiserver's).
 # Both run their default admission chains and authorize with Node,RBAC as system:masters; the
 # namespace's `default` ServiceAccount is made first (no controller manager runs here).
+# IRONPLANE_FLAGS adds flags to Ironplane's command line: `--controllers=-garbage-collector-controller`
+# (no `*`: every kube-controller-manager controller off) leaves it the work kube-apiserver does.
 # Not part of CI: it needs a kube-apiserver binary, built outside the repository.
 # Usage: KUBE_APISERVER=<binary> ETCD=<etcd binary> scripts/bench-kinds-side.sh IRONPLANE BENCH OUT
 set -euo pipefail
@@ -17,7 +19,7 @@ for i in $(seq 1 $RUNS); do
   for side in ironplane kube-apiserver; do
     d=$work/$side-$i; mkdir -p $d; start_etcd $d
     if [ $side = ironplane ]; then
-      "$BIN" --secure-port $port --data-dir $d/ip --etcd-servers http://127.0.0.1:$ep >$d/log 2>&1 & PID=$!
+      "$BIN" --secure-port $port --data-dir $d/ip --etcd-servers http://127.0.0.1:$ep ${IRONPLANE_FLAGS:-} >$d/log 2>&1 & PID=$!
       KC=$d/ip/kubeconfig; for _ in $(seq 1 1000); do [ -f $KC ] && break; sleep 0.01; done
     else
       mkdir -p $d/kas; echo 'bench-token,bench,bench-uid,"system:masters"' >$d/kas/tokens.csv; openssl genrsa -out $d/kas/sa.key 2048 2>/dev/null
