@@ -11,13 +11,46 @@ use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 
 use super::checker::{Checked, Type};
 
-const SELECT_AND_IDENT_COST: u64 = 1;
+// cel-go's cost constants (common/cost.go), for the estimate and the runtime count alike.
+pub(super) const SELECT_AND_IDENT_COST: u64 = 1;
 const CONST_COST: u64 = 0;
-const LIST_CREATE_BASE_COST: u64 = 10;
-const MAP_CREATE_BASE_COST: u64 = 30;
-const STRUCT_CREATE_BASE_COST: u64 = 40;
-const STRING_TRAVERSAL_COST_FACTOR: f64 = 0.1;
-const REGEX_STRING_LENGTH_COST_FACTOR: f64 = 0.25;
+pub(super) const LIST_CREATE_BASE_COST: u64 = 10;
+pub(super) const MAP_CREATE_BASE_COST: u64 = 30;
+pub(super) const STRUCT_CREATE_BASE_COST: u64 = 40;
+pub(super) const STRING_TRAVERSAL_COST_FACTOR: f64 = 0.1;
+pub(super) const REGEX_STRING_LENGTH_COST_FACTOR: f64 = 0.25;
+
+/// The functions Kubernetes' library charges 1 whatever their arguments, in its estimate
+/// (`EstimateCallCost`) and at runtime (`CallCost`) alike.
+pub(super) const UNIT_COST_FUNCTIONS: &[&str] = &[
+    "masked",
+    "prefixLength",
+    "family",
+    "isUnspecified",
+    "isLoopback",
+    "isLinkLocalMulticast",
+    "isLinkLocalUnicast",
+    "isGlobalUnicast",
+    "format.named",
+    "sign",
+    "asInteger",
+    "isInteger",
+    "asApproximateFloat",
+    "isGreaterThan",
+    "isLessThan",
+    "compareTo",
+    "add",
+    "sub",
+    "major",
+    "minor",
+    "patch",
+    "getScheme",
+    "getHostname",
+    "getHost",
+    "getPort",
+    "getEscapedPath",
+    "getQuery",
+];
 /// `MaxNameFormatRegexSize`: the longest regular expression of a named format.
 const MAX_NAME_FORMAT_REGEX_SIZE: f64 = 128.0;
 
@@ -699,33 +732,7 @@ impl<'a> Coster<'a> {
                 ),
                 None,
             )),
-            "masked"
-            | "prefixLength"
-            | "family"
-            | "isUnspecified"
-            | "isLoopback"
-            | "isLinkLocalMulticast"
-            | "isLinkLocalUnicast"
-            | "isGlobalUnicast"
-            | "format.named"
-            | "sign"
-            | "asInteger"
-            | "isInteger"
-            | "asApproximateFloat"
-            | "isGreaterThan"
-            | "isLessThan"
-            | "compareTo"
-            | "add"
-            | "sub"
-            | "major"
-            | "minor"
-            | "patch"
-            | "getScheme"
-            | "getHostname"
-            | "getHost"
-            | "getPort"
-            | "getEscapedPath"
-            | "getQuery" => Some((one, None)),
+            f if UNIT_COST_FUNCTIONS.contains(&f) => Some((one, None)),
             "_==_" if args.len() == 2 && args[0].ty == args[1].ty => match &args[0].ty {
                 Type::Opaque(
                     "net.IP" | "net.CIDR" | "kubernetes.Quantity" | "kubernetes.Semver",

@@ -31,13 +31,12 @@ use kube_cel::cel::objects::Key;
 use kube_cel::cel::{self, Context};
 
 use super::checker::{Checked, Type};
+use super::cost::{
+    LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST, REGEX_STRING_LENGTH_COST_FACTOR,
+    SELECT_AND_IDENT_COST, STRING_TRAVERSAL_COST_FACTOR, STRUCT_CREATE_BASE_COST,
+    UNIT_COST_FUNCTIONS,
+};
 
-const SELECT_AND_IDENT_COST: u64 = 1;
-const LIST_CREATE_BASE_COST: u64 = 10;
-const MAP_CREATE_BASE_COST: u64 = 30;
-const STRUCT_CREATE_BASE_COST: u64 = 40;
-const STRING_TRAVERSAL_COST_FACTOR: f64 = 0.1;
-const REGEX_STRING_LENGTH_COST_FACTOR: f64 = 0.25;
 /// `library.costPerRequirement` and `selectorLengthToRequirementCount`.
 const SELECTOR_COST_PER_REQUIREMENT: f64 = (LIST_CREATE_BASE_COST + STRUCT_CREATE_BASE_COST) as f64;
 const SELECTOR_LENGTH_TO_REQUIREMENT_COUNT: f64 = 0.5;
@@ -602,33 +601,7 @@ impl Tracker<'_> {
                 };
             }
             "ip.isCanonical" if n >= 1 => return traverse(size(0) * 2),
-            "masked"
-            | "prefixLength"
-            | "family"
-            | "isUnspecified"
-            | "isLoopback"
-            | "isLinkLocalMulticast"
-            | "isLinkLocalUnicast"
-            | "isGlobalUnicast"
-            | "format.named"
-            | "sign"
-            | "asInteger"
-            | "isInteger"
-            | "asApproximateFloat"
-            | "isGreaterThan"
-            | "isLessThan"
-            | "compareTo"
-            | "add"
-            | "sub"
-            | "major"
-            | "minor"
-            | "patch"
-            | "getScheme"
-            | "getHostname"
-            | "getHost"
-            | "getPort"
-            | "getEscapedPath"
-            | "getQuery" => return 1,
+            f if UNIT_COST_FUNCTIONS.contains(&f) => return 1,
             "containsIP" if n >= 2 => {
                 let cidr = size(0);
                 let extra = if overload == "cidr_contains_ip_string" {
