@@ -11,7 +11,9 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, MapExpr, StructExpr};
+use kube_cel::cel::common::ast::{
+    EntryExpr, Expr, IdedEntryExpr, IdedExpr, LiteralValue, MapExpr, StructExpr,
+};
 
 use super::functions::{self, Overload};
 use super::types::{DeclKind, DeclType};
@@ -293,12 +295,7 @@ fn qualify_calls(e: &mut IdedExpr, vars: &HashMap<String, Type>) {
 const BIND_ITER_VAR: &str = "#unused";
 
 fn max_id(e: &IdedExpr) -> u64 {
-    let id = e.id;
-    let mut e = e.clone();
-    children_mut(&mut e)
-        .into_iter()
-        .map(|c| max_id(c))
-        .fold(id, u64::max)
+    children(e).into_iter().map(max_id).fold(e.id, u64::max)
 }
 
 /// Expands `cel.bind(name, init, body)` as cel-go's bindings macro does: a comprehension over
@@ -343,6 +340,39 @@ fn expand_bindings(e: &mut IdedExpr, next_id: &mut u64) {
     }));
 }
 
+/// The direct children of `e`: a call's target then its arguments, a comprehension's parts,
+/// a literal's elements, keys and values, a selection's operand.
+pub(super) fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+    match &e.expr {
+        Expr::Call(c) => c.target.as_deref().into_iter().chain(&c.args).collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(l) => l.elements.iter().collect(),
+        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => {
+            entry_children(entries)
+        }
+        Expr::Select(s) => vec![&s.operand],
+        _ => Vec::new(),
+    }
+}
+
+/// The keys and values of a map literal's entries, the values of an object literal's fields.
+pub(super) fn entry_children(entries: &[IdedEntryExpr]) -> Vec<&IdedExpr> {
+    entries
+        .iter()
+        .flat_map(|en| match &en.expr {
+            EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
+            EntryExpr::StructField(sf) => vec![&sf.value],
+        })
+        .collect()
+}
+
+/// [`children`], to rewrite them.
 fn children_mut(e: &mut IdedExpr) -> Vec<&mut IdedExpr> {
     match &mut e.expr {
         Expr::Call(c) => {

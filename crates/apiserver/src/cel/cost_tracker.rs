@@ -26,11 +26,11 @@
 
 use std::collections::HashMap;
 
-use kube_cel::cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr};
+use kube_cel::cel::common::ast::{CallExpr, ComprehensionExpr, Expr, IdedExpr};
 use kube_cel::cel::objects::Key;
 use kube_cel::cel::{self, Context};
 
-use super::checker::{Checked, Type};
+use super::checker::{Checked, Type, children, entry_children};
 use super::cost::{
     LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST, REGEX_STRING_LENGTH_COST_FACTOR,
     SELECT_AND_IDENT_COST, STRING_TRAVERSAL_COST_FACTOR, STRUCT_CREATE_BASE_COST,
@@ -127,34 +127,6 @@ fn index<'a>(e: &'a IdedExpr, out: &mut HashMap<u64, &'a IdedExpr>) {
     }
 }
 
-fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
-    match &e.expr {
-        Expr::Call(c) => c.target.as_deref().into_iter().chain(&c.args).collect(),
-        Expr::Comprehension(c) => vec![
-            &c.iter_range,
-            &c.accu_init,
-            &c.loop_cond,
-            &c.loop_step,
-            &c.result,
-        ],
-        Expr::List(l) => l.elements.iter().collect(),
-        Expr::Map(m) => entries(&m.entries),
-        Expr::Struct(s) => entries(&s.entries),
-        Expr::Select(s) => vec![&s.operand],
-        _ => Vec::new(),
-    }
-}
-
-fn entries(entries: &[kube_cel::cel::common::ast::IdedEntryExpr]) -> Vec<&IdedExpr> {
-    entries
-        .iter()
-        .flat_map(|en| match &en.expr {
-            EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
-            EntryExpr::StructField(sf) => vec![&sf.value],
-        })
-        .collect()
-}
-
 /// The count passed the limit.
 struct Over;
 
@@ -230,7 +202,7 @@ impl Tracker<'_> {
             Expr::List(l) => l.elements.iter().all(|x| self.is_const(x)),
             Expr::Map(m) => {
                 !self.structs.contains(&e.id)
-                    && entries(&m.entries).iter().all(|x| self.is_const(x))
+                    && entry_children(&m.entries).iter().all(|x| self.is_const(x))
             }
             Expr::Call(c) if c.target.is_none() && c.args.len() == 1 => {
                 CONVERSIONS.contains(&c.func_name.as_str()) && self.is_const(&c.args[0])
@@ -254,39 +226,20 @@ impl Tracker<'_> {
             return Ok(v);
         }
         match &e.expr {
-            Expr::List(l) => {
-                for x in &l.elements {
+            Expr::List(_) | Expr::Map(_) | Expr::Struct(_) => {
+                // The elements in order, up to the first that fails; then the literal itself.
+                for x in children(e) {
                     let v = self.expr(x, ctx)?;
                     if self.fails(x, ctx, &v) {
                         break;
                     }
                 }
-                self.add(LIST_CREATE_BASE_COST)?;
-                Ok(V::Lazy)
-            }
-            Expr::Map(m) => {
-                for x in entries(&m.entries) {
-                    let v = self.expr(x, ctx)?;
-                    if self.fails(x, ctx, &v) {
-                        break;
-                    }
-                }
-                let base = if self.structs.contains(&e.id) {
-                    STRUCT_CREATE_BASE_COST
-                } else {
-                    MAP_CREATE_BASE_COST
+                let base = match &e.expr {
+                    Expr::List(_) => LIST_CREATE_BASE_COST,
+                    Expr::Map(_) if !self.structs.contains(&e.id) => MAP_CREATE_BASE_COST,
+                    _ => STRUCT_CREATE_BASE_COST,
                 };
                 self.add(base)?;
-                Ok(V::Lazy)
-            }
-            Expr::Struct(s) => {
-                for x in entries(&s.entries) {
-                    let v = self.expr(x, ctx)?;
-                    if self.fails(x, ctx, &v) {
-                        break;
-                    }
-                }
-                self.add(STRUCT_CREATE_BASE_COST)?;
                 Ok(V::Lazy)
             }
             Expr::Comprehension(c) => self.fold(c, ctx),
