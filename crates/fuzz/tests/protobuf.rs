@@ -394,10 +394,16 @@ proptest! {
         let round = encode(&object).and_then(|bytes| decode(&bytes));
         let mut in_place = object.clone();
         let in_place = ironplane_protobuf::go_form_in_place(&mut in_place).map(|()| in_place);
+        // The request's form is storage's form but for the empty lists and maps it keeps.
+        let mut request = object.clone();
+        let request = ironplane_protobuf::request_form_in_place(&mut request).map(|()| request);
+        prop_assert_eq!(request.is_ok(), in_place.is_ok());
         match (walked, round, in_place) {
             (Ok(walked), Ok(round), Ok(in_place)) => {
                 prop_assert_eq!(&walked, &round);
                 prop_assert_eq!(&in_place, &round);
+                let request = request.unwrap();
+                prop_assert!(same_but_empty(&request, &in_place), "request form {} against {}", request, in_place);
             }
             (Err(_), Err(_), Err(_)) => {}
             (walked, round, in_place) => prop_assert!(false, "go_form {:?}, round trip {:?}, in place {:?}", walked, round, in_place),
@@ -478,4 +484,23 @@ fn regression_floats_in_raw_json_survive_a_round_trip() {
             "fieldsV1": {"f:x": 2.1497023063090285e-29}}]}});
     let once = decode(&encode(&object).expect("encodes")).expect("decodes");
     assert_eq!(once, object);
+}
+
+/// Whether `request` is `stored` but for empty lists and maps where `stored` has `null`.
+fn same_but_empty(request: &Value, stored: &Value) -> bool {
+    match (request, stored) {
+        (Value::Array(a), Value::Null) | (Value::Array(a), Value::Array(_)) if a.is_empty() => {
+            stored.is_null() || stored == request
+        }
+        (Value::Object(m), Value::Null) => m.is_empty(),
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .all(|(k, v)| b.get(k).is_some_and(|w| same_but_empty(v, w)))
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(v, w)| same_but_empty(v, w))
+        }
+        _ => request == stored,
+    }
 }

@@ -158,14 +158,32 @@ pub fn go_form(obj: &Value) -> Result<Value, ProtobufError> {
         "apiVersion".to_string(),
         Value::String(api_version.to_string()),
     );
-    normalize::Normalizer { schema, depth: 1 }.fields_into(id, obj, &mut out)?;
+    normalize::Normalizer {
+        schema,
+        depth: 1,
+        keep_empty: false,
+    }
+    .fields_into(id, obj, &mut out)?;
     Ok(Value::Object(out))
 }
 
 /// [`go_form`] done on `obj` where it lies: the same object, at a fraction of the cost when
-/// most of it is in Go's form already (a write's object on its way to storage, which field
-/// management normalized before admission). On an error `obj` may be left part-way.
+/// most of it is in Go's form already (a write's object on its way to storage, which took the
+/// request's form, [`request_form_in_place`], when the write began). On an error `obj` may be
+/// left part-way.
 pub fn go_form_in_place(obj: &mut Value) -> Result<(), ProtobufError> {
+    walk_in_place(obj, false)
+}
+
+/// The request's Go form of `obj`, where it lies: what Go's JSON decoder and encoder make of
+/// it, which is [`go_form_in_place`]'s answer but for empty lists and maps without
+/// `omitempty`, which stay empty (a decoded non-nil slice) where storage makes them `null`.
+/// What upstream's handlers, field manager, admission and validation see of a request.
+pub fn request_form_in_place(obj: &mut Value) -> Result<(), ProtobufError> {
+    walk_in_place(obj, true)
+}
+
+fn walk_in_place(obj: &mut Value, keep_empty: bool) -> Result<(), ProtobufError> {
     let (id, _, _) = resolve(obj)?;
     let Value::Object(object) = obj else {
         return Err(encode::invalid("expected an object"));
@@ -176,6 +194,7 @@ pub fn go_form_in_place(obj: &mut Value) -> Result<(), ProtobufError> {
     let result = normalize::Normalizer {
         schema: schema(),
         depth: 1,
+        keep_empty,
     }
     .fields_in_place(id, object);
     object.extend(
@@ -236,7 +255,12 @@ pub fn normalize_go_message(full_name: &str, value: &Value) -> Result<Value, Pro
     let id = schema
         .message_named(full_name)
         .ok_or_else(|| malformed(format!("the schema has no {full_name}")))?;
-    normalize::Normalizer { schema, depth: 0 }.message(id, value)
+    normalize::Normalizer {
+        schema,
+        depth: 0,
+        keep_empty: false,
+    }
+    .message(id, value)
 }
 
 /// Whether objects of this apiVersion and kind have a protobuf form (every built-in kind and

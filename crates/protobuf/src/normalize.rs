@@ -1,8 +1,9 @@
 //! JSON → Go's JSON, without the wire in between: the object Go's encoding/json would write
 //! after unmarshalling `value` into its Go struct, which is what [`crate::decode`] of
 //! [`crate::encode`] gives, read off the same schema in one walk instead of writing and
-//! parsing protobuf. Every write of a built-in object takes this form once or twice (storage,
-//! field management), so the walk is the cheap way to the same answer.
+//! parsing protobuf. Every write of a built-in object takes a form twice (the request's when the
+//! write begins, with empty lists kept; storage's before it is stored), so the walk is the
+//! cheap way to the same answer, and the second walk mostly only visits.
 //!
 //! The rules are the two halves' rules composed: a field the struct does not have is dropped;
 //! nil (JSON `null` or absent) pointers, slices and maps, and empty slices and maps (which Go's
@@ -18,12 +19,16 @@ use serde_json::{Map, Value};
 use crate::ProtobufError;
 use crate::decode::{double, is_zero_scalar as is_zero};
 use crate::encode::{decode_base64, int32, int64, invalid, json_kind as kind, string_or_null};
-use crate::schema::{Cardinality, Field, MessageId, Schema, Special, Type};
+use crate::schema::{Cardinality, Field, MemberField, MessageId, Schema, Special, Type};
 use crate::time;
 
 pub(crate) struct Normalizer<'s> {
     pub schema: &'s Schema,
     pub depth: usize,
+    /// The request's form rather than the stored one (in-place walk only): an empty list or
+    /// map without `omitempty` stays empty, as Go's JSON decoder and encoder keep a non-nil
+    /// empty slice, where the protobuf round trip makes it nil (`null`).
+    pub keep_empty: bool,
 }
 
 impl Normalizer<'_> {
@@ -364,35 +369,48 @@ impl Normalizer<'_> {
     }
 
     /// Brings each field of `id` (and of its inline structs) in `object` to Go's form; the number
-    /// of members that were fields.
+    /// of members that were fields. The walk goes over the object's members, each found among
+    /// the struct's by name, then adds what Go writes for the absent ones that write something:
+    /// an object sets a few of its struct's many fields.
     fn known_fields_in_place(
         &mut self,
         id: MessageId,
         object: &mut Map<String, Value>,
     ) -> Result<usize, ProtobufError> {
         let schema = self.schema;
+        let message = &schema.messages[id];
+        let field_of = |m: &MemberField| &schema.messages[m.message].fields[usize::from(m.index)];
         let mut known = 0;
-        for field in &schema.messages[id].fields {
-            if field.inline {
-                let Type::Message(inner) = field.ty else {
-                    return Err(invalid("an inline field that is not a struct"));
-                };
-                self.depth += 1;
-                let result = self.known_fields_in_place(inner, object);
-                self.depth -= 1;
-                known += result?;
+        let mut dropped: Vec<&'static str> = Vec::new();
+        for (name, value) in object.iter_mut() {
+            let Ok(at) = message
+                .members
+                .binary_search_by(|m| field_of(m).json.cmp(name.as_str()))
+            else {
                 continue;
+            };
+            known += 1;
+            let member = message.members[at];
+            let field = field_of(&member);
+            self.depth += usize::from(member.inline_depth);
+            let result = self.field_in_place(field, value);
+            self.depth -= usize::from(member.inline_depth);
+            if let Member::Drop = result? {
+                dropped.push(field.json);
             }
-            match object.get_mut(field.json) {
+        }
+        for member in &message.written_when_absent {
+            let field = field_of(member);
+            if !object.contains_key(field.json) {
                 // What an absent field writes: the by-reference walk's answer for null.
-                None => self.field(field, &Value::Null, object)?,
-                Some(value) => {
-                    known += 1;
-                    if let Member::Drop = self.field_in_place(field, value)? {
-                        object.remove(field.json);
-                    }
-                }
+                self.depth += usize::from(member.inline_depth);
+                let result = self.field(field, &Value::Null, object);
+                self.depth -= usize::from(member.inline_depth);
+                result?;
             }
+        }
+        for name in dropped {
+            object.remove(name);
         }
         Ok(known)
     }
@@ -421,7 +439,7 @@ impl Normalizer<'_> {
                     }
                 };
                 if entries.is_empty() {
-                    return Ok(absent(value));
+                    return Ok(self.empty_collection(field, value));
                 }
                 for v in entries.values_mut() {
                     self.element_in_place(field.ty, v, true)?;
@@ -436,7 +454,7 @@ impl Normalizer<'_> {
                     }
                 };
                 if items.is_empty() {
-                    return Ok(absent(value));
+                    return Ok(self.empty_collection(field, value));
                 }
                 for item in items {
                     self.element_in_place(field.ty, item, false)?;
@@ -485,6 +503,19 @@ impl Normalizer<'_> {
             },
         }
         Ok(Member::Keep)
+    }
+
+    /// What becomes of an empty list or map: nil (`null`, or gone under `omitempty`), unless
+    /// the request's form keeps it.
+    fn empty_collection(&self, field: &Field, value: &mut Value) -> Member {
+        if field.omitempty {
+            Member::Drop
+        } else {
+            if !self.keep_empty {
+                *value = Value::Null;
+            }
+            Member::Keep
+        }
     }
 
     /// An item of a list or a value of a map, of type `ty`; a null bytes value of a map stays.

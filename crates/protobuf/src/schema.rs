@@ -92,6 +92,21 @@ pub(crate) struct Message {
     pub fields: Vec<Field>,
     /// Indices into `fields` in field-number order, which is the order Go writes protobuf in.
     pub wire_order: Vec<u16>,
+    /// The struct's JSON members, its inline structs' included, sorted by name as a JSON
+    /// object's members are: a walk of an object's own members finds each one's field here.
+    pub members: Vec<MemberField>,
+    /// The members Go writes even when the object lacks them (structs that are not pointers,
+    /// fields without `omitempty`), which a walk of the object's own members would miss.
+    pub written_when_absent: Vec<MemberField>,
+}
+
+/// A JSON member of a struct: field `index` of message `message`, which is the struct itself
+/// or one it inlines `inline_depth` levels down.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MemberField {
+    pub message: MessageId,
+    pub index: u16,
+    pub inline_depth: u8,
 }
 
 impl Message {
@@ -165,6 +180,8 @@ impl Schema {
                     special: special_named(special)?,
                     fields: Vec::new(),
                     wire_order: Vec::new(),
+                    members: Vec::new(),
+                    written_when_absent: Vec::new(),
                 }),
                 ["F", number, json, flags, cardinality, ty, go_type, go_name] => {
                     let message = messages.last_mut().ok_or("field before any message")?;
@@ -223,6 +240,25 @@ impl Schema {
             message.fields.shrink_to_fit();
             message.wire_order = order;
         }
+        for id in 0..messages.len() {
+            let mut members = Vec::new();
+            json_members(&messages, id, 0, &mut members)?;
+            let field = |m: &MemberField| &messages[m.message].fields[usize::from(m.index)];
+            members.sort_by(|a, b| field(a).json.cmp(field(b).json));
+            let written_when_absent = members
+                .iter()
+                .filter(|m| {
+                    let f = field(m);
+                    let plain_struct = f.cardinality == Cardinality::Single
+                        && matches!(f.ty, Type::Message(_))
+                        && !f.pointer;
+                    !f.omitempty || plain_struct
+                })
+                .copied()
+                .collect();
+            messages[id].members = members;
+            messages[id].written_when_absent = written_when_absent;
+        }
         Ok(Schema {
             messages,
             by_name,
@@ -255,6 +291,39 @@ impl Schema {
             // Only structs are objects: `Time` or `Quantity` are not kinds.
             .filter(|&id| self.messages[id].special == Special::None)
     }
+}
+
+/// The JSON members of message `id`, inline structs' flattened into it.
+fn json_members(
+    messages: &[Message],
+    id: MessageId,
+    inline_depth: u8,
+    out: &mut Vec<MemberField>,
+) -> Result<(), String> {
+    for (index, field) in messages[id].fields.iter().enumerate() {
+        if field.inline {
+            let Type::Message(inner) = field.ty else {
+                return Err(format!(
+                    "{}: an inline field that is not a struct",
+                    messages[id].name
+                ));
+            };
+            if inline_depth >= 8 {
+                return Err(format!(
+                    "{}: inline structs nest too deep",
+                    messages[id].name
+                ));
+            }
+            json_members(messages, inner, inline_depth + 1, out)?;
+            continue;
+        }
+        out.push(MemberField {
+            message: id,
+            index: u16::try_from(index).map_err(|_| "too many fields")?,
+            inline_depth,
+        });
+    }
+    Ok(())
 }
 
 fn special_named(name: &str) -> Result<Special, String> {

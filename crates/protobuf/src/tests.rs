@@ -513,6 +513,36 @@ fn go_form_is_the_round_trip_without_the_wire() {
     }
 }
 
+/// The request's form keeps what Go's JSON decoder keeps: an empty list or map without
+/// `omitempty` stays empty (a non-nil slice), where storage's form makes it `null`; empty ones
+/// under `omitempty` go from both, and everything else is storage's form.
+#[test]
+fn the_request_form_keeps_empty_lists_that_storage_makes_null() {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {}},
+        "spec": {"containers": [], "volumes": [], "nodeSelector": {}, "restartPolicy": "Always"}
+    });
+    let mut request = pod.clone();
+    request_form_in_place(&mut request).unwrap();
+    let mut stored = pod.clone();
+    go_form_in_place(&mut stored).unwrap();
+    assert_eq!(stored["spec"]["containers"], Value::Null);
+    assert_eq!(request["spec"]["containers"], json!([]));
+    for form in [&request, &stored] {
+        assert!(form["spec"].get("volumes").is_none(), "{form}");
+        assert!(form["spec"].get("nodeSelector").is_none(), "{form}");
+        assert!(form["metadata"].get("labels").is_none(), "{form}");
+        assert_eq!(form["status"], json!({}));
+    }
+    // Apart from the empty list, the two forms agree, and the stored form of the request's is
+    // the stored form.
+    let mut differs = request.clone();
+    differs["spec"]["containers"] = Value::Null;
+    assert_eq!(differs, stored);
+    go_form_in_place(&mut request).unwrap();
+    assert_eq!(request, stored);
+}
+
 /// A CRD whose schema's `not` nests `depth` times, built on the wire by hand (JSON that deep could
 /// not even be parsed to encode it).
 fn crd_with_nested_not(depth: usize) -> Vec<u8> {
