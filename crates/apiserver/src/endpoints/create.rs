@@ -41,7 +41,7 @@ pub async fn handle(
     if store.info.verbs.iter().all(|v| v == "create") {
         // Upstream's create handler takes managed fields before the review answers.
         if let Some(mf) = super::managed_fields(api, &req, q.field_manager.as_deref()) {
-            store.track_update(&mf, "", None, &mut obj);
+            store.track_unstored_create(&mf, &mut obj);
         }
         let name = obj.name().to_string();
         store

@@ -497,6 +497,10 @@ impl RegistryStore {
             obj.remove_meta("namespace");
         }
         self.strategy.default(&mut obj);
+        // From here on the object is in the form Go's JSON decoder gives upstream's handler:
+        // field management compares it so, and admission and validation see what upstream's
+        // see. Storage's form follows before it is stored.
+        request_form(&mut obj);
         if let Some(mf) = &opts.managed_fields {
             self.track_update(mf, "", None, &mut obj);
         }
@@ -771,6 +775,7 @@ impl RegistryStore {
                 meta.remove("resourceVersion");
             }
             self.strategy.default(&mut new);
+            request_form(&mut new);
             if let Some(mf) = &opts.write.managed_fields {
                 self.track_update(mf, sub, Some(&old), &mut new);
             }
@@ -1065,18 +1070,15 @@ pub(super) fn go_form(obj: &mut Value) {
     }
 }
 
-/// The Go form of `obj` (see [`go_form`]), or `None` when it has none to give: a custom
-/// resource, or an object the walk refuses (logged; the decoder already refused what Go could
-/// not hold).
-pub(super) fn go_form_of(obj: &Value) -> Option<Value> {
-    let kind = obj.kind();
-    if !ironplane_protobuf::supports(obj.api_version(), kind) {
-        return None;
+/// The request's Go form of `obj` (see [`go_form`]): what Go's JSON decoder and encoder make
+/// of it, where empty lists and maps that storage makes `null` are still empty.
+pub(super) fn request_form(obj: &mut Value) {
+    if !ironplane_protobuf::supports(obj.api_version(), obj.kind()) {
+        return;
     }
-    // The walk gives what the round trip through the transcoder gives, without the wire.
-    ironplane_protobuf::go_form(obj)
-        .inspect_err(|e| tracing::warn!(error = %e, kind, "object has no Go form"))
-        .ok()
+    if let Err(e) = ironplane_protobuf::request_form_in_place(obj) {
+        tracing::warn!(error = %e, kind = obj.kind(), "object has no Go form");
+    }
 }
 
 impl RegistryStore {
