@@ -297,11 +297,19 @@ impl Set {
 
     /// The subtree below `pe`, made when missing.
     pub(crate) fn child_mut(&mut self, pe: &PathElement) -> &mut Set {
-        let i = match self.child_index(pe) {
-            Ok(i) => i,
-            Err(i) => {
-                self.children.insert(i, (pe.clone(), Set::new()));
-                i
+        // Sets are mostly built in order (an object's members are walked sorted): a new last
+        // child needs no search.
+        let i = match self.children.last() {
+            Some((last, _)) if *last >= *pe => match self.child_index(pe) {
+                Ok(i) => i,
+                Err(i) => {
+                    self.children.insert(i, (pe.clone(), Set::new()));
+                    i
+                }
+            },
+            _ => {
+                self.children.push((pe.clone(), Set::new()));
+                self.children.len() - 1
             }
         };
         &mut self.children[i].1
@@ -309,8 +317,13 @@ impl Set {
 
     /// Adds `pe` as a member of this node.
     pub(crate) fn insert_member(&mut self, pe: PathElement) {
-        if let Err(i) = self.members.binary_search(&pe) {
-            self.members.insert(i, pe);
+        match self.members.last() {
+            Some(last) if *last >= pe => {
+                if let Err(i) = self.members.binary_search(&pe) {
+                    self.members.insert(i, pe);
+                }
+            }
+            _ => self.members.push(pe),
         }
     }
 
@@ -506,18 +519,24 @@ impl Set {
     fn emit(&self, include_self: bool) -> Map<String, Value> {
         // Collected rather than inserted one by one: the map is then built in one pass over
         // its sorted keys, which matters for the managed fields of every write. A member that
-        // also has children is written once, as the child that holds its ".".
-        let marker = (include_self && !self.is_empty()).then(|| (".".to_string(), empty()));
-        let members = self
-            .members
-            .iter()
-            .filter(|m| self.child_index(m).is_err())
-            .map(|m| (m.serialize(), empty()));
-        let children = self
-            .children
-            .iter()
-            .map(|(pe, set)| (pe.serialize(), Value::Object(set.emit(self.has_member(pe)))));
-        marker.into_iter().chain(members).chain(children).collect()
+        // also has children is written once, as the child that holds its ".". Members and
+        // children are both sorted, so one walk of the two pairs them.
+        let mut entries = Vec::with_capacity(
+            usize::from(include_self) + self.members.len() + self.children.len(),
+        );
+        if include_self && !self.is_empty() {
+            entries.push((".".to_string(), empty()));
+        }
+        let mut members = self.members.iter().peekable();
+        for (pe, set) in &self.children {
+            while let Some(m) = members.next_if(|m| *m < pe) {
+                entries.push((m.serialize(), empty()));
+            }
+            let is_member = members.next_if(|m| *m == pe).is_some();
+            entries.push((pe.serialize(), Value::Object(set.emit(is_member))));
+        }
+        entries.extend(members.map(|m| (m.serialize(), empty())));
+        entries.into_iter().collect()
     }
 
     /// Reads a `fieldsV1` object (upstream's `FromJSON`): keys of unknown element types are
