@@ -56,6 +56,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::{Semaphore, broadcast, mpsc, oneshot};
 
@@ -192,6 +193,10 @@ fn open_connection(path: &Path) -> Result<Connection, KvError> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(backend)?;
     conn.busy_timeout(Duration::from_secs(10))
+        .map_err(backend)?;
+    // Plans never depend on the values bound: otherwise SQLite compiles a statement again
+    // whenever a parameter its planner looked at is bound anew (every key of every write).
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(backend)?;
     Ok(conn)
 }
