@@ -5,7 +5,9 @@
 # Deployment creates, and the controller-like mix (`mixed`: 60 % GETs, LISTs by label, updates,
 # creates and deletes; 8 clients). BEFORE and AFTER name two ironplane binaries
 # (AFTER defaults to this tree's release build); runs alternate between them, a fresh server
-# each, RUNS times (default 3); prints medians and AFTER/BEFORE ratios.
+# each, RUNS times (default 3); prints medians and AFTER/BEFORE ratios. BEFORE_FLAGS and
+# AFTER_FLAGS add flags to each side's command line (`--controllers=-garbage-collector-controller`
+# turns the in-process controllers off, for a build that had none).
 # Usage: BEFORE=path/to/old/ironplane scripts/bench-managed-fields.sh [OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +25,10 @@ work=$(mktemp -d)
 port=19448
 for i in $(seq 1 "$RUNS"); do
   for side in before after; do
-    if [ "$side" = before ]; then bin=$BEFORE; else bin=$AFTER; fi
+    if [ "$side" = before ]; then bin=$BEFORE; flags=${BEFORE_FLAGS:-}; else bin=$AFTER; flags=${AFTER_FLAGS:-}; fi
     dir="$work/$side-$i"
-    "$bin" --secure-port "$port" --data-dir "$dir" >"$dir.log" 2>&1 &
+    # shellcheck disable=SC2086 # the flags are words
+    "$bin" --secure-port "$port" --data-dir "$dir" $flags >"$dir.log" 2>&1 &
     PID=$!
     KC="$dir/kubeconfig"
     for _ in $(seq 1 500); do [ -f "$KC" ] && break; sleep 0.01; done
