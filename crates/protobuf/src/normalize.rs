@@ -379,7 +379,7 @@ impl Normalizer<'_> {
     ) -> Result<usize, ProtobufError> {
         let schema = self.schema;
         let message = &schema.messages[id];
-        let field_of = |m: &MemberField| &schema.messages[m.message].fields[usize::from(m.index)];
+        let field_of = |m: &MemberField| &schema.messages[m.message()].fields[usize::from(m.index)];
         let mut known = 0;
         let mut dropped: Vec<&'static str> = Vec::new();
         for (name, value) in object.iter_mut() {

@@ -4,8 +4,8 @@
 //!
 //! Loaded once, on first use, from the table `build.rs` generates out of upstream's
 //! `generated.proto` files and Go struct facts. This module describes messages; it does not
-//! read or write any. Names borrow from the embedded table and a field is found by number with a
-//! binary search, so the parsed schema (1,192 messages, 4,059 fields) stays a few hundred KiB
+//! read or write any. Names borrow from the embedded table and a field is found by number (or
+//! by JSON name, among a struct's members) with a binary search, so the parsed schema (1,192 messages, 4,059 fields) stays a few hundred KiB
 //! of the idle server's heap instead of a million small strings and maps' worth.
 
 use std::collections::HashMap;
@@ -104,9 +104,17 @@ pub(crate) struct Message {
 /// or one it inlines `inline_depth` levels down.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct MemberField {
-    pub message: MessageId,
+    /// A [`MessageId`], kept small: every struct's members are listed, so the lists are a
+    /// part of the idle server's heap.
+    message: u32,
     pub index: u16,
     pub inline_depth: u8,
+}
+
+impl MemberField {
+    pub(crate) fn message(self) -> MessageId {
+        self.message as MessageId
+    }
 }
 
 impl Message {
@@ -243,7 +251,7 @@ impl Schema {
         for id in 0..messages.len() {
             let mut members = Vec::new();
             json_members(&messages, id, 0, &mut members)?;
-            let field = |m: &MemberField| &messages[m.message].fields[usize::from(m.index)];
+            let field = |m: &MemberField| &messages[m.message()].fields[usize::from(m.index)];
             members.sort_by(|a, b| field(a).json.cmp(field(b).json));
             let written_when_absent = members
                 .iter()
@@ -318,7 +326,7 @@ fn json_members(
             continue;
         }
         out.push(MemberField {
-            message: id,
+            message: u32::try_from(id).map_err(|_| "too many messages")?,
             index: u16::try_from(index).map_err(|_| "too many fields")?,
             inline_depth,
         });
