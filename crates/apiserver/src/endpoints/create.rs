@@ -39,9 +39,12 @@ pub async fn handle(
     }
     let requester = Requester { user: &req.user };
     if store.info.verbs.iter().all(|v| v == "create") {
-        // Upstream's create handler takes managed fields before the review answers.
+        // What is never stored takes the request's Go form here, as a stored kind's create
+        // takes it after defaulting; upstream's create handler takes managed fields before the
+        // review answers.
+        crate::registry::request_form(&mut obj);
         if let Some(mf) = super::managed_fields(api, &req, q.field_manager.as_deref()) {
-            store.track_unstored_create(&mf, &mut obj);
+            store.track_update(&mf, "", None, &mut obj);
         }
         let name = obj.name().to_string();
         store

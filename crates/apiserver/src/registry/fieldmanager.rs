@@ -157,7 +157,7 @@ impl RegistryStore {
     }
 
     /// Records an update's (or a create's, with no `live`) changes in `new`'s managed fields.
-    /// `new` is in the request's Go form (the store brings it there first), as upstream compares
+    /// `new` is in the request's Go form (its caller brings it there first), as upstream compares
     /// decoded Go values: an empty map a client sent under `omitempty` is no field, a struct it
     /// left out is there empty.
     pub(crate) fn track_update(
@@ -178,13 +178,6 @@ impl RegistryStore {
             return;
         };
         fm.update(live.unwrap_or(fm.zero), new, &mf.manager);
-    }
-
-    /// [`Self::track_update`] of a create that is never stored (the reviews): the request is
-    /// brought to its Go form first, as [`RegistryStore::create`] brings what it stores.
-    pub(crate) fn track_unstored_create(&self, mf: &ManagedFieldsRequest, obj: &mut Value) {
-        super::store::request_form(obj);
-        self.track_update(mf, "", None, obj);
     }
 
     /// Server-side apply of `config` onto `live` (None: the object does not exist yet) by

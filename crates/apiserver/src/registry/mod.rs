@@ -16,6 +16,7 @@ pub use resource::{
     ImmutableField, Refusal, ResourceInfo, STATUS_RESETS_METADATA, ScalePaths, SelectableField,
     SubresourceInfo,
 };
+pub(crate) use store::request_form;
 pub use store::{
     DeleteOptions, DeleteOutcome, RegistryStore, Requester, UpdateOptions, WriteOptions,
     before_delete_preconditions, generated_name,

@@ -1061,22 +1061,25 @@ impl RegistryStore {
 /// for (custom resources) are left as they are. The walk cannot fail on what the decoder took;
 /// were it to, the object is logged and stored as far as the walk got.
 pub(super) fn go_form(obj: &mut Value) {
-    if !ironplane_protobuf::supports(obj.api_version(), obj.kind()) {
-        return;
-    }
-    // Where the object lies: what is in Go's form already is only visited, not built again.
-    if let Err(e) = ironplane_protobuf::go_form_in_place(obj) {
-        tracing::warn!(error = %e, kind = obj.kind(), "object has no Go form");
-    }
+    walk_in_place(obj, ironplane_protobuf::go_form_in_place);
 }
 
 /// The request's Go form of `obj` (see [`go_form`]): what Go's JSON decoder and encoder make
 /// of it, where empty lists and maps that storage makes `null` are still empty.
-pub(super) fn request_form(obj: &mut Value) {
+pub(crate) fn request_form(obj: &mut Value) {
+    walk_in_place(obj, ironplane_protobuf::request_form_in_place);
+}
+
+/// Brings a built-in object to a Go form with `walk`, where it lies: what is in that form
+/// already is only visited, not built again.
+fn walk_in_place(
+    obj: &mut Value,
+    walk: fn(&mut Value) -> Result<(), ironplane_protobuf::ProtobufError>,
+) {
     if !ironplane_protobuf::supports(obj.api_version(), obj.kind()) {
         return;
     }
-    if let Err(e) = ironplane_protobuf::request_form_in_place(obj) {
+    if let Err(e) = walk(obj) {
         tracing::warn!(error = %e, kind = obj.kind(), "object has no Go form");
     }
 }
