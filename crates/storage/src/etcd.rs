@@ -35,13 +35,14 @@
 //! that never reached a connection) until the request's deadline, where kube-apiserver answers
 //! 504 `Timeout`. This client waits the same way, retrying what upstream retries, but only while
 //! etcd is believed reachable: the server's `etcd` checks ([`EtcdKv::check`], a quorum read
-//! within `--etcd-healthcheck-timeout`) decide that. Once a check fails, every request waiting
-//! on etcd and every new one fails with [`KvError::Unreachable`] (the same 504) instead of
-//! holding its client until the deadline; the next check that passes lets requests through
-//! again, on the same client, which reconnects by itself. Without checks (a store used alone)
-//! requests wait as upstream's do. Watches are not cut: a watch on a frozen etcd resumes when it
-//! thaws, and one that breaks ends with an error that the watch cache follows by watching again
-//! from its last revision.
+//! within `--etcd-healthcheck-timeout`) decide that, and a member that answers at all, if only
+//! to say it has no leader during an election, counts as reachable. Once a check fails with no
+//! member answering, every request waiting on etcd and every new one fails with
+//! [`KvError::Unreachable`] (the same 504) instead of holding its client until the deadline; the
+//! next check that passes lets requests through again, on the same client, which reconnects by
+//! itself. Without checks (a store used alone) requests wait as upstream's do. Watches are not
+//! cut: a watch on a frozen etcd resumes when it thaws, and one that breaks ends with an error
+//! that the watch cache follows by watching again from its last revision.
 //!
 //! # Compaction
 //! With a non-zero interval, a task does what kube-apiserver's compactor does: every interval it
@@ -241,12 +242,21 @@ impl EtcdKv {
     /// etcd" in the module documentation).
     pub async fn check(&self, prefix: &str, timeout: Duration) -> Result<(), String> {
         let key = format!("{}/health", prefix.trim_end_matches('/'));
+        // Whether any member answered, even if only to refuse the read.
+        let answered = std::sync::atomic::AtomicBool::new(false);
         // Retried within the timeout as any read is, so that one lost member of a cluster does
         // not fail the check while the others answer.
         let read = retrying(false, || {
             let mut kv = self.kv();
             let key = key.clone();
-            async move { kv.get(key, None).await }
+            let answered = &answered;
+            async move {
+                let answer = kv.get(key, None).await;
+                if answered_by_etcd(&answer) {
+                    answered.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                answer
+            }
         });
         let result = match tokio::time::timeout(timeout, read).await {
             Err(_) => Err(format!("etcd did not answer within {timeout:?}")),
@@ -255,7 +265,12 @@ impl EtcdKv {
             Ok(Err(err)) if err.to_string().contains("etcdserver: permission denied") => Ok(()),
             Ok(Err(err)) => Err(err.to_string()),
         };
-        let up = result.is_ok();
+        // A member that answers is reachable even while the check fails: one that has no
+        // leader says so at once ("etcdserver: no leader", as the client requires a leader), and
+        // the election that follows the loss of a cluster's leader can outlast the check's
+        // timeout. Requests wait that out, as upstream's do; a cluster that lost its quorum for
+        // good leaves them to their deadline, also as upstream's.
+        let up = result.is_ok() || answered.load(std::sync::atomic::Ordering::Relaxed);
         if self
             .reachable
             .send_if_modified(|was| std::mem::replace(was, up) != up)
@@ -679,6 +694,16 @@ fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64, 
     header
         .map(|h| h.revision())
         .ok_or_else(|| KvError::Backend("etcd answered without a response header".into()))
+}
+
+/// Whether `answer` came from an etcd member, success or refusal (etcd's errors read
+/// `etcdserver: ...`), rather than from a connection that failed or was never made.
+fn answered_by_etcd<T>(answer: &Result<T, etcd_client::Error>) -> bool {
+    match answer {
+        Ok(_) => true,
+        Err(etcd_client::Error::GRpcStatus(status)) => status.message().starts_with("etcdserver:"),
+        Err(_) => false,
+    }
 }
 
 fn unreachable() -> KvError {
