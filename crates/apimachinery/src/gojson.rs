@@ -3,8 +3,178 @@
 //! `unexpected end of JSON input`, ...), which clients see wherever upstream reports a body, a
 //! continue token or an embedded document (a Secret's `.dockerconfigjson`) that is not JSON.
 //!
-//! This is a validator only: it walks the bytes with the states of Go's scanner and reports
-//! the first error exactly where Go's would; parsing stays serde_json's.
+//! The validator walks the bytes with the states of Go's scanner and reports the first error
+//! exactly where Go's would; parsing stays serde_json's.
+//!
+//! Writing is serde_json's too, with the escapes Go's encoder adds ([`write`]): kube-apiserver
+//! writes `<`, `>` and `&` as `\u003c`, `\u003e` and `\u0026` (the encoder's HTML-safe
+//! default, which its serializer keeps), and U+2028 and U+2029 as `\u2028` and `\u2029`.
+
+use std::io;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Appends `value` as compact JSON with Go's escapes (see the module documentation); members
+/// in a `Value`'s order, which is sorted, as Go writes a map.
+pub fn write(value: &Value, out: &mut Vec<u8>) {
+    // Writing a `Value` to memory cannot fail: its keys are strings.
+    let _ = value.serialize(&mut serde_json::Serializer::with_formatter(out, GoEscapes));
+}
+
+/// [`write`] into a new buffer.
+pub fn to_vec(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    write(value, &mut out);
+    out
+}
+
+/// Appends `text` as a JSON string with Go's escapes.
+pub fn write_str(text: &str, out: &mut Vec<u8>) {
+    let _ = text.serialize(&mut serde_json::Serializer::with_formatter(out, GoEscapes));
+}
+
+/// Appends `object` as Go writes a struct: the members named in `order` (its fields, in
+/// declaration order) first, then any others sorted, each value written by `write` (given the
+/// member's name).
+pub fn write_in_order(
+    object: &serde_json::Map<String, Value>,
+    order: &[&str],
+    out: &mut Vec<u8>,
+    write: &dyn Fn(&str, &Value, &mut Vec<u8>),
+) {
+    let named = order.iter().filter_map(|&name| object.get_key_value(name));
+    let others = object
+        .iter()
+        .filter(|(name, _)| !order.contains(&name.as_str()));
+    out.push(b'{');
+    for (i, (name, value)) in named.chain(others).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(name, out);
+        out.push(b':');
+        write(name, value, out);
+    }
+    out.push(b'}');
+}
+
+/// Go's `json.Indent` of compact JSON with a prefix of nothing and an indent of `indent`: the
+/// members and their bytes as they are (order, escapes), a newline and the indent before each
+/// member or element and before a closing bracket, a space after each colon, empty objects and
+/// arrays kept as `{}` and `[]`, and no final newline. `None` when `json` does not close every
+/// bracket it opens.
+pub fn indent(json: &[u8], indent: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(json.len() * 2);
+    let mut depth = 0usize;
+    // A bracket was opened and its first member or element has not started yet.
+    let mut opened = false;
+    let newline = |out: &mut Vec<u8>, depth: usize| {
+        out.push(b'\n');
+        for _ in 0..depth {
+            out.extend_from_slice(indent.as_bytes());
+        }
+    };
+    let mut i = 0;
+    while i < json.len() {
+        let c = json[i];
+        if is_space(c) {
+            i += 1;
+            continue;
+        }
+        if opened && c != b'}' && c != b']' {
+            newline(&mut out, depth);
+            opened = false;
+        }
+        match c {
+            b'"' => {
+                let start = i;
+                i += 1;
+                loop {
+                    match json.get(i)? {
+                        b'\\' => i += 2,
+                        b'"' => break,
+                        _ => i += 1,
+                    }
+                }
+                out.extend_from_slice(&json[start..=i]);
+            }
+            b'{' | b'[' => {
+                out.push(c);
+                depth += 1;
+                opened = true;
+            }
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if opened {
+                    opened = false;
+                } else {
+                    newline(&mut out, depth);
+                }
+                out.push(c);
+            }
+            b',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    (depth == 0).then_some(out)
+}
+
+/// serde's compact JSON with the escapes Go adds to serde's. serde escapes quotes, backslashes
+/// and control characters itself, as Go does, and hands the runs between them here.
+struct GoEscapes;
+
+impl serde_json::ser::Formatter for GoEscapes {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let bytes = fragment.as_bytes();
+        // Most strings have none of the bytes: a scan without early exit, which the compiler
+        // vectorizes, before the byte-by-byte walk. (Strings are short: `memchr`'s calls cost
+        // more than this scan.)
+        let marked = bytes.iter().fold(false, |seen, &b| {
+            seen | (b == b'<') | (b == b'>') | (b == b'&') | (b == 0xE2)
+        });
+        if !marked {
+            return writer.write_all(bytes);
+        }
+        let mut start = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            let (escape, width): (&[u8], usize) = match bytes[i] {
+                b'<' => (b"\\u003c", 1),
+                b'>' => (b"\\u003e", 1),
+                b'&' => (b"\\u0026", 1),
+                // U+2028 and U+2029 are E2 80 A8 and E2 80 A9 in UTF-8.
+                0xE2 if bytes.get(i + 1) == Some(&0x80)
+                    && matches!(bytes.get(i + 2), Some(0xA8 | 0xA9)) =>
+                {
+                    if bytes[i + 2] == 0xA8 {
+                        (b"\\u2028", 3)
+                    } else {
+                        (b"\\u2029", 3)
+                    }
+                }
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            writer.write_all(&bytes[start..i])?;
+            writer.write_all(escape)?;
+            i += width;
+            start = i;
+        }
+        writer.write_all(&bytes[start..])
+    }
+}
 
 /// How Go's scanner quotes the offending byte (`quoteChar`): `'x'`, `'\''`, `'"'`, and the
 /// escapes `strconv.Quote` uses for the rune of that byte's value (`'\x01'`, `'\u0081'`).
@@ -331,5 +501,31 @@ mod tests {
             err("\u{81}"),
             "invalid character 'Â' looking for beginning of value"
         );
+    }
+
+    #[test]
+    fn writing_takes_gos_escapes() {
+        let value =
+            serde_json::json!({"b": "<x> & \u{2028}\u{2029} \"q\" \\ \n \u{1}", "a": [1.5, null]});
+        assert_eq!(
+            String::from_utf8(to_vec(&value)).expect("utf-8"),
+            r#"{"a":[1.5,null],"b":"\u003cx\u003e \u0026 \u2028\u2029 \"q\" \\ \n \u0001"}"#
+        );
+    }
+
+    #[test]
+    fn indent_is_gos() {
+        let indented = |json: &str| {
+            indent(json.as_bytes(), "  ").map(|out| String::from_utf8(out).expect("utf-8"))
+        };
+        assert_eq!(
+            indented(r#"{"z":{},"a":[],"s":"{[,:\"]}","n":[1,{"k":null}]}"#).as_deref(),
+            Some(
+                "{\n  \"z\": {},\n  \"a\": [],\n  \"s\": \"{[,:\\\"]}\",\n  \"n\": [\n    1,\n    {\n      \"k\": null\n    }\n  ]\n}"
+            )
+        );
+        assert_eq!(indented(" [ ] ").as_deref(), Some("[]"));
+        assert_eq!(indented(r#"{"a":[1}"#), None);
+        assert_eq!(indented(r#"{"a":"#).as_deref(), None);
     }
 }
