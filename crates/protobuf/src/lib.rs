@@ -17,6 +17,7 @@
 mod check;
 mod decode;
 mod encode;
+mod json;
 mod normalize;
 pub mod openapi_v2;
 mod render;
@@ -203,6 +204,34 @@ fn walk_in_place(obj: &mut Value, keep_empty: bool) -> Result<(), ProtobufError>
             .filter_map(|(k, v)| Some((k.to_string(), v?))),
     );
     result
+}
+
+/// `obj` as kube-apiserver writes it in JSON: a built-in object's members in its Go struct's
+/// declaration order (a `Table`'s too), anything else's sorted (custom resources, which upstream writes from a
+/// map), strings with Go's escapes (see the `json` module). `obj` should be in Go's form
+/// ([`go_form`]); only the order and the escapes are decided here.
+pub fn to_json(obj: &Value) -> Vec<u8> {
+    // Room for a typical object with its managed fields, so that the buffer seldom grows.
+    let mut out = Vec::with_capacity(1024);
+    write_json(obj, &mut out);
+    out
+}
+
+/// [`to_json`], appended to `out`.
+pub fn write_json(obj: &Value, out: &mut Vec<u8>) {
+    match (resolve(obj), obj) {
+        (Ok((id, _, _)), _) => json::write_message(schema(), id, obj, out),
+        (Err(_), Value::Object(table))
+            if table.get("kind").and_then(Value::as_str) == Some("Table")
+                && table
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| v.starts_with("meta.k8s.io/")) =>
+        {
+            json::write_table(schema(), table, out)
+        }
+        _ => json::plain(obj, out),
+    }
 }
 
 /// Encode one watch event frame for `;stream=watch`: 4-byte big-endian length + a meta/v1

@@ -108,6 +108,9 @@ pub(crate) struct MemberField {
     /// part of the idle server's heap.
     message: u32,
     pub index: u16,
+    /// The member's place among the struct's JSON members in Go's declaration order, inline
+    /// structs' members at the inline field's place: the order Go writes them in.
+    pub rank: u16,
     pub inline_depth: u8,
 }
 
@@ -328,6 +331,7 @@ fn json_members(
         out.push(MemberField {
             message: u32::try_from(id).map_err(|_| "too many messages")?,
             index: u16::try_from(index).map_err(|_| "too many fields")?,
+            rank: u16::try_from(out.len()).map_err(|_| "too many members")?,
             inline_depth,
         });
     }
