@@ -450,7 +450,7 @@ impl GenericApiServer {
             ["version"] => Ok(response::raw(
                 StatusCode::OK,
                 "application/json",
-                serde_json::to_vec_pretty(&self.config.version).map_err(Status::internal)?,
+                version_json(&self.config.version),
             )),
             ["debug", "api_priority_and_fairness", dump] if self.flow_control.is_some() => {
                 let Some(fc) = self.flow_control.as_deref() else {
@@ -610,4 +610,32 @@ async fn read_body(body: RequestBody) -> Result<Bytes, Status> {
             "error reading the request body: {e}"
         ))),
     }
+}
+
+/// `version.Info` as Go's `json.MarshalIndent` writes it: fields in declaration order, then
+/// anything else the server's version holds.
+fn version_json(version: &Value) -> Vec<u8> {
+    const ORDER: [&str; 13] = [
+        "major",
+        "minor",
+        "emulationMajor",
+        "emulationMinor",
+        "minCompatibilityMajor",
+        "minCompatibilityMinor",
+        "gitVersion",
+        "gitCommit",
+        "gitTreeState",
+        "buildDate",
+        "goVersion",
+        "compiler",
+        "platform",
+    ];
+    let Some(fields) = version.as_object() else {
+        return apimachinery::gojson::to_vec(version);
+    };
+    let mut out = Vec::with_capacity(512);
+    apimachinery::gojson::write_in_order(fields, &ORDER, &mut out, &|_, value, out| {
+        apimachinery::gojson::write(value, out)
+    });
+    apimachinery::gojson::indent(&out, "  ").unwrap_or(out)
 }

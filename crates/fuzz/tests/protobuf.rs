@@ -390,6 +390,14 @@ proptest! {
         for edit in &edits {
             apply_perturb(&mut object, edit);
         }
+        // Go's member order changes the order only, whatever the object, and its indented
+        // form (what curl is answered) is the same JSON.
+        let written = ironplane_protobuf::to_json(&object);
+        let back: serde_json::Value = serde_json::from_slice(&written).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(&back, &object);
+        let indented = apimachinery::gojson::indent(&written, "  ").ok_or_else(|| TestCaseError::fail("unbalanced"))?;
+        let back: serde_json::Value = serde_json::from_slice(&indented).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(&back, &object);
         let walked = ironplane_protobuf::go_form(&object);
         let round = encode(&object).and_then(|bytes| decode(&bytes));
         let mut in_place = object.clone();

@@ -109,6 +109,20 @@ impl StorageCodec for BuiltinCodec {
             .map_err(|e| e.to_string())
     }
 
+    /// Go's encoding of the kind's struct: members in declaration order.
+    fn to_json(&self, obj: &Value) -> Vec<u8> {
+        ironplane_protobuf::to_json(obj)
+    }
+
+    /// `ObjectMeta` declares `name`, `generateName`, `namespace`, `selfLink` and `uid` before
+    /// `resourceVersion`.
+    fn precedes_resource_version(&self, member: &[u8]) -> bool {
+        matches!(
+            member,
+            b"name" | b"generateName" | b"namespace" | b"selfLink" | b"uid"
+        )
+    }
+
     fn upgrade(&self, obj: &mut Value) -> Result<bool, String> {
         if self.stored_versions.is_empty() {
             return Ok(false);

@@ -92,6 +92,20 @@ pub trait StorageCodec: Send + Sync + 'static {
     /// answer's metadata may lack a resourceVersion: the store sets it from the key's revision.
     fn decode(&self, stored: &[u8]) -> Result<Value, String>;
 
+    /// The JSON of `obj` as its kind's server writes it, which the store keeps and answers
+    /// with: here Go's encoding of a map (members sorted, Go's escapes), as upstream writes
+    /// custom resources.
+    fn to_json(&self, obj: &Value) -> Vec<u8> {
+        apimachinery::gojson::to_vec(obj)
+    }
+
+    /// Whether the `metadata` member named `member` (its JSON key, unquoted) comes before
+    /// `resourceVersion` in what [`StorageCodec::to_json`] writes, so that the store can set a
+    /// resourceVersion into that JSON where the codec would have written it.
+    fn precedes_resource_version(&self, member: &[u8]) -> bool {
+        member < b"resourceVersion".as_slice()
+    }
+
     /// Brings an object stored in another version of its kind to the version its store keeps,
     /// as upstream's storage codec converts whatever it decodes to the storage version; answers
     /// whether it changed the object. Such objects come from servers whose storage version

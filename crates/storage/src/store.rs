@@ -82,10 +82,7 @@ impl Object {
         resource_version: i64,
         attrs: &AttrsFn,
     ) -> Result<Object, StorageError> {
-        let value: Value = serde_json::from_slice(stored).map_err(|e| {
-            StorageError::InvalidObject(format!("cannot decode stored object {key}: {e}"))
-        })?;
-        Self::from_parts(key, value, stored, resource_version, attrs)
+        Self::from_stored_in(key, stored, resource_version, attrs, &JsonCodec)
     }
 
     /// The object built from a stored value in any format: JSON is read as [`Object::from_stored`]
@@ -101,7 +98,8 @@ impl Object {
             StorageError::InvalidObject(format!("cannot decode stored object {key}: {e}"))
         })?;
         if as_stored {
-            return Self::from_parts(key, value, stored, resource_version, attrs);
+            let computed = Arc::new(compute_attrs(attrs, &value));
+            return Self::from_parts_with(key, value, stored, resource_version, computed, codec);
         }
         if !value.is_object() {
             return Err(StorageError::InvalidObject(format!(
@@ -112,44 +110,33 @@ impl Object {
         value.set_meta("resourceVersion", resource_version.to_string());
         Ok(Object {
             key: Arc::from(key),
-            bytes: Bytes::from(encode(key, &value)?),
+            bytes: Bytes::from(codec.to_json(&value)),
             resource_version,
             attrs: computed,
         })
     }
 
-    /// The object from its parsed value and the bytes that encode it, without re-encoding when
-    /// the resourceVersion can be spliced into the bytes.
-    fn from_parts(
-        key: &str,
-        value: Value,
-        stored: &[u8],
-        resource_version: i64,
-        attrs: &AttrsFn,
-    ) -> Result<Object, StorageError> {
-        let computed = Arc::new(compute_attrs(attrs, &value));
-        Self::from_parts_with(key, value, stored, resource_version, computed)
-    }
-
-    /// [`Object::from_parts`] with the attributes already computed.
+    /// The object from its parsed value, the JSON that `codec` wrote for it, and its attributes,
+    /// without re-encoding when the resourceVersion can be spliced into the JSON.
     fn from_parts_with(
         key: &str,
         mut value: Value,
-        stored: &[u8],
+        json: &[u8],
         resource_version: i64,
         computed: Arc<Attrs>,
+        codec: &dyn StorageCodec,
     ) -> Result<Object, StorageError> {
         let spliceable = value
             .metadata()
             .is_some_and(|m| !m.contains_key("resourceVersion"));
         let bytes = match spliceable
-            .then(|| splice_resource_version(stored, resource_version))
+            .then(|| splice_resource_version(json, resource_version, codec))
             .flatten()
         {
             Some(bytes) => bytes,
             None => {
                 value.set_meta("resourceVersion", resource_version.to_string());
-                encode(key, &value)?
+                codec.to_json(&value)
             }
         };
         Ok(Object {
@@ -167,10 +154,11 @@ impl Object {
         json: &[u8],
         resource_version: i64,
         attrs: Arc<Attrs>,
+        codec: &dyn StorageCodec,
     ) -> Option<Object> {
         Some(Object {
             key: Arc::from(key),
-            bytes: Bytes::from(splice_resource_version(json, resource_version)?),
+            bytes: Bytes::from(splice_resource_version(json, resource_version, codec)?),
             resource_version,
             attrs,
         })
@@ -178,21 +166,24 @@ impl Object {
 
     /// The same object content carrying another resourceVersion (upstream sends a deleted
     /// object, or one that stopped matching a watch, with the event's resourceVersion).
+    /// The resourceVersion is replaced where it stands, so the members keep their order.
     pub fn with_resource_version(&self, resource_version: i64) -> Result<Object, StorageError> {
-        let mut value = self.value()?;
-        value.set_meta("resourceVersion", resource_version.to_string());
+        let bytes = match replace_resource_version(&self.bytes, resource_version) {
+            Some(bytes) => bytes,
+            // Not reached by objects the store made, which all carry their resourceVersion.
+            None => {
+                let mut value = self.value()?;
+                value.set_meta("resourceVersion", resource_version.to_string());
+                apimachinery::gojson::to_vec(&value)
+            }
+        };
         Ok(Object {
             key: self.key.clone(),
-            bytes: Bytes::from(encode(&self.key, &value)?),
+            bytes: Bytes::from(bytes),
             resource_version,
             attrs: self.attrs.clone(),
         })
     }
-}
-
-fn encode(key: &str, value: &Value) -> Result<Vec<u8>, StorageError> {
-    serde_json::to_vec(value)
-        .map_err(|e| StorageError::InvalidObject(format!("cannot encode object {key}: {e}")))
 }
 
 /// Runs the caller's [`AttrsFn`] and makes sure the two fields every resource selects on exist.
@@ -217,19 +208,89 @@ fn compute_attrs(attrs: &AttrsFn, value: &Value) -> Attrs {
     computed
 }
 
-/// Inserts `"resourceVersion":"<rv>"` at the start of the top-level `metadata` object of `json`,
-/// or `None` when `json` is not an object with a `metadata` object (the caller then re-encodes).
-fn splice_resource_version(json: &[u8], resource_version: i64) -> Option<Vec<u8>> {
-    let (after_brace, empty) = find_metadata_object(json)?;
-    let field = format!(
-        "\"resourceVersion\":\"{resource_version}\"{}",
-        if empty { "" } else { "," }
-    );
-    let mut out = Vec::with_capacity(json.len() + field.len());
-    out.extend_from_slice(&json[..after_brace]);
+/// Inserts `"resourceVersion":"<rv>"` into the top-level `metadata` object of `json`, which
+/// has none, where `codec` writes it: before the first member that does not precede it
+/// ([`StorageCodec::precedes_resource_version`]), or last. `None` when `json` is not an object
+/// with a `metadata` object (the caller then re-encodes).
+fn splice_resource_version(
+    json: &[u8],
+    resource_version: i64,
+    codec: &dyn StorageCodec,
+) -> Option<Vec<u8>> {
+    let (open, empty) = find_metadata_object(json)?;
+    let field = format!("\"resourceVersion\":\"{resource_version}\"");
+    // Where the member goes, and whether a comma goes before it (after the last member) or
+    // after it (before a member).
+    let (at, comma_before) = if empty {
+        (open, None)
+    } else {
+        let mut i = skip_ws(json, open);
+        loop {
+            if json.get(i)? != &b'"' {
+                return None;
+            }
+            let key_end = skip_string(json, i)?;
+            if !codec.precedes_resource_version(&json[i + 1..key_end - 1]) {
+                break (i, Some(false));
+            }
+            let value = skip_ws(json, key_end);
+            if json.get(value)? != &b':' {
+                return None;
+            }
+            let value_end = skip_value(json, skip_ws(json, value + 1))?;
+            let next = skip_ws(json, value_end);
+            match json.get(next)? {
+                b',' => i = skip_ws(json, next + 1),
+                b'}' => break (value_end, Some(true)),
+                _ => return None,
+            }
+        }
+    };
+    let mut out = Vec::with_capacity(json.len() + field.len() + 1);
+    out.extend_from_slice(&json[..at]);
+    if comma_before == Some(true) {
+        out.push(b',');
+    }
     out.extend_from_slice(field.as_bytes());
-    out.extend_from_slice(&json[after_brace..]);
+    if comma_before == Some(false) {
+        out.push(b',');
+    }
+    out.extend_from_slice(&json[at..]);
     Some(out)
+}
+
+/// `json` with the value of its top-level `metadata.resourceVersion` replaced, or `None` when
+/// it has none.
+fn replace_resource_version(json: &[u8], resource_version: i64) -> Option<Vec<u8>> {
+    let (open, empty) = find_metadata_object(json)?;
+    if empty {
+        return None;
+    }
+    let mut i = skip_ws(json, open);
+    loop {
+        if json.get(i)? != &b'"' {
+            return None;
+        }
+        let key_end = skip_string(json, i)?;
+        let colon = skip_ws(json, key_end);
+        if json.get(colon)? != &b':' {
+            return None;
+        }
+        let value = skip_ws(json, colon + 1);
+        let value_end = skip_value(json, value)?;
+        if &json[i..key_end] == b"\"resourceVersion\"" {
+            let mut out = Vec::with_capacity(json.len() + 8);
+            out.extend_from_slice(&json[..value]);
+            out.extend_from_slice(format!("\"{resource_version}\"").as_bytes());
+            out.extend_from_slice(&json[value_end..]);
+            return Some(out);
+        }
+        let next = skip_ws(json, value_end);
+        match json.get(next)? {
+            b',' => i = skip_ws(json, next + 1),
+            _ => return None,
+        }
+    }
 }
 
 /// Appends the JSON object `json` to `out` without its top-level `apiVersion` and `kind`: the
@@ -788,7 +849,7 @@ impl KvStore {
             )));
         }
         obj.remove_meta("resourceVersion");
-        let json = Bytes::from(encode(key, &obj)?);
+        let json = Bytes::from(self.codec.to_json(&obj));
         let stored = match self.codec.encode(&obj) {
             Ok(Some(stored)) => Bytes::from(stored),
             Ok(None) => json.clone(),
@@ -986,7 +1047,7 @@ impl Store for KvStore {
         self.record(Operation::Create, start, &created);
         match created.map_err(|e| refused(e, obj.take()))? {
             TxnOutcome::Succeeded { revision, .. } => {
-                Object::from_parts_with(key, obj, &json, revision, attrs)
+                Object::from_parts_with(key, obj, &json, revision, attrs, self.codec.as_ref())
             }
             TxnOutcome::Failed { .. } => Err(StorageError::AlreadyExists {
                 key: key.to_string(),
@@ -1030,7 +1091,7 @@ impl Store for KvStore {
         self.record(Operation::Update, start, &updated);
         match updated.map_err(|e| refused(e, obj.take()))? {
             TxnOutcome::Succeeded { revision, .. } => {
-                Object::from_parts_with(key, obj, &json, revision, attrs)
+                Object::from_parts_with(key, obj, &json, revision, attrs, self.codec.as_ref())
             }
             TxnOutcome::Failed { current: None } => Err(StorageError::NotFound {
                 key: key.to_string(),
@@ -1313,7 +1374,13 @@ impl KvWatch {
                         self.written
                             .take(&kv.key, &kv.value)
                             .and_then(|(json, attrs)| {
-                                Object::from_written(&kv.key, &json, kv.mod_revision, attrs)
+                                Object::from_written(
+                                    &kv.key,
+                                    &json,
+                                    kv.mod_revision,
+                                    attrs,
+                                    self.codec.as_ref(),
+                                )
                             });
                     let object = match written {
                         Some(object) => object,
@@ -1420,24 +1487,89 @@ mod tests {
         assert!(written.take("/b", &big).is_some());
     }
 
+    /// A codec writing metadata in Go's order, as the built-in kinds' codec does.
+    struct GoOrder;
+
+    impl StorageCodec for GoOrder {
+        fn encode(&self, _obj: &Value) -> Result<Option<Vec<u8>>, String> {
+            Ok(None)
+        }
+        fn decode(&self, _stored: &[u8]) -> Result<Value, String> {
+            Err("JSON only".into())
+        }
+        fn precedes_resource_version(&self, member: &[u8]) -> bool {
+            matches!(
+                member,
+                b"name" | b"generateName" | b"namespace" | b"selfLink" | b"uid"
+            )
+        }
+    }
+
     #[test]
-    fn splices_resource_version_into_metadata() {
-        let spliced =
-            splice_resource_version(br#"{"a":{"metadata":1},"metadata":{"name":"x"}}"#, 7)
-                .expect("splice");
+    fn splices_resource_version_where_the_codec_writes_it() {
+        let splice = |json: &[u8], codec: &dyn StorageCodec| {
+            String::from_utf8(splice_resource_version(json, 7, codec).expect("splice"))
+                .expect("utf-8")
+        };
+        // Sorted members (custom resources): in name order, past a `metadata` elsewhere.
         assert_eq!(
-            spliced,
-            br#"{"a":{"metadata":1},"metadata":{"resourceVersion":"7","name":"x"}}"#
+            splice(
+                br#"{"a":{"metadata":1},"metadata":{"name":"x"}}"#,
+                &JsonCodec
+            ),
+            r#"{"a":{"metadata":1},"metadata":{"name":"x","resourceVersion":"7"}}"#
         );
-        let spliced =
-            splice_resource_version(br#"{"s":"q\"}","metadata": { } }"#, 3).expect("splice");
         assert_eq!(
-            spliced,
-            br#"{"s":"q\"}","metadata": {"resourceVersion":"3" } }"#
+            splice(
+                br#"{"metadata":{"labels":{"uid":"1"},"name":"x","uid":"u"}}"#,
+                &JsonCodec
+            ),
+            r#"{"metadata":{"labels":{"uid":"1"},"name":"x","resourceVersion":"7","uid":"u"}}"#
         );
-        assert!(splice_resource_version(br#"{"metadata":[]}"#, 1).is_none());
-        assert!(splice_resource_version(br#"{"kind":"X"}"#, 1).is_none());
-        assert!(splice_resource_version(b"[]", 1).is_none());
+        // Go's order: after uid, before the creation time.
+        assert_eq!(
+            splice(
+                br#"{"kind":"ConfigMap","metadata":{"name":"x","namespace":"d","uid":"u","creationTimestamp":null,"labels":{"a":"b"}}}"#,
+                &GoOrder
+            ),
+            r#"{"kind":"ConfigMap","metadata":{"name":"x","namespace":"d","uid":"u","resourceVersion":"7","creationTimestamp":null,"labels":{"a":"b"}}}"#
+        );
+        assert_eq!(
+            splice(br#"{"metadata":{"labels":{},"name":"x"}}"#, &GoOrder),
+            r#"{"metadata":{"resourceVersion":"7","labels":{},"name":"x"}}"#
+        );
+        // Last, with white space kept; an empty object.
+        assert_eq!(
+            splice(br#"{"metadata": {"name" : "x" } }"#, &GoOrder),
+            r#"{"metadata": {"name" : "x","resourceVersion":"7" } }"#
+        );
+        assert_eq!(
+            splice(br#"{"s":"q\"}","metadata": { } }"#, &JsonCodec),
+            r#"{"s":"q\"}","metadata": {"resourceVersion":"7" } }"#
+        );
+        for json in [
+            &br#"{"metadata":[]}"#[..],
+            br#"{"kind":"X"}"#,
+            b"[]",
+            br#"{"metadata":{"name":"#,
+        ] {
+            assert!(splice_resource_version(json, 1, &GoOrder).is_none());
+        }
+    }
+
+    #[test]
+    fn replaces_resource_version_where_it_stands() {
+        let replaced = replace_resource_version(
+            br#"{"metadata":{"name":"x","resourceVersion":"5","creationTimestamp":null}}"#,
+            12,
+        )
+        .expect("replaced");
+        assert_eq!(
+            replaced,
+            br#"{"metadata":{"name":"x","resourceVersion":"12","creationTimestamp":null}}"#
+        );
+        assert!(replace_resource_version(br#"{"metadata":{"name":"x"}}"#, 1).is_none());
+        assert!(replace_resource_version(br#"{"metadata":{}}"#, 1).is_none());
     }
 
     #[test]

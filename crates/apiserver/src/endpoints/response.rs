@@ -102,7 +102,7 @@ pub fn is_pretty_print(query: &str, user_agent: Option<&str>) -> bool {
 }
 
 /// The response indented with two spaces and no final newline, as Go's `json.Indent` leaves
-/// it, when it is marked
+/// it (members in the order and with the escapes they have), when it is marked
 /// [`NegotiatedJson`]; any other response is returned as it is.
 pub async fn pretty_print(r: Response) -> Response {
     if r.extensions().get::<NegotiatedJson>().is_none() {
@@ -111,16 +111,7 @@ pub async fn pretty_print(r: Response) -> Response {
     let (mut parts, body) = r.into_parts();
     let Ok(collected) = body.collect().await;
     let bytes = collected.to_bytes();
-    let indented = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| {
-        let mut out = Vec::with_capacity(bytes.len() * 2);
-        let mut ser = serde_json::Serializer::with_formatter(
-            &mut out,
-            serde_json::ser::PrettyFormatter::with_indent(b"  "),
-        );
-        serde::Serialize::serialize(&v, &mut ser).ok()?;
-        Some(out)
-    });
-    let body = match indented {
+    let body = match apimachinery::gojson::indent(&bytes, "  ") {
         Some(out) => {
             parts.headers.remove(header::CONTENT_LENGTH);
             Bytes::from(out)
@@ -152,9 +143,7 @@ pub fn raw(code: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp
 /// Encodes a JSON value in the negotiated encoding.
 pub fn encode_value(v: &Value, encoding: Encoding) -> Result<Bytes, Status> {
     match encoding {
-        Encoding::Json => serde_json::to_vec(v)
-            .map(Bytes::from)
-            .map_err(Status::internal),
+        Encoding::Json => Ok(Bytes::from(ironplane_protobuf::to_json(v))),
         Encoding::Yaml => serde_yaml_ng::to_string(v)
             .map(Bytes::from)
             .map_err(Status::internal),
@@ -218,11 +207,15 @@ pub fn object(
         (View::Object, _) => value(code, &obj.value().map_err(Status::internal)?, n),
         (View::Table, _) => {
             let v = obj.value().map_err(Status::internal)?;
+            // Upstream's table generator gives one object's Table that object's
+            // resourceVersion (`meta.CommonAccessor`).
+            let rv = v.resource_version();
+            let meta = (!rv.is_empty()).then(|| json!({ "resourceVersion": rv }));
             let table = super::table::table(
                 api,
                 info,
                 std::slice::from_ref(&v),
-                None,
+                meta,
                 n.view_version,
                 true,
                 n.include_object,
@@ -268,25 +261,43 @@ pub fn list(
 ) -> Result<Response, Status> {
     match (n.view, n.encoding) {
         (View::Object, Encoding::Json) => {
-            let head = serde_json::to_vec(&json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta}))
-                .map_err(Status::internal)?;
-            let size: usize =
-                items.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + head.len() + 16;
+            let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 256;
             let mut out = Vec::with_capacity(size);
-            // The envelope is a closed JSON object: reopen it to append `"items":[...]`.
-            out.extend_from_slice(&head[..head.len() - 1]);
-            out.extend_from_slice(b",\"items\":[");
-            for (i, o) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
+            let write_items = |out: &mut Vec<u8>| {
+                out.extend_from_slice(b"\"items\":[");
+                for (i, o) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    if info.unstructured {
+                        out.extend_from_slice(&o.bytes);
+                    } else {
+                        storage::store::extend_without_type_meta(&o.bytes, out);
+                    }
                 }
-                if info.unstructured {
-                    out.extend_from_slice(&o.bytes);
-                } else {
-                    storage::store::extend_without_type_meta(&o.bytes, &mut out);
-                }
+                out.push(b']');
+            };
+            if info.unstructured {
+                // Upstream writes an unstructured list as a map, members sorted.
+                out.extend_from_slice(b"{\"apiVersion\":");
+                apimachinery::gojson::write_str(&info.api_version(), &mut out);
+                out.push(b',');
+                write_items(&mut out);
+                out.extend_from_slice(b",\"kind\":");
+                apimachinery::gojson::write_str(&info.list_kind(), &mut out);
+                out.extend_from_slice(b",\"metadata\":");
+                apimachinery::gojson::write(&meta, &mut out);
+                out.push(b'}');
+            } else {
+                // The typed list's fields in Go's order, `items` last: the envelope is a closed
+                // JSON object, reopened to append them.
+                let head = json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta});
+                ironplane_protobuf::write_json(&head, &mut out);
+                out.pop();
+                out.push(b',');
+                write_items(&mut out);
+                out.push(b'}');
             }
-            out.extend_from_slice(b"]}");
             Ok(negotiated(StatusCode::OK, n.encoding, Bytes::from(out)))
         }
         (View::Object, _) => {

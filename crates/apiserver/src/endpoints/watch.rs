@@ -183,9 +183,13 @@ fn encode_event(
             .map(Bytes::from)
             .map_err(|e| Status::internal(e.to_string())),
         _ => {
-            let mut b = serde_json::to_vec(&json!({"type": kind, "object": value}))
-                .map_err(Status::internal)?;
-            b.push(b'\n');
+            // metav1.WatchEvent's fields in Go's order, the object as its kind writes it.
+            let mut b = Vec::with_capacity(256);
+            b.extend_from_slice(b"{\"type\":\"");
+            b.extend_from_slice(kind.as_bytes());
+            b.extend_from_slice(b"\",\"object\":");
+            ironplane_protobuf::write_json(&value, &mut b);
+            b.extend_from_slice(b"}\n");
             Ok(Bytes::from(b))
         }
     }

@@ -135,12 +135,8 @@ impl Converter {
                 .into_iter()
                 .zip(converted)
                 .map(|(o, converted)| {
-                    let bytes = serde_json::to_vec(&converted).map_err(|e| {
-                        StorageError::InvalidObject(format!(
-                            "cannot encode converted {}: {e}",
-                            o.key
-                        ))
-                    })?;
+                    // A custom resource, written as upstream writes one (members sorted).
+                    let bytes = apimachinery::gojson::to_vec(&converted);
                     Ok(Object {
                         attrs: Arc::new((self.attrs)(&converted)),
                         bytes: bytes.into(),

@@ -413,7 +413,7 @@ impl RegistryStore {
 
     /// An object that was not stored (dry run), shaped like a stored one.
     fn unstored(&self, obj: &Value) -> Result<Object, Status> {
-        let bytes = serde_json::to_vec(obj).map_err(Status::internal)?;
+        let bytes = ironplane_protobuf::to_json(obj);
         Ok(Object {
             key: Arc::from(self.key(obj.namespace(), obj.name())),
             bytes: Bytes::from(bytes),
