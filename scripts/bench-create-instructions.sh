@@ -7,10 +7,11 @@
 # Prints the instructions per create; `callgrind_annotate --inclusive=yes OUT/callgrind.*` shows
 # where they went. Not part of CI (minutes under valgrind).
 # ETCD=none runs the server on its embedded store instead (builds from before etcd support).
+# PORT and EP move the server's and etcd's ports, so that two builds can be counted at once.
 # Usage: scripts/bench-create-instructions.sh IRONPLANE BENCH OUT [extra ironplane flags]
 set -euo pipefail
 BIN=$1; BENCH=$2; OUT=$3; shift 3; COUNT=${COUNT:-1500}; KIND=${KIND:-pod}; ETCD=${ETCD:-etcd}
-mkdir -p "$OUT"; work=$(mktemp -d /dev/shm/cri.XXXX); ep=27790; port=27443
+mkdir -p "$OUT"; work=$(mktemp -d /dev/shm/cri.XXXX); ep=${EP:-27790}; port=${PORT:-27443}
 store=()
 if [ "$ETCD" = none ]; then EPID=""; else
   "$ETCD" --name b --data-dir "$work/etcd" --listen-client-urls http://127.0.0.1:$ep --advertise-client-urls http://127.0.0.1:$ep --listen-peer-urls http://127.0.0.1:$((ep+10)) --initial-advertise-peer-urls http://127.0.0.1:$((ep+10)) --initial-cluster b=http://127.0.0.1:$((ep+10)) --log-level error >"$work/etcd.log" 2>&1 & EPID=$!

@@ -6,20 +6,49 @@
 //! The validator walks the bytes with the states of Go's scanner and reports the first error
 //! exactly where Go's would; parsing stays serde_json's.
 //!
-//! Writing is serde_json's too, with the escapes Go's encoder adds ([`write`]): kube-apiserver
-//! writes `<`, `>` and `&` as `\u003c`, `\u003e` and `\u0026` (the encoder's HTML-safe
-//! default, which its serializer keeps), and U+2028 and U+2029 as `\u2028` and `\u2029`.
+//! Writing ([`write`]) is compact JSON with the escapes Go's encoder adds to serde's:
+//! kube-apiserver writes `<`, `>` and `&` as `\u003c`, `\u003e` and `\u0026` (the encoder's
+//! HTML-safe default, which its serializer keeps), and U+2028 and U+2029 as `\u2028` and
+//! `\u2029`. Strings are escaped in one pass over their bytes, with a table.
 
-use std::io;
-
-use serde::Serialize;
 use serde_json::Value;
 
 /// Appends `value` as compact JSON with Go's escapes (see the module documentation); members
-/// in a `Value`'s order, which is sorted, as Go writes a map.
+/// in a `Value`'s order, which is sorted, as Go writes a map. Numbers are written as serde
+/// writes them.
 pub fn write(value: &Value, out: &mut Vec<u8>) {
-    // Writing a `Value` to memory cannot fail: its keys are strings.
-    let _ = value.serialize(&mut serde_json::Serializer::with_formatter(out, GoEscapes));
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // Writing a number to memory cannot fail.
+        Value::Number(n) => {
+            let _ = serde_json::to_writer(&mut *out, n);
+        }
+        Value::String(text) => write_str(text, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write(item, out);
+            }
+            out.push(b']');
+        }
+        Value::Object(members) => {
+            out.push(b'{');
+            for (i, (name, member)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(name, out);
+                out.push(b':');
+                write(member, out);
+            }
+            out.push(b'}');
+        }
+    }
 }
 
 /// [`write`] into a new buffer.
@@ -29,10 +58,87 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
     out
 }
 
-/// Appends `text` as a JSON string with Go's escapes.
+/// Appends `text` as a JSON string with Go's escapes, found in one pass over its bytes.
 pub fn write_str(text: &str, out: &mut Vec<u8>) {
-    let _ = text.serialize(&mut serde_json::Serializer::with_formatter(out, GoEscapes));
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        let kind = ESCAPE[usize::from(byte)];
+        if kind == 0 {
+            i += 1;
+            continue;
+        }
+        let mut width = 1;
+        let short: &[u8] = match kind {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'b' => b"\\b",
+            b'f' => b"\\f",
+            b'n' => b"\\n",
+            b'r' => b"\\r",
+            b't' => b"\\t",
+            // U+2028 and U+2029 are E2 80 A8 and E2 80 A9 in UTF-8; other E2 sequences pass.
+            b'e' => match (bytes.get(i + 1), bytes.get(i + 2)) {
+                (Some(0x80), Some(0xA8)) => {
+                    width = 3;
+                    b"\\u2028"
+                }
+                (Some(0x80), Some(0xA9)) => {
+                    width = 3;
+                    b"\\u2029"
+                }
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            },
+            // `u`: control characters, and Go's HTML escapes.
+            _ => b"",
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if short.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0xF)]);
+        } else {
+            out.extend_from_slice(short);
+        }
+        i += width;
+        start = i;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
+
+/// How each byte is written in a JSON string: 0 as itself; the quote, the backslash and the
+/// control characters with a short escape (`b`, `f`, `n`, `r`, `t`, as Go and serde write
+/// them) or `\u00XX` (`u`); `<`, `>` and `&` as `\u00XX` too (Go's HTML-safe escapes); `e` for
+/// the first byte of U+2028 and U+2029.
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        table[c] = b'u';
+        c += 1;
+    }
+    table[0x08] = b'b';
+    table[0x0C] = b'f';
+    table[b'\n' as usize] = b'n';
+    table[b'\r' as usize] = b'r';
+    table[b'\t' as usize] = b't';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table[b'<' as usize] = b'u';
+    table[b'>' as usize] = b'u';
+    table[b'&' as usize] = b'u';
+    table[0xE2] = b'e';
+    table
+};
 
 /// Appends `object` as Go writes a struct: the members named in `order` (its fields, in
 /// declaration order) first, then any others sorted, each value written by `write` (given the
@@ -123,57 +229,6 @@ pub fn indent(json: &[u8], indent: &str) -> Option<Vec<u8>> {
         i += 1;
     }
     (depth == 0).then_some(out)
-}
-
-/// serde's compact JSON with the escapes Go adds to serde's. serde escapes quotes, backslashes
-/// and control characters itself, as Go does, and hands the runs between them here.
-struct GoEscapes;
-
-impl serde_json::ser::Formatter for GoEscapes {
-    fn write_string_fragment<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        fragment: &str,
-    ) -> io::Result<()> {
-        let bytes = fragment.as_bytes();
-        // Most strings have none of the bytes: a scan without early exit, which the compiler
-        // vectorizes, before the byte-by-byte walk. (Strings are short: `memchr`'s calls cost
-        // more than this scan.)
-        let marked = bytes.iter().fold(false, |seen, &b| {
-            seen | (b == b'<') | (b == b'>') | (b == b'&') | (b == 0xE2)
-        });
-        if !marked {
-            return writer.write_all(bytes);
-        }
-        let mut start = 0;
-        let mut i = 0;
-        while i < bytes.len() {
-            let (escape, width): (&[u8], usize) = match bytes[i] {
-                b'<' => (b"\\u003c", 1),
-                b'>' => (b"\\u003e", 1),
-                b'&' => (b"\\u0026", 1),
-                // U+2028 and U+2029 are E2 80 A8 and E2 80 A9 in UTF-8.
-                0xE2 if bytes.get(i + 1) == Some(&0x80)
-                    && matches!(bytes.get(i + 2), Some(0xA8 | 0xA9)) =>
-                {
-                    if bytes[i + 2] == 0xA8 {
-                        (b"\\u2028", 3)
-                    } else {
-                        (b"\\u2029", 3)
-                    }
-                }
-                _ => {
-                    i += 1;
-                    continue;
-                }
-            };
-            writer.write_all(&bytes[start..i])?;
-            writer.write_all(escape)?;
-            i += width;
-            start = i;
-        }
-        writer.write_all(&bytes[start..])
-    }
 }
 
 /// How Go's scanner quotes the offending byte (`quoteChar`): `'x'`, `'\''`, `'"'`, and the
