@@ -7,8 +7,8 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::time::Duration;
 
 use common::Server;
 use serde_json::Value;
@@ -80,13 +80,22 @@ fn check(flags: &[&str]) {
     // A watch from before the label: the label's event, then the deletion's, whose object
     // carries the deletion's resourceVersion where the stored one stood.
     let created_rv = (rv.parse::<u64>().expect("a number") - 1).to_string();
-    let watcher = watch(&s, &created_rv, 4);
-    std::thread::sleep(Duration::from_secs(1));
+    // Read as it streams: the label's event is replayed at once, the deletion follows it.
+    let mut watcher = watch(&s, &created_rv, 60);
+    let mut stream = BufReader::new(watcher.stdout.take().expect("piped stdout")).lines();
+    let mut next = || {
+        stream
+            .next()
+            .expect("an event before the watch ends")
+            .expect("readable")
+    };
+    let first = next();
     s.kubectl(&["delete", "configmap", "demo"]);
-    let out = watcher.wait_with_output().expect("the watch ends");
-    let events = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = events.lines().collect();
-    assert_eq!(lines.len(), 2, "{events}");
+    let second = next();
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    let events = format!("{first}\n{second}");
+    let lines = [first.as_str(), second.as_str()];
     assert!(
         lines[0].starts_with(&format!(r#"{{"type":"MODIFIED","object":{head}"#)),
         "{events}"
