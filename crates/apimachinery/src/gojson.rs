@@ -26,29 +26,44 @@ pub fn write(value: &Value, out: &mut Vec<u8>) {
             let _ = serde_json::to_writer(&mut *out, n);
         }
         Value::String(text) => write_str(text, out),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write(item, out);
-            }
-            out.push(b']');
-        }
-        Value::Object(members) => {
-            out.push(b'{');
-            for (i, (name, member)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(name, out);
-                out.push(b':');
-                write(member, out);
-            }
-            out.push(b'}');
-        }
+        Value::Array(items) => write_array(items, out, write),
+        Value::Object(members) => write_object(members, out, write),
     }
+}
+
+/// Appends `[item,item,...]`, each item written by `write`.
+pub fn write_array<T>(
+    items: impl IntoIterator<Item = T>,
+    out: &mut Vec<u8>,
+    mut write: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(item, out);
+    }
+    out.push(b']');
+}
+
+/// Appends `{"name":value,...}` with the members in the order given, each name with Go's
+/// escapes and each value written by `write`.
+pub fn write_object<N: AsRef<str>, T>(
+    members: impl IntoIterator<Item = (N, T)>,
+    out: &mut Vec<u8>,
+    mut write: impl FnMut(T, &mut Vec<u8>),
+) {
+    out.push(b'{');
+    for (i, (name, member)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(name.as_ref(), out);
+        out.push(b':');
+        write(member, out);
+    }
+    out.push(b'}');
 }
 
 /// [`write`] into a new buffer.
@@ -153,16 +168,10 @@ pub fn write_in_order(
     let others = object
         .iter()
         .filter(|(name, _)| !order.contains(&name.as_str()));
-    out.push(b'{');
-    for (i, (name, value)) in named.chain(others).enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(name, out);
-        out.push(b':');
-        write(name, value, out);
-    }
-    out.push(b'}');
+    let members = named
+        .chain(others)
+        .map(|(name, value)| (name, (name, value)));
+    write_object(members, out, |(name, value), out| write(name, value, out));
 }
 
 /// Go's `json.Indent` of compact JSON with a prefix of nothing and an indent of `indent`: the

@@ -16,6 +16,7 @@
 //! bytes it was given and which a `Value` no longer knows the order of. An embedded object
 //! (`RawExtension`) is written as its own kind writes it.
 
+use apimachinery::gojson::{write_array, write_object};
 use serde_json::{Map, Value};
 use smallvec::SmallVec;
 
@@ -97,19 +98,13 @@ impl Writer<'_> {
             // Stable, so that members the struct lacks keep their name order.
             ordered.sort_by_key(|member| member.0);
         }
-        out.push(b'{');
-        for (i, (_, name, value, field)) in ordered.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            string(name, out);
-            out.push(b':');
-            match field {
-                Some(field) => self.field(field, value, out),
-                None => plain(value, out),
-            }
-        }
-        out.push(b'}');
+        let members = ordered
+            .into_iter()
+            .map(|(_, name, value, field)| (name, (value, field)));
+        write_object(members, out, |(value, field), out| match field {
+            Some(field) => self.field(field, value, out),
+            None => plain(value, out),
+        });
     }
 
     fn field(&self, field: &Field, value: &Value, out: &mut Vec<u8>) {
@@ -120,30 +115,14 @@ impl Writer<'_> {
             (Cardinality::Single, _) => self.message(id, value, out),
             (Cardinality::Repeated, Value::Array(items)) => self.array(id, items, out),
             (Cardinality::Map, Value::Object(entries)) => {
-                out.push(b'{');
-                for (i, (key, item)) in entries.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    string(key, out);
-                    out.push(b':');
-                    self.message(id, item, out);
-                }
-                out.push(b'}');
+                write_object(entries, out, |item, out| self.message(id, item, out))
             }
             _ => plain(value, out),
         }
     }
 
     fn array(&self, id: MessageId, items: &[Value], out: &mut Vec<u8>) {
-        out.push(b'[');
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            self.message(id, item, out);
-        }
-        out.push(b']');
+        write_array(items, out, |item, out| self.message(id, item, out));
     }
 }
 
@@ -168,19 +147,10 @@ pub(crate) fn write_table(schema: &Schema, table: &Map<String, Value>, out: &mut
         let Value::Array(items) = items else {
             return plain(items, out);
         };
-        out.push(b'[');
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            match item {
-                Value::Object(item) => {
-                    apimachinery::gojson::write_in_order(item, order, out, inner)
-                }
-                other => plain(other, out),
-            }
-        }
-        out.push(b']');
+        write_array(items, out, |item, out| match item {
+            Value::Object(item) => apimachinery::gojson::write_in_order(item, order, out, inner),
+            other => plain(other, out),
+        });
     };
     let list_meta = schema.message_named(LIST_META);
     apimachinery::gojson::write_in_order(table, TABLE, out, &|name, value, out| match name {
@@ -212,8 +182,4 @@ fn schema_props(schema: &Schema, id: MessageId) -> Option<MessageId> {
 /// Go's escapes.
 pub(crate) fn plain(value: &Value, out: &mut Vec<u8>) {
     apimachinery::gojson::write(value, out);
-}
-
-fn string(text: &str, out: &mut Vec<u8>) {
-    apimachinery::gojson::write_str(text, out);
 }
