@@ -141,6 +141,19 @@ pub(crate) struct Schema {
 
 const META_V1: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
 
+/// How many (`apiVersion`, `kind`) answers each thread keeps: a server thread serves several
+/// kinds at once (the requests' own and those its controllers and watchers touch).
+const RESOLVED_KEPT: usize = 8;
+
+/// One answer of [`Schema::resolve`]: `apiVersion`, `kind`, and the message.
+type Resolved = (Box<str>, Box<str>, Option<MessageId>);
+
+thread_local! {
+    /// A thread's last answers of [`Schema::resolve`], oldest first.
+    static RESOLVED: std::cell::RefCell<Vec<Resolved>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Kinds of meta/v1 that upstream registers in every group version (`metav1.AddToGroupVersion`
 /// and the unversioned types), so an object of these kinds may carry any `apiVersion`.
 const META_KINDS: &[&str] = &[
@@ -283,7 +296,32 @@ impl Schema {
 
     /// The message for an object of this `apiVersion` and `kind`, as upstream's scheme would
     /// pick its Go type.
+    ///
+    /// A write asks this several times of the same kind (its checks, its Go form, its
+    /// encodings), and finding it costs two allocations and three hash lookups, so each thread
+    /// remembers its last few answers. The cache is for the process's one schema ([`schema`]):
+    /// a schema built in a test resolves directly.
     pub(crate) fn resolve(&self, api_version: &str, kind: &str) -> Option<MessageId> {
+        if !std::ptr::eq(self, schema()) {
+            return self.resolve_uncached(api_version, kind);
+        }
+        RESOLVED.with_borrow_mut(|cache| {
+            if let Some(hit) = cache
+                .iter()
+                .find(|(v, k, _)| **v == *api_version && **k == *kind)
+            {
+                return hit.2;
+            }
+            let found = self.resolve_uncached(api_version, kind);
+            if cache.len() == RESOLVED_KEPT {
+                cache.remove(0);
+            }
+            cache.push((api_version.into(), kind.into(), found));
+            found
+        })
+    }
+
+    fn resolve_uncached(&self, api_version: &str, kind: &str) -> Option<MessageId> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         if version.is_empty() || kind.is_empty() || kind.contains('.') {
             return None;
