@@ -828,10 +828,9 @@ pub fn is_wildcard_dns1123_subdomain(value: &str) -> Vec<String> {
 /// condition types.
 pub fn is_qualified_name(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
+    let name = match value.split_once('/') {
+        None => value,
+        Some((prefix, name)) if !name.contains('/') => {
             if prefix.is_empty() {
                 errs.push(format!("prefix part {EMPTY_ERROR}"));
             } else {
@@ -853,9 +852,9 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
                     ));
                 }
             }
-            *name
+            name
         }
-        _ => {
+        Some(_) => {
             errs.push(format!(
                 "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
                 regex_error(LABEL_KEY_ERR, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
@@ -1562,22 +1561,21 @@ fn meta_str<'a>(meta: &'a Value, key: &str) -> &'a str {
 
 /// A JSON object of strings as a sorted map. Upstream iterates a Go map (random order); sorting
 /// keeps our error order stable. A JSON null value reads as the empty string, as Go decodes it.
-fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    if let Some(Value::Object(m)) = v {
-        for (k, val) in m {
-            match val {
-                Value::String(s) => {
-                    out.insert(k.clone(), s.clone());
-                }
-                Value::Null => {
-                    out.insert(k.clone(), String::new());
-                }
-                _ => {}
-            }
-        }
-    }
-    out
+/// The members of a map of strings, sorted by key (a `null` value reads as empty, anything
+/// else that is not a string is left out), borrowed: every write validates its labels.
+fn string_map(v: Option<&Value>) -> impl Iterator<Item = (&str, &str)> {
+    let members = match v {
+        Some(Value::Object(m)) => Some(m.iter()),
+        _ => None,
+    };
+    members
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, val)| match val {
+            Value::String(s) => Some((k.as_str(), s.as_str())),
+            Value::Null => Some((k.as_str(), "")),
+            _ => None,
+        })
 }
 
 fn string_list(v: Option<&Value>) -> Vec<String> {
@@ -1604,11 +1602,11 @@ pub fn validate_label_name(key: &str, path: &FieldPath) -> Vec<FieldError> {
 pub fn validate_labels(labels: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (k, v) in string_map(labels) {
-        errs.extend(validate_label_name(&k, path));
+        errs.extend(validate_label_name(k, path));
         errs.extend(
-            is_valid_label_value(&v)
+            is_valid_label_value(v)
                 .into_iter()
-                .map(|m| FieldError::invalid(path, v.as_str(), m)),
+                .map(|m| FieldError::invalid(path, v, m)),
         );
     }
     errs
@@ -1617,16 +1615,16 @@ pub fn validate_labels(labels: Option<&Value>, path: &FieldPath) -> Vec<FieldErr
 /// A map of annotations: keys are qualified names compared case-insensitively, and keys and
 /// values together must fit in 256 KiB.
 pub fn validate_annotations(annotations: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
-    let map = string_map(annotations);
     let mut errs = Vec::new();
-    for k in map.keys() {
+    let mut total = 0;
+    for (k, v) in string_map(annotations) {
         errs.extend(
             is_qualified_name(&k.to_lowercase())
                 .into_iter()
-                .map(|m| FieldError::invalid(path, k.as_str(), m)),
+                .map(|m| FieldError::invalid(path, k, m)),
         );
+        total += k.len() + v.len();
     }
-    let total: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
     if total > TOTAL_ANNOTATION_SIZE_LIMIT_BYTES {
         errs.push(FieldError::too_long(
             path,
