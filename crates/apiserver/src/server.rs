@@ -217,8 +217,19 @@ impl GenericApiServer {
 
     /// The end of the filter chain: the request info and user are in the extensions.
     pub async fn route_request(&self, req: http::Request<RequestBody>) -> Response {
-        let info = crate::filters::request_info(&req);
-        let user = crate::filters::request_user(&req);
+        let mut req = req;
+        let info = req
+            .extensions_mut()
+            .remove::<std::sync::Arc<RequestInfo>>()
+            .unwrap_or_else(|| crate::filters::request_info(&req));
+        let user = req
+            .extensions_mut()
+            .remove::<std::sync::Arc<UserInfo>>()
+            .unwrap_or_else(|| crate::filters::request_user(&req));
+        let (info, user) = (
+            std::sync::Arc::unwrap_or_clone(info),
+            std::sync::Arc::unwrap_or_clone(user),
+        );
         self.route(req, info, user).await
     }
 

@@ -406,7 +406,7 @@ async fn collect<F: std::future::Future>(level: Option<Level>, fut: F) -> (F::Ou
 pub struct Record {
     pub audit_id: String,
     pub level: Level,
-    pub info: RequestInfo,
+    pub info: std::sync::Arc<RequestInfo>,
     pub request_uri: String,
     pub user: UserInfo,
     pub impersonated: Option<UserInfo>,

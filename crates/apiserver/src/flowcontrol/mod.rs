@@ -319,7 +319,7 @@ impl FlowControl {
     pub async fn admit(
         &self,
         user: &UserInfo,
-        info: &RequestInfo,
+        info: &Arc<RequestInfo>,
         query: &str,
         received: Instant,
         deadline: Duration,
@@ -356,7 +356,7 @@ impl FlowControl {
             flow_schema: fs.name.clone(),
             distinguisher,
             user: user.name.clone(),
-            info: info.clone(),
+            info: Arc::clone(info),
             work,
             arrive: SystemTime::now(),
             start: None,
@@ -651,7 +651,7 @@ mod tests {
         };
         assert_eq!((limit("busy"), limit("idle")), (Some(16), Some(16)));
         let jane = user("jane", &["system:authenticated"]);
-        let info = RequestInfo::parse(&http::Method::GET, "/version", "");
+        let info = Arc::new(RequestInfo::parse(&http::Method::GET, "/version", ""));
         let mut running = Vec::new();
         for _ in 0..16 {
             match fc
@@ -693,7 +693,7 @@ mod tests {
     async fn the_mandatory_configuration_limits_everyone_but_masters() {
         // 13 seats: catch-all takes ⌈13 × 5 / 5⌉ = 13, exempt none.
         let fc = FlowControl::new(13);
-        let info = RequestInfo::parse(&http::Method::GET, "/api/v1/pods", "");
+        let info = Arc::new(RequestInfo::parse(&http::Method::GET, "/api/v1/pods", ""));
         let jane = user("jane", &["system:authenticated"]);
         let mut running = Vec::new();
         for _ in 0..13 {

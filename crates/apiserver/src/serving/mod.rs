@@ -27,7 +27,6 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
-use tower::ServiceExt;
 
 use crate::endpoints::response::Body;
 use crate::filters;
@@ -367,9 +366,9 @@ async fn serve_connection(
             }
             req.extensions_mut().insert(PeerAddr(peer));
             let head = req.method() == http::Method::HEAD;
-            let call = chain.clone().oneshot(req);
+            let call = chain.run(req);
             async move {
-                let mut response = call.await?;
+                let mut response = call.await;
                 if head {
                     response = without_body(response);
                 }
