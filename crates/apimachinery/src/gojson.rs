@@ -240,6 +240,50 @@ pub fn indent(json: &[u8], indent: &str) -> Option<Vec<u8>> {
     (depth == 0).then_some(out)
 }
 
+/// Go's `json.Compact` of valid JSON with the HTML escapes `json.Marshal` adds when it writes
+/// embedded JSON (a `json.RawMessage`): whitespace between tokens dropped, strings kept byte for
+/// byte (their escapes as written) but for `<`, `>`, `&`, U+2028 and U+2029, which are escaped.
+pub fn compact(json: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(json.len());
+    let mut in_string = false;
+    let mut i = 0;
+    while i < json.len() {
+        let c = json[i];
+        match c {
+            b'<' | b'>' | b'&' => {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(c >> 4)]);
+                out.push(HEX[usize::from(c & 0xF)]);
+            }
+            0xE2 if json.get(i + 1) == Some(&0x80)
+                && matches!(json.get(i + 2), Some(0xA8 | 0xA9)) =>
+            {
+                out.extend_from_slice(if json[i + 2] == 0xA8 {
+                    b"\\u2028"
+                } else {
+                    b"\\u2029"
+                });
+                i += 3;
+                continue;
+            }
+            b'\\' if in_string => {
+                // An escape is copied whole, so that its second byte is not read as a quote.
+                out.extend_from_slice(&json[i..(i + 2).min(json.len())]);
+                i += 2;
+                continue;
+            }
+            b'"' => {
+                in_string = !in_string;
+                out.push(c);
+            }
+            _ if !in_string && is_space(c) => {}
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+}
+
 /// How Go's scanner quotes the offending byte (`quoteChar`): `'x'`, `'\''`, `'"'`, and the
 /// escapes `strconv.Quote` uses for the rune of that byte's value (`'\x01'`, `'\u0081'`).
 pub fn quote_char(c: u8) -> String {
@@ -591,5 +635,18 @@ mod tests {
         assert_eq!(indented(" [ ] ").as_deref(), Some("[]"));
         assert_eq!(indented(r#"{"a":[1}"#), None);
         assert_eq!(indented(r#"{"a":"#).as_deref(), None);
+    }
+
+    #[test]
+    fn compact_keeps_the_text_and_adds_html_escapes() {
+        let compacted = |json: &str| {
+            let mut out = Vec::new();
+            compact(json.as_bytes(), &mut out);
+            String::from_utf8(out).expect("utf-8")
+        };
+        assert_eq!(
+            compacted("{ \"b\" : [ 1.50 , 2e1 ],\n\t\"a\": \"x y \\\" <&> \\u0041 \u{2028}\" }"),
+            r#"{"b":[1.50,2e1],"a":"x y \" \u003c\u0026\u003e \u0041 \u2028"}"#
+        );
     }
 }

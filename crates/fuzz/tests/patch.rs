@@ -7,7 +7,10 @@
 //! `$retainKeys`, `$setElementOrder/…`, `$deleteFromPrimitiveList/…`), with the field names of
 //! the real kinds. Properties: never panics; a merge patch applied twice is a merge patch applied
 //! once; a null or empty strategic patch changes nothing; a patch's result reads back through
-//! serde_json (a result the server could not read back could be written but never read).
+//! serde_json (a result the server could not read back could be written but never read); the
+//! model of the bytes upstream's patch library writes (`json_patch_as_go_writes`,
+//! `merge_patch_as_go_writes`) follows every JSON and merge patch that applies, to the same
+//! result.
 
 mod common;
 
@@ -15,6 +18,7 @@ use std::sync::OnceLock;
 
 use apimachinery::patch::{
     apply_json_patch, apply_merge_patch, apply_strategic_merge_patch, decode_strategic_merge_patch,
+    json_patch_as_go_writes, merge_patch_as_go_writes,
 };
 use apimachinery::schema::Schemas;
 use common::*;
@@ -228,6 +232,30 @@ proptest! {
         let body = serde_json::to_vec(&ops).expect("serializes");
         if let Ok(result) = apply_json_patch(&doc, &body) {
             reads_back(&result).map_err(TestCaseError::fail)?;
+            if doc.is_object() {
+                let go_json = serde_json::to_vec(&doc).expect("serializes");
+                prop_assert!(
+                    json_patch_as_go_writes(&doc, &go_json, &body).is_some(),
+                    "the model of upstream's bytes does not follow {}",
+                    String::from_utf8_lossy(&body)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn merge_patches_are_followed_by_the_model(doc in document(), patch in patch_value(5)) {
+        let body = serde_json::to_vec(&patch).expect("serializes");
+        if let Ok(result) = apply_merge_patch(&doc, &body)
+            && doc.is_object()
+            && patch.is_object()
+        {
+            let go_json = serde_json::to_vec(&doc).expect("serializes");
+            prop_assert!(
+                merge_patch_as_go_writes(&go_json, &body, &result).is_some(),
+                "the model of upstream's bytes does not follow {}",
+                String::from_utf8_lossy(&body)
+            );
         }
     }
 

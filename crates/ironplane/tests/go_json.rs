@@ -161,3 +161,104 @@ fn built_in_objects_are_written_in_go_member_order_from_a_json_store() {
 fn built_in_objects_are_written_in_go_member_order_from_a_protobuf_store() {
     check(&["--storage-media-type=application/vnd.kubernetes.protobuf"]);
 }
+
+/// A refused JSON or merge patch shows the patched object as kube-apiserver's patch library
+/// (evanphx/json-patch v4.13) writes it: objects a patch went through sorted, the rest of the
+/// stored object in Go's order, values from the patch as the patch wrote them; the strict
+/// decoder's unknown fields come in that order. Expected texts are kube-apiserver v1.36.2's
+/// answers to the same requests.
+#[test]
+fn a_refused_patch_shows_the_object_as_upstreams_patch_library_writes_it() {
+    let tokens = tempfile::tempdir().expect("tempdir");
+    let file = tokens.path().join("tokens.csv");
+    std::fs::write(&file, format!("{TOKEN},admin,uid-0,\"system:masters\"\n"))
+        .expect("write the token file");
+    let s = Server::start_with(&["--token-auth-file", &file.to_string_lossy()]);
+    s.kubectl(&[
+        "create",
+        "configmap",
+        "demo",
+        "--from-literal=z=1",
+        "--from-literal=b=2",
+    ]);
+    s.kubectl(&["label", "configmap", "demo", "z=1", "a=2"]);
+    let stored = raw(&s, CONFIGMAP);
+    // The stored metadata as GET writes it, in Go's order.
+    let metadata = &stored[stored.find(r#""metadata":"#).expect("metadata")
+        ..stored.find(r#","data":"#).expect("data")];
+    let bearer = format!("Bearer {TOKEN}");
+    let patch = |content_type: &str, body: &str| -> (u16, String) {
+        let answer = common::raw_https(
+            &format!("{}{CONFIGMAP}?fieldValidation=Strict&dryRun=All", s.url),
+            "PATCH",
+            &[("Authorization", &bearer), ("Content-Type", content_type)],
+            Some(body),
+        );
+        let (code, body) = answer.split_once(' ').expect("a status line");
+        let status: Value = serde_json::from_str(body).expect("a Status");
+        let message = status["message"].as_str().expect("a message").to_string();
+        (code.parse().expect("a code"), message)
+    };
+    let shown = |json: &str| format!("{:?}", json);
+
+    let (code, message) = patch(
+        "application/json-patch+json",
+        r#"[{"op":"add","path":"/data2","value":{"y":1,"x":2}}]"#,
+    );
+    let written = format!(
+        r#"{{"apiVersion":"v1","data":{{"b":"2","z":"1"}},"data2":{{"y":1,"x":2}},"kind":"ConfigMap",{metadata}}}"#
+    );
+    assert_eq!(
+        (code, message),
+        (
+            422,
+            format!(
+                // Upstream's message for an empty kind starts with a space.
+                r#" "" is invalid: patch: Invalid value: {}: strict decoding error: unknown field "data2""#,
+                shown(&written)
+            )
+        )
+    );
+
+    // Unknown fields inside a value from the patch come in the patch's order.
+    let (code, message) = patch(
+        "application/json-patch+json",
+        r#"[{"op":"add","path":"/metadata/ownerReferences","value":[{"zeta":1,"apiVersion":"v1","alpha":2,"kind":"X","name":"n","uid":"u"}]}]"#,
+    );
+    assert_eq!(code, 422, "{message}");
+    assert!(
+        message.ends_with(r#"strict decoding error: unknown field "metadata.ownerReferences[0].zeta", unknown field "metadata.ownerReferences[0].alpha""#),
+        "{message}"
+    );
+    // The metadata the patch went through is sorted (`creationTimestamp` first).
+    assert!(
+        message.contains(r#"\"kind\":\"ConfigMap\",\"metadata\":{\"creationTimestamp\":"#),
+        "{message}"
+    );
+
+    // A merge patch sorts what it merges and prunes the nulls of the objects it adds.
+    let (code, message) = patch(
+        "application/merge-patch+json",
+        r#"{"metadata":{"labels":{"q":"1"}},"zz":[{"b":1,"a":null}]}"#,
+    );
+    assert_eq!(code, 422, "{message}");
+    assert!(
+        message.contains(r#"\"labels\":{\"a\":\"2\",\"q\":\"1\",\"z\":\"1\"},\"managedFields\":"#)
+            && message
+                .ends_with(r#"\"zz\":[{\"b\":1}]}": strict decoding error: unknown field "zz""#),
+        "{message}"
+    );
+
+    // A list a merge patch adds keeps its nulls, which decode as empty strings.
+    let (code, message) = patch(
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":["example.com/a",null]}}"#,
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            422,
+            r#"ConfigMap "demo" is invalid: [metadata.finalizers: Invalid value: "": name part must be non-empty, metadata.finalizers: Invalid value: "": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), metadata.finalizers[1]: Invalid value: "": name is neither a standard finalizer name nor is it fully qualified]"#
+        )
+    );
+}

@@ -8,8 +8,12 @@
 //! field manager and server-side apply (`application/apply-patch+yaml`) belong to the callers.
 
 mod gofmt;
+mod lazy;
 mod strategic;
 
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 pub use strategic::{apply_strategic_merge_patch, decode_strategic_merge_patch};
@@ -142,6 +146,47 @@ impl PatchError {
 /// `op`, missing path, failed `test`) a 422. Array indexes may be negative (`-1` is the last
 /// element) and may have leading zeros, as evanphx/json-patch v4 allows.
 pub fn apply_json_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
+    apply_json_patch_following(doc, patch, &mut None, &[])
+}
+
+/// A JSON patch's result as kube-apiserver's patch library writes it (see [`lazy`]): `go_json`,
+/// the current object `doc` as upstream encodes it (a built-in's members in Go's order), with
+/// `patch` applied. `None` when the patch fails or the model cannot follow it.
+pub fn json_patch_as_go_writes(doc: &Value, go_json: &[u8], patch: &[u8]) -> Option<Vec<u8>> {
+    let mut written = Some(lazy::Document::read(std::str::from_utf8(go_json).ok()?)?);
+    // v4 reads each operation as a map of raw values; a value keeps the patch's text.
+    let operations: Vec<Option<BTreeMap<String, Option<&RawValue>>>> =
+        serde_json::from_slice(patch).ok()?;
+    let values: Vec<lazy::Node> = operations
+        .iter()
+        .map(|op| {
+            lazy::Node::read(
+                op.as_ref()
+                    .and_then(|op| op.get("value").copied().flatten()),
+            )
+        })
+        .collect();
+    let result = apply_json_patch_following(doc, patch, &mut written, &values).ok()?;
+    written?.json_if_same(&result)
+}
+
+/// A merge patch's result as kube-apiserver's patch library writes it (see [`lazy`]), given
+/// `go_json` as in [`json_patch_as_go_writes`] and `result`, what [`apply_merge_patch`] made of
+/// the same patch. `None` for a patch that is not an object or where the model cannot follow.
+pub fn merge_patch_as_go_writes(go_json: &[u8], patch: &[u8], result: &Value) -> Option<Vec<u8>> {
+    let mut written = lazy::Document::read(std::str::from_utf8(go_json).ok()?)?;
+    written.merge(std::str::from_utf8(patch).ok()?)?;
+    written.json_if_same(result)
+}
+
+/// [`apply_json_patch`], with each operation that succeeds followed on `written` (its value, if
+/// it has one, at the same index of `values`); `written` becomes `None` where it cannot follow.
+fn apply_json_patch_following(
+    doc: &Value,
+    patch: &[u8],
+    written: &mut Option<lazy::Document>,
+    values: &[lazy::Node],
+) -> Result<Value, PatchError> {
     let operations = match decode_json(patch)? {
         // Go decodes `null` into an empty patch.
         Value::Null => Vec::new(),
@@ -172,13 +217,31 @@ pub fn apply_json_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> 
         });
     }
     let mut doc = doc.clone();
-    for operation in operations {
-        apply_operation(&mut doc, operation)?;
+    for (i, operation) in operations.into_iter().enumerate() {
+        let value = values.get(i).cloned().unwrap_or(lazy::Node::Null);
+        apply_operation(&mut doc, operation, written, value)?;
     }
     Ok(doc)
 }
 
-fn apply_operation(doc: &mut Value, operation: Value) -> Result<(), PatchError> {
+/// Runs `step` on `written`, and gives it up if the step cannot be followed.
+fn follow<T>(
+    written: &mut Option<lazy::Document>,
+    step: impl FnOnce(&mut lazy::Document) -> Option<T>,
+) -> Option<T> {
+    let done = written.as_mut().and_then(step);
+    if done.is_none() {
+        *written = None;
+    }
+    done
+}
+
+fn apply_operation(
+    doc: &mut Value,
+    operation: Value,
+    written: &mut Option<lazy::Document>,
+    value: lazy::Node,
+) -> Result<(), PatchError> {
     let Value::Object(mut op) = operation else {
         return Err(PatchError::invalid("Unexpected kind: unknown"));
     };
@@ -205,6 +268,7 @@ fn apply_operation(doc: &mut Value, operation: Value) -> Result<(), PatchError> 
     if let Some(Value::String(from)) = op.get_mut("from") {
         *from = normalize_pointer(doc, from, false);
     }
+    let mut moved = None;
     if kind == "move" {
         // A move is a remove then an add, and the destination's indexes count after the removal.
         let Some(from) = op.get("from").and_then(Value::as_str).map(str::to_string) else {
@@ -218,6 +282,8 @@ fn apply_operation(doc: &mut Value, operation: Value) -> Result<(), PatchError> 
             ))
         })?;
         run(doc, serde_json::json!({"op": "remove", "path": from}))?;
+        // v4 moves the node itself, looked into or not.
+        moved = follow(written, |w| w.remove(&from));
         op.insert("op".into(), Value::String("add".into()));
         op.insert("value".into(), value);
         op.remove("from");
@@ -243,7 +309,19 @@ fn apply_operation(doc: &mut Value, operation: Value) -> Result<(), PatchError> 
         op.insert("op".into(), Value::String("add".into()));
     }
     check_depth(doc, &kind, &op)?;
-    run(doc, Value::Object(op))
+    let pointer = |name: &str| op.get(name).and_then(Value::as_str).map(str::to_string);
+    let (path, from) = (pointer("path").unwrap_or_default(), pointer("from"));
+    run(doc, Value::Object(op))?;
+    follow(written, |w| match kind.as_str() {
+        "add" => w.add(&path, value),
+        "replace" => w.replace(&path, value),
+        "remove" => w.remove(&path).map(drop),
+        "move" => w.add(&path, moved?),
+        "copy" => w.copy(from.as_deref()?, &path),
+        "test" => w.test(&path),
+        _ => None,
+    });
+    Ok(())
 }
 
 /// The deepest nesting of arrays and objects a patch may leave: serde_json, which reads every
@@ -352,8 +430,8 @@ pub fn json_patch_unknown_fields(patch: &Value) -> Vec<String> {
 }
 
 /// Applies a JSON merge patch (RFC 7386) to `doc`, as evanphx/json-patch v4's `MergePatch` does:
-/// `null` removes a key, objects merge, anything else replaces; nulls inside newly added values
-/// (in objects and in lists) are dropped. A body that is not JSON, `null`, or a scalar is a 400
+/// `null` removes a key, objects merge, anything else replaces; nulls inside newly added objects
+/// are dropped, at every depth, while lists keep theirs. A body that is not JSON, `null`, or a scalar is a 400
 /// `Invalid JSON Patch`; a list replaces the whole document (and fails to decode later).
 pub fn apply_merge_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
     const BAD_PATCH: &str = "Invalid JSON Patch";
@@ -413,7 +491,8 @@ fn prune_nulls(value: &mut Value) {
             map.values_mut().for_each(prune_nulls);
         }
         Value::Array(items) => {
-            items.retain(|v| !v.is_null());
+            // v4.13 keeps a list's null elements (v4.12 dropped them); kube-apiserver v1.36
+            // decodes them as their type's zero value.
             items.iter_mut().for_each(prune_nulls);
         }
         _ => {}
@@ -804,11 +883,12 @@ mod tests {
                 "{doc} + {patch}"
             );
         }
-        // evanphx drops nulls inside lists that a patch adds, but keeps them when a list
-        // replaces an object.
+        // A list that a patch adds keeps its nulls (kube-apiserver v1.36 answers a merge patch
+        // of `finalizers: ["a/b", null]` with a 422 about the `""` finalizer), and its objects
+        // lose theirs; a list that replaces an object is kept as it is.
         assert_eq!(
             apply_merge_patch(&json!({}), br#"{"a":[1,null,{"b":null}]}"#).unwrap(),
-            json!({"a": [1, {}]})
+            json!({"a": [1, null, {}]})
         );
         assert_eq!(
             apply_merge_patch(&json!({"a": {}}), br#"{"a":[1,null]}"#).unwrap(),
@@ -826,6 +906,9 @@ mod tests {
                 (PatchErrorKind::BadRequest, "Invalid JSON Patch")
             );
         }
-        assert_eq!(apply_merge_patch(&doc, b"[1,null]").unwrap(), json!([1]));
+        assert_eq!(
+            apply_merge_patch(&doc, b"[1,null]").unwrap(),
+            json!([1, null])
+        );
     }
 }

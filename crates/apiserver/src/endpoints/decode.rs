@@ -716,20 +716,25 @@ pub fn strict_fields(body: &[u8], schema: Option<(&Schemas, SchemaRef)>) -> Stri
 /// cause carries (the patched JSON for JSON and merge patches, the patch for strategic ones).
 ///
 /// The strict errors are `patch_errors`, those of the patch document itself (its duplicate keys),
-/// then the unknown fields of the result: in the pruner's order, which is the JSON decoder's over
-/// the result Go wrote from a map, or `sorted` by their text, as the unstructured converter that
-/// decodes a strategic merge patch's result sorts them.
+/// then the unknown fields of the result: in the order of `written`, the result's bytes as
+/// upstream's patch library writes them (JSON and merge patches of built-in kinds); otherwise in
+/// the pruner's order, or `sorted` by their text, as the unstructured converter that decodes a
+/// strategic merge patch's result sorts them.
 pub fn decode_patched(
     api: &ApiResources,
     info: &ResourceInfo,
     mut patched: Value,
     fv: FieldValidation,
-    patch_errors: Vec<String>,
-    sorted: bool,
+    (patch_errors, sorted): (Vec<String>, bool),
     shown: impl FnOnce(&Value) -> String,
+    written: Option<&dyn Fn() -> Option<Vec<u8>>>,
 ) -> Result<(Value, Vec<String>), Status> {
     let api_version = info.api_version();
     let kind = info.kind.as_str();
+    let mut written = Written {
+        source: written,
+        bytes: None,
+    };
     let refuse = |shown: String, e: String| -> Status {
         invalid_status(
             "",
@@ -739,14 +744,14 @@ pub fn decode_patched(
         )
     };
     if let Err(e) = check_depth(&patched) {
-        return Err(refuse(shown(&patched), e));
+        return Err(refuse(written.show(&patched, shown), e));
     }
     if !patched.is_object() {
         let e = not_an_object(&patched);
-        return Err(refuse(shown(&patched), e));
+        return Err(refuse(written.show(&patched, shown), e));
     }
     if let Err(e) = check_type_meta(&patched) {
-        return Err(refuse(shown(&patched), e));
+        return Err(refuse(written.show(&patched, shown), e));
     }
     let group = api_version
         .split_once('/')
@@ -761,13 +766,13 @@ pub fn decode_patched(
         let e = format!(
             "converting ({sent_short}.{sent_kind}) to ({group}.{kind}): unknown conversion"
         );
-        return Err(refuse(shown(&patched), e));
+        return Err(refuse(written.show(&patched, shown), e));
     }
     if !sent_version.is_empty() && sent_version != api_version {
         let e = format!(
             "no kind \"{kind}\" is registered for version \"{sent_version}\" in scheme \"pkg/api/legacyscheme/scheme.go:30\""
         );
-        return Err(refuse(shown(&patched), e));
+        return Err(refuse(written.show(&patched, shown), e));
     }
     let go_types =
         ironplane_protobuf::check_go_types(&api_version, kind, &patched).and_then(|()| match info
@@ -777,7 +782,7 @@ pub fn decode_patched(
             false => Ok(()),
         });
     if let Err(e) = go_types {
-        return Err(refuse(shown(&patched), e));
+        return Err(refuse(written.show(&patched, shown), e));
     }
     // The decoded object carries its type again, whatever the patch did to those two fields.
     patched["apiVersion"] = Value::from(api_version.clone());
@@ -795,6 +800,21 @@ pub fn decode_patched(
     if sorted {
         unknown.sort();
     }
+    // Upstream's decoder meets a built-in's unknown fields in the order of the bytes its patch
+    // library wrote, which sort only the objects a patch went through: scanned there, they come
+    // in that order (with any key a patch's value gives twice).
+    if !unknown.is_empty()
+        && !info.unstructured
+        && let Some(bytes) = written.bytes()
+        && let Some(schemas) = api.schemas()
+    {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+        let root = schemas.root_for(group, version, kind);
+        let scanned = strict_fields(bytes, root.map(|r| (schemas, r)));
+        if !scanned.errors.is_empty() {
+            unknown = scanned.errors;
+        }
+    }
     let mut errors = patch_errors;
     errors.append(&mut unknown);
     let warnings = match (fv, unpruned) {
@@ -802,7 +822,7 @@ pub fn decode_patched(
         (FieldValidation::Strict, Some(unpruned)) if !errors.is_empty() => {
             // Upstream's patcher refuses the strict decoding error as an invalid `patch`.
             return Err(refuse(
-                shown(&unpruned),
+                written.show(&unpruned, shown),
                 format!("strict decoding error: {}", errors.join(", ")),
             ));
         }
@@ -812,6 +832,31 @@ pub fn decode_patched(
         normalize_object_meta(api, &mut patched, &api_version, kind);
     }
     Ok((patched, warnings))
+}
+
+/// A patched object's bytes as upstream's patch library writes them (JSON and merge patches; see
+/// `apimachinery::patch::json_patch_as_go_writes`): worked out at most once, and only for a
+/// refusal, which shows them, or for unknown fields, whose order they decide.
+struct Written<'a> {
+    source: Option<&'a dyn Fn() -> Option<Vec<u8>>>,
+    bytes: Option<Option<Vec<u8>>>,
+}
+
+impl Written<'_> {
+    fn bytes(&mut self) -> Option<&[u8]> {
+        let source = self.source;
+        self.bytes
+            .get_or_insert_with(|| source.and_then(|w| w()))
+            .as_deref()
+    }
+
+    /// What a refusal shows of the patched object: its bytes, else `shown` of its value.
+    fn show(&mut self, patched: &Value, shown: impl FnOnce(&Value) -> String) -> String {
+        match self.bytes().map(std::str::from_utf8) {
+            Some(Ok(text)) => text.to_string(),
+            _ => shown(patched),
+        }
+    }
 }
 
 /// Drops fields the kind's schema does not know, as decoding into upstream's Go types does, and

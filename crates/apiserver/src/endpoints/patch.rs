@@ -7,6 +7,7 @@ use apimachinery::Status;
 use apimachinery::object::ObjectExt;
 use apimachinery::patch::{
     PatchType, apply_json_patch, apply_merge_patch, apply_strategic_merge_patch, go_json_type,
+    json_patch_as_go_writes, merge_patch_as_go_writes,
 };
 use http::StatusCode;
 use serde_json::Value;
@@ -87,6 +88,7 @@ pub async fn handle(
                 q.field_validation,
                 (Vec::new(), false),
                 |p| p.to_string(),
+                None,
             );
         }
         let Some(current) = current else {
@@ -113,8 +115,20 @@ pub async fn handle(
             }
             PatchType::Apply => unreachable!("applied above"),
         };
-        // Upstream shows the patched JSON in the error of a JSON or merge patch, and the patch
-        // map (as Go prints it) in that of a strategic merge patch.
+        // Upstream shows the patched JSON in the error of a JSON or merge patch, as its patch
+        // library wrote it from the current object's encoding, and the patch map (as Go prints
+        // it) in that of a strategic merge patch.
+        let written_as_go_writes = || -> Option<Vec<u8>> {
+            let go_json = ironplane_protobuf::to_json(current);
+            match patch_type {
+                PatchType::Json => json_patch_as_go_writes(current, &go_json, &body),
+                PatchType::Merge => {
+                    let result = apply_merge_patch(current, &body).ok()?;
+                    merge_patch_as_go_writes(&go_json, &body, &result)
+                }
+                _ => None,
+            }
+        };
         finish_patched(
             api,
             &info,
@@ -128,6 +142,7 @@ pub async fn handle(
                 Some(doc) => go_print(doc),
                 None => patched.to_string(),
             },
+            (patch_type != PatchType::Strategic).then_some(&written_as_go_writes),
         )
     };
     let opts = UpdateOptions {
@@ -179,8 +194,17 @@ fn finish_patched(
     fv: FieldValidation,
     (patch_errors, sorted): (Vec<String>, bool),
     shown: impl FnOnce(&Value) -> String,
+    written: Option<&dyn Fn() -> Option<Vec<u8>>>,
 ) -> Result<Value, Status> {
-    let (mut patched, found) = decode_patched(api, info, patched, fv, patch_errors, sorted, shown)?;
+    let (mut patched, found) = decode_patched(
+        api,
+        info,
+        patched,
+        fv,
+        (patch_errors, sorted),
+        shown,
+        written,
+    )?;
     crate::warning::add_all(found);
     // Upstream's checkName: the patched object keeps the URL's name and namespace.
     super::update::check_name(&patched, name)?;
