@@ -96,6 +96,7 @@ impl Service<HttpRequest> for Next {
         Box::pin(async move { Ok(run.await) })
     }
 }
+
 /// A filter: what it does with a request, given the server and the rest of the chain.
 type FilterFn = fn(Arc<GenericApiServer>, HttpRequest, Next) -> BoxFuture<'static, Response>;
 
