@@ -59,7 +59,8 @@ fn check(flags: &[&str]) {
     );
     assert!(body.starts_with(&head), "{flags:?}: {body}");
     assert!(
-        body.ends_with(r#"]},"data":{"a":"\u003cb\u003e\u0026"}}"#),
+        // Go's encoder ends a JSON answer with a newline.
+        body.ends_with("]},\"data\":{\"a\":\"\\u003cb\\u003e\\u0026\"}}\n"),
         "{flags:?}: {body}"
     );
 

@@ -121,12 +121,21 @@ pub async fn pretty_print(r: Response) -> Response {
     http::Response::from_parts(parts, full(body))
 }
 
-/// A negotiated answer already encoded: marked [`NegotiatedJson`] when it is JSON.
+/// A negotiated answer already encoded: marked [`NegotiatedJson`] when it is JSON, which ends
+/// with a newline, as upstream's serializer ends every JSON answer (Go's `json.Encoder`).
 pub fn negotiated(code: StatusCode, encoding: Encoding, body: impl Into<Bytes>) -> Response {
-    let mut r = raw(code, encoding.media_type(), body);
-    if encoding == Encoding::Json {
-        r.extensions_mut().insert(NegotiatedJson);
+    if encoding != Encoding::Json {
+        return raw(code, encoding.media_type(), body);
     }
+    let body: Bytes = body.into();
+    // A body written for this answer has no other owner and grows in place; one shared with the
+    // watch cache is copied.
+    let mut ended = body
+        .try_into_mut()
+        .unwrap_or_else(|shared| bytes::BytesMut::from(&shared[..]));
+    ended.extend_from_slice(b"\n");
+    let mut r = raw(code, encoding.media_type(), ended.freeze());
+    r.extensions_mut().insert(NegotiatedJson);
     r
 }
 
