@@ -123,13 +123,15 @@ fn a_policy_with_params_denies_through_one_binding_and_warns_through_another() {
     );
     assert!(!ok);
     assert!(err.contains("422 Unprocessable Entity"), "{err}");
-    // kubectl -v=8 prints the response body as a quoted Go string.
-    let body = err
-        .lines()
-        .filter_map(|l| l.split_once("\"Response Body\" body=").map(|(_, b)| b))
-        .next_back()
-        .and_then(|b| serde_json::from_str::<String>(b).ok())
-        .and_then(|b| serde_json::from_str::<Value>(&b).ok())
+    // kubectl -v=8 prints the response body as klog prints a value with a newline (a JSON
+    // answer ends with one, as upstream's do): `body=<`, then the text indented by a tab, then
+    // ` >`.
+    let lines: Vec<&str> = err.lines().collect();
+    let body = lines
+        .iter()
+        .rposition(|l| l.ends_with("\"Response Body\" body=<"))
+        .and_then(|at| lines.get(at + 1))
+        .and_then(|b| serde_json::from_str::<Value>(b.trim()).ok())
         .unwrap_or_else(|| panic!("no response body in {err}"));
     let message = "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: replicas must be no greater than 3";
     assert_eq!(
