@@ -1,6 +1,6 @@
-//! The filter chain, built as tower layers in one function (`build_handler_chain`), in
-//! upstream's request order (k8s.io/apiserver `DefaultBuildHandlerChain`). `ServiceBuilder`
-//! reads outermost first, so the function reads in the order a request meets the filters:
+//! The filter chain, built in one function (`build_handler_chain`), in upstream's request order
+//! (k8s.io/apiserver `DefaultBuildHandlerChain`). Its list of filters reads outermost first, so
+//! the function reads in the order a request meets the filters:
 //!
 //! 1. panic recovery — a panic in any later stage becomes a 500 `Status`, the server lives on;
 //! 2. request info — parsed once, put in the request's extensions for every later stage;
@@ -29,7 +29,7 @@ use std::task::{Context, Poll};
 use apimachinery::Status;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use tower::{Layer, Service, ServiceBuilder};
+use tower::{Service, ServiceExt};
 
 use crate::audit::{Level, Record, Stage};
 use crate::authentication::{AuthnRequest, UserInfo, anonymous_user};
@@ -53,7 +53,8 @@ pub type HttpRequest = http::Request<RequestBody>;
 pub struct Next(Arc<dyn Fn(HttpRequest) -> BoxFuture<'static, Response> + Send + Sync>);
 
 impl Next {
-    /// The chain that `service` serves.
+    /// A chain that ends in the tower `service` (the tests' handlers); the server's own chain
+    /// is built of [`filter`]s in front of the route.
     pub fn new<S>(service: S) -> Next
     where
         S: Service<HttpRequest, Response = Response, Error = Infallible>
@@ -64,9 +65,7 @@ impl Next {
         S::Future: Send + 'static,
     {
         Next(Arc::new(move |req| {
-            // Called without `poll_ready`: the filters and the route are always ready (no
-            // filter applies back-pressure through tower; flow control waits inside its call).
-            let call = service.clone().call(req);
+            let call = service.clone().oneshot(req);
             Box::pin(async move {
                 match call.await {
                     Ok(r) => r,
@@ -102,87 +101,41 @@ type FilterFn = fn(Arc<GenericApiServer>, HttpRequest, Next) -> BoxFuture<'stati
 
 /// The whole chain, outermost filter first.
 pub fn build_handler_chain(server: Arc<GenericApiServer>) -> Next {
-    let s = || server.clone();
     let route = {
         let server = server.clone();
-        tower::service_fn(move |req: HttpRequest| {
+        // Boxed where it is made: the route's future is the whole request's state, and every
+        // move of it unboxed is a copy of that size.
+        Next(Arc::new(move |req| {
             let server = server.clone();
-            // Boxed where it is made: the route's future is the whole request's state, and
-            // every move of it unboxed is a copy of that size.
-            let route: BoxFuture<'static, Result<Response, Infallible>> =
-                Box::pin(async move { Ok(server.route_request(req).await) });
-            route
-        })
+            Box::pin(async move { server.route_request(req).await })
+        }))
     };
-    let chain = ServiceBuilder::new()
+    let filters: [FilterFn; 10] = [
         // Outermost, so that a panic anywhere below is caught.
-        .layer(filter(s(), recover_panics))
-        .layer(filter(s(), with_request_info))
-        .layer(filter(s(), with_http_log))
-        .layer(filter(s(), track_in_flight))
-        .layer(filter(s(), with_deadline))
-        .layer(filter(s(), authenticate))
+        recover_panics,
+        with_request_info,
+        with_http_log,
+        track_in_flight,
+        with_deadline,
+        authenticate,
         // Audit before impersonation: it records who really asked, and as whom.
-        .layer(filter(s(), audit))
-        .layer(filter(s(), impersonate))
+        audit,
+        impersonate,
         // After authentication and impersonation: flow control classifies by the user a
         // request acts as (max in flight exempts system:masters).
-        .layer(filter(s(), limit_in_flight))
-        .layer(filter(s(), authorize));
-    Next::new(chain.service(route))
+        limit_in_flight,
+        authorize,
+    ];
+    // Each filter wraps the ones after it, so the chain is built from the route outwards.
+    filters
+        .into_iter()
+        .rev()
+        .fold(route, |next, f| filter(server.clone(), f, next))
 }
 
-fn filter(server: Arc<GenericApiServer>, f: FilterFn) -> FilterLayer {
-    FilterLayer { server, f }
-}
-
-#[derive(Clone)]
-struct FilterLayer {
-    server: Arc<GenericApiServer>,
-    f: FilterFn,
-}
-
-impl<S> Layer<S> for FilterLayer
-where
-    S: Service<HttpRequest, Response = Response, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
-    type Service = FilterService;
-
-    fn layer(&self, inner: S) -> FilterService {
-        FilterService {
-            server: self.server.clone(),
-            f: self.f,
-            next: Next::new(inner),
-        }
-    }
-}
-
-#[derive(Clone)]
-struct FilterService {
-    server: Arc<GenericApiServer>,
-    f: FilterFn,
-    next: Next,
-}
-
-impl Service<HttpRequest> for FilterService {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // Filters never apply back-pressure; the rest of the chain is driven with `oneshot`.
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: HttpRequest) -> Self::Future {
-        let fut = (self.f)(self.server.clone(), req, self.next.clone());
-        Box::pin(async move { Ok(fut.await) })
-    }
+/// `f` in front of `next`.
+fn filter(server: Arc<GenericApiServer>, f: FilterFn, next: Next) -> Next {
+    Next(Arc::new(move |req| f(server.clone(), req, next.clone())))
 }
 
 async fn call_next(next: Next, req: HttpRequest) -> Response {
@@ -1196,11 +1149,7 @@ mod tests {
                 ))
             }
         });
-        let chain: Next = Next::new(
-            ServiceBuilder::new()
-                .layer(filter(server(), recover_panics))
-                .service(handler),
-        );
+        let chain: Next = filter(server(), recover_panics, Next::new(handler));
         let r = chain.clone().oneshot(request("/boom")).await.unwrap();
         assert_eq!(r.status(), 500);
         let body: serde_json::Value =
@@ -1263,11 +1212,7 @@ mod tests {
                 body.to_string(),
             ))
         });
-        let chain: Next = Next::new(
-            ServiceBuilder::new()
-                .layer(filter(server(), impersonate))
-                .service(echo),
-        );
+        let chain: Next = filter(server(), impersonate, Next::new(echo));
         let admin = user(
             "kubernetes-admin",
             &["system:masters", "system:authenticated"],
@@ -1331,11 +1276,7 @@ mod tests {
         let echo = tower::service_fn(|_req: HttpRequest| async {
             Ok::<_, Infallible>(response::raw(http::StatusCode::OK, "text/plain", "ok"))
         });
-        let chain: Next = Next::new(
-            ServiceBuilder::new()
-                .layer(filter(server(), impersonate))
-                .service(echo),
-        );
+        let chain: Next = filter(server(), impersonate, Next::new(echo));
         let r = chain
             .oneshot(authenticated(
                 http::Method::GET,
@@ -1374,11 +1315,7 @@ mod tests {
             flow_control: Some(crate::flowcontrol::FlowControl::new(1)),
             ..Arc::into_inner(server).unwrap()
         });
-        let chain: Next = Next::new(
-            ServiceBuilder::new()
-                .layer(filter(server, limit_in_flight))
-                .service(slow),
-        );
+        let chain: Next = filter(server, limit_in_flight, Next::new(slow));
         let bob = user("bob", &["system:authenticated"]);
         let get = |who: &UserInfo| {
             authenticated(
@@ -1441,11 +1378,7 @@ mod tests {
                 ))
             }
         });
-        let chain: Next = Next::new(
-            ServiceBuilder::new()
-                .layer(filter(server_with_limits(0, 1), limit_in_flight))
-                .service(slow),
-        );
+        let chain: Next = filter(server_with_limits(0, 1), limit_in_flight, Next::new(slow));
         let bob = user("bob", &["system:authenticated"]);
         let first = tokio::spawn(chain.clone().oneshot(authenticated(
             http::Method::POST,
