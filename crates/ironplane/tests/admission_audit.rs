@@ -6,7 +6,7 @@
 //! admission as an `autoscaling/v1 Scale`; and webhooks that ask for the same other version
 //! share one conversion of the object.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

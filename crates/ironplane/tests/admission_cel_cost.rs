@@ -4,7 +4,7 @@
 //! decides (Fail refuses with upstream's message, Ignore admits), while an ordinary policy on
 //! the same large object still runs and denies what it should.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@
 //! the chain as upstream's flags do. Expected texts are upstream's
 //! (plugin/pkg/admission/serviceaccount, pkg/kubeapiserver/options).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

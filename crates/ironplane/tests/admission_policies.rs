@@ -4,7 +4,7 @@
 //! refuses, a policy's `reason` picks the status code, and a policy that failed to configure
 //! follows its failure policy.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! for, a dry run refuses webhooks with side effects, and bad answers from webhooks are refused
 //! with upstream's words and nothing written.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@
 //! server's aggregated discovery (with its ETag), or from its legacy document when it serves
 //! only that.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::io::BufRead;

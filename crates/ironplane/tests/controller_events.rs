@@ -4,7 +4,7 @@
 //! EndpointSlice controller's `FailedToUpdateEndpointSlices` on a Service whose pod runs on a
 //! node that does not exist, repeated as one Event whose count grows.
 
-mod common;
+use crate::common;
 
 use common::{Server, wait_until};
 use serde_json::{Value, json};

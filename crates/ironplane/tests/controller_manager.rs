@@ -2,7 +2,7 @@
 //! beside Ironplane, found by running them against it (issue 12): one test per behaviour they
 //! rely on that Ironplane once got wrong.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Durability: `kill -9` the server during a stream of writes; after a restart every write that
 //! got a 2xx is there.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -3,7 +3,7 @@
 //! columns, scaled and status-updated through their subresources, listed in discovery, and
 //! removed with their namespace or their CRD.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! through the webhook reached by `url` and then by a Service resolved through its
 //! EndpointSlices, and a webhook that is down gives upstream's error with nothing written.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! own name), and the signing controller then issues it; a requester without that permission
 //! waits for a human.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

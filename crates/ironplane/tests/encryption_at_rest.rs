@@ -3,7 +3,7 @@
 //! every Secret, the `kms-providers` health check, and the automatic reload of a changed file.
 //! The raw values are read from the data directory's SQLite store, to see what is on disk.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! conditions the test writes through `/status`, as a kubelet would; a selectorless Service's
 //! hand-written Endpoints are mirrored into a slice.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! `pkg/internal/testing/controlplane` and `pkg/internal/testing/process`; the script names each
 //! file), then used through kubectl.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

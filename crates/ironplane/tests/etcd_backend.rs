@@ -4,7 +4,7 @@
 //! fresh data directory finds them; the raw keys in etcd are upstream's layout; the `etcd`
 //! checks follow etcd going away and coming back.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

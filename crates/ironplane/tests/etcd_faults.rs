@@ -10,7 +10,7 @@
 //! - Two replicas on one etcd with writers on both, one killed with SIGKILL: the other's writes
 //!   keep succeeding, and no acknowledged write is lost.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

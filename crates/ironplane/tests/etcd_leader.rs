@@ -7,7 +7,7 @@
 //! killed, or at once when it stops gracefully, as its address leaves the `kubernetes`
 //! endpoints. On the embedded store there is no election.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! the second cluster only, everything else from the first; each cluster has its checks, and
 //! `componentstatuses` probes each (`etcd-0`, `etcd-1`).
 
-mod common;
+use crate::common;
 
 use common::Server;
 use storage::testing::EtcdServer;

@@ -5,7 +5,7 @@
 //! unique cluster IPs and node ports; the `kubernetes` Endpoints and EndpointSlice list both
 //! replicas and drop one that is killed once its lease expires.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! same objects, each in its own field names, and select on each other's fields the way
 //! upstream's field label conversion maps them.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::Value;

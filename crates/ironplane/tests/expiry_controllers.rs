@@ -4,7 +4,7 @@
 //! `kube-public/cluster-info` is signed for every token allowed to sign, in the detached JWS
 //! form `kubeadm join` verifies.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

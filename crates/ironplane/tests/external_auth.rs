@@ -4,7 +4,7 @@
 //! SubjectAccessReview webhook in front of RBAC through `--authorization-config`. kubectl is
 //! the client throughout.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -6,7 +6,7 @@
 //! owner never existed or lives in another namespace; a cluster-scoped dependent of a
 //! namespaced owner, which upstream leaves alone; and `--controllers` turning it off.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

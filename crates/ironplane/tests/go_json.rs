@@ -5,7 +5,7 @@
 //! form answer, whichever media type the store keeps. Byte-for-byte comparisons with upstream's
 //! recordings are the protobuf crate's unit tests; this one holds the plumbing.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! never wedges. The request suites are Python scripts under `tests/python/hostile*.py`; each
 //! prints every failing case with expected vs got and ends with `N passed, M failed`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};

@@ -1,6 +1,6 @@
 //! kubectl against the real binary: the everyday commands a user runs, with their output checked.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! update and patch handlers then write again without managedFields, while an apply fails with
 //! etcd's message. What kube-apiserver v1.36.2 on etcd 3.6 answered to the same requests.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::{Value, json};

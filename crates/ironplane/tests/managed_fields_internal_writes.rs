@@ -4,7 +4,7 @@
 //! requests (the tokens controller's update replayed with its User-Agent, since it runs in the
 //! controller manager); times are left out of the comparison.
 
-mod common;
+use crate::common;
 
 use common::{Server, wait_until};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! applier changing it conflicts with that manager; and managers of versions no longer served
 //! are dropped. Expectations are what kube-apiserver v1.36.2 answered to the same requests.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! counters checked against the requests made; the stability level in front of every HELP text
 //! that upstream's component-base annotates; request logs at `-v=3` in both log formats.
 
-mod common;
+use crate::common;
 
 use common::{Server, tests_dir};
 

@@ -3,7 +3,7 @@
 //! driver behind one of its volumes (inline, through a claim and its volume, through an
 //! ephemeral volume's claim) lists it in `spec.tokenRequests`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! Security Standards, and `--admission-control-config-file` sets the defaults and exemptions.
 //! The expected texts are upstream's (pod-security-admission/admission and policy).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

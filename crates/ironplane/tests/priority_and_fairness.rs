@@ -5,7 +5,7 @@
 //! objects by UID, the `Dangling` condition written back, the dump endpoints (authorized as
 //! non-resource URLs) and the `apiserver_flowcontrol_*` metrics.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::Value;

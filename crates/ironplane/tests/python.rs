@@ -1,7 +1,7 @@
 //! The Python `kubernetes` client and raw HTTPS requests against the real binary: everyday
 //! client calls, and the recorded upstream error corpus.
 
-mod common;
+use crate::common;
 
 use common::{Server, tests_dir};
 

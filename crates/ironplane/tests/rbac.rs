@@ -3,7 +3,7 @@
 //! requests, the bootstrap policy and its reconciliation, aggregation, and a decision table
 //! checked through SubjectAccessReview.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! DRA claims count under the extended resource names their DeviceClass gives them, less what
 //! the Pod they were made for already counts.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

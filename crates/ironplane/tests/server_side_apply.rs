@@ -2,7 +2,7 @@
 //! shared ownership, removal of fields nobody else owns, status applies, `diff --server-side`,
 //! the migration from client-side apply and back, and custom resources with keyed lists.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::Value;

@@ -6,7 +6,7 @@
 //! service account token cleaner (unused auto-generated token Secrets labelled invalid, refused
 //! by authentication, then deleted); `--controllers` turns each off.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! RBAC, and (python/sa_tokens.py) TokenRequest answers, bound tokens, and forged or stale
 //! tokens refused with 401.
 
-mod common;
+use crate::common;
 
 use common::{Server, tests_dir};
 

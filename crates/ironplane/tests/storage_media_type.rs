@@ -2,7 +2,7 @@
 //! the `k8s\0` envelope) in the embedded store, served to kubectl as before, and a data
 //! directory holding both formats read back after a restart with the other media type.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -7,7 +7,7 @@
 //! warned about as upstream's type checking warns. When a policy is written, its expressions
 //! are compiled in the admission environment and refused with upstream's details.
 
-mod common;
+use crate::common;
 
 use common::{Server, wait_until};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! `application/yaml`. The bodies and the expected answers are those of upstream's
 //! test/integration/apiserver/field_validation_test.go (`applyInvalidBody`, `invalidBodyYAML`).
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::Value;
