@@ -6,14 +6,12 @@ use std::time::Duration;
 
 use apimachinery::Status;
 use bytes::{BufMut, Bytes, BytesMut};
-use futures_util::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use rand::Rng;
 use serde_json::{Value, json};
 use storage::{Object, WatchEvent, WatchOptions};
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::get::accept;
 use super::list::predicate;
@@ -25,10 +23,6 @@ use crate::registry::{RegistryStore, ResourceInfo};
 /// Upstream's `--min-request-timeout` default: a watch without `timeoutSeconds` lasts between
 /// this and twice this, so that clients spread their re-watches.
 const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
-
-/// Frames waiting for a slow client; beyond this the writer waits, and the cacher's own
-/// per-watcher bound decides when the watcher is dropped.
-const FRAME_BUFFER: usize = 256;
 
 pub async fn handle(
     api: &ApiResources,
@@ -51,7 +45,7 @@ pub async fn handle(
         allow_bookmarks: q.allow_watch_bookmarks,
         predicate: predicate(&store.info, &pred_query)?,
     };
-    let mut events = store.watch(&req.info.namespace, &opts).await?;
+    let events = store.watch(&req.info.namespace, &opts).await?;
     // `timeoutSeconds=0` (or none) is the server's default, as upstream reads it.
     let timeout = match q.timeout_seconds.filter(|&s| s != 0) {
         Some(s) => Duration::from_secs(s.max(0).unsigned_abs()),
@@ -60,39 +54,29 @@ pub async fn handle(
                 + Duration::from_secs(rand::rng().random_range(0..MIN_REQUEST_TIMEOUT.as_secs()))
         }
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(FRAME_BUFFER);
-    let info = store.info.clone();
-    let tables = api.tables.clone();
-    let mut shutdown = api.shutdown.subscribe();
-    let sent = super::metrics::WatchEventMetrics::new(&info.group, &info.version, &info.resource);
-    tokio::spawn(async move {
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut first_table = true;
-        loop {
-            let event = tokio::select! {
-                e = events.recv() => e,
-                _ = &mut deadline => break,
-                _ = shutdown.changed() => break,
-            };
-            let Some(event) = event else { break };
-            let is_error = matches!(event, WatchEvent::Error(_));
-            let frame = match encode_event(&info, tables.as_ref(), &event, n, &mut first_table) {
-                Ok(f) => f,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot encode watch event");
-                    break;
-                }
-            };
-            sent.sent(frame.len());
-            if tx.send(frame).await.is_err() || is_error {
-                break;
-            }
-        }
-    });
-    let body = StreamBody::new(
-        ReceiverStream::new(rx).map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b))),
-    );
+    // The body is the stream itself: the connection polls it when it can write, and each poll
+    // takes the next event and encodes it. No task or channel of frames sits between the watch
+    // and the connection, so an event costs one wake-up fewer per watcher, and a client that
+    // does not read holds the watch's own queues back until the cacher closes it as too slow.
+    let stream = EventStream {
+        events,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        shutdown: api.shutdown.subscribe(),
+        info: store.info.clone(),
+        tables: api.tables.clone(),
+        negotiated: n,
+        first_table: true,
+        sent: super::metrics::WatchEventMetrics::new(
+            &store.info.group,
+            &store.info.version,
+            &store.info.resource,
+        ),
+        ended: false,
+    };
+    let body = StreamBody::new(futures_util::stream::unfold(
+        stream,
+        EventStream::next_frame,
+    ));
     let mut r = http::Response::new(BodyExt::boxed(body));
     *r.status_mut() = StatusCode::OK;
     let ct = match n.encoding {
@@ -102,6 +86,55 @@ pub async fn handle(
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     Ok(r)
+}
+
+/// One watch's response body: its events, until the timeout, the server's shutdown or an ERROR
+/// event ends it.
+struct EventStream {
+    events: storage::WatchStream,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    info: Arc<ResourceInfo>,
+    tables: Arc<dyn super::TableConvertor>,
+    negotiated: Negotiated,
+    first_table: bool,
+    sent: super::metrics::WatchEventMetrics,
+    /// An ERROR event was the last frame.
+    ended: bool,
+}
+
+type BodyFrame = Result<Frame<Bytes>, std::convert::Infallible>;
+
+impl EventStream {
+    /// The next frame of the body, or `None` when the watch is over.
+    async fn next_frame(mut self) -> Option<(BodyFrame, Self)> {
+        if self.ended {
+            return None;
+        }
+        let event = tokio::select! {
+            e = self.events.recv() => e,
+            _ = &mut self.deadline => None,
+            _ = self.shutdown.changed() => None,
+        }?;
+        self.ended = matches!(event, WatchEvent::Error(_));
+        let frame = encode_event(
+            &self.info,
+            self.tables.as_ref(),
+            &event,
+            self.negotiated,
+            &mut self.first_table,
+        );
+        match frame {
+            Ok(frame) => {
+                self.sent.sent(frame.len());
+                Some((Ok(Frame::data(frame)), self))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode watch event");
+                None
+            }
+        }
+    }
 }
 
 fn bookmark(info: &ResourceInfo, rv: i64, initial_events_end: bool) -> Value {
