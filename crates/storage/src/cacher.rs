@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -87,8 +88,6 @@ impl Default for CacherOptions {
 
 /// Upstream sends every watcher that allows bookmarks one at least this often.
 const MAX_BOOKMARK_GAP: Duration = Duration::from_secs(60);
-/// Capacity of the channel between a watcher's task and its client.
-const OUTPUT_BUFFER: usize = 64;
 /// The published revision while the cache is (re)initializing.
 const NOT_READY: i64 = -1;
 
@@ -712,7 +711,6 @@ impl Store for Cacher {
         };
 
         let scope = WatchScope::new(prefix_or_key);
-        let (output, stream) = mpsc::channel(OUTPUT_BUFFER);
         let (input, queue) = mpsc::channel(self.shared.options.watcher_buffer.max(1));
         // Snapshot and registration happen under one lock, so that the watcher gets every event
         // after its snapshot exactly once.
@@ -746,8 +744,8 @@ impl Store for Cacher {
                     // Upstream answers 200 and sends the 410 as the stream's only event.
                     let message = format!("too old resource version: {n} ({})", state.window_from);
                     drop(state);
-                    let _ = output.try_send(WatchEvent::Error(StorageError::Expired(message)));
-                    return Ok(stream);
+                    let expired = WatchEvent::Error(StorageError::Expired(message));
+                    return Ok(WatchStream::polled(futures_util::stream::iter([expired])));
                 }
                 let replay: Vec<Arc<CachedEvent>> = state
                     .window
@@ -768,11 +766,21 @@ impl Store for Cacher {
             id,
             predicate: opts.predicate.clone(),
             allow_bookmarks: opts.allow_bookmarks,
-            output,
             last_revision: skip_until,
+            initial: initial.into_iter(),
+            end_bookmark,
+            replay: replay.into_iter(),
+            queue,
+            pending: VecDeque::new(),
+            live: None,
         };
-        tokio::spawn(watcher.run(initial, replay, end_bookmark, queue));
-        Ok(stream)
+        Ok(WatchStream::polled(futures_util::stream::unfold(
+            watcher,
+            |mut watcher| async move {
+                let event = watcher.next().await?;
+                Some((event, watcher))
+            },
+        )))
     }
 
     async fn current_revision(&self) -> Result<i64, StorageError> {
@@ -784,98 +792,149 @@ impl Store for Cacher {
     }
 }
 
-/// The task serving one watcher: initial events, then its queue, plus bookmarks.
+/// One watcher of the cache, which does its work when its consumer polls it (no task of its own:
+/// a task between the cache and the response would be one more wake-up per watcher and event).
+/// It sends its initial events, then its queue, plus bookmarks. Dropping it unregisters it.
 struct Watcher {
     shared: Arc<Shared>,
     id: u64,
     predicate: crate::store::Predicate,
     allow_bookmarks: bool,
-    output: mpsc::Sender<WatchEvent>,
     /// Events at or below this revision are not for this watcher (already seen, or before the
     /// version it asked for); bookmarks never go below it.
     last_revision: i64,
+    initial: std::vec::IntoIter<Object>,
+    end_bookmark: Option<i64>,
+    replay: std::vec::IntoIter<Arc<CachedEvent>>,
+    queue: mpsc::Receiver<Arc<CachedEvent>>,
+    /// Events a bookmark's drain of the queue took, and the bookmark after them.
+    pending: VecDeque<WatchEvent>,
+    /// Set once the initial events and the replay are out.
+    live: Option<Live>,
+}
+
+/// The bookmark clock of a watcher that is past its initial events.
+struct Live {
+    last_sent: Instant,
+    last_bookmark: Instant,
+    /// Fires at most once per bookmark interval: when it fires early (events went out since it
+    /// was set), it is moved to when the bookmark is due, rather than being reset per event.
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Live {
+    fn bookmark_due(&self, interval: Duration) -> Instant {
+        (self.last_sent + interval).min(self.last_bookmark + MAX_BOOKMARK_GAP)
+    }
+}
+
+/// What a live watcher woke up for.
+enum Woken {
+    Event(Option<Arc<CachedEvent>>),
+    Timer,
 }
 
 impl Watcher {
-    async fn run(
-        mut self,
-        initial: Vec<Object>,
-        replay: Vec<Arc<CachedEvent>>,
-        end_bookmark: Option<i64>,
-        mut queue: mpsc::Receiver<Arc<CachedEvent>>,
-    ) {
-        let _ = self.serve(initial, replay, end_bookmark, &mut queue).await;
-        self.shared.write().watchers.remove(&self.id);
-    }
-
-    async fn serve(
-        &mut self,
-        initial: Vec<Object>,
-        replay: Vec<Arc<CachedEvent>>,
-        end_bookmark: Option<i64>,
-        queue: &mut mpsc::Receiver<Arc<CachedEvent>>,
-    ) -> Result<(), ()> {
-        for object in initial {
+    /// The next event for the consumer; `None` when the watch is over (the cache closed it).
+    async fn next(&mut self) -> Option<WatchEvent> {
+        if let Some(event) = self.pending.pop_front() {
+            return Some(event);
+        }
+        for object in self.initial.by_ref() {
             if matches(&self.predicate, &object.attrs) {
-                self.send(WatchEvent::Added(object)).await?;
+                return Some(WatchEvent::Added(object));
             }
         }
-        if let Some(resource_version) = end_bookmark {
-            self.send(WatchEvent::Bookmark {
+        if let Some(resource_version) = self.end_bookmark.take() {
+            return Some(WatchEvent::Bookmark {
                 resource_version,
                 initial_events_end: true,
-            })
-            .await?;
+            });
         }
-        for event in replay {
-            self.process(&event).await?;
+        while let Some(event) = self.replay.next() {
+            if let Some(out) = self.process(&event) {
+                return Some(out);
+            }
         }
-        let mut last_sent = Instant::now();
-        let mut last_bookmark = Instant::now();
+        let interval = self.shared.options.bookmark_interval;
+        let live = self.live.get_or_insert_with(|| {
+            let now = Instant::now();
+            Live {
+                last_sent: now,
+                last_bookmark: now,
+                timer: Box::pin(tokio::time::sleep_until(now + interval)),
+            }
+        });
         loop {
-            let bookmark_at = (last_sent + self.shared.options.bookmark_interval)
-                .min(last_bookmark + MAX_BOOKMARK_GAP);
-            tokio::select! {
-                _ = self.output.closed() => return Err(()),
-                next = queue.recv() => {
-                    let Some(event) = next else { return Ok(()) };
-                    if self.process(&event).await? {
-                        last_sent = Instant::now();
+            let woken = tokio::select! {
+                next = self.queue.recv() => Woken::Event(next),
+                _ = live.timer.as_mut(), if self.allow_bookmarks => Woken::Timer,
+            };
+            match woken {
+                Woken::Event(next) => {
+                    let event = next?;
+                    if let Some(out) = process(&self.predicate, &mut self.last_revision, &event) {
+                        live.last_sent = Instant::now();
+                        return Some(out);
                     }
                 }
-                _ = tokio::time::sleep_until(bookmark_at), if self.allow_bookmarks => {
+                Woken::Timer => {
+                    let due = live.bookmark_due(interval);
+                    if Instant::now() < due {
+                        live.timer.as_mut().reset(due);
+                        continue;
+                    }
                     // Read the published revision first, then drain the queue: every event up to
                     // that revision was queued before it was published, so after the drain the
                     // bookmark promises nothing that was not delivered.
                     let published = *self.shared.progress.borrow();
-                    while let Ok(event) = queue.try_recv() {
-                        self.process(&event).await?;
+                    while let Ok(event) = self.queue.try_recv() {
+                        if let Some(out) = process(&self.predicate, &mut self.last_revision, &event)
+                        {
+                            self.pending.push_back(out);
+                        }
                     }
                     let resource_version = published.max(self.last_revision);
                     if resource_version > 0 {
-                        self.send(WatchEvent::Bookmark { resource_version, initial_events_end: false }).await?;
+                        self.pending.push_back(WatchEvent::Bookmark {
+                            resource_version,
+                            initial_events_end: false,
+                        });
                     }
-                    last_sent = Instant::now();
-                    last_bookmark = last_sent;
+                    live.last_sent = Instant::now();
+                    live.last_bookmark = live.last_sent;
+                    let due = live.bookmark_due(interval);
+                    live.timer.as_mut().reset(due);
+                    if let Some(event) = self.pending.pop_front() {
+                        return Some(event);
+                    }
                 }
             }
         }
     }
 
-    /// Sends `event` as this watcher sees it; whether anything was sent.
-    async fn process(&mut self, event: &CachedEvent) -> Result<bool, ()> {
-        if event.revision <= self.last_revision {
-            return Ok(false);
-        }
-        self.last_revision = event.revision;
-        match event.for_watcher(&self.predicate) {
-            Some(out) => self.send(out).await.map(|()| true),
-            None => Ok(false),
-        }
+    /// `event` as this watcher sees it, if it sees it.
+    fn process(&mut self, event: &CachedEvent) -> Option<WatchEvent> {
+        process(&self.predicate, &mut self.last_revision, event)
     }
+}
 
-    async fn send(&self, event: WatchEvent) -> Result<(), ()> {
-        self.output.send(event).await.map_err(|_| ())
+/// `event` as the watcher with `predicate` that has seen up to `last_revision` sees it.
+fn process(
+    predicate: &crate::store::Predicate,
+    last_revision: &mut i64,
+    event: &CachedEvent,
+) -> Option<WatchEvent> {
+    if event.revision <= *last_revision {
+        return None;
+    }
+    *last_revision = event.revision;
+    event.for_watcher(predicate)
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.shared.write().watchers.remove(&self.id);
     }
 }
 
@@ -930,7 +989,7 @@ mod tests {
                     }
                 }
             });
-            Ok(rx)
+            Ok(rx.into())
         }
         async fn current_revision(&self) -> Result<i64, StorageError> {
             self.inner.current_revision().await
@@ -1044,6 +1103,16 @@ mod tests {
             .create("/registry/configmaps/ns/last", configmap("last"))
             .await
             .expect("create");
+        // A read at `last`'s revision waits until the cache has taken it in (and trimmed the
+        // window): the watches below do not wait, and on this test's one thread the reflector
+        // runs only when the test yields.
+        let at_last = GetOptions {
+            resource_version: ResourceVersion::Exact(last.resource_version),
+        };
+        cacher
+            .get("/registry/configmaps/ns/last", &at_last)
+            .await
+            .expect("the cache reaches the last write");
         // Stale but for the minimum: the window is the last five events (16..19 and `last`).
         match first_event_after(revisions[15]).await {
             WatchEvent::Added(o) => assert_eq!(o.resource_version, revisions[16]),

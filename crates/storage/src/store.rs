@@ -12,6 +12,7 @@
 //! labels and fields an object exposes comes from the caller's [`AttrsFn`].
 
 use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,6 +22,7 @@ use base64::Engine as _;
 use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -555,7 +557,46 @@ pub enum WatchEvent {
 }
 
 /// A watch's events. Dropping it ends the watch and frees its resources.
-pub type WatchStream = mpsc::Receiver<WatchEvent>;
+///
+/// Either the receiving end of a channel that a task of the store fills, or a stream that does
+/// the watch's work when its consumer polls it (the watch cache's watchers: one task fewer to
+/// wake per watcher and event).
+pub struct WatchStream(Events);
+
+enum Events {
+    Channel(mpsc::Receiver<WatchEvent>),
+    Polled(Pin<Box<dyn Stream<Item = WatchEvent> + Send + Sync>>),
+}
+
+impl WatchStream {
+    /// A watch whose events `stream` computes as it is polled.
+    pub fn polled(stream: impl Stream<Item = WatchEvent> + Send + Sync + 'static) -> WatchStream {
+        WatchStream(Events::Polled(Box::pin(stream)))
+    }
+
+    /// The next event; `None` once the watch is over.
+    pub async fn recv(&mut self) -> Option<WatchEvent> {
+        match &mut self.0 {
+            Events::Channel(events) => events.recv().await,
+            Events::Polled(events) => events.next().await,
+        }
+    }
+}
+
+impl From<mpsc::Receiver<WatchEvent>> for WatchStream {
+    fn from(events: mpsc::Receiver<WatchEvent>) -> WatchStream {
+        WatchStream(Events::Channel(events))
+    }
+}
+
+impl std::fmt::Debug for WatchStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Events::Channel(_) => "WatchStream(channel)",
+            Events::Polled(_) => "WatchStream(polled)",
+        })
+    }
+}
 
 /// The storage interface the generic registry uses (upstream's `storage.Interface`). Keys are
 /// full keys (`/registry/configmaps/ns/name`); list and watch prefixes end with `/`.
@@ -1194,7 +1235,7 @@ impl Store for KvStore {
                 (opts.send_initial_events == Some(true) && opts.allow_bookmarks).then_some(start);
             tokio::spawn(task.run(initial, initial_end, source));
         }
-        Ok(rx)
+        Ok(rx.into())
     }
 
     async fn current_revision(&self) -> Result<i64, StorageError> {

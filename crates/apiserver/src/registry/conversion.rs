@@ -273,7 +273,7 @@ impl Store for ConvertingStore {
                 }
             }
         });
-        Ok(rx)
+        Ok(rx.into())
     }
 
     async fn current_revision(&self) -> Result<i64, StorageError> {
