@@ -6,6 +6,7 @@
 //!
 //! This module owns connections, not requests: everything a request sees is the filter chain's.
 
+mod coalesce;
 pub mod tls;
 
 use std::collections::BTreeMap;
@@ -382,8 +383,11 @@ async fn serve_connection(
     // The protocol is what ALPN chose, as Go's server decides it: h2, or HTTP/1.1 (with
     // upgrades) for everything else.
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-    let io = TokioIo::new(tls);
     if h2 {
+        // The streams of one HTTP/2 connection are many tasks writing through one: their frames
+        // are gathered per turn of the connection's task (see `coalesce`).
+        let turns = coalesce::Turns::default();
+        let io = TokioIo::new(coalesce::Coalescing::new(tls, turns.clone()));
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .max_concurrent_streams(limits.http2_max_streams)
@@ -392,6 +396,7 @@ async fn serve_connection(
         drive(
             conn,
             |c| c.graceful_shutdown(),
+            Some(&turns),
             &activity,
             &limits,
             &mut stop,
@@ -399,6 +404,7 @@ async fn serve_connection(
         )
         .await;
     } else {
+        let io = TokioIo::new(tls);
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.read_header_timeout)
@@ -412,6 +418,7 @@ async fn serve_connection(
         drive(
             conn,
             |c| c.graceful_shutdown(),
+            None,
             &activity,
             &limits,
             &mut stop,
@@ -423,10 +430,12 @@ async fn serve_connection(
 }
 
 /// Serves one connection to its end: closes it gracefully once it has been idle too long or the
-/// server stops, and then lets it finish what is in flight.
+/// server stops, and then lets it finish what is in flight. Each poll of the connection is a
+/// turn of `turns`, when its transport gathers writes per turn.
 async fn drive<C, E>(
     conn: C,
     graceful_shutdown: impl Fn(Pin<&mut C>),
+    turns: Option<&coalesce::Turns>,
     activity: &Activity,
     limits: &ServingLimits,
     stop: &mut watch::Receiver<bool>,
@@ -443,8 +452,14 @@ async fn drive<C, E>(
         let idle_deadline = activity
             .close_at(limits)
             .unwrap_or_else(|| Instant::now() + limits.idle_timeout);
+        let serve = std::future::poll_fn(|cx| {
+            if let Some(turns) = turns {
+                turns.next();
+            }
+            conn.as_mut().poll(cx)
+        });
         tokio::select! {
-            result = conn.as_mut() => {
+            result = serve => {
                 if let Err(e) = result {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }

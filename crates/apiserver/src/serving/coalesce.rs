@@ -1,0 +1,273 @@
+//! One write to TLS per turn of an HTTP/2 connection's task, however many frames its streams
+//! queued in that turn.
+//!
+//! h2 flushes its codec for every DATA frame it cannot copy into its own buffer (any frame over
+//! 256 bytes on a vectored transport, so every watch event of a real object), and TLS turns each
+//! flush into a record and a `writev`. When the watch cache hands an event to a thousand
+//! watchers of one connection, that is a thousand records and syscalls, and the kernel's share
+//! of a watch fan-out was most of the server's CPU. [`Coalescing`] sits between h2 and TLS: it
+//! keeps what h2 writes, and answers the first flush of a turn at once while waking the task
+//! again, so that the stream tasks woken with it queue their frames first; the next turn writes
+//! everything in one go. What it keeps is bounded by [`MAX_KEPT`], and a shutdown writes it out.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Bytes kept before they are written regardless of the turn: four full TLS records.
+pub const MAX_KEPT: usize = 64 * 1024;
+
+/// Counts the polls of one connection's future: a turn is one poll. The connection's driver
+/// bumps it before each poll; [`Coalescing`] reads it.
+#[derive(Clone, Default)]
+pub struct Turns(Arc<AtomicU64>);
+
+impl Turns {
+    /// Marks the start of a poll of the connection.
+    pub fn next(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn current(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A transport whose writes are gathered per turn. See the module documentation.
+pub struct Coalescing<T> {
+    inner: T,
+    kept: Vec<u8>,
+    /// How much of `kept` the transport has taken.
+    written: usize,
+    turns: Turns,
+    /// The turn whose flush was answered without writing; the task was woken to write it.
+    deferred_in: Option<u64>,
+}
+
+impl<T> Coalescing<T> {
+    pub fn new(inner: T, turns: Turns) -> Self {
+        Coalescing {
+            inner,
+            kept: Vec::new(),
+            written: 0,
+            turns,
+            deferred_in: None,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Coalescing<T> {
+    /// Writes out everything kept.
+    fn poll_write_kept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.kept.len() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.kept[self.written..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.written += n;
+        }
+        self.kept.clear();
+        self.written = 0;
+        self.deferred_in = None;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Room for `len` more bytes: what is kept is written first when they would not fit.
+    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<()>> {
+        if !self.kept.is_empty() && self.kept.len() + len > MAX_KEPT {
+            ready!(self.poll_write_kept(cx))?;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Coalescing<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        ready!(this.poll_room(cx, buf.len()))?;
+        if this.kept.is_empty() && buf.len() >= MAX_KEPT {
+            return Pin::new(&mut this.inner).poll_write(cx, buf);
+        }
+        this.kept.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        ready!(this.poll_room(cx, len))?;
+        if this.kept.is_empty() && len >= MAX_KEPT {
+            return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        }
+        for b in bufs {
+            this.kept.extend_from_slice(b);
+        }
+        Poll::Ready(Ok(len))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.kept.is_empty() {
+            return Pin::new(&mut this.inner).poll_flush(cx);
+        }
+        let turn = this.turns.current();
+        match this.deferred_in {
+            // Written in a later turn, after the tasks woken with this one had theirs.
+            Some(t) if t != turn => {}
+            // Already deferred in this turn; the wake-up is on its way.
+            Some(_) => return Poll::Ready(Ok(())),
+            None => {
+                this.deferred_in = Some(turn);
+                cx.waker().wake_by_ref();
+                return Poll::Ready(Ok(()));
+            }
+        }
+        ready!(this.poll_write_kept(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_write_kept(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::task::Waker;
+
+    /// A transport that records each write it takes.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.0.lock().unwrap().push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A waker that counts its wake-ups.
+    struct Counting(AtomicU64);
+    impl std::task::Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn write_and_flush(io: &mut Coalescing<Recorder>, cx: &mut Context<'_>, data: &[u8]) {
+        let mut io = Pin::new(io);
+        assert!(matches!(io.as_mut().poll_write(cx, data), Poll::Ready(Ok(n)) if n == data.len()));
+        assert!(matches!(io.as_mut().poll_flush(cx), Poll::Ready(Ok(()))));
+    }
+
+    #[test]
+    fn the_flushes_of_one_turn_become_one_write_in_the_next() {
+        let recorder = Recorder::default();
+        let turns = Turns::default();
+        let mut io = Coalescing::new(recorder.clone(), turns.clone());
+        let wakes = Arc::new(Counting(AtomicU64::new(0)));
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+
+        turns.next();
+        for frame in [b"one ".as_slice(), b"two ", b"three"] {
+            write_and_flush(&mut io, &mut cx, frame);
+        }
+        assert!(
+            recorder.0.lock().unwrap().is_empty(),
+            "nothing written in the first turn"
+        );
+        assert_eq!(
+            wakes.0.load(Ordering::Relaxed),
+            1,
+            "the task is woken once to write"
+        );
+
+        turns.next();
+        write_and_flush(&mut io, &mut cx, b" four");
+        assert_eq!(
+            *recorder.0.lock().unwrap(),
+            vec![b"one two three four".to_vec()]
+        );
+
+        // Nothing kept: a flush goes straight through, with no wake-up.
+        assert!(matches!(
+            Pin::new(&mut io).poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        assert_eq!(wakes.0.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn what_is_kept_is_bounded_and_a_shutdown_writes_it() {
+        let recorder = Recorder::default();
+        let turns = Turns::default();
+        let mut io = Coalescing::new(recorder.clone(), turns.clone());
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        turns.next();
+        let frame = vec![7u8; MAX_KEPT / 2 + 1];
+        write_and_flush(&mut io, &mut cx, &frame);
+        // The second frame would not fit: the first is written before it is kept.
+        write_and_flush(&mut io, &mut cx, &frame);
+        assert_eq!(recorder.0.lock().unwrap().len(), 1);
+        // A write as large as the bound, with nothing kept, is not copied.
+        let mut big = Coalescing::new(Recorder::default(), turns.clone());
+        let large = vec![1u8; MAX_KEPT];
+        assert!(matches!(
+            Pin::new(&mut big).poll_write(&mut cx, &large),
+            Poll::Ready(Ok(n)) if n == MAX_KEPT
+        ));
+        assert!(big.kept.is_empty());
+        assert!(matches!(
+            Pin::new(&mut io).poll_shutdown(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        let writes = recorder.0.lock().unwrap();
+        assert_eq!(writes.len(), 2);
+        assert_eq!(writes.iter().map(Vec::len).sum::<usize>(), 2 * frame.len());
+    }
+}
