@@ -169,8 +169,9 @@ pub enum Command {
         /// Concurrent writer tasks.
         #[arg(long, default_value_t = 4)]
         writers: usize,
-        /// Watch streams per HTTP/2 connection.
-        #[arg(long, default_value_t = 100)]
+        /// Watch streams per HTTP/2 connection (below kube-apiserver's 100 streams a
+        /// connection, which the writers' requests share).
+        #[arg(long, default_value_t = 50)]
         streams_per_connection: usize,
         /// How long to wait for the last events after the last write.
         #[arg(long, default_value = "10s", value_parser = parse_duration)]

@@ -107,10 +107,15 @@ fn serving_limits(opts: &Options) -> apiserver::serving::ServingLimits {
         } else {
             opts.max_requests_inflight + opts.max_mutating_requests_inflight
         };
+    let defaults = apiserver::serving::ServingLimits::default();
     apiserver::serving::ServingLimits {
         max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
         max_pending_connections,
-        ..Default::default()
+        http2_max_streams: match opts.http2_max_streams_per_connection {
+            0 => defaults.http2_max_streams,
+            n => n,
+        },
+        ..defaults
     }
 }
 
@@ -858,5 +863,29 @@ async fn run_system_hooks(
             }
         }
         check.set(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// kube-apiserver gives each HTTP/2 connection 100 streams unless
+    /// `--http2-max-streams-per-connection` says otherwise (0 means the default).
+    #[test]
+    fn http2_connections_get_kube_apiservers_stream_limit_unless_the_flag_sets_one() {
+        let streams = |args: &[&str]| {
+            let opts =
+                Options::try_parse_from(std::iter::once("ironplane").chain(args.iter().copied()))
+                    .expect("flags parse");
+            serving_limits(&opts).http2_max_streams
+        };
+        assert_eq!(streams(&[]), 100);
+        assert_eq!(streams(&["--http2-max-streams-per-connection", "0"]), 100);
+        assert_eq!(
+            streams(&["--http2-max-streams-per-connection", "1000"]),
+            1000
+        );
     }
 }

@@ -233,6 +233,11 @@ pub struct Options {
     /// (the `storage-readiness` hook).
     #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
     pub storage_initialization_timeout: Duration,
+    /// The limit that the server gives to clients for the maximum number of streams in an
+    /// HTTP/2 connection. Zero means kube-apiserver's default, 100 (what Go's clients assume
+    /// before the server's settings arrive).
+    #[arg(long, default_value_t = 0)]
+    pub http2_max_streams_per_connection: u32,
     /// Read-only requests served at once beyond which the server answers 429 (0: no limit);
     /// watches and system:masters are exempt.
     #[arg(long, default_value_t = 400)]

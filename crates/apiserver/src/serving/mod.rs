@@ -53,7 +53,9 @@ pub struct ServingLimits {
     pub idle_timeout: Duration,
     /// Upstream's `MaxHeaderBytes` (1 MiB), for HTTP/1.1 headers and HTTP/2 header lists.
     pub max_header_bytes: usize,
-    /// `--http2-max-streams-per-connection` as kube-apiserver sets it.
+    /// `--http2-max-streams-per-connection`; kube-apiserver's default is 100 (its secure serving
+    /// matches the initial stream limit Go's clients assume, so that a client can open only so
+    /// many streams before the server's settings reach it).
     pub http2_max_streams: u32,
     /// Open connections at most; one more is accepted and closed at once, so that a flood
     /// cannot exhaust the process's file descriptors. Set from the descriptor limit.
@@ -74,7 +76,7 @@ impl Default for ServingLimits {
             tls_handshake_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
             max_header_bytes: 1 << 20,
-            http2_max_streams: 1000,
+            http2_max_streams: 100,
             max_connections: 10_000,
             max_pending_connections: 0,
             drain_timeout: Duration::from_secs(60),

@@ -51,7 +51,8 @@ pub struct WatchOptions {
     /// rates).
     pub writers: usize,
     /// Watch streams per HTTP/2 connection: connections = max(--connections,
-    /// watchers / this). Servers limit concurrent streams per connection (Go's default is 250).
+    /// watchers / this). Servers limit concurrent streams per connection (kube-apiserver to
+    /// 100), and the writers share the first connections with the watches.
     pub streams_per_connection: usize,
     /// How long to wait after the last write for the last events.
     pub grace: Duration,
@@ -66,7 +67,7 @@ impl Default for WatchOptions {
             duration: Duration::from_secs(10),
             objects: 10,
             writers: 4,
-            streams_per_connection: 100,
+            streams_per_connection: 50,
             grace: Duration::from_secs(10),
             common: CommonOptions::default(),
         }
