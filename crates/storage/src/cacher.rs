@@ -851,8 +851,8 @@ impl Watcher {
                 initial_events_end: true,
             });
         }
-        while let Some(event) = self.replay.next() {
-            if let Some(out) = self.process(&event) {
+        for event in self.replay.by_ref() {
+            if let Some(out) = process(&self.predicate, &mut self.last_revision, &event) {
                 return Some(out);
             }
         }
@@ -912,14 +912,10 @@ impl Watcher {
             }
         }
     }
-
-    /// `event` as this watcher sees it, if it sees it.
-    fn process(&mut self, event: &CachedEvent) -> Option<WatchEvent> {
-        process(&self.predicate, &mut self.last_revision, event)
-    }
 }
 
-/// `event` as the watcher with `predicate` that has seen up to `last_revision` sees it.
+/// `event` as the watcher with `predicate` that has seen up to `last_revision` sees it. A free
+/// function, not a method, so that `Watcher::next` can call it while it holds `live`.
 fn process(
     predicate: &crate::store::Predicate,
     last_revision: &mut i64,
