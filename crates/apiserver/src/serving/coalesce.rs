@@ -206,22 +206,35 @@ mod tests {
         }
     }
 
+    /// A transport over a fresh recorder, in its first turn.
+    fn in_first_turn() -> (Recorder, Turns, Coalescing<Recorder>) {
+        let recorder = Recorder::default();
+        let turns = Turns::default();
+        let io = Coalescing::new(recorder.clone(), turns.clone());
+        turns.next();
+        (recorder, turns, io)
+    }
+
+    /// Writes `data`, which the transport takes whole at once.
+    fn write(io: &mut Coalescing<Recorder>, cx: &mut Context<'_>, data: &[u8]) {
+        assert!(matches!(
+            Pin::new(io).poll_write(cx, data),
+            Poll::Ready(Ok(n)) if n == data.len()
+        ));
+    }
+
     fn write_and_flush(io: &mut Coalescing<Recorder>, cx: &mut Context<'_>, data: &[u8]) {
-        let mut io = Pin::new(io);
-        assert!(matches!(io.as_mut().poll_write(cx, data), Poll::Ready(Ok(n)) if n == data.len()));
-        assert!(matches!(io.as_mut().poll_flush(cx), Poll::Ready(Ok(()))));
+        write(io, cx, data);
+        assert!(matches!(Pin::new(io).poll_flush(cx), Poll::Ready(Ok(()))));
     }
 
     #[test]
     fn the_flushes_of_one_turn_become_one_write_in_the_next() {
-        let recorder = Recorder::default();
-        let turns = Turns::default();
-        let mut io = Coalescing::new(recorder.clone(), turns.clone());
+        let (recorder, turns, mut io) = in_first_turn();
         let wakes = Arc::new(Counting(AtomicU64::new(0)));
         let waker = Waker::from(wakes.clone());
         let mut cx = Context::from_waker(&waker);
 
-        turns.next();
         for frame in [b"one ".as_slice(), b"two ", b"three"] {
             write_and_flush(&mut io, &mut cx, frame);
         }
@@ -252,12 +265,8 @@ mod tests {
 
     #[test]
     fn a_full_record_is_written_at_its_flush() {
-        let recorder = Recorder::default();
-        let turns = Turns::default();
-        let mut io = Coalescing::new(recorder.clone(), turns.clone());
-        let waker = Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        turns.next();
+        let (recorder, _, mut io) = in_first_turn();
+        let mut cx = Context::from_waker(Waker::noop());
         write_and_flush(&mut io, &mut cx, b"small");
         assert!(recorder.0.lock().unwrap().is_empty());
         // Same turn: the kept bytes reach a record's worth, and the flush writes them.
@@ -270,31 +279,17 @@ mod tests {
 
     #[test]
     fn what_is_kept_is_bounded_and_a_shutdown_writes_it() {
-        let recorder = Recorder::default();
-        let turns = Turns::default();
-        let mut io = Coalescing::new(recorder.clone(), turns.clone());
-        let waker = Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        turns.next();
+        let (recorder, turns, mut io) = in_first_turn();
+        let mut cx = Context::from_waker(Waker::noop());
         let frame = vec![7u8; MAX_KEPT / 2 + 1];
-        let write = |io: &mut Coalescing<Recorder>, cx: &mut Context<'_>| {
-            assert!(matches!(
-                Pin::new(io).poll_write(cx, &frame),
-                Poll::Ready(Ok(n)) if n == frame.len()
-            ));
-        };
-        write(&mut io, &mut cx);
+        write(&mut io, &mut cx, &frame);
         assert!(recorder.0.lock().unwrap().is_empty());
         // The second frame would not fit: the first is written before it is kept.
-        write(&mut io, &mut cx);
+        write(&mut io, &mut cx, &frame);
         assert_eq!(recorder.0.lock().unwrap().len(), 1);
         // A write as large as the bound, with nothing kept, is not copied.
         let mut big = Coalescing::new(Recorder::default(), turns.clone());
-        let large = vec![1u8; MAX_KEPT];
-        assert!(matches!(
-            Pin::new(&mut big).poll_write(&mut cx, &large),
-            Poll::Ready(Ok(n)) if n == MAX_KEPT
-        ));
+        write(&mut big, &mut cx, &vec![1u8; MAX_KEPT]);
         assert!(big.kept.is_empty());
         assert!(matches!(
             Pin::new(&mut io).poll_shutdown(&mut cx),
