@@ -4,9 +4,10 @@
 //! It owns the four variants: `full/cache` (`resourceVersion=0`), `full/consistent`
 //! (`resourceVersion` unset), and the same two paginated with `limit=500`, following `continue`
 //! until the end (the first page carries the variant's `resourceVersion`; later pages carry only
-//! `continue`, which is what upstream allows). One measured operation is one whole traversal. It
-//! creates objects first when the namespace holds fewer than N. It must not count an answer with
-//! the wrong number of items as a success.
+//! `continue`, which is what upstream allows). One measured operation is one whole traversal,
+//! timed from each page's request to its last byte (the client's reading of a page is not the
+//! server's time, and is left out of the clock). It creates objects first when the namespace
+//! holds fewer than N. It must not count an answer with the wrong number of items as a success.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,6 +96,10 @@ struct Traversal {
     items: u64,
     pages: u64,
     bytes: u64,
+    /// The time its pages took to arrive: from each request's start to its answer's last byte.
+    /// Reading the pages (to count their items and find `continue`) is the client's work, not
+    /// the server's, and is left out.
+    transfer: Duration,
 }
 
 /// A traversal that failed: the status of a non-2xx answer (with its body), and a message.
@@ -125,6 +130,7 @@ async fn traverse(
         items: 0,
         pages: 0,
         bytes: 0,
+        transfer: Duration::ZERO,
     };
     let mut continue_token: Option<String> = None;
     loop {
@@ -145,10 +151,12 @@ async fn traverse(
         } else {
             format!("{path}?{}", query.join("&"))
         };
+        let sent = Instant::now();
         let response = client
             .send(Method::GET, &url, None)
             .await
             .map_err(|e| TraverseError::other(format!("GET {path}: {e}")))?;
+        traversal.transfer += sent.elapsed();
         if !response.is_success() {
             return Err(TraverseError {
                 status: Some(response.status.as_u16()),
@@ -352,17 +360,15 @@ async fn measure(
             if started.elapsed() >= options.duration {
                 break;
             }
-            let start = Instant::now();
             let outcome = traverse(&client, &path, resource_version, limit).await;
-            let took = start.elapsed();
             traversals += 1;
             match outcome {
                 Ok(t) => {
                     requests += t.pages;
                     if t.items == expected {
-                        histogram.record_duration(took);
+                        histogram.record_duration(t.transfer);
                         bytes += t.bytes;
-                        measured += took;
+                        measured += t.transfer;
                     } else {
                         errors += 1;
                         tally.note(format!("{label}: {} items, expected {expected}", t.items));
@@ -385,7 +391,8 @@ async fn measure(
             }
         }
         cpu.finish(&mut result, "traversal", label, traversals);
-        // Traversals run one after another, so time spent in them is the phase's length.
+        // Traversals run one after another; the rate is of their transfer time (see
+        // `Traversal::transfer`).
         let mut row = Row::from_histogram(label, &histogram, errors, measured);
         row.bytes_per_second = Some(if measured.is_zero() {
             0.0
