@@ -8,8 +8,13 @@
 //! of a watch fan-out was most of the server's CPU. [`Coalescing`] sits between h2 and TLS: it
 //! keeps what h2 writes, and answers the first flush of a turn at once while waking the task
 //! again, so that the stream tasks woken with it queue their frames first; the next turn writes
-//! everything in one go. A flush with a full TLS record's worth kept writes at once
-//! ([`WRITE_AT_ONCE`]); what it keeps is bounded by [`MAX_KEPT`], and a shutdown writes it out.
+//! everything in one go. What it keeps is bounded by [`MAX_KEPT`] (a large answer goes out in
+//! writes of that size, not one per frame), and a shutdown writes it out.
+//!
+//! Waiting pays only where other streams have frames on the way. A connection whose waits
+//! gather nothing (one client's requests, or one large answer held back by flow control) backs
+//! off: after a wait that found no more to write, the next flushes write at once, twice as many
+//! after each such wait in a row, up to [`MAX_SKIPPED`]; a wait that gathered frames ends it.
 
 use std::io;
 use std::pin::Pin;
@@ -22,11 +27,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// Bytes kept before they are written regardless of the turn: four full TLS records.
 pub const MAX_KEPT: usize = 64 * 1024;
 
-/// A flush with at least this much kept (a full TLS record) writes at once instead of waiting for
-/// the next turn: a large answer gains nothing from the wait, and each time flow control holds it
-/// back, the wait would be one more turn behind whatever else the runtime has queued (informers'
-/// pages of 500 pods took 8 times as long on a busy server).
-pub const WRITE_AT_ONCE: usize = 16 * 1024;
+/// The most flushes written at once, without waiting, after waits that gathered nothing.
+pub const MAX_SKIPPED: u32 = 63;
 
 /// Counts the polls of one connection's future: a turn is one poll. The connection's driver
 /// bumps it before each poll; [`Coalescing`] reads it.
@@ -53,6 +55,11 @@ pub struct Coalescing<T> {
     turns: Turns,
     /// The turn whose flush was answered without writing; the task was woken to write it.
     deferred_in: Option<u64>,
+    /// How much was kept when that flush was answered.
+    kept_at_deferral: usize,
+    /// Waits in a row that gathered nothing, and the flushes still to write without waiting.
+    useless_waits: u32,
+    skipping: u32,
 }
 
 impl<T> Coalescing<T> {
@@ -63,6 +70,9 @@ impl<T> Coalescing<T> {
             written: 0,
             turns,
             deferred_in: None,
+            kept_at_deferral: 0,
+            useless_waits: 0,
+            skipping: 0,
         }
     }
 }
@@ -77,10 +87,22 @@ impl<T: AsyncWrite + Unpin> Coalescing<T> {
             }
             self.written += n;
         }
+        if self.deferred_in.take().is_some() {
+            self.learn(self.kept.len() > self.kept_at_deferral);
+        }
         self.kept.clear();
         self.written = 0;
-        self.deferred_in = None;
         Poll::Ready(Ok(()))
+    }
+
+    /// Takes in whether a wait gathered more to write: see the module documentation.
+    fn learn(&mut self, gathered: bool) {
+        if gathered {
+            self.useless_waits = 0;
+        } else {
+            self.useless_waits = (self.useless_waits + 1).min(MAX_SKIPPED.ilog2() + 1);
+            self.skipping = (1 << self.useless_waits) - 1;
+        }
     }
 
     /// Room for `len` more bytes: what is kept is written first when they would not fit.
@@ -145,14 +167,15 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
         }
         let turn = this.turns.current();
         match this.deferred_in {
-            // Enough for a full record: nothing to gain by waiting.
-            _ if this.kept.len() >= WRITE_AT_ONCE => {}
             // Written in a later turn, after the tasks woken with this one had theirs.
             Some(t) if t != turn => {}
             // Already deferred in this turn; the wake-up is on its way.
             Some(_) => return Poll::Ready(Ok(())),
+            // Backing off after waits that gathered nothing.
+            None if this.skipping > 0 => this.skipping -= 1,
             None => {
                 this.deferred_in = Some(turn);
+                this.kept_at_deferral = this.kept.len();
                 cx.waker().wake_by_ref();
                 return Poll::Ready(Ok(()));
             }
@@ -264,17 +287,45 @@ mod tests {
     }
 
     #[test]
-    fn a_full_record_is_written_at_its_flush() {
-        let (recorder, _, mut io) = in_first_turn();
+    fn waits_that_gather_nothing_back_off_and_one_that_gathers_ends_it() {
+        let (recorder, turns, mut io) = in_first_turn();
         let mut cx = Context::from_waker(Waker::noop());
-        write_and_flush(&mut io, &mut cx, b"small");
-        assert!(recorder.0.lock().unwrap().is_empty());
-        // Same turn: the kept bytes reach a record's worth, and the flush writes them.
-        let frame = vec![3u8; WRITE_AT_ONCE];
-        write_and_flush(&mut io, &mut cx, &frame);
-        let writes = recorder.0.lock().unwrap();
-        assert_eq!(writes.len(), 1);
-        assert_eq!(writes[0].len(), 5 + WRITE_AT_ONCE);
+        let writes = |n: usize| {
+            assert_eq!(recorder.0.lock().unwrap().len(), n);
+        };
+        // A lone frame waits a turn, and nothing joins it: one useless wait.
+        write_and_flush(&mut io, &mut cx, b"a");
+        writes(0);
+        turns.next();
+        assert!(matches!(
+            Pin::new(&mut io).poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        writes(1);
+        // So the next flush writes at once; the one after waits again, gathers nothing again,
+        // and the next three write at once.
+        write_and_flush(&mut io, &mut cx, b"b");
+        writes(2);
+        write_and_flush(&mut io, &mut cx, b"c");
+        writes(2);
+        turns.next();
+        assert!(matches!(
+            Pin::new(&mut io).poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        writes(3);
+        for (i, frame) in [b"d", b"e", b"f"].into_iter().enumerate() {
+            write_and_flush(&mut io, &mut cx, frame);
+            writes(4 + i);
+        }
+        // A wait that gathers frames of other streams is worth it: waits are back to every flush.
+        write_and_flush(&mut io, &mut cx, b"g");
+        turns.next();
+        write_and_flush(&mut io, &mut cx, b"h");
+        writes(7);
+        assert_eq!(recorder.0.lock().unwrap()[6], b"gh");
+        write_and_flush(&mut io, &mut cx, b"i");
+        writes(7);
     }
 
     #[test]
