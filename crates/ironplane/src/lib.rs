@@ -807,8 +807,6 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     })
 }
 
-/// The union of authorizers for `--authorization-mode` (validated by `Options::validate`),
-/// behind the privileged-group authorizer as upstream builds it.
 /// Runs upstream's object-creating post-start hooks (`ironplane_kube::poststart`) in order,
 /// retrying each until it succeeds, and marks each one's readiness check as it completes.
 async fn run_system_hooks(
