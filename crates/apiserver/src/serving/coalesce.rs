@@ -246,9 +246,14 @@ mod tests {
         ));
     }
 
+    /// Flushes, which the transport answers at once (writing or not).
+    fn flush(io: &mut Coalescing<Recorder>, cx: &mut Context<'_>) {
+        assert!(matches!(Pin::new(io).poll_flush(cx), Poll::Ready(Ok(()))));
+    }
+
     fn write_and_flush(io: &mut Coalescing<Recorder>, cx: &mut Context<'_>, data: &[u8]) {
         write(io, cx, data);
-        assert!(matches!(Pin::new(io).poll_flush(cx), Poll::Ready(Ok(()))));
+        flush(io, cx);
     }
 
     #[test]
@@ -279,10 +284,7 @@ mod tests {
         );
 
         // Nothing kept: a flush goes straight through, with no wake-up.
-        assert!(matches!(
-            Pin::new(&mut io).poll_flush(&mut cx),
-            Poll::Ready(Ok(()))
-        ));
+        flush(&mut io, &mut cx);
         assert_eq!(wakes.0.load(Ordering::Relaxed), 1);
     }
 
@@ -297,10 +299,7 @@ mod tests {
         write_and_flush(&mut io, &mut cx, b"a");
         writes(0);
         turns.next();
-        assert!(matches!(
-            Pin::new(&mut io).poll_flush(&mut cx),
-            Poll::Ready(Ok(()))
-        ));
+        flush(&mut io, &mut cx);
         writes(1);
         // So the next flush writes at once; the one after waits again, gathers nothing again,
         // and the next three write at once.
@@ -309,10 +308,7 @@ mod tests {
         write_and_flush(&mut io, &mut cx, b"c");
         writes(2);
         turns.next();
-        assert!(matches!(
-            Pin::new(&mut io).poll_flush(&mut cx),
-            Poll::Ready(Ok(()))
-        ));
+        flush(&mut io, &mut cx);
         writes(3);
         for (i, frame) in [b"d", b"e", b"f"].into_iter().enumerate() {
             write_and_flush(&mut io, &mut cx, frame);
