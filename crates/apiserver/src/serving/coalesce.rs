@@ -57,8 +57,9 @@ pub struct Coalescing<T> {
     deferred_in: Option<u64>,
     /// How much was kept when that flush was answered.
     kept_at_deferral: usize,
-    /// Waits in a row that gathered nothing, and the flushes still to write without waiting.
-    useless_waits: u32,
+    /// How many flushes the last wait that gathered nothing made write at once (0 after a wait
+    /// that gathered frames), and how many of them are still to come.
+    backoff: u32,
     skipping: u32,
 }
 
@@ -71,7 +72,7 @@ impl<T> Coalescing<T> {
             turns,
             deferred_in: None,
             kept_at_deferral: 0,
-            useless_waits: 0,
+            backoff: 0,
             skipping: 0,
         }
     }
@@ -98,10 +99,10 @@ impl<T: AsyncWrite + Unpin> Coalescing<T> {
     /// Takes in whether a wait gathered more to write: see the module documentation.
     fn learn(&mut self, gathered: bool) {
         if gathered {
-            self.useless_waits = 0;
+            self.backoff = 0;
         } else {
-            self.useless_waits = (self.useless_waits + 1).min(MAX_SKIPPED.ilog2() + 1);
-            self.skipping = (1 << self.useless_waits) - 1;
+            self.backoff = (self.backoff * 2 + 1).min(MAX_SKIPPED);
+            self.skipping = self.backoff;
         }
     }
 
