@@ -57,11 +57,11 @@ impl ComponentStatusStore {
         let obj: Value = json!({"kind": "ComponentStatus", "apiVersion": "v1",
             "metadata": {"name": name}, "conditions": [condition]});
         let key = format!("{}{name}", self.prefix);
-        Some(Object {
-            key: Arc::from(key.as_str()),
-            bytes: Bytes::from(obj.to_string()),
-            resource_version: 0,
-            attrs: Arc::new(storage::Attrs {
+        Some(Object::new(
+            Arc::from(key.as_str()),
+            Bytes::from(obj.to_string()),
+            0,
+            Arc::new(storage::Attrs {
                 labels: Default::default(),
                 fields: [
                     ("metadata.name".to_string(), name.to_string()),
@@ -69,7 +69,7 @@ impl ComponentStatusStore {
                 ]
                 .into(),
             }),
-        })
+        ))
     }
 }
 

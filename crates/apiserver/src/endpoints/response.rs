@@ -281,7 +281,7 @@ pub fn list(
                     if info.unstructured {
                         out.extend_from_slice(&o.bytes);
                     } else {
-                        storage::store::extend_without_type_meta(&o.bytes, out);
+                        o.extend_list_item(out);
                     }
                 }
                 out.push(b']');

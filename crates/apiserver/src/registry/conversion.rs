@@ -137,12 +137,12 @@ impl Converter {
                 .map(|(o, converted)| {
                     // A custom resource, written as upstream writes one (members sorted).
                     let bytes = apimachinery::gojson::to_vec(&converted);
-                    Ok(Object {
-                        attrs: Arc::new((self.attrs)(&converted)),
-                        bytes: bytes.into(),
-                        key: o.key.clone(),
-                        resource_version: o.resource_version,
-                    })
+                    Ok(Object::new(
+                        o.key.clone(),
+                        bytes.into(),
+                        o.resource_version,
+                        Arc::new((self.attrs)(&converted)),
+                    ))
                 })
                 .collect::<Result<Vec<Object>, StorageError>>()?;
             if cacheable {

@@ -414,12 +414,12 @@ impl RegistryStore {
     /// An object that was not stored (dry run), shaped like a stored one.
     fn unstored(&self, obj: &Value) -> Result<Object, Status> {
         let bytes = ironplane_protobuf::to_json(obj);
-        Ok(Object {
-            key: Arc::from(self.key(obj.namespace(), obj.name())),
-            bytes: Bytes::from(bytes),
-            resource_version: parse_rv(obj.resource_version()).unwrap_or(0),
-            attrs: Arc::new(self.info.attrs(obj)),
-        })
+        Ok(Object::new(
+            Arc::from(self.key(obj.namespace(), obj.name())),
+            Bytes::from(bytes),
+            parse_rv(obj.resource_version()).unwrap_or(0),
+            Arc::new(self.info.attrs(obj)),
+        ))
     }
 
     /// The stored object as of now (a consistent read, never the cache's possibly older copy),
