@@ -46,6 +46,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::errors::StorageError;
+use crate::kv::prefix_end;
 use crate::metrics::ResourceMetrics;
 use crate::store::{
     AttrsFn, GetOptions, ListOptions, ListResult, Object, ResourceVersion, ResourceVersionMatch,
@@ -355,10 +356,19 @@ impl Shared {
         start: &str,
         opts: &ListOptions,
     ) -> Result<Page, StorageError> {
-        let mut range = state
-            .objects
-            .range::<str, _>((Bound::Included(start), Bound::Unbounded))
-            .take_while(|(key, _)| key.starts_with(prefix));
+        // The range ends where keys stop starting with `prefix`, found once as the range is
+        // made: checking each key instead would read every key's own allocation.
+        // A start outside the prefix is clamped into it, so that the range is never inverted.
+        let end = prefix_end(prefix);
+        let start = start.max(prefix);
+        let mut range = match end.as_str() {
+            "" => state
+                .objects
+                .range::<str, _>((Bound::Included(start), Bound::Unbounded)),
+            end => state
+                .objects
+                .range::<str, _>((Bound::Included(start.min(end)), Bound::Excluded(end))),
+        };
         let mut items = Vec::new();
         let mut has_more = false;
         let mut fetched = 0;

@@ -247,5 +247,5 @@ pub async fn handle_collection(
         }
     }
     let meta = response::list_metadata(list.resource_version, None, None);
-    response::list(api, &store.info, &deleted, meta, n)
+    response::list(api, &store.info, deleted, meta, n)
 }

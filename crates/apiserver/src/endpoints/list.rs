@@ -80,7 +80,7 @@ pub async fn handle(
         result.continue_token.as_deref(),
         result.remaining_item_count,
     );
-    response::list(api, &store.info, &result.items, meta, n)
+    response::list(api, &store.info, result.items, meta, n)
 }
 
 #[cfg(test)]

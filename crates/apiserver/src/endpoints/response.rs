@@ -261,10 +261,13 @@ pub fn list_metadata(
 /// A list in the negotiated view and encoding. Items of built-in kinds are written without
 /// `apiVersion` and `kind`, as upstream's typed lists are (only the list names its kind);
 /// custom resources' items keep theirs, as upstream's unstructured lists do.
+///
+/// The items are taken so that the JSON path can let go of each once it is written, while its
+/// reference count is still in the processor's cache.
 pub fn list(
     api: &ApiResources,
     info: &ResourceInfo,
-    items: &[Object],
+    items: Vec<Object>,
     meta: Value,
     n: Negotiated,
 ) -> Result<Response, Status> {
@@ -274,7 +277,7 @@ pub fn list(
             let mut out = Vec::with_capacity(size);
             let write_items = |out: &mut Vec<u8>| {
                 out.extend_from_slice(b"\"items\":[");
-                for (i, o) in items.iter().enumerate() {
+                for (i, o) in items.into_iter().enumerate() {
                     if i > 0 {
                         out.push(b',');
                     }
