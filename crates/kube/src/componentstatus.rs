@@ -128,6 +128,9 @@ impl Store for ComponentStatusStore {
     async fn current_revision(&self) -> Result<i64, StorageError> {
         Ok(0)
     }
+
+    /// Nothing is watched: the statuses are computed when read.
+    fn request_progress(&self) {}
 }
 
 fn read_only(key: &str) -> StorageError {

@@ -191,6 +191,11 @@ impl Shared {
     async fn wait_fresh(&self, revision: i64) -> Result<(), StorageError> {
         let mut progress = self.progress.subscribe();
         let wanted = revision.max(0);
+        if *progress.borrow() < wanted {
+            // The store's watch may hear of no write under this prefix up to `revision`: it
+            // vouches for that only when asked (upstream's cacher asks etcd the same way).
+            self.inner.request_progress();
+        }
         let reached =
             tokio::time::timeout(self.options.fresh_wait, progress.wait_for(|r| *r >= wanted))
                 .await;
@@ -797,6 +802,10 @@ impl Store for Cacher {
         self.shared.inner.current_revision().await
     }
 
+    fn request_progress(&self) {
+        self.shared.inner.request_progress();
+    }
+
     fn rewrites_unchanged(&self) -> bool {
         self.shared.inner.rewrites_unchanged()
     }
@@ -999,6 +1008,9 @@ mod tests {
         }
         async fn current_revision(&self) -> Result<i64, StorageError> {
             self.inner.current_revision().await
+        }
+        fn request_progress(&self) {
+            self.inner.request_progress();
         }
     }
 

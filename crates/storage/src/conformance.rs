@@ -1097,6 +1097,9 @@ mod cacher_only {
         async fn current_revision(&self) -> Result<i64, StorageError> {
             self.inner.current_revision().await
         }
+        fn request_progress(&self) {
+            self.inner.request_progress();
+        }
     }
 
     async fn names_by_pages(
@@ -1196,14 +1199,18 @@ mod cacher_only {
             .await
             .expect("other write");
         let current = f.kv.current_revision().await.expect("revision");
-        // No event of its own: only the backend's progress notification moves the cache.
-        for _ in 0..500 {
-            if cacher.revision() >= current {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("cache stuck at {} < {current}", cacher.revision());
+        // No event of its own: a consistent read asks the backend for a progress notification,
+        // and that moves the cache. Without one the read would give up waiting after
+        // `fresh_wait` and answer from the store, with the cache still behind.
+        cacher
+            .list(PREFIX, &ListOptions::default())
+            .await
+            .expect("consistent list");
+        assert!(
+            cacher.revision() >= current,
+            "cache stuck at {} < {current}",
+            cacher.revision()
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -96,6 +96,10 @@ impl Store for ConsistentReadsFromStorage {
     async fn current_revision(&self) -> Result<i64, StorageError> {
         self.storage.current_revision().await
     }
+
+    fn request_progress(&self) {
+        self.storage.request_progress();
+    }
 }
 
 #[cfg(test)]

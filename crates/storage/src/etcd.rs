@@ -611,6 +611,12 @@ impl Kv for EtcdKv {
         Ok(revision)
     }
 
+    fn request_progress(&self) {
+        if self.progress_requests {
+            self.progress_wanted.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
     async fn compact(&self, revision: i64) -> Result<(), KvError> {
         // Compacting twice to one revision is harmless: a retry is safe.
         let answer = self

@@ -215,6 +215,11 @@ pub trait Kv: Send + Sync + 'static {
     /// Removes history superseded at `revision`: reads at older revisions fail afterwards.
     async fn compact(&self, revision: i64) -> Result<(), KvError>;
 
+    /// Asks every open watch for a progress notification (etcd's `RequestWatchProgress`): a
+    /// cache waiting to reach a revision learns from it that nothing it watches changed up to
+    /// there. Wrappers must pass it on.
+    fn request_progress(&self);
+
     /// Whether a cache following this store's watches learns, after [`Kv::current_revision`],
     /// that it has caught up (from events or progress notifications) soon enough to serve
     /// consistent reads (upstream: etcd's `RequestWatchProgress` support). When not, consistent

@@ -18,7 +18,7 @@
 //! transaction (each request's own compare decides its own outcome, in queue order, and sees the
 //! writes before it), commits once with `synchronous=FULL`, and only then answers: a write's future
 //! resolves after its transaction is durable, so a 2xx answer survives `kill -9` and power loss.
-//! After the commit it publishes the batch's events on a broadcast channel that feeds watches.
+//! After the commit it publishes the batch to the watches (see below).
 //!
 //! # Reads
 //! A few read connections (WAL lets them read while the writer writes) used from
@@ -27,13 +27,18 @@
 //! and prepares its statements again.
 //!
 //! # Watches
-//! A watch subscribes to the broadcast *before* it reads history, replays the history rows after
-//! its start revision from SQLite (nothing to read when it starts at the newest revision), then
-//! serves live batches, skipping every event at or below the last revision it delivered: no gap,
-//! no duplicate. A watch that falls behind the broadcast
-//! (lagged) goes back to reading history from SQLite. When a batch holds nothing for the watch's
-//! prefix, the watch sends a `KvEvent::Progress` (coalesced while batches are queued), as etcd's
-//! progress notifications do, so that caches know they are up to date.
+//! Committed batches go out on broadcast channels, one per resource (the keys' first three
+//! segments, `/registry/pods/`), and one for watches whose prefix spans resources: a write wakes
+//! only the watches of its resource, not one watch per cached resource. A watch subscribes to
+//! its channel *before* it reads history, replays the history rows after its start revision from
+//! SQLite (nothing to read when it starts at the newest revision), then serves live batches,
+//! skipping every event at or below the last revision it delivered: no gap, no duplicate. A watch
+//! that falls behind its channel (lagged) goes back to reading history from SQLite. When a batch
+//! holds nothing for the watch's prefix, the watch sends a `KvEvent::Progress` (coalesced while
+//! batches are queued), as etcd's progress notifications do, so that caches know they are up to
+//! date. A watch hears nothing of other resources' writes, so a cache that needs to know it is
+//! fresh asks ([`Kv::request_progress`], etcd's `RequestWatchProgress`): every watch then
+//! vouches for the last revision fanned out.
 //!
 //! # Compaction
 //! `compact(r)` removes every row superseded by a row at or below `r` and every tombstone at or
@@ -47,6 +52,7 @@
 //! revisions besides (0 by default, as upstream keeps none). Compaction runs in chunks between
 //! write batches so that it never holds writes back for long.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -58,7 +64,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
-use tokio::sync::{Semaphore, broadcast, mpsc, oneshot};
+use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
 
 use crate::kv::{
     KeyValue, Kv, KvError, KvEvent, Precondition, RangeResponse, TxnOutcome, prefix_end,
@@ -93,8 +99,12 @@ impl Default for SqliteOptions {
 const COMPACTION_CHUNK: i64 = 5_000;
 /// How many history rows a watch reads from SQLite per query while it replays.
 const REPLAY_PAGE: i64 = 500;
-/// Capacity of the broadcast of committed batches; a watch more batches behind reads SQLite.
+/// Capacity of the broadcast of committed batches to watches spanning resources; a watch more
+/// batches behind reads SQLite.
 const BROADCAST_CAPACITY: usize = 1024;
+/// Capacity of one resource's broadcast: smaller, since it carries only that resource's batches
+/// and every resource watched has one.
+const RESOURCE_BROADCAST_CAPACITY: usize = 256;
 /// Capacity of each watch's channel.
 const WATCH_CHANNEL: usize = 1024;
 
@@ -127,9 +137,83 @@ pub struct SqliteKv {
     shared: Arc<Shared>,
     /// `None` only while dropping: dropping the sender is what tells the writer to stop.
     requests: Option<std_mpsc::Sender<Request>>,
-    /// A sender kept only to subscribe new watches; the writer holds the other one.
-    events: broadcast::Sender<Arc<Commit>>,
+    fanout: Arc<Fanout>,
     writer: Option<JoinHandle<()>>,
+}
+
+/// The channels that carry committed batches to watches: one per resource watched, and one for
+/// watches whose prefix spans resources.
+struct Fanout {
+    spanning: broadcast::Sender<Arc<Commit>>,
+    resources: Mutex<HashMap<String, broadcast::Sender<Arc<Commit>>>>,
+    /// Every batch up to this revision has been sent. The writer publishes a revision before it
+    /// sends its batch (see [`SqliteKv::watch`]), so a watch vouches only for this one.
+    sent: AtomicI64,
+    /// Bumped to ask every watch for a progress notification.
+    progress_wanted: watch::Sender<u64>,
+}
+
+/// The resource a key, or every key under a prefix, belongs to: up to its third `/`
+/// (`/registry/pods/` of `/registry/pods/ns/name`). `None` when there is no third `/`: such a
+/// prefix may span resources.
+fn resource_of(key: &str) -> Option<&str> {
+    let (third, _) = key.match_indices('/').nth(2)?;
+    Some(&key[..=third])
+}
+
+impl Fanout {
+    fn new(revision: i64) -> Fanout {
+        Fanout {
+            spanning: broadcast::channel(BROADCAST_CAPACITY).0,
+            resources: Mutex::new(HashMap::new()),
+            sent: AtomicI64::new(revision),
+            progress_wanted: watch::channel(0).0,
+        }
+    }
+
+    fn subscribe(&self, prefix: &str) -> broadcast::Receiver<Arc<Commit>> {
+        match resource_of(prefix) {
+            None => self.spanning.subscribe(),
+            Some(resource) => self
+                .resources
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(resource.to_string())
+                .or_insert_with(|| broadcast::channel(RESOURCE_BROADCAST_CAPACITY).0)
+                .subscribe(),
+        }
+    }
+
+    /// Sends a committed batch to the watches of the resources it touched and to the watches
+    /// spanning resources. No subscriber is not an error: nobody watches.
+    fn send(&self, commit: Commit) {
+        let revision = commit.revision;
+        let commit = Arc::new(commit);
+        if self.spanning.receiver_count() > 0 {
+            let _ = self.spanning.send(commit.clone());
+        }
+        let resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sent_to: Vec<&str> = Vec::new();
+        for event in &commit.events {
+            let key = match event {
+                KvEvent::Put { kv, .. } => &kv.key,
+                KvEvent::Delete { key, .. } => key,
+                KvEvent::Progress { .. } => continue,
+            };
+            let Some(resource) = resource_of(key) else {
+                continue;
+            };
+            if sent_to.contains(&resource) {
+                continue;
+            }
+            sent_to.push(resource);
+            if let Some(channel) = resources.get(resource) {
+                let _ = channel.send(commit.clone());
+            }
+        }
+        drop(resources);
+        self.sent.store(revision, Ordering::Release);
+    }
 }
 
 /// What the writer, the readers and the watches share.
@@ -226,13 +310,13 @@ impl SqliteKv {
             read_permits: Arc::new(Semaphore::new(options.read_connections.max(1))),
             revision: AtomicI64::new(revision),
         });
-        let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let fanout = Arc::new(Fanout::new(revision));
         let (requests, queue) = std_mpsc::channel();
         let writer = Writer {
             conn,
             queue,
             shared: shared.clone(),
-            events: events.clone(),
+            fanout: fanout.clone(),
             options,
             next_revision: revision + 1,
             compaction: None,
@@ -244,7 +328,7 @@ impl SqliteKv {
         Ok(Arc::new(SqliteKv {
             shared,
             requests: Some(requests),
-            events,
+            fanout,
             writer: Some(handle),
         }))
     }
@@ -455,7 +539,8 @@ impl Kv for SqliteKv {
     ) -> Result<mpsc::Receiver<Result<KvEvent, KvError>>, KvError> {
         // Subscribe before reading anything: every commit after this point reaches the
         // subscription, every commit before it is in the file.
-        let live = self.events.subscribe();
+        let live = self.fanout.subscribe(prefix);
+        let progress_wanted = self.fanout.progress_wanted.subscribe();
         // A watch from the newest revision has no history to read: the writer publishes a
         // revision before broadcasting its commit, so a commit this load does not see is one the
         // subscription above receives. Most watches start so (a cache watches from its list).
@@ -472,6 +557,8 @@ impl Kv for SqliteKv {
         let (tx, rx) = mpsc::channel(WATCH_CHANNEL);
         let watch = Watch {
             shared: self.shared.clone(),
+            fanout: self.fanout.clone(),
+            progress_wanted,
             prefix: prefix.to_string(),
             end: prefix_end(prefix),
             last: after_revision,
@@ -484,6 +571,12 @@ impl Kv for SqliteKv {
 
     async fn current_revision(&self) -> Result<i64, KvError> {
         Ok(self.shared.revision.load(Ordering::Acquire))
+    }
+
+    fn request_progress(&self) {
+        self.fanout
+            .progress_wanted
+            .send_modify(|n| *n = n.wrapping_add(1));
     }
 
     async fn compact(&self, revision: i64) -> Result<(), KvError> {
@@ -583,7 +676,7 @@ struct Writer {
     conn: Connection,
     queue: std_mpsc::Receiver<Request>,
     shared: Arc<Shared>,
-    events: broadcast::Sender<Arc<Commit>>,
+    fanout: Arc<Fanout>,
     options: SqliteOptions,
     next_revision: i64,
     compaction: Option<Compaction>,
@@ -776,12 +869,13 @@ impl Writer {
                 self.next_revision = next_revision;
                 let last = next_revision - 1;
                 self.shared.revision.store(last, Ordering::Release);
-                if !events.is_empty() {
-                    // No subscriber is not an error: nobody watches.
-                    let _ = self.events.send(Arc::new(Commit {
+                if events.is_empty() {
+                    self.fanout.sent.store(last, Ordering::Release);
+                } else {
+                    self.fanout.send(Commit {
                         revision: last,
                         events,
-                    }));
+                    });
                 }
                 for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
                     let _ = reply.send(Ok(outcome));
@@ -962,6 +1056,9 @@ fn history_page(
 /// One watch's task: history from SQLite, then live batches from the broadcast.
 struct Watch {
     shared: Arc<Shared>,
+    fanout: Arc<Fanout>,
+    /// Changes when someone asks every watch for a progress notification.
+    progress_wanted: watch::Receiver<u64>,
     prefix: String,
     end: String,
     /// Every event for the prefix up to `last` has been sent.
@@ -1000,6 +1097,16 @@ impl Watch {
                 let received = tokio::select! {
                     _ = self.tx.closed() => return,
                     received = live.recv() => received,
+                    wanted = self.progress_wanted.changed() => {
+                        if wanted.is_err() {
+                            return;
+                        }
+                        match self.vouch(&mut live).await {
+                            Ok(true) => continue,
+                            Ok(false) => break,
+                            Err(()) => return,
+                        }
+                    }
                 };
                 match received {
                     Ok(commit) => {
@@ -1052,6 +1159,40 @@ impl Watch {
                 return Ok(());
             }
         }
+    }
+
+    /// Answers a progress request: takes every batch already sent to this watch's channel, then
+    /// vouches for the last revision fanned out when the request came (a batch being sent at
+    /// that moment is waited for, since the reader may already know its revision). `Ok(false)`
+    /// when the watch lagged and must read history.
+    async fn vouch(&mut self, live: &mut broadcast::Receiver<Arc<Commit>>) -> Result<bool, ()> {
+        let published = self.shared.revision.load(Ordering::Acquire);
+        let mut sent = self.fanout.sent.load(Ordering::Acquire);
+        // The writer sends right after it publishes; this waits only across those few steps.
+        while sent < published {
+            tokio::task::yield_now().await;
+            sent = self.fanout.sent.load(Ordering::Acquire);
+        }
+        loop {
+            match live.try_recv() {
+                Ok(commit) => self.deliver(&commit).await?,
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(broadcast::error::TryRecvError::Lagged(_)) => return Ok(false),
+                Err(broadcast::error::TryRecvError::Closed) => return Err(()),
+            }
+        }
+        // Every batch up to `sent` that touched this watch's resource is delivered now.
+        self.last = self.last.max(sent);
+        if self.last > self.last_sent {
+            self.tx
+                .send(Ok(KvEvent::Progress {
+                    revision: self.last,
+                }))
+                .await
+                .map_err(|_| ())?;
+            self.last_sent = self.last;
+        }
+        Ok(true)
     }
 
     async fn deliver(&mut self, commit: &Commit) -> Result<(), ()> {
@@ -1368,6 +1509,63 @@ mod tests {
         }
         assert_eq!(seen, expected);
         writer.await.expect("writer");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_resource_watch_hears_its_resource_and_vouches_for_the_rest_when_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kv = open(&dir);
+        let start = kv.current_revision().await.expect("revision");
+        let mut pods = kv.watch("/registry/pods/", start).await.expect("watch");
+        let mut all = kv.watch("/registry/", start).await.expect("watch");
+        let pod = kv
+            .create("/registry/pods/ns/a", Bytes::new())
+            .await
+            .map(succeeded)
+            .expect("create");
+        for i in 0..5 {
+            kv.create(&format!("/registry/configmaps/ns/{i}"), Bytes::new())
+                .await
+                .map(succeeded)
+                .expect("create");
+        }
+        let last = kv.current_revision().await.expect("revision");
+        async fn next(rx: &mut mpsc::Receiver<Result<KvEvent, KvError>>) -> KvEvent {
+            let event = tokio::time::timeout(Duration::from_secs(10), rx.recv());
+            event.await.expect("in time").expect("open").expect("event")
+        }
+        // The pods watch gets its pod, then at most a progress at the pod's own revision: the
+        // ConfigMaps' batches never reach it.
+        match next(&mut pods).await {
+            KvEvent::Put { kv: put, .. } => assert_eq!(put.mod_revision, pod),
+            other => panic!("{other:?}"),
+        }
+        // Asked, it vouches for everything written since.
+        kv.request_progress();
+        loop {
+            match next(&mut pods).await {
+                KvEvent::Progress { revision } if revision == last => break,
+                KvEvent::Progress { revision } => assert!(revision < last, "{revision}"),
+                other => panic!("a ConfigMap reached the pods watch: {other:?}"),
+            }
+        }
+        // A watch spanning resources hears every batch.
+        let mut puts = Vec::new();
+        while puts.len() < 6 {
+            if let KvEvent::Put { kv: put, .. } = next(&mut all).await {
+                puts.push(put.key);
+            }
+        }
+        assert_eq!(puts[0], "/registry/pods/ns/a");
+        assert_eq!(puts[5], "/registry/configmaps/ns/4");
+    }
+
+    #[test]
+    fn resources_are_the_first_three_segments() {
+        assert_eq!(resource_of("/registry/pods/ns/a"), Some("/registry/pods/"));
+        assert_eq!(resource_of("/registry/pods/"), Some("/registry/pods/"));
+        assert_eq!(resource_of("/registry/pods"), None);
+        assert_eq!(resource_of("/w/0001"), None);
     }
 
     /// Writes keys in a child process, printing each key once its write is acknowledged, until

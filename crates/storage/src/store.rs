@@ -703,6 +703,10 @@ pub trait Store: Send + Sync + 'static {
     /// The store's current revision.
     async fn current_revision(&self) -> Result<i64, StorageError>;
 
+    /// Asks the store's watches for progress notifications ([`crate::Kv::request_progress`]),
+    /// for a cache waiting to reach a revision. Stores that wrap another pass it on.
+    fn request_progress(&self);
+
     /// Whether an update that changes nothing may still have to be written (the stored value is
     /// encrypted with an old key): callers that skip no-op updates themselves must then pass
     /// them down instead, for [`Store::update`] to decide.
@@ -1312,6 +1316,10 @@ impl Store for KvStore {
 
     async fn current_revision(&self) -> Result<i64, StorageError> {
         Ok(self.kv.current_revision().await?)
+    }
+
+    fn request_progress(&self) {
+        self.kv.request_progress();
     }
 
     fn rewrites_unchanged(&self) -> bool {

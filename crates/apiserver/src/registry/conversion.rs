@@ -280,6 +280,10 @@ impl Store for ConvertingStore {
         self.inner.current_revision().await
     }
 
+    fn request_progress(&self) {
+        self.inner.request_progress();
+    }
+
     fn rewrites_unchanged(&self) -> bool {
         self.inner.rewrites_unchanged()
     }

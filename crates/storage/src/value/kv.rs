@@ -264,6 +264,10 @@ impl Kv for TransformingKv {
         self.inner.current_revision().await
     }
 
+    fn request_progress(&self) {
+        self.inner.request_progress();
+    }
+
     async fn compact(&self, revision: i64) -> Result<(), KvError> {
         self.inner.compact(revision).await
     }
