@@ -105,6 +105,15 @@ impl KvEvent {
             KvEvent::Progress { revision } => *revision,
         }
     }
+
+    /// The key the event is about; `None` for a progress notification.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            KvEvent::Put { kv, .. } => Some(&kv.key),
+            KvEvent::Delete { key, .. } => Some(key),
+            KvEvent::Progress { .. } => None,
+        }
+    }
 }
 
 /// Errors of a `Kv` backend.

@@ -196,12 +196,7 @@ impl Fanout {
         let resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
         let mut sent_to: Vec<&str> = Vec::new();
         for event in &commit.events {
-            let key = match event {
-                KvEvent::Put { kv, .. } => &kv.key,
-                KvEvent::Delete { key, .. } => key,
-                KvEvent::Progress { .. } => continue,
-            };
-            let Some(resource) = resource_of(key) else {
+            let Some(resource) = event.key().and_then(resource_of) else {
                 continue;
             };
             if sent_to.contains(&resource) {
@@ -1080,18 +1075,8 @@ impl Watch {
             replay_first = true;
             // Vouch for the revision the replay caught up to, even if nothing under the prefix
             // changed: a cache waiting for that revision learns it has it.
-            if self.last > self.last_sent {
-                if self
-                    .tx
-                    .send(Ok(KvEvent::Progress {
-                        revision: self.last,
-                    }))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                self.last_sent = self.last;
+            if self.send_progress().await.is_err() {
+                return;
             }
             // Live: serve batches until the receiver lags (then read history again) or ends.
             loop {
@@ -1118,18 +1103,8 @@ impl Watch {
                     Err(broadcast::error::RecvError::Lagged(_)) => break,
                     Err(broadcast::error::RecvError::Closed) => return,
                 }
-                if live.is_empty() && self.last > self.last_sent {
-                    if self
-                        .tx
-                        .send(Ok(KvEvent::Progress {
-                            revision: self.last,
-                        }))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                    self.last_sent = self.last;
+                if live.is_empty() && self.send_progress().await.is_err() {
+                    return;
                 }
             }
         }
@@ -1184,6 +1159,12 @@ impl Watch {
         }
         // Every batch up to `sent` that touched this watch's resource is delivered now.
         self.last = self.last.max(sent);
+        self.send_progress().await?;
+        Ok(true)
+    }
+
+    /// Vouches for `last` when nothing sent yet has: a progress notification at it.
+    async fn send_progress(&mut self) -> Result<(), ()> {
         if self.last > self.last_sent {
             self.tx
                 .send(Ok(KvEvent::Progress {
@@ -1193,7 +1174,7 @@ impl Watch {
                 .map_err(|_| ())?;
             self.last_sent = self.last;
         }
-        Ok(true)
+        Ok(())
     }
 
     async fn deliver(&mut self, commit: &Commit) -> Result<(), ()> {
@@ -1201,11 +1182,7 @@ impl Watch {
             return Ok(());
         }
         for event in &commit.events {
-            let key = match event {
-                KvEvent::Put { kv, .. } => &kv.key,
-                KvEvent::Delete { key, .. } => key,
-                KvEvent::Progress { .. } => continue,
-            };
+            let Some(key) = event.key() else { continue };
             if event.revision() > self.last && key.starts_with(&self.prefix) {
                 self.last_sent = event.revision();
                 self.tx.send(Ok(event.clone())).await.map_err(|_| ())?;
