@@ -13,7 +13,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use apimachinery::object::ObjectExt;
@@ -77,6 +78,28 @@ pub struct ObjectData {
     /// that a typed list writes its item without scanning it; 0 when the JSON does not start
     /// that way.
     after_type_meta: usize,
+    /// Set on the copy a watch event is handed out as ([`Object::for_fanout`]): the encodings its
+    /// watchers share. `None` on every other object, so that an object at rest pays one word.
+    fanout: Option<Box<Fanout>>,
+}
+
+/// The encodings one watch event's watchers share while it is being delivered, as upstream's
+/// `cachingObject` keeps each serialization of a dispatched event. They are dropped once every
+/// watcher the event was queued to has moved past it, so nothing stays behind in the cache's
+/// window of past events.
+#[derive(Debug)]
+struct Fanout {
+    /// Watchers that still have to take the event, plus one for the dispatcher until it has
+    /// queued the event everywhere.
+    pending: AtomicUsize,
+    encodings: Mutex<Encodings>,
+}
+
+#[derive(Debug, Default)]
+struct Encodings {
+    /// Every watcher has taken the event: encodings made now are not kept.
+    closed: bool,
+    made: Vec<(&'static str, Bytes)>,
 }
 
 impl std::ops::Deref for Object {
@@ -96,7 +119,82 @@ impl Object {
             resource_version,
             attrs,
             after_type_meta,
+            fanout: None,
         }))
+    }
+
+    /// A copy of this object (the same bytes, not copied) to hand to a watch event's watchers:
+    /// [`Object::shared_encoding`] on it makes each encoding once for all of them. It holds its
+    /// encodings until [`Object::release_fanout`] has been called once more than
+    /// [`Object::hold_fanout`]: the dispatcher holds it from the start, and releases it once it
+    /// has queued the event to every watcher.
+    pub(crate) fn for_fanout(&self) -> Object {
+        Object(Arc::new(ObjectData {
+            key: self.key.clone(),
+            bytes: self.bytes.clone(),
+            resource_version: self.resource_version,
+            attrs: self.attrs.clone(),
+            after_type_meta: self.after_type_meta,
+            fanout: Some(Box::new(Fanout {
+                pending: AtomicUsize::new(1),
+                encodings: Mutex::new(Encodings::default()),
+            })),
+        }))
+    }
+
+    /// One more watcher will take this event (see [`Object::for_fanout`]).
+    pub(crate) fn hold_fanout(&self) {
+        if let Some(f) = &self.fanout {
+            f.pending.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// One watcher has taken this event and encoded it; the last one drops the shared encodings.
+    pub(crate) fn release_fanout(&self) {
+        if let Some(f) = &self.fanout
+            && f.pending.fetch_sub(1, Ordering::AcqRel) == 1
+        {
+            let made = f.encodings.lock().map(|mut e| {
+                e.closed = true;
+                std::mem::take(&mut e.made)
+            });
+            // The bytes are freed outside the lock.
+            drop(made);
+        }
+    }
+
+    /// `encode(self)`, made once and shared while this object is a watch event being delivered
+    /// to its watchers: `encoding` names what `encode` makes (a media type and the event's
+    /// type, say), and the same name must always give the same bytes for the same object. Any
+    /// other object is encoded at every call; so is this one once every watcher has taken it.
+    /// Two watchers asking at the same time may both encode; one answer is kept.
+    pub fn shared_encoding<E>(
+        &self,
+        encoding: &'static str,
+        encode: impl FnOnce(&Object) -> Result<Bytes, E>,
+    ) -> Result<Bytes, E> {
+        let Some(f) = &self.fanout else {
+            return encode(self);
+        };
+        let found = f.encodings.lock().ok().and_then(|e| {
+            e.made
+                .iter()
+                .find(|(name, _)| *name == encoding)
+                .map(|(_, b)| b.clone())
+        });
+        if let Some(bytes) = found {
+            return Ok(bytes);
+        }
+        // Encoding happens outside the lock, so that a watcher on another thread never waits
+        // for it.
+        let bytes = encode(self)?;
+        if let Ok(mut e) = f.encodings.lock()
+            && !e.closed
+            && !e.made.iter().any(|(name, _)| *name == encoding)
+        {
+            e.made.push((encoding, bytes.clone()));
+        }
+        Ok(bytes)
     }
 
     /// Appends the object as an item of a typed list: without its top-level `apiVersion` and

@@ -1,5 +1,6 @@
-//! WATCH: a chunked stream of events. Each event's object bytes come from the watch cache as
-//! they are (shared by every watcher), so a JSON frame is the envelope around them.
+//! WATCH: a chunked stream of events. An event's frame is made once for all the watchers it is
+//! delivered to (see `storage::Object::shared_encoding`), and a JSON frame is the envelope
+//! around the object's bytes as the watch cache holds them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,22 +153,41 @@ fn encode_event(
     n: Negotiated,
     first_table: &mut bool,
 ) -> Result<Bytes, Status> {
-    let (kind, obj): (&str, Option<&Object>) = match event {
-        WatchEvent::Added(o) => ("ADDED", Some(o)),
-        WatchEvent::Modified(o) => ("MODIFIED", Some(o)),
-        WatchEvent::Deleted(o) => ("DELETED", Some(o)),
-        WatchEvent::Bookmark { .. } => ("BOOKMARK", None),
-        WatchEvent::Error(_) => ("ERROR", None),
+    // The names an object's frame is shared under (`Object::shared_encoding`), JSON's and
+    // protobuf's: the encoding and the event's type, the two things besides the object that
+    // its bytes depend on.
+    let (kind, obj, shared_as): (&str, Option<&Object>, [&'static str; 2]) = match event {
+        WatchEvent::Added(o) => ("ADDED", Some(o), ["json ADDED", "protobuf ADDED"]),
+        WatchEvent::Modified(o) => ("MODIFIED", Some(o), ["json MODIFIED", "protobuf MODIFIED"]),
+        WatchEvent::Deleted(o) => ("DELETED", Some(o), ["json DELETED", "protobuf DELETED"]),
+        WatchEvent::Bookmark { .. } => ("BOOKMARK", None, [""; 2]),
+        WatchEvent::Error(_) => ("ERROR", None, [""; 2]),
     };
-    // The fast path: JSON objects are spliced in as stored.
-    if let (Some(o), Encoding::Json, View::Object) = (obj, n.encoding, n.view) {
-        let mut out = BytesMut::with_capacity(o.bytes.len() + 32);
-        out.put_slice(b"{\"type\":\"");
-        out.put_slice(kind.as_bytes());
-        out.put_slice(b"\",\"object\":");
-        out.put_slice(&o.bytes);
-        out.put_slice(b"}\n");
-        return Ok(out.freeze());
+    // The object's own frame, JSON or protobuf, is made once for all the watchers an event is
+    // delivered to (`Object::shared_encoding`); JSON objects are spliced in as stored.
+    if let (Some(o), View::Object) = (obj, n.view) {
+        match n.encoding {
+            Encoding::Json => {
+                return o.shared_encoding(shared_as[0], |o| {
+                    let mut out = BytesMut::with_capacity(o.bytes.len() + 32);
+                    out.put_slice(b"{\"type\":\"");
+                    out.put_slice(kind.as_bytes());
+                    out.put_slice(b"\",\"object\":");
+                    out.put_slice(&o.bytes);
+                    out.put_slice(b"}\n");
+                    Ok(out.freeze())
+                });
+            }
+            Encoding::Protobuf => {
+                return o.shared_encoding(shared_as[1], |o| {
+                    let value = o.value().map_err(Status::internal)?;
+                    ironplane_protobuf::encode_watch_event(kind, &value)
+                        .map(Bytes::from)
+                        .map_err(|e| Status::internal(e.to_string()))
+                });
+            }
+            _ => {}
+        }
     }
     let value = match event {
         WatchEvent::Bookmark {
