@@ -3,7 +3,7 @@
 # embedded store on /dev/shm), then `ironplane-bench watch` with each watcher count; prints the
 # median of the rounds per build and count.
 # Usage: BINS="before=PATH after=PATH" [WATCHERS="1000 10000"] [RUNS=3] [DURATION=10s]
-#        scripts/bench-watch.sh BENCH OUT
+#        [WATCH_ARGS="--protobuf"] scripts/bench-watch.sh BENCH OUT
 set -euo pipefail
 BENCH=$1
 OUT=$2
@@ -11,6 +11,8 @@ BINS=${BINS:?BINS=\"name=path ...\"}
 WATCHERS=${WATCHERS:-1000 10000}
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-10s}
+# Extra arguments of `ironplane-bench watch`, split on spaces.
+read -r -a watch_args <<<"${WATCH_ARGS:-}"
 mkdir -p "$OUT"
 base=/dev/shm
 [ -w "$base" ] || base=${TMPDIR:-/tmp}
@@ -27,7 +29,7 @@ for i in $(seq 1 "$RUNS"); do
     sleep 1
     for w in $WATCHERS; do
       "$BENCH" --kubeconfig "$work/kubeconfig" watch --watchers "$w" --rate 20 \
-        --duration "$DURATION" --server-pid "$pid" -q --json "$OUT/$name-w$w-$i.json" >/dev/null
+        --duration "$DURATION" --server-pid "$pid" "${watch_args[@]}" -q --json "$OUT/$name-w$w-$i.json" >/dev/null
     done
     kill -TERM "$pid"
     wait "$pid" || true

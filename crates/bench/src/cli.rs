@@ -153,6 +153,9 @@ pub enum Command {
         /// (configmap or custom-resource).
         #[arg(long, value_enum, default_value_t = CreateKind::Configmap)]
         kind: CreateKind,
+        /// List in protobuf, as client-go's informers of built-in kinds do (JSON otherwise).
+        #[arg(long)]
+        protobuf: bool,
     },
     /// Many watchers while a writer updates ConfigMaps: delivery latency and events lost.
     Watch {
@@ -176,6 +179,9 @@ pub enum Command {
         /// How long to wait for the last events after the last write.
         #[arg(long, default_value = "10s", value_parser = parse_duration)]
         grace: Duration,
+        /// Watch in protobuf, as client-go's informers of built-in kinds do (JSON otherwise).
+        #[arg(long)]
+        protobuf: bool,
     },
     /// Server RSS idle and after N objects (needs --server-pid).
     Memory {
@@ -373,11 +379,13 @@ impl Cli {
                 iterations,
                 duration,
                 kind,
+                protobuf,
             } => Scenario::List(ListOptions {
                 objects: *objects,
                 iterations: *iterations,
                 duration: *duration,
                 kind: *kind,
+                protobuf: *protobuf,
                 common,
             }),
             Command::Watch {
@@ -388,6 +396,7 @@ impl Cli {
                 writers,
                 streams_per_connection,
                 grace,
+                protobuf,
             } => Scenario::Watch(WatchOptions {
                 watchers: *watchers,
                 rate: *rate,
@@ -396,6 +405,7 @@ impl Cli {
                 writers: *writers,
                 streams_per_connection: *streams_per_connection,
                 grace: *grace,
+                protobuf: *protobuf,
                 common,
             }),
             Command::Memory {

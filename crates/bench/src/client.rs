@@ -320,6 +320,33 @@ impl ApiClient {
         let request = self
             .request(method, path, body, content_type)
             .map_err(|e| RequestError::Transport(e.to_string()))?;
+        self.exchange_request(connection, request, timeout).await
+    }
+
+    /// A GET on the next pool in turn that asks for `accept` (protobuf, say), within the
+    /// request timeout.
+    pub async fn get_accepting(
+        &self,
+        path: &str,
+        accept: &'static str,
+    ) -> Result<ApiResponse, RequestError> {
+        let mut request = self
+            .request(Method::GET, path, None, JSON)
+            .map_err(|e| RequestError::Transport(e.to_string()))?;
+        request
+            .headers_mut()
+            .insert(ACCEPT, http::HeaderValue::from_static(accept));
+        let connection = self.next.fetch_add(1, Ordering::Relaxed);
+        self.exchange_request(connection, request, self.request_timeout)
+            .await
+    }
+
+    async fn exchange_request(
+        &self,
+        connection: usize,
+        request: Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> Result<ApiResponse, RequestError> {
         let client = &self.clients[connection % self.clients.len()];
         let exchange = async {
             let response = client
@@ -384,9 +411,24 @@ impl ApiClient {
         connection: usize,
         path: &str,
     ) -> Result<hyper::Response<Incoming>, RequestError> {
-        let request = self
+        self.open_stream_accepting(connection, path, "application/json")
+            .await
+    }
+
+    /// [`ApiClient::open_stream`] asking for `accept` (e.g. protobuf, as client-go's informers
+    /// of built-in kinds ask).
+    pub async fn open_stream_accepting(
+        &self,
+        connection: usize,
+        path: &str,
+        accept: &'static str,
+    ) -> Result<hyper::Response<Incoming>, RequestError> {
+        let mut request = self
             .request(Method::GET, path, None, JSON)
             .map_err(|e| RequestError::Transport(e.to_string()))?;
+        request
+            .headers_mut()
+            .insert(ACCEPT, http::HeaderValue::from_static(accept));
         let client = &self.clients[connection % self.clients.len()];
         match tokio::time::timeout(self.request_timeout, client.request(request)).await {
             Ok(Ok(response)) => Ok(response),

@@ -3,7 +3,7 @@
 //!
 //! The library holds everything; `main.rs` only parses flags. Tests call
 //! [`run_scenario`] in-process. The crate must not speak anything but the public API (HTTPS,
-//! JSON), and must not aim at any address but the kubeconfig's server (the one exception: the
+//! JSON, and protobuf where a scenario asks for it as client-go does), and must not aim at any address but the kubeconfig's server (the one exception: the
 //! `aggregator` scenario's direct GETs to the extension server it runs itself, in-process).
 
 pub mod cli;
@@ -11,6 +11,7 @@ pub mod client;
 pub mod error;
 pub mod kubeconfig;
 pub mod progress;
+pub mod protobuf;
 pub mod report;
 pub mod scenarios;
 pub mod stats;

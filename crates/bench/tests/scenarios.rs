@@ -182,10 +182,40 @@ async fn list_variants_see_every_object() {
     }
     assert_eq!(result.figures["objects_in_namespace"], 600.0);
     assert_eq!(result.figures["objects_created"], 599.0);
+
+    // The same in protobuf: every page's items counted and `continue` followed from the
+    // protobuf list.
+    let scenario = Scenario::List(ListOptions {
+        objects: 600,
+        iterations: 1,
+        protobuf: true,
+        common: CommonOptions {
+            namespace: Some("listed".to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let result = run_scenario(&cfg, &scenario).await.unwrap();
+    assert_eq!(result.rows.len(), 4);
+    for row in &result.rows {
+        assert_eq!(row.count, 1, "{}: {:?}", row.label, result.error_samples);
+        assert_eq!(row.errors, 0, "{}: {:?}", row.label, result.error_samples);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_loses_no_events() {
+    watch_loses_no_events_in(false).await;
+}
+
+/// The same in protobuf: every watcher reads each event's type and resourceVersion from the
+/// length-prefixed messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_in_protobuf_loses_no_events() {
+    watch_loses_no_events_in(true).await;
+}
+
+async fn watch_loses_no_events_in(protobuf: bool) {
     let server = ironplane::testing::TestServer::start().await;
     let scenario = Scenario::Watch(WatchOptions {
         watchers: 20,
@@ -195,6 +225,7 @@ async fn watch_loses_no_events() {
         writers: 2,
         streams_per_connection: 10,
         grace: Duration::from_secs(10),
+        protobuf,
         common: CommonOptions::default(),
     });
     let result = run_scenario(&client_config(&server), &scenario)

@@ -201,6 +201,7 @@ async fn watch_loses_no_events() {
         writers: 2,
         streams_per_connection: 8,
         grace: Duration::from_secs(5),
+        protobuf: false,
         common: CommonOptions::default(),
     });
     let result = run_scenario(&cfg, &scenario).await.unwrap();

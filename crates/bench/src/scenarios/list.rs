@@ -42,6 +42,8 @@ pub struct ListOptions {
     pub duration: Duration,
     /// What is listed: ConfigMaps, or custom resources of a CRD installed first.
     pub kind: super::create::CreateKind,
+    /// List in protobuf, as client-go's informers of built-in kinds do (JSON otherwise).
+    pub protobuf: bool,
     pub common: CommonOptions,
 }
 
@@ -52,6 +54,7 @@ impl Default for ListOptions {
             iterations: 10,
             duration: Duration::from_secs(60),
             kind: super::create::CreateKind::Configmap,
+            protobuf: false,
             common: CommonOptions::default(),
         }
     }
@@ -68,6 +71,12 @@ impl ListOptions {
         ) {
             return Err(BenchError::InvalidArgument(
                 "list works on configmap or custom-resource".to_string(),
+            ));
+        }
+        if self.protobuf && self.kind != super::create::CreateKind::Configmap {
+            // Custom resources have no protobuf form (upstream answers them in JSON).
+            return Err(BenchError::InvalidArgument(
+                "--protobuf lists built-in kinds: configmap".to_string(),
             ));
         }
         check_duration("duration", self.duration, MAX_DURATION)
@@ -125,6 +134,7 @@ async fn traverse(
     path: &str,
     resource_version: Option<&str>,
     limit: Option<u32>,
+    protobuf: bool,
 ) -> Result<Traversal, TraverseError> {
     let mut traversal = Traversal {
         items: 0,
@@ -152,10 +162,14 @@ async fn traverse(
             format!("{path}?{}", query.join("&"))
         };
         let sent = Instant::now();
-        let response = client
-            .send(Method::GET, &url, None)
-            .await
-            .map_err(|e| TraverseError::other(format!("GET {path}: {e}")))?;
+        let response = if protobuf {
+            client
+                .get_accepting(&url, crate::protobuf::MEDIA_TYPE)
+                .await
+        } else {
+            client.send(Method::GET, &url, None).await
+        }
+        .map_err(|e| TraverseError::other(format!("GET {path}: {e}")))?;
         traversal.transfer += sent.elapsed();
         if !response.is_success() {
             return Err(TraverseError {
@@ -168,12 +182,19 @@ async fn traverse(
                 ),
             });
         }
-        let page: ListPage = serde_json::from_slice(&response.body)
-            .map_err(|e| TraverseError::other(format!("GET {path}: not a list: {e}")))?;
-        traversal.items += page.items.len() as u64;
+        let (items, continue_token_read) = if protobuf {
+            let page = crate::protobuf::list_page(&response.body)
+                .map_err(|e| TraverseError::other(format!("GET {path}: not a list: {e}")))?;
+            (page.items, page.continue_token)
+        } else {
+            let page: ListPage = serde_json::from_slice(&response.body)
+                .map_err(|e| TraverseError::other(format!("GET {path}: not a list: {e}")))?;
+            (page.items.len() as u64, page.metadata.continue_token)
+        };
+        traversal.items += items;
         traversal.pages += 1;
         traversal.bytes += response.body.len() as u64;
-        match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+        match continue_token_read.filter(|t| !t.is_empty()) {
             Some(token) if limit.is_some() => {
                 if traversal.pages >= MAX_PAGES {
                     return Err(TraverseError::other(format!(
@@ -254,7 +275,7 @@ async fn count_objects(client: &ApiClient, path: &str) -> Result<u64, BenchError
     match (has_more, page.metadata.remaining_item_count) {
         (false, _) => Ok(page.items.len() as u64),
         (true, Some(remaining)) => Ok(page.items.len() as u64 + remaining),
-        (true, None) => traverse(client, path, None, Some(PAGE_SIZE))
+        (true, None) => traverse(client, path, None, Some(PAGE_SIZE), false)
             .await
             .map(|t| t.items)
             .map_err(|e| BenchError::Protocol(e.message)),
@@ -323,7 +344,7 @@ async fn measure(
     // cached list sees every object, so that a late cache is not counted as wrong answers.
     let settle_deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match traverse(&client, &path, Some("0"), None).await {
+        match traverse(&client, &path, Some("0"), None, options.protobuf).await {
             Ok(t) if t.items == expected => break,
             _ if Instant::now() >= settle_deadline => break,
             _ => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -360,7 +381,7 @@ async fn measure(
             if started.elapsed() >= options.duration {
                 break;
             }
-            let outcome = traverse(&client, &path, resource_version, limit).await;
+            let outcome = traverse(&client, &path, resource_version, limit, options.protobuf).await;
             traversals += 1;
             match outcome {
                 Ok(t) => {
