@@ -83,7 +83,12 @@ impl Encoder<'_> {
         Ok(())
     }
 
-    fn field(&self, field: &Field, value: &Value, out: &mut Vec<u8>) -> Result<(), ProtobufError> {
+    pub(crate) fn field(
+        &self,
+        field: &Field,
+        value: &Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ProtobufError> {
         match field.cardinality {
             Cardinality::Single => match field.ty {
                 Type::Message(id) => {

@@ -130,20 +130,78 @@ pub fn encode(obj: &Value) -> Result<Vec<u8>, ProtobufError> {
         depth: Default::default(),
     }
     .message(id, obj, &mut raw)?;
+    envelope(api_version, kind, &raw)
+}
 
-    let mut out = Vec::with_capacity(raw.len() + api_version.len() + kind.len() + 16);
+/// `raw`, an object of `kind` in `api_version`, in its envelope: `k8s\0`, then a
+/// runtime.Unknown of typeMeta, raw, and the empty contentEncoding and contentType, which Go
+/// writes because they are non-pointer strings.
+fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Result<Vec<u8>, ProtobufError> {
+    let mut out = Vec::with_capacity(raw.len() + api_version.len() + kind.len() + 24);
     out.extend_from_slice(MAGIC);
-    // runtime.Unknown: typeMeta, raw, and the empty contentEncoding and contentType, which Go
-    // writes because they are non-pointer strings.
     wire::put_nested::<ProtobufError>(&mut out, 1, |out| {
         wire::put_bytes(out, 1, api_version.as_bytes());
         wire::put_bytes(out, 2, kind.as_bytes());
         Ok(())
     })?;
-    wire::put_bytes(&mut out, 2, &raw);
+    wire::put_bytes(&mut out, 2, raw);
     wire::put_bytes(&mut out, 3, b"");
     wire::put_bytes(&mut out, 4, b"");
     Ok(out)
+}
+
+/// A typed list (`list_kind` of `api_version`, e.g. `ConfigMapList` of `v1`) as an envelope,
+/// built from its `metadata` and its items one at a time: what [`encode`] makes of the whole
+/// list, without a JSON list holding every item first. An item with no protobuf form (an
+/// object stored before the type checks existed) is left out, and `left_out` is told why.
+pub fn encode_list<V: std::borrow::Borrow<Value>>(
+    api_version: &str,
+    list_kind: &str,
+    metadata: &Value,
+    items: impl IntoIterator<Item = V>,
+    mut left_out: impl FnMut(&Value, &ProtobufError),
+) -> Result<Vec<u8>, ProtobufError> {
+    let schema = schema();
+    let id = schema
+        .resolve(api_version, list_kind)
+        .ok_or_else(|| ProtobufError::UnknownKind {
+            api_version: api_version.to_string(),
+            kind: list_kind.to_string(),
+        })?;
+    let message = &schema.messages[id];
+    let field = |json: &str| message.fields.iter().find(|f| f.json == json);
+    let (Some(meta_field), Some(items_field)) = (field("metadata"), field("items")) else {
+        return Err(encode::invalid(format!("{list_kind} is not a list")));
+    };
+    let schema::Type::Message(item_id) = items_field.ty else {
+        return Err(encode::invalid(format!("{list_kind} has no object items")));
+    };
+    let encoder = encode::Encoder {
+        schema,
+        depth: Default::default(),
+    };
+    let mut raw = Vec::with_capacity(4096);
+    let write_meta = |raw: &mut Vec<u8>| encoder.field(meta_field, metadata, raw);
+    // Fields go out in their numbers' order, as Go marshals them: every list type has its
+    // metadata first.
+    if meta_field.number < items_field.number {
+        write_meta(&mut raw)?;
+    }
+    for item in items {
+        let item = item.borrow();
+        let start = raw.len();
+        let written = wire::put_nested(&mut raw, items_field.number, |raw| {
+            encoder.message(item_id, item, raw)
+        });
+        if let Err(e) = written {
+            raw.truncate(start);
+            left_out(item, &e);
+        }
+    }
+    if meta_field.number > items_field.number {
+        write_meta(&mut raw)?;
+    }
+    envelope(api_version, list_kind, &raw)
 }
 
 /// The object as Go's encoding/json writes it after unmarshalling it into its Go type: what

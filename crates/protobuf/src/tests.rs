@@ -41,6 +41,41 @@ fn recorded_json_encodes_to_the_recorded_bytes() {
     }
 }
 
+/// A list built item by item gives upstream's recorded bytes, and leaves out an item that has
+/// no protobuf form instead of failing.
+#[test]
+fn a_list_built_item_by_item_is_the_recorded_list() {
+    let list = golden_json("configmap-list.json");
+    let items = list["items"].as_array().expect("items");
+    assert!(!items.is_empty(), "the recording lists a ConfigMap");
+    let never = |item: &Value, e: &ProtobufError| panic!("{item}: {e}");
+    let built = encode_list("v1", "ConfigMapList", &list["metadata"], items, never).unwrap();
+    assert_eq!(built, golden("configmap-list.pb"));
+
+    let mut with_bad = items.clone();
+    with_bad.insert(0, json!({"metadata": {"name": "bad"}, "data": {"k": 5}}));
+    with_bad.push(json!({"metadata": {"name": "worse"}, "binaryData": {"k": "not base64!"}}));
+    let mut left_out = Vec::new();
+    let built = encode_list(
+        "v1",
+        "ConfigMapList",
+        &list["metadata"],
+        &with_bad,
+        |item, _| left_out.push(item["metadata"]["name"].clone()),
+    )
+    .unwrap();
+    assert_eq!(built, golden("configmap-list.pb"));
+    assert_eq!(left_out, [json!("bad"), json!("worse")]);
+    // Several items, as a list of them encoded whole gives.
+    let several = [items[0].clone(), items[0].clone(), items[0].clone()];
+    let whole = json!({"apiVersion": "v1", "kind": "ConfigMapList",
+        "metadata": {"resourceVersion": "5", "continue": "c", "remainingItemCount": 2},
+        "items": several});
+    let built = encode_list("v1", "ConfigMapList", &whole["metadata"], &several, never).unwrap();
+    assert_eq!(built, encode(&whole).unwrap());
+    assert!(encode_list("v1", "ConfigMap", &json!({}), items, never).is_err());
+}
+
 /// Splits a `;stream=watch` body into its length-prefixed frames.
 fn frames(mut stream: &[u8]) -> Vec<&[u8]> {
     let mut frames = Vec::new();
