@@ -330,15 +330,25 @@ impl ApiClient {
         path: &str,
         accept: &'static str,
     ) -> Result<ApiResponse, RequestError> {
+        let request = self.get_accepting_request(path, accept)?;
+        let connection = self.next.fetch_add(1, Ordering::Relaxed);
+        self.exchange_request(connection, request, self.request_timeout)
+            .await
+    }
+
+    /// A GET of `path` whose `Accept` is `accept`.
+    fn get_accepting_request(
+        &self,
+        path: &str,
+        accept: &'static str,
+    ) -> Result<Request<Full<Bytes>>, RequestError> {
         let mut request = self
             .request(Method::GET, path, None, JSON)
             .map_err(|e| RequestError::Transport(e.to_string()))?;
         request
             .headers_mut()
             .insert(ACCEPT, http::HeaderValue::from_static(accept));
-        let connection = self.next.fetch_add(1, Ordering::Relaxed);
-        self.exchange_request(connection, request, self.request_timeout)
-            .await
+        Ok(request)
     }
 
     async fn exchange_request(
@@ -423,12 +433,7 @@ impl ApiClient {
         path: &str,
         accept: &'static str,
     ) -> Result<hyper::Response<Incoming>, RequestError> {
-        let mut request = self
-            .request(Method::GET, path, None, JSON)
-            .map_err(|e| RequestError::Transport(e.to_string()))?;
-        request
-            .headers_mut()
-            .insert(ACCEPT, http::HeaderValue::from_static(accept));
+        let request = self.get_accepting_request(path, accept)?;
         let client = &self.clients[connection % self.clients.len()];
         match tokio::time::timeout(self.request_timeout, client.request(request)).await {
             Ok(Ok(response)) => Ok(response),

@@ -165,42 +165,40 @@ async fn list_variants_see_every_object() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // More than one page of 500, so that the paginated variants follow `continue`.
-    let scenario = Scenario::List(ListOptions {
-        objects: 600,
-        iterations: 2,
-        common: CommonOptions {
-            namespace: Some("listed".to_string()),
+    let list = |iterations: u32, protobuf: bool| {
+        let scenario = Scenario::List(ListOptions {
+            objects: 600,
+            iterations,
+            protobuf,
+            common: CommonOptions {
+                namespace: Some("listed".to_string()),
+                ..Default::default()
+            },
             ..Default::default()
-        },
-        ..Default::default()
-    });
-    let result = run_scenario(&cfg, &scenario).await.unwrap();
-    assert_eq!(result.rows.len(), 4);
-    for row in &result.rows {
-        assert_eq!(row.count, 2, "{}: {:?}", row.label, result.error_samples);
-        assert_eq!(row.errors, 0, "{}: {:?}", row.label, result.error_samples);
-    }
+        });
+        let cfg = cfg.clone();
+        async move {
+            let result = run_scenario(&cfg, &scenario).await.unwrap();
+            assert_eq!(result.rows.len(), 4);
+            for row in &result.rows {
+                assert_eq!(
+                    row.count,
+                    u64::from(iterations),
+                    "{}: {:?}",
+                    row.label,
+                    result.error_samples
+                );
+                assert_eq!(row.errors, 0, "{}: {:?}", row.label, result.error_samples);
+            }
+            result
+        }
+    };
+    let result = list(2, false).await;
     assert_eq!(result.figures["objects_in_namespace"], 600.0);
     assert_eq!(result.figures["objects_created"], 599.0);
-
     // The same in protobuf: every page's items counted and `continue` followed from the
     // protobuf list.
-    let scenario = Scenario::List(ListOptions {
-        objects: 600,
-        iterations: 1,
-        protobuf: true,
-        common: CommonOptions {
-            namespace: Some("listed".to_string()),
-            ..Default::default()
-        },
-        ..Default::default()
-    });
-    let result = run_scenario(&cfg, &scenario).await.unwrap();
-    assert_eq!(result.rows.len(), 4);
-    for row in &result.rows {
-        assert_eq!(row.count, 1, "{}: {:?}", row.label, result.error_samples);
-        assert_eq!(row.errors, 0, "{}: {:?}", row.label, result.error_samples);
-    }
+    list(1, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
