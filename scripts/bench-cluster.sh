@@ -5,6 +5,7 @@
 # Usage: scripts/bench-cluster.sh [OUT]
 #   NODES="1000 5000" PODS=30 DURATION=60s RUNS=3 SIDES="sqlite etcd kube-apiserver"
 #   ETCD=/usr/bin/etcd KUBE_APISERVER=... (for the kube-apiserver side)
+#   CLUSTER_ARGS="--protobuf" (extra arguments of `ironplane-bench cluster`, split on spaces)
 # Not for CI: one run at 5,000 nodes takes several minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ INFORMERS=${INFORMERS:-2}
 SIDES=${SIDES:-sqlite}
 ETCD=${ETCD:-/usr/bin/etcd}
 DATA_ROOT=${DATA_ROOT:-/dev/shm}
+read -r -a cluster_args <<<"${CLUSTER_ARGS:-}"
 release=${CARGO_TARGET_DIR:-target}/release
 if [ -z "${BIN:-}" ]; then
   cargo build --release -p ironplane --bin ironplane >/dev/null
@@ -112,7 +114,7 @@ for n in $NODES; do
       pids=(--server-pid "$PID")
       [ -n "$EPID" ] && pids+=(--etcd-pid "$EPID")
       "$BENCH" --kubeconfig "$KC" cluster --nodes "$n" --pods-per-node "$PODS" \
-        --duration "$DURATION" --informers "$INFORMERS" "${pids[@]}" -q \
+        --duration "$DURATION" --informers "$INFORMERS" "${pids[@]}" "${cluster_args[@]}" -q \
         --json "$OUT/cluster-$side-$n-$i.json" >"$OUT/cluster-$side-$n-$i.txt"
       stop
       rm -rf "$dir/etcd" "$dir/ironplane"

@@ -290,6 +290,10 @@ pub enum Command {
         /// reports the largest size sustained.
         #[arg(long)]
         find_max: bool,
+        /// Informers list and watch in protobuf, as client-go's informers of built-in kinds
+        /// do (JSON otherwise).
+        #[arg(long)]
+        protobuf: bool,
     },
     /// Prints b/a for every figure of two result files written with --json.
     Compare { a: PathBuf, b: PathBuf },
@@ -474,6 +478,7 @@ impl Cli {
                 grace,
                 sample_every,
                 find_max,
+                protobuf,
             } => Scenario::Cluster(ClusterOptions {
                 nodes: *nodes,
                 pods_per_node: *pods_per_node,
@@ -488,6 +493,7 @@ impl Cli {
                 grace: *grace,
                 sample_every: *sample_every,
                 find_max: *find_max,
+                protobuf: *protobuf,
                 common,
             }),
             Command::Compare { .. } => return None,

@@ -330,8 +330,18 @@ impl ApiClient {
         path: &str,
         accept: &'static str,
     ) -> Result<ApiResponse, RequestError> {
-        let request = self.get_accepting_request(path, accept)?;
         let connection = self.next.fetch_add(1, Ordering::Relaxed);
+        self.get_on_accepting(connection, path, accept).await
+    }
+
+    /// [`ApiClient::get_accepting`] on pool `connection`.
+    pub async fn get_on_accepting(
+        &self,
+        connection: usize,
+        path: &str,
+        accept: &'static str,
+    ) -> Result<ApiResponse, RequestError> {
+        let request = self.get_accepting_request(path, accept)?;
         self.exchange_request(connection, request, self.request_timeout)
             .await
     }

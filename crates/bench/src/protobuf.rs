@@ -91,11 +91,13 @@ pub fn envelope_object(envelope: &[u8]) -> Option<&[u8]> {
     bytes_field(envelope.strip_prefix(MAGIC)?, 2)
 }
 
-/// What the list scenario reads of a list page in protobuf: its items, counted, and its
-/// `ListMeta`'s `continue` (field 3) and `remainingItemCount` (field 4).
+/// What the scenarios read of a list page in protobuf: its items, counted, and its
+/// `ListMeta`'s `resourceVersion` (field 2), `continue` (field 3) and `remainingItemCount`
+/// (field 4).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ListPage {
     pub items: u64,
+    pub resource_version: Option<String>,
     pub continue_token: Option<String>,
     pub remaining_item_count: Option<u64>,
 }
@@ -108,6 +110,9 @@ pub fn list_page(envelope: &[u8]) -> Result<ListPage, String> {
     for item in fields(list) {
         match item.ok_or("a malformed list message")? {
             (1, Field::Bytes(meta)) => {
+                if let Some(rv) = bytes_field(meta, 2) {
+                    page.resource_version = Some(String::from_utf8_lossy(rv).into_owned());
+                }
                 if let Some(token) = bytes_field(meta, 3) {
                     page.continue_token = Some(String::from_utf8_lossy(token).into_owned());
                 }
@@ -143,6 +148,7 @@ mod tests {
             list_page(&whole).unwrap(),
             ListPage {
                 items: 3,
+                resource_version: Some("9".to_string()),
                 continue_token: Some("abc".to_string()),
                 remaining_item_count: Some(7),
             }
@@ -154,6 +160,7 @@ mod tests {
         assert_eq!(
             list_page(&bytes).unwrap(),
             ListPage {
+                resource_version: Some("9".to_string()),
                 continue_token: Some(String::new()),
                 ..ListPage::default()
             }

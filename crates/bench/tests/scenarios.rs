@@ -242,6 +242,16 @@ async fn watch_loses_no_events_in(protobuf: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_counts_add_up_loses_no_events_and_cleans_up() {
+    cluster_counts_add_up_in(false).await;
+}
+
+/// The same with informers that list and watch in protobuf, as client-go's do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_informers_in_protobuf_lose_no_events() {
+    cluster_counts_add_up_in(true).await;
+}
+
+async fn cluster_counts_add_up_in(protobuf: bool) {
     let server = ironplane::testing::TestServer::start().await;
     let cfg = client_config(&server);
     let scenario = Scenario::Cluster(ClusterOptions {
@@ -259,6 +269,7 @@ async fn cluster_counts_add_up_loses_no_events_and_cleans_up() {
         grace: Duration::from_secs(20),
         sample_every: Duration::from_secs(1),
         find_max: false,
+        protobuf,
         common: CommonOptions {
             // The server runs in this test's process.
             server_pid: Some(std::process::id()),

@@ -50,7 +50,7 @@ use http::Method;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use super::watch::{EventLine, WriteLog, parse_event_line, rv_key};
+use super::watch::{EventLine, WriteLog, rv_key, split_events};
 use super::{
     ClientConfig, CommonOptions, MANAGED_BY_LABEL, MANAGED_BY_VALUE, MAX_CONNECTIONS, MAX_DURATION,
     MAX_OBJECTS, MAX_RATE, Meter, ObjectSpec, Tally, Workspace, check_common, check_duration,
@@ -118,6 +118,8 @@ pub struct ClusterOptions {
     /// Run at growing sizes up to `nodes` ([`FIND_MAX_STEPS`]), each with its own setup and
     /// cleanup, until a run is not sustained; report the largest sustained size.
     pub find_max: bool,
+    /// Informers list and watch in protobuf, as client-go's informers of built-in kinds do.
+    pub protobuf: bool,
     pub common: CommonOptions,
 }
 
@@ -137,6 +139,7 @@ impl Default for ClusterOptions {
             grace: Duration::from_secs(10),
             sample_every: Duration::from_secs(5),
             find_max: false,
+            protobuf: false,
             common: CommonOptions::default(),
         }
     }
@@ -417,6 +420,8 @@ struct Sim {
     relists: AtomicU64,
     rewatches: AtomicU64,
     watch_errors: AtomicU64,
+    /// Informers ask for protobuf.
+    protobuf: bool,
 }
 
 fn now_micro() -> String {
@@ -633,8 +638,24 @@ impl Sim {
         path: &str,
         body: Option<Bytes>,
     ) -> Option<(Bytes, Instant)> {
+        self.call_accepting(op, connection, method, path, body, None)
+            .await
+    }
+
+    /// [`Sim::call`] asking for `accept` instead of JSON (a GET's).
+    async fn call_accepting(
+        &self,
+        op: Op,
+        connection: usize,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        accept: Option<&'static str>,
+    ) -> Option<(Bytes, Instant)> {
         let start = Instant::now();
-        let outcome = if method == Method::PATCH {
+        let outcome = if let Some(accept) = accept {
+            self.client.get_on_accepting(connection, path, accept).await
+        } else if method == Method::PATCH {
             self.client
                 .patch_on(
                     connection,
@@ -1013,6 +1034,21 @@ async fn list_all(sim: &Sim, connection: usize, kind: usize) -> Option<String> {
         if let Some(token) = &continue_token {
             path.push_str(&format!("&continue={}", encode_query(token)));
         }
+        if sim.protobuf {
+            let accept = Some(crate::protobuf::MEDIA_TYPE);
+            let (body, _) = sim
+                .call_accepting(op, connection, Method::GET, &path, None, accept)
+                .await?;
+            let Ok(page) = crate::protobuf::list_page(&body) else {
+                sim.tally.note(format!("GET {base}: not a protobuf list"));
+                return None;
+            };
+            match page.continue_token.filter(|t| !t.is_empty()) {
+                Some(token) => continue_token = Some(token),
+                None => return Some(page.resource_version.unwrap_or_default()),
+            }
+            continue;
+        }
         let (body, _) = sim.call(op, connection, Method::GET, &path, None).await?;
         #[derive(serde::Deserialize)]
         struct ListMeta {
@@ -1075,7 +1111,16 @@ async fn list_watch(
                 "{base}?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={watch_timeout}",
                 encode_query(&rv)
             );
-            let response = match sim.client.open_stream(connection, &path).await {
+            let accept = if sim.protobuf {
+                crate::protobuf::MEDIA_TYPE
+            } else {
+                "application/json"
+            };
+            let response = match sim
+                .client
+                .open_stream_accepting(connection, &path, accept)
+                .await
+            {
                 Ok(r) if r.status().is_success() => r,
                 Ok(r) => {
                     let status = r.status();
@@ -1124,14 +1169,12 @@ async fn list_watch(
                 };
                 let arrived = Instant::now();
                 buffer.extend_from_slice(data);
-                let mut consumed = 0;
-                while let Some(newline) = buffer[consumed..].iter().position(|&b| b == b'\n') {
-                    let line = &buffer[consumed..consumed + newline];
-                    consumed += newline + 1;
-                    if line.iter().all(u8::is_ascii_whitespace) {
-                        continue;
+                let mut expired = false;
+                let consumed = split_events(&buffer, sim.protobuf, |line, event| {
+                    if expired {
+                        return;
                     }
-                    match parse_event_line(line) {
+                    match event {
                         EventLine::Object(event_rv) => {
                             let key = rv_key(event_rv);
                             rv.clear();
@@ -1158,7 +1201,8 @@ async fn list_watch(
                                 // The events since `rv` are gone: list again, as the
                                 // reflector does (what happened in between is not seen as
                                 // events and counts as lost).
-                                continue 'relist;
+                                expired = true;
+                                return;
                             }
                             sim.watch_errors.fetch_add(1, Ordering::Relaxed);
                             sim.tally.note(format!(
@@ -1174,6 +1218,9 @@ async fn list_watch(
                             ));
                         }
                     }
+                });
+                if expired {
+                    continue 'relist;
                 }
                 buffer.drain(..consumed);
             }
@@ -1365,6 +1412,7 @@ async fn run_once(
         relists: AtomicU64::new(0),
         rewatches: AtomicU64::new(0),
         watch_errors: AtomicU64::new(0),
+        protobuf: options.protobuf,
     });
     let mut created_lease_namespace = false;
     let outcome = measure(&workspace, &sim, options, &mut created_lease_namespace).await;
@@ -1971,6 +2019,10 @@ async fn measure(
     result.param("pod_churn", options.pod_churn);
     result.param("controller_rate", options.controller_rate);
     result.param("informers", options.informers);
+    result.param(
+        "encoding",
+        if options.protobuf { "protobuf" } else { "json" },
+    );
     result.param("connections", sim.write_connections);
     result.error_samples.extend(sim.tally.samples());
     Ok(result)
@@ -2149,6 +2201,7 @@ mod tests {
             relists: AtomicU64::new(0),
             rewatches: AtomicU64::new(0),
             watch_errors: AtomicU64::new(0),
+            protobuf: false,
         };
         let mut names = std::collections::HashSet::new();
         for p in 0..sim.pod_count() {

@@ -264,7 +264,7 @@ pub(super) fn parse_event_message(message: &[u8]) -> EventLine<'_> {
 
 /// Takes the complete events at the front of `buffer` (lines of JSON, or length-prefixed
 /// protobuf messages) and hands each to `handle`; returns how many bytes they took.
-fn split_events(
+pub(super) fn split_events(
     buffer: &[u8],
     protobuf: bool,
     mut handle: impl FnMut(&[u8], EventLine<'_>),
@@ -740,6 +740,10 @@ async fn measure(
     result.param("writers", options.writers);
     result.param("connections", client.connections());
     result.param("value_bytes", value_bytes);
+    result.param(
+        "encoding",
+        if options.protobuf { "protobuf" } else { "json" },
+    );
     let watch_errors = shared.watch_errors.load(Ordering::Relaxed);
     let mut delivery_row = Row::from_histogram("delivery", &delivery, watch_errors, delivery_phase);
     delivery_row.count = delivered;
