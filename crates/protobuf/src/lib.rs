@@ -176,9 +176,11 @@ pub fn encode_list<V: std::borrow::Borrow<Value>>(
     let schema::Type::Message(item_id) = items_field.ty else {
         return Err(encode::invalid(format!("{list_kind} has no object items")));
     };
+    // The items sit one message below the list, as in a list encoded whole: the depth limit
+    // counts from the list.
     let encoder = encode::Encoder {
         schema,
-        depth: Default::default(),
+        depth: std::cell::Cell::new(1),
     };
     let mut raw = Vec::with_capacity(4096);
     let write_meta = |raw: &mut Vec<u8>| encoder.field(meta_field, metadata, raw);

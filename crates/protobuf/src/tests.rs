@@ -76,6 +76,50 @@ fn a_list_built_item_by_item_is_the_recorded_list() {
     assert!(encode_list("v1", "ConfigMap", &json!({}), items, never).is_err());
 }
 
+/// The depth limit counts an item of a list built item by item from the list, as it does in a
+/// list encoded whole: at every depth around the limit the two agree on whether it fits.
+#[test]
+fn a_list_built_item_by_item_has_the_whole_lists_depth_limit() {
+    let crd = |depth: usize| {
+        let mut schema = json!({"type": "object"});
+        for _ in 0..depth {
+            schema = json!({"not": schema});
+        }
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "a"},
+            "spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}})
+    };
+    let mut fits = Vec::new();
+    for depth in (MAX_DEPTH - 12)..MAX_DEPTH {
+        let item = crd(depth);
+        let whole = json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinitionList", "metadata": {}, "items": [item]});
+        let mut left_out = 0;
+        let built = encode_list(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinitionList",
+            &whole["metadata"],
+            whole["items"].as_array().unwrap(),
+            |_, e| {
+                assert_eq!(*e, ProtobufError::TooDeep);
+                left_out += 1;
+            },
+        )
+        .unwrap();
+        let encoded_whole = encode(&whole);
+        assert_eq!(encoded_whole.is_ok(), left_out == 0, "depth {depth}");
+        if let Ok(bytes) = encoded_whole {
+            assert_eq!(built, bytes, "depth {depth}");
+        }
+        fits.push(left_out == 0);
+    }
+    // The range crosses the limit.
+    assert!(
+        fits.first() == Some(&true) && fits.last() == Some(&false),
+        "{fits:?}"
+    );
+}
+
 /// Splits a `;stream=watch` body into its length-prefixed frames.
 fn frames(mut stream: &[u8]) -> Vec<&[u8]> {
     let mut frames = Vec::new();
