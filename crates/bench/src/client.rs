@@ -34,7 +34,7 @@ type HyperClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 pub const USER_AGENT_VALUE: &str = concat!("ironplane-bench/", env!("CARGO_PKG_VERSION"));
 
 /// The content type of every request body but a patch.
-const JSON: &str = "application/json";
+pub const JSON: &str = "application/json";
 
 /// The system CA bundle used when the kubeconfig names no CA and does not skip verification.
 const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -431,8 +431,7 @@ impl ApiClient {
         connection: usize,
         path: &str,
     ) -> Result<hyper::Response<Incoming>, RequestError> {
-        self.open_stream_accepting(connection, path, "application/json")
-            .await
+        self.open_stream_accepting(connection, path, JSON).await
     }
 
     /// [`ApiClient::open_stream`] asking for `accept` (e.g. protobuf, as client-go's informers

@@ -5,6 +5,15 @@
 
 /// The media type client-go asks for when it talks protobuf.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// What a request asks for: protobuf, as client-go's informers of built-in kinds ask, or JSON.
+pub fn accept(protobuf: bool) -> &'static str {
+    if protobuf {
+        MEDIA_TYPE
+    } else {
+        crate::client::JSON
+    }
+}
 /// What starts an object's envelope.
 const MAGIC: &[u8] = b"k8s\0";
 

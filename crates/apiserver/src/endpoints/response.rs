@@ -312,7 +312,8 @@ pub fn list(
             }
             Ok(negotiated(StatusCode::OK, n.encoding, Bytes::from(out)))
         }
-        (View::Object, Encoding::Protobuf) if !info.unstructured => {
+        // Custom resources never get here in protobuf: `dispatch` strikes it from their accept.
+        (View::Object, Encoding::Protobuf) => {
             // Item by item, each parsed only when it is encoded: no list of every item's JSON
             // value, and no second encoding of the whole list to leave out an item that has no
             // protobuf form.
@@ -344,13 +345,13 @@ pub fn list(
             Ok(negotiated(StatusCode::OK, n.encoding, Bytes::from(encoded)))
         }
         (View::Object, _) => {
+            // YAML: the JSON form as values.
             let mut values: Vec<Value> = items
                 .iter()
                 .map(Object::value)
                 .collect::<Result<_, _>>()
                 .map_err(Status::internal)?;
-            // Protobuf items carry no type meta of their own; YAML is the JSON form.
-            if !info.unstructured && n.encoding != Encoding::Protobuf {
+            if !info.unstructured {
                 for v in &mut values {
                     if let Some(o) = v.as_object_mut() {
                         o.remove("apiVersion");
@@ -358,28 +359,8 @@ pub fn list(
                     }
                 }
             }
-            let list = |items: Vec<Value>| json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": items});
-            match value(StatusCode::OK, &list(values.clone()), n) {
-                Ok(response) => Ok(response),
-                // An object stored before the type checks existed may not fit its Go type, and
-                // so has no protobuf form: leave it out (and log it) rather than fail the list.
-                // Only this slow path encodes item by item.
-                Err(_) if n.encoding == Encoding::Protobuf => {
-                    let encodable = values
-                        .into_iter()
-                        .filter(|item| match ironplane_protobuf::encode(item) {
-                            Ok(_) => true,
-                            Err(e) => {
-                                tracing::error!(name = %item.name(), namespace = %item.namespace(), error = %e,
-                                    "a stored object has no protobuf form; left out of the list");
-                                false
-                            }
-                        })
-                        .collect();
-                    value(StatusCode::OK, &list(encodable), n)
-                }
-                Err(e) => Err(e),
-            }
+            let list = json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": values});
+            value(StatusCode::OK, &list, n)
         }
         (View::Table, _) => {
             let values: Result<Vec<Value>, _> = items.iter().map(Object::value).collect();

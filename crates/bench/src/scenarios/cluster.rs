@@ -638,24 +638,8 @@ impl Sim {
         path: &str,
         body: Option<Bytes>,
     ) -> Option<(Bytes, Instant)> {
-        self.call_accepting(op, connection, method, path, body, None)
-            .await
-    }
-
-    /// [`Sim::call`] asking for `accept` instead of JSON (a GET's).
-    async fn call_accepting(
-        &self,
-        op: Op,
-        connection: usize,
-        method: Method,
-        path: &str,
-        body: Option<Bytes>,
-        accept: Option<&'static str>,
-    ) -> Option<(Bytes, Instant)> {
         let start = Instant::now();
-        let outcome = if let Some(accept) = accept {
-            self.client.get_on_accepting(connection, path, accept).await
-        } else if method == Method::PATCH {
+        let outcome = if method == Method::PATCH {
             self.client
                 .patch_on(
                     connection,
@@ -669,6 +653,30 @@ impl Sim {
                 .send_on(connection, method.clone(), path, body)
                 .await
         };
+        self.record(op, &method, path, start, outcome)
+    }
+
+    /// A GET asking for `accept` instead of JSON, recorded as [`Sim::call`] records.
+    async fn get_accepting(
+        &self,
+        op: Op,
+        connection: usize,
+        path: &str,
+        accept: &'static str,
+    ) -> Option<(Bytes, Instant)> {
+        let start = Instant::now();
+        let outcome = self.client.get_on_accepting(connection, path, accept).await;
+        self.record(op, &Method::GET, path, start, outcome)
+    }
+
+    fn record(
+        &self,
+        op: Op,
+        method: &Method,
+        path: &str,
+        start: Instant,
+        outcome: Result<crate::client::ApiResponse, crate::client::RequestError>,
+    ) -> Option<(Bytes, Instant)> {
         let done = Instant::now();
         match outcome {
             Ok(r) if r.is_success() => {
@@ -677,7 +685,7 @@ impl Sim {
             }
             other => {
                 self.recorder.error(op);
-                self.tally.failed(&method, path, &other);
+                self.tally.failed(method, path, &other);
                 None
             }
         }
@@ -1035,9 +1043,8 @@ async fn list_all(sim: &Sim, connection: usize, kind: usize) -> Option<String> {
             path.push_str(&format!("&continue={}", encode_query(token)));
         }
         if sim.protobuf {
-            let accept = Some(crate::protobuf::MEDIA_TYPE);
             let (body, _) = sim
-                .call_accepting(op, connection, Method::GET, &path, None, accept)
+                .get_accepting(op, connection, &path, crate::protobuf::MEDIA_TYPE)
                 .await?;
             let Ok(page) = crate::protobuf::list_page(&body) else {
                 sim.tally.note(format!("GET {base}: not a protobuf list"));
@@ -1111,11 +1118,7 @@ async fn list_watch(
                 "{base}?watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={watch_timeout}",
                 encode_query(&rv)
             );
-            let accept = if sim.protobuf {
-                crate::protobuf::MEDIA_TYPE
-            } else {
-                "application/json"
-            };
+            let accept = crate::protobuf::accept(sim.protobuf);
             let response = match sim
                 .client
                 .open_stream_accepting(connection, &path, accept)

@@ -333,11 +333,7 @@ async fn watcher(shared: Arc<Shared>, index: usize, state: Arc<WatcherState>) {
             return;
         }
         let path = shared.watch_path(&rv);
-        let accept = if shared.protobuf {
-            crate::protobuf::MEDIA_TYPE
-        } else {
-            "application/json"
-        };
+        let accept = crate::protobuf::accept(shared.protobuf);
         let response = match shared
             .client
             .open_stream_accepting(index, &path, accept)
