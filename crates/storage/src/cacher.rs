@@ -41,9 +41,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::Stream;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -825,13 +827,7 @@ impl Store for Cacher {
             pending: VecDeque::new(),
             live: None,
         };
-        Ok(WatchStream::polled(futures_util::stream::unfold(
-            watcher,
-            |mut watcher| async move {
-                let event = watcher.next().await?;
-                Some((event, watcher))
-            },
-        )))
+        Ok(WatchStream::polled(watcher))
     }
 
     async fn current_revision(&self) -> Result<i64, StorageError> {
@@ -878,103 +874,130 @@ struct Live {
     /// Fires at most once per bookmark interval: when it fires early (events went out since it
     /// was set), it is moved to when the bookmark is due, rather than being reset per event.
     timer: Pin<Box<tokio::time::Sleep>>,
+    /// The waker the timer was last polled with. Polling a timer registers the waker again, so
+    /// it is polled only when the queue is empty and the waker is new, the timer was moved, or it
+    /// fired; otherwise it already knows whom to wake.
+    timer_waker: Option<Waker>,
 }
 
 impl Live {
     fn bookmark_due(&self, interval: Duration) -> Instant {
         (self.last_sent + interval).min(self.last_bookmark + MAX_BOOKMARK_GAP)
     }
+
+    /// Whether the timer fired, registering `cx`'s waker with it if it does not know it yet.
+    fn timer_fired(&mut self, cx: &mut Context<'_>) -> bool {
+        let known = self
+            .timer_waker
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()));
+        if known && !self.timer.is_elapsed() {
+            return false;
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => true,
+            Poll::Pending => {
+                if !known {
+                    self.timer_waker = Some(cx.waker().clone());
+                }
+                false
+            }
+        }
+    }
+
+    /// Moves the timer to `due`; it is polled again before the watcher waits.
+    fn reset(&mut self, due: Instant) {
+        self.timer.as_mut().reset(due);
+        self.timer_waker = None;
+    }
 }
 
-/// What a live watcher woke up for.
-enum Woken {
-    Event(Option<Arc<CachedEvent>>),
-    Timer,
-}
+impl Stream for Watcher {
+    type Item = WatchEvent;
 
-impl Watcher {
-    /// The next event for the consumer; `None` when the watch is over (the cache closed it).
-    async fn next(&mut self) -> Option<WatchEvent> {
-        if let Some(taken) = self.taken.take() {
+    /// The next event for the consumer; `None` when the watch is over (the cache closed it). The
+    /// queue is polled first: the bookmark timer is looked at only when the queue is empty.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
+        let this = self.get_mut();
+        if let Some(taken) = this.taken.take() {
             taken.release();
         }
-        if let Some(event) = self.pending.pop_front() {
-            return Some(event);
+        if let Some(event) = this.pending.pop_front() {
+            return Poll::Ready(Some(event));
         }
-        for object in self.initial.by_ref() {
-            if matches(&self.predicate, &object.attrs) {
-                return Some(WatchEvent::Added(object));
+        for object in this.initial.by_ref() {
+            if matches(&this.predicate, &object.attrs) {
+                return Poll::Ready(Some(WatchEvent::Added(object)));
             }
         }
-        if let Some(resource_version) = self.end_bookmark.take() {
-            return Some(WatchEvent::Bookmark {
+        if let Some(resource_version) = this.end_bookmark.take() {
+            return Poll::Ready(Some(WatchEvent::Bookmark {
                 resource_version,
                 initial_events_end: true,
-            });
+            }));
         }
-        for event in self.replay.by_ref() {
-            if let Some(out) = process(&self.predicate, &mut self.last_revision, &event) {
-                return Some(out);
+        for event in this.replay.by_ref() {
+            if let Some(out) = process(&this.predicate, &mut this.last_revision, &event) {
+                return Poll::Ready(Some(out));
             }
         }
-        let interval = self.shared.options.bookmark_interval;
-        let live = self.live.get_or_insert_with(|| {
+        let interval = this.shared.options.bookmark_interval;
+        let live = this.live.get_or_insert_with(|| {
             let now = Instant::now();
             Live {
                 last_sent: now,
                 last_bookmark: now,
                 timer: Box::pin(tokio::time::sleep_until(now + interval)),
+                timer_waker: None,
             }
         });
         loop {
-            let woken = tokio::select! {
-                next = self.queue.recv() => Woken::Event(next),
-                _ = live.timer.as_mut(), if self.allow_bookmarks => Woken::Timer,
-            };
-            match woken {
-                Woken::Event(next) => {
-                    let event = next?;
-                    if let Some(out) = process(&self.predicate, &mut self.last_revision, &event) {
+            match this.queue.poll_recv(cx) {
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Ready(Some(event)) => {
+                    if let Some(out) = process(&this.predicate, &mut this.last_revision, &event) {
                         live.last_sent = Instant::now();
-                        self.taken = Some(event);
-                        return Some(out);
+                        this.taken = Some(event);
+                        return Poll::Ready(Some(out));
                     }
                     event.release();
+                    continue;
                 }
-                Woken::Timer => {
-                    let due = live.bookmark_due(interval);
-                    if Instant::now() < due {
-                        live.timer.as_mut().reset(due);
-                        continue;
-                    }
-                    // Read the published revision first, then drain the queue: every event up to
-                    // that revision was queued before it was published, so after the drain the
-                    // bookmark promises nothing that was not delivered.
-                    let published = *self.shared.progress.borrow();
-                    while let Ok(event) = self.queue.try_recv() {
-                        if let Some(out) = process(&self.predicate, &mut self.last_revision, &event)
-                        {
-                            self.pending.push_back(out);
-                        }
-                        // Not kept for the encoding: a rare path (a bookmark due with events
-                        // queued), which encodes its own.
-                        event.release();
-                    }
-                    let resource_version = published.max(self.last_revision);
-                    if resource_version > 0 {
-                        self.pending.push_back(WatchEvent::Bookmark {
-                            resource_version,
-                            initial_events_end: false,
-                        });
-                    }
-                    live.last_sent = Instant::now();
-                    live.last_bookmark = live.last_sent;
-                    let due = live.bookmark_due(interval);
-                    live.timer.as_mut().reset(due);
-                    if let Some(event) = self.pending.pop_front() {
-                        return Some(event);
-                    }
+                Poll::Pending => {}
+            }
+            if !this.allow_bookmarks || !live.timer_fired(cx) {
+                return Poll::Pending;
+            }
+            let due = live.bookmark_due(interval);
+            if Instant::now() < due {
+                live.reset(due);
+                continue;
+            }
+            // Read the published revision first, then drain the queue: every event up to that
+            // revision was queued before it was published, so after the drain the bookmark
+            // promises nothing that was not delivered.
+            let published = *this.shared.progress.borrow();
+            while let Ok(event) = this.queue.try_recv() {
+                if let Some(out) = process(&this.predicate, &mut this.last_revision, &event) {
+                    this.pending.push_back(out);
                 }
+                // Not kept for the encoding: a rare path (a bookmark due with events queued),
+                // which encodes its own.
+                event.release();
+            }
+            let resource_version = published.max(this.last_revision);
+            if resource_version > 0 {
+                this.pending.push_back(WatchEvent::Bookmark {
+                    resource_version,
+                    initial_events_end: false,
+                });
+            }
+            live.last_sent = Instant::now();
+            live.last_bookmark = live.last_sent;
+            let due = live.bookmark_due(interval);
+            live.reset(due);
+            if let Some(event) = this.pending.pop_front() {
+                return Poll::Ready(Some(event));
             }
         }
     }

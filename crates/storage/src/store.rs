@@ -23,7 +23,7 @@ use base64::Engine as _;
 use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -746,9 +746,17 @@ impl WatchStream {
 
     /// The next event; `None` once the watch is over.
     pub async fn recv(&mut self) -> Option<WatchEvent> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// [`WatchStream::recv`] for a consumer that is itself polled (a response body).
+    pub fn poll_recv(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<WatchEvent>> {
         match &mut self.0 {
-            Events::Channel(events) => events.recv().await,
-            Events::Polled(events) => events.next().await,
+            Events::Channel(events) => events.poll_recv(cx),
+            Events::Polled(events) => events.as_mut().poll_next(cx),
         }
     }
 }

@@ -2,13 +2,16 @@
 //! delivered to (see `storage::Object::shared_encoding`), and a JSON frame is the envelope
 //! around the object's bytes as the watch cache holds them.
 
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use apimachinery::Status;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, StatusCode, header};
-use http_body_util::{BodyExt, StreamBody};
+use http_body_util::BodyExt;
 use hyper::body::Frame;
 use rand::Rng;
 use serde_json::{Value, json};
@@ -55,14 +58,21 @@ pub async fn handle(
                 + Duration::from_secs(rand::rng().random_range(0..MIN_REQUEST_TIMEOUT.as_secs()))
         }
     };
-    // The body is the stream itself: the connection polls it when it can write, and each poll
+    // The body is the watch itself: the connection polls it when it can write, and each poll
     // takes the next event and encodes it. No task or channel of frames sits between the watch
     // and the connection, so an event costs one wake-up fewer per watcher, and a client that
     // does not read holds the watch's own queues back until the cacher closes it as too slow.
-    let stream = EventStream {
+    let shutdown = api.shutdown.subscribe();
+    let mut waiting_for_shutdown = shutdown.clone();
+    let body = EventStream {
         events,
         deadline: Box::pin(tokio::time::sleep(timeout)),
-        shutdown: api.shutdown.subscribe(),
+        shutdown_signal: Box::pin(async move {
+            // A change, or the sender gone: either way the server is going away.
+            let _ = waiting_for_shutdown.changed().await;
+        }),
+        shutdown,
+        registered: None,
         info: store.info.clone(),
         tables: api.tables.clone(),
         negotiated: n,
@@ -74,10 +84,6 @@ pub async fn handle(
         ),
         ended: false,
     };
-    let body = StreamBody::new(futures_util::stream::unfold(
-        stream,
-        EventStream::next_frame,
-    ));
     let mut r = http::Response::new(BodyExt::boxed(body));
     *r.status_mut() = StatusCode::OK;
     let ct = match n.encoding {
@@ -93,48 +99,94 @@ pub async fn handle(
 /// event ends it.
 struct EventStream {
     events: storage::WatchStream,
-    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    /// Read without waiting (`has_changed`) whenever the watch has nothing to send.
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Waits for the shutdown; polled only to register a waker.
+    shutdown_signal: Pin<Box<dyn Future<Output = ()> + Send + Sync>>,
+    /// The waker `deadline` and `shutdown_signal` were last polled with. Polling them registers
+    /// the waker again (for the shutdown, under a lock every watch shares), so when the watch has
+    /// nothing to send they are polled only for a waker they do not know; otherwise they are
+    /// read, which costs nothing.
+    registered: Option<Waker>,
     info: Arc<ResourceInfo>,
     tables: Arc<dyn super::TableConvertor>,
     negotiated: Negotiated,
     first_table: bool,
     sent: super::metrics::WatchEventMetrics,
-    /// An ERROR event was the last frame.
+    /// The last frame was sent: an ERROR event, or the watch is over.
     ended: bool,
 }
 
-type BodyFrame = Result<Frame<Bytes>, std::convert::Infallible>;
-
 impl EventStream {
-    /// The next frame of the body, or `None` when the watch is over.
-    async fn next_frame(mut self) -> Option<(BodyFrame, Self)> {
-        if self.ended {
-            return None;
+    /// Whether the timeout passed or the server is shutting down, registering `cx`'s waker with
+    /// both if they do not know it yet.
+    fn over(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.deadline.is_elapsed() || !matches!(self.shutdown.has_changed(), Ok(false)) {
+            return true;
         }
-        let event = tokio::select! {
-            e = self.events.recv() => e,
-            _ = &mut self.deadline => None,
-            _ = self.shutdown.changed() => None,
-        }?;
-        self.ended = matches!(event, WatchEvent::Error(_));
+        if self
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            return false;
+        }
+        if self.deadline.as_mut().poll(cx).is_ready()
+            || self.shutdown_signal.as_mut().poll(cx).is_ready()
+        {
+            return true;
+        }
+        self.registered = Some(cx.waker().clone());
+        false
+    }
+}
+
+impl http_body::Body for EventStream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    /// The next frame, or `None` when the watch is over. The watch is polled first; the timeout
+    /// and the shutdown only when it has nothing to send.
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        let event = match this.events.poll_recv(cx) {
+            Poll::Ready(Some(event)) => event,
+            Poll::Pending if !this.over(cx) => return Poll::Pending,
+            Poll::Ready(None) | Poll::Pending => {
+                this.ended = true;
+                return Poll::Ready(None);
+            }
+        };
+        this.ended = matches!(event, WatchEvent::Error(_));
         let frame = encode_event(
-            &self.info,
-            self.tables.as_ref(),
+            &this.info,
+            this.tables.as_ref(),
             &event,
-            self.negotiated,
-            &mut self.first_table,
+            this.negotiated,
+            &mut this.first_table,
         );
         match frame {
             Ok(frame) => {
-                self.sent.sent(frame.len());
-                Some((Ok(Frame::data(frame)), self))
+                this.sent.sent(frame.len());
+                Poll::Ready(Some(Ok(Frame::data(frame))))
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot encode watch event");
-                None
+                this.ended = true;
+                Poll::Ready(None)
             }
         }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended
     }
 }
 
