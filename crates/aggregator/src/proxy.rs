@@ -220,7 +220,10 @@ impl Transports {
         }
         let (mut parts, body) = response.into_parts();
         remove_hop_by_hop(&mut parts.headers);
-        http::Response::from_parts(parts, Relay(body).boxed())
+        http::Response::from_parts(
+            parts,
+            apiserver::endpoints::response::Body::stream(Relay(body)),
+        )
     }
 
     /// A GET of the extension server's own (discovery, OpenAPI), as upstream's aggregator makes

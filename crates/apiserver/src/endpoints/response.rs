@@ -17,11 +17,48 @@ use super::ApiResources;
 use super::negotiation::{Encoding, Negotiated, View};
 use crate::registry::ResourceInfo;
 
-pub type Body = BoxBody<Bytes, Infallible>;
 pub type Response = http::Response<Body>;
 
+/// A response's body: its bytes, or a stream (a watch, a proxied answer), and what is to run
+/// once it is over. An answer's bytes are held as they are, not boxed; the filters that report
+/// when a long-running response ends add to its list rather than wrapping it, so a watch event
+/// goes through one body, not one per filter.
+pub struct Body {
+    inner: Inner,
+    /// Called once each, in the order added, when the body has been sent to its end or is
+    /// dropped (the client went away), whichever comes first.
+    on_end: Vec<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+enum Inner {
+    Full(Full<Bytes>),
+    Stream(BoxBody<Bytes, Infallible>),
+}
+
+impl Body {
+    /// A streamed body.
+    pub fn stream<B>(body: B) -> Body
+    where
+        B: http_body::Body<Data = Bytes, Error = Infallible> + Send + Sync + 'static,
+    {
+        Body {
+            inner: Inner::Stream(body.boxed()),
+            on_end: Vec::new(),
+        }
+    }
+
+    fn finish(&mut self) {
+        for f in self.on_end.drain(..) {
+            f();
+        }
+    }
+}
+
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).boxed()
+    Body {
+        inner: Inner::Full(Full::new(bytes.into())),
+        on_end: Vec::new(),
+    }
 }
 
 pub fn empty() -> Body {
@@ -30,28 +67,12 @@ pub fn empty() -> Body {
 
 /// `body`, calling `on_end` once when it has been sent to its end or is dropped (the client went
 /// away), whichever comes first: how long-running responses report that they are over.
-pub fn completing(body: Body, on_end: Box<dyn FnOnce() + Send + Sync>) -> Body {
-    CompletingBody {
-        inner: body,
-        on_end: Some(on_end),
-    }
-    .boxed()
+pub fn completing(mut body: Body, on_end: Box<dyn FnOnce() + Send + Sync>) -> Body {
+    body.on_end.push(on_end);
+    body
 }
 
-struct CompletingBody {
-    inner: Body,
-    on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
-}
-
-impl CompletingBody {
-    fn finish(&mut self) {
-        if let Some(f) = self.on_end.take() {
-            f();
-        }
-    }
-}
-
-impl http_body::Body for CompletingBody {
+impl http_body::Body for Body {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -59,7 +80,10 @@ impl http_body::Body for CompletingBody {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        let polled = match &mut self.inner {
+            Inner::Full(b) => std::pin::Pin::new(b).poll_frame(cx),
+            Inner::Stream(b) => std::pin::Pin::new(b).poll_frame(cx),
+        };
         if let std::task::Poll::Ready(None) = polled {
             self.finish();
         }
@@ -67,15 +91,21 @@ impl http_body::Body for CompletingBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            Inner::Full(b) => b.is_end_stream(),
+            Inner::Stream(b) => b.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Inner::Full(b) => b.size_hint(),
+            Inner::Stream(b) => b.size_hint(),
+        }
     }
 }
 
-impl Drop for CompletingBody {
+impl Drop for Body {
     fn drop(&mut self) {
         self.finish();
     }
@@ -389,5 +419,53 @@ pub fn list(
         _ => Err(Status::not_acceptable(
             "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    fn recording(
+        log: &Arc<Mutex<Vec<&'static str>>>,
+        name: &'static str,
+    ) -> Box<dyn FnOnce() + Send + Sync> {
+        let log = log.clone();
+        Box::new(move || log.lock().unwrap().push(name))
+    }
+
+    #[tokio::test]
+    async fn what_runs_at_a_bodys_end_runs_once_in_order_at_its_end_or_its_drop() {
+        // Sent to its end: each once, in the order added, once the last frame is out.
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let body = completing(full("answer"), recording(&log, "metrics"));
+        let body = completing(body, recording(&log, "audit"));
+        assert_eq!(
+            http_body::Body::size_hint(&body).exact(),
+            Some(6),
+            "the bytes' length is kept"
+        );
+        let Ok(collected) = body.collect().await;
+        assert_eq!(collected.to_bytes(), "answer");
+        assert_eq!(*log.lock().unwrap(), ["metrics", "audit"]);
+
+        // A stream the client left before its end: run when the body is dropped.
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let frames = futures_util::stream::iter([Ok(http_body::Frame::data(Bytes::from("a")))])
+            .chain(futures_util::stream::pending());
+        let body = Body::stream(http_body_util::StreamBody::new(frames));
+        let mut body = completing(body, recording(&log, "watch over"));
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first, "a");
+        assert!(
+            log.lock().unwrap().is_empty(),
+            "not over while it may still send"
+        );
+        drop(body);
+        assert_eq!(*log.lock().unwrap(), ["watch over"]);
     }
 }

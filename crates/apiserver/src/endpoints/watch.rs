@@ -11,7 +11,6 @@ use std::time::Duration;
 use apimachinery::Status;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderValue, StatusCode, header};
-use http_body_util::BodyExt;
 use hyper::body::Frame;
 use rand::Rng;
 use serde_json::{Value, json};
@@ -84,7 +83,7 @@ pub async fn handle(
         ),
         ended: false,
     };
-    let mut r = http::Response::new(BodyExt::boxed(body));
+    let mut r = http::Response::new(super::response::Body::stream(body));
     *r.status_mut() = StatusCode::OK;
     let ct = match n.encoding {
         Encoding::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
