@@ -209,6 +209,15 @@ impl Object {
         }
     }
 
+    /// How many bytes [`Object::extend_list_item`] appends, when that is known without scanning
+    /// the object (its type meta leads it, as it does in every object the server wrote).
+    pub fn list_item_len(&self) -> Option<usize> {
+        match self.after_type_meta {
+            0 => None,
+            from => Some(self.bytes.len() - from + 1),
+        }
+    }
+
     /// Parses `bytes`.
     pub fn value(&self) -> Result<Value, StorageError> {
         serde_json::from_slice(&self.bytes).map_err(|e| {
@@ -1815,6 +1824,9 @@ mod tests {
             let mut item = b"[".to_vec();
             object.extend_list_item(&mut item);
             assert_eq!(item, out, "{}", String::from_utf8_lossy(json));
+            if let Some(len) = object.list_item_len() {
+                assert_eq!(len, item.len() - 1, "{}", String::from_utf8_lossy(json));
+            }
             String::from_utf8(out).expect("utf-8")
         };
         assert_eq!(

@@ -47,6 +47,12 @@ impl Body {
         }
     }
 
+    /// Whether the body is made while it is sent (a watch, a long list, a proxied answer) rather
+    /// than held whole.
+    pub fn is_stream(&self) -> bool {
+        matches!(self.inner, Inner::Stream(_))
+    }
+
     fn finish(&mut self) {
         for f in self.on_end.drain(..) {
             f();
@@ -302,46 +308,7 @@ pub fn list(
     n: Negotiated,
 ) -> Result<Response, Status> {
     match (n.view, n.encoding) {
-        (View::Object, Encoding::Json) => {
-            let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 256;
-            let mut out = Vec::with_capacity(size);
-            let write_items = |out: &mut Vec<u8>| {
-                out.extend_from_slice(b"\"items\":[");
-                for (i, o) in items.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    if info.unstructured {
-                        out.extend_from_slice(&o.bytes);
-                    } else {
-                        o.extend_list_item(out);
-                    }
-                }
-                out.push(b']');
-            };
-            if info.unstructured {
-                // Upstream writes an unstructured list as a map, members sorted.
-                out.extend_from_slice(b"{\"apiVersion\":");
-                apimachinery::gojson::write_str(&info.api_version(), &mut out);
-                out.push(b',');
-                write_items(&mut out);
-                out.extend_from_slice(b",\"kind\":");
-                apimachinery::gojson::write_str(&info.list_kind(), &mut out);
-                out.extend_from_slice(b",\"metadata\":");
-                apimachinery::gojson::write(&meta, &mut out);
-                out.push(b'}');
-            } else {
-                // The typed list's fields in Go's order, `items` last: the envelope is a closed
-                // JSON object, reopened to append them.
-                let head = json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta});
-                ironplane_protobuf::write_json(&head, &mut out);
-                out.pop();
-                out.push(b',');
-                write_items(&mut out);
-                out.push(b'}');
-            }
-            Ok(negotiated(StatusCode::OK, n.encoding, Bytes::from(out)))
-        }
+        (View::Object, Encoding::Json) => Ok(json_list(info, items, &meta)),
         // Custom resources never get here in protobuf: `dispatch` strikes it from their accept.
         (View::Object, Encoding::Protobuf) => {
             // Item by item, each parsed only when it is encoded: no list of every item's JSON
@@ -422,6 +389,149 @@ pub fn list(
     }
 }
 
+/// A list in JSON: its items' bytes spliced into the envelope, whole when it is short, else
+/// written while it is sent ([`JsonListBody`]).
+fn json_list(info: &ResourceInfo, items: Vec<Object>, meta: &Value) -> Response {
+    let (head, tail) = json_list_envelope(info, meta);
+    // One pass over the items before any is written: the answer's size, exact when every
+    // item's is known without a scan.
+    let mut size = head.len() + tail.len() + items.len().saturating_sub(1);
+    let mut exact = true;
+    for o in &items {
+        match (info.unstructured, o.list_item_len()) {
+            (true, _) => size += o.bytes.len(),
+            (false, Some(len)) => size += len,
+            (false, None) => {
+                size += o.bytes.len();
+                exact = false;
+            }
+        }
+    }
+    let mut list = JsonListBody {
+        out: head,
+        items: items.into_iter(),
+        unstructured: info.unstructured,
+        first: true,
+        tail: Some(tail),
+        left: exact.then_some(size as u64),
+    };
+    if size <= LIST_CHUNK {
+        list.out.reserve(size - list.out.len());
+        list.fill(usize::MAX);
+        // The envelope's newline is added here, as to every JSON answer.
+        list.out.pop();
+        return negotiated(StatusCode::OK, Encoding::Json, Bytes::from(list.out));
+    }
+    let mut r = http::Response::new(Body::stream(list));
+    if let Ok(v) = HeaderValue::from_str(Encoding::Json.media_type()) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r.extensions_mut().insert(NegotiatedJson);
+    r
+}
+
+/// A JSON list longer than this is written while it is sent, in chunks of this size, rather
+/// than whole before its first byte: the client reads the first items while the server copies
+/// the next, and the server never holds a second copy of the whole list. A chunk is large
+/// enough that the connection's task is woken a few times per list, not once per item.
+const LIST_CHUNK: usize = 1 << 20;
+
+/// A JSON list's envelope: what comes before its first item (ending in `"items":[`), and what
+/// comes after its last, ending in the newline every JSON answer ends with. Typed lists write
+/// their fields in Go's order, `items` last; an unstructured list is a map, members sorted, as
+/// upstream writes it.
+fn json_list_envelope(info: &ResourceInfo, meta: &Value) -> (Vec<u8>, Vec<u8>) {
+    let mut head = Vec::with_capacity(256);
+    let mut tail = Vec::with_capacity(256);
+    if info.unstructured {
+        head.extend_from_slice(b"{\"apiVersion\":");
+        apimachinery::gojson::write_str(&info.api_version(), &mut head);
+        head.extend_from_slice(b",\"items\":[");
+        tail.extend_from_slice(b"],\"kind\":");
+        apimachinery::gojson::write_str(&info.list_kind(), &mut tail);
+        tail.extend_from_slice(b",\"metadata\":");
+        apimachinery::gojson::write(meta, &mut tail);
+        tail.extend_from_slice(b"}\n");
+    } else {
+        // The envelope is a closed JSON object, reopened to append the items.
+        let envelope =
+            json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta});
+        ironplane_protobuf::write_json(&envelope, &mut head);
+        head.pop();
+        head.extend_from_slice(b",\"items\":[");
+        tail.extend_from_slice(b"]}\n");
+    }
+    (head, tail)
+}
+
+/// A JSON list written as it is sent. Each item is let go once written, while its reference
+/// count is still in the processor's cache.
+struct JsonListBody {
+    /// What is written and not yet sent: the envelope's head at first.
+    out: Vec<u8>,
+    items: std::vec::IntoIter<Object>,
+    unstructured: bool,
+    first: bool,
+    /// The envelope's end, until it is written.
+    tail: Option<Vec<u8>>,
+    /// Bytes not yet sent, when the list's size is exact.
+    left: Option<u64>,
+}
+
+impl JsonListBody {
+    /// Writes items until `out` holds `limit` bytes or the list is written to its end.
+    fn fill(&mut self, limit: usize) {
+        while self.out.len() < limit {
+            let Some(o) = self.items.next() else {
+                if let Some(tail) = self.tail.take() {
+                    self.out.extend_from_slice(&tail);
+                }
+                return;
+            };
+            if !std::mem::take(&mut self.first) {
+                self.out.push(b',');
+            }
+            if self.unstructured {
+                self.out.extend_from_slice(&o.bytes);
+            } else {
+                o.extend_list_item(&mut self.out);
+            }
+        }
+    }
+}
+
+impl http_body::Body for JsonListBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        if self.out.is_empty() && self.tail.is_none() {
+            return std::task::Poll::Ready(None);
+        }
+        self.out.reserve(LIST_CHUNK);
+        self.fill(LIST_CHUNK);
+        let chunk = std::mem::take(&mut self.out);
+        if let Some(left) = &mut self.left {
+            *left = left.saturating_sub(chunk.len() as u64);
+        }
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from(chunk)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.out.is_empty() && self.tail.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self.left {
+            Some(left) => http_body::SizeHint::with_exact(left),
+            None => http_body::SizeHint::default(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -467,5 +577,128 @@ mod tests {
         );
         drop(body);
         assert_eq!(*log.lock().unwrap(), ["watch over"]);
+    }
+
+    fn object(json: String) -> Object {
+        Object::new(
+            Arc::from("/k"),
+            Bytes::from(json),
+            1,
+            Arc::new(storage::Attrs::default()),
+        )
+    }
+
+    /// Every frame of `body`, and the size it said it had before the first.
+    async fn frames(body: Body) -> (Vec<Bytes>, Option<u64>) {
+        let size = http_body::Body::size_hint(&body).exact();
+        let mut body = body;
+        let mut out = Vec::new();
+        while let Some(frame) = body.frame().await {
+            out.push(frame.unwrap().into_data().unwrap());
+        }
+        (out, size)
+    }
+
+    #[tokio::test]
+    async fn a_long_json_list_is_written_while_it_is_sent_and_reads_as_a_short_one_does() {
+        let configmaps = ResourceInfo {
+            kind: "ConfigMap".into(),
+            version: "v1".into(),
+            ..Default::default()
+        };
+        let meta = json!({"resourceVersion": "5"});
+        let stored = |i: usize| {
+            format!(
+                r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"c{i}"}},"data":{{"k":"{}"}}}}"#,
+                "v".repeat(500)
+            )
+        };
+        // Written here without the list code: items without their type meta, Go's field order.
+        let expected = |n: usize| {
+            let items: Vec<String> = (0..n)
+                .map(|i| {
+                    format!(
+                        r#"{{"metadata":{{"name":"c{i}"}},"data":{{"k":"{}"}}}}"#,
+                        "v".repeat(500)
+                    )
+                })
+                .collect();
+            format!(
+                r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"5"}},"items":[{}]}}"#,
+                items.join(",")
+            ) + "\n"
+        };
+
+        // 3,000 items (1.7 MB): streamed, in more than one chunk, its exact size told first.
+        let r = json_list(
+            &configmaps,
+            (0..3000).map(|i| object(stored(i))).collect(),
+            &meta,
+        );
+        assert!(r.extensions().get::<NegotiatedJson>().is_some());
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+        assert!(r.body().is_stream());
+        let (chunks, size) = frames(r.into_body()).await;
+        let whole: Vec<u8> = chunks.concat();
+        assert!(chunks.len() >= 2, "{} chunks", chunks.len());
+        assert!(chunks.iter().all(|c| c.len() <= LIST_CHUNK + 1024));
+        assert_eq!(size, Some(whole.len() as u64));
+        assert_eq!(String::from_utf8(whole).unwrap(), expected(3000));
+
+        // Two items: whole, and the same bytes.
+        let r = json_list(
+            &configmaps,
+            (0..2).map(|i| object(stored(i))).collect(),
+            &meta,
+        );
+        assert!(!r.body().is_stream());
+        let (chunks, size) = frames(r.into_body()).await;
+        assert_eq!(size, Some(chunks.concat().len() as u64));
+        assert_eq!(String::from_utf8(chunks.concat()).unwrap(), expected(2));
+        let (chunks, _) = frames(json_list(&configmaps, Vec::new(), &meta).into_body()).await;
+        assert_eq!(String::from_utf8(chunks.concat()).unwrap(), expected(0));
+
+        // An item whose type meta does not lead is scanned as it is written: the size is not
+        // known before, and the answer is the same.
+        let mut items: Vec<Object> = (0..3000).map(|i| object(stored(i))).collect();
+        items[1] = object(format!(
+            r#"{{"metadata":{{"name":"c1"}},"kind":"ConfigMap","data":{{"k":"{}"}},"apiVersion":"v1"}}"#,
+            "v".repeat(500)
+        ));
+        let (chunks, size) = frames(json_list(&configmaps, items, &meta).into_body()).await;
+        assert_eq!(size, None);
+        assert_eq!(String::from_utf8(chunks.concat()).unwrap(), expected(3000));
+
+        // A custom resource's list keeps its items' type meta, and is a map with sorted members.
+        let widgets = ResourceInfo {
+            kind: "Widget".into(),
+            group: "example.com".into(),
+            version: "v1".into(),
+            unstructured: true,
+            ..Default::default()
+        };
+        let widget = |i: usize| {
+            format!(
+                r#"{{"apiVersion":"example.com/v1","kind":"Widget","metadata":{{"name":"w{i}"}},"spec":"{}"}}"#,
+                "s".repeat(600)
+            )
+        };
+        let r = json_list(
+            &widgets,
+            (0..2000).map(|i| object(widget(i))).collect(),
+            &meta,
+        );
+        assert!(r.body().is_stream());
+        let (chunks, size) = frames(r.into_body()).await;
+        let whole = String::from_utf8(chunks.concat()).unwrap();
+        assert_eq!(size, Some(whole.len() as u64));
+        let items: Vec<String> = (0..2000).map(widget).collect();
+        assert_eq!(
+            whole,
+            format!(
+                r#"{{"apiVersion":"example.com/v1","items":[{}],"kind":"WidgetList","metadata":{{"resourceVersion":"5"}}}}"#,
+                items.join(",")
+            ) + "\n"
+        );
     }
 }

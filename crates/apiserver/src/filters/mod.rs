@@ -881,16 +881,23 @@ async fn priority_and_fairness(
             // A watch counts for the writes' estimates until its response ends.
             let watch = fc.track_watch(&info);
             let mut r = call_next(next, req).await;
-            drop(execution);
             set_headers(&mut r, &classification);
-            match watch {
-                Some(watch) => {
-                    let (parts, body) = r.into_parts();
-                    let body = response::completing(body, Box::new(move || drop(watch)));
-                    http::Response::from_parts(parts, body)
-                }
-                None => r,
+            if let Some(watch) = watch {
+                drop(execution);
+                let (parts, body) = r.into_parts();
+                let body = response::completing(body, Box::new(move || drop(watch)));
+                return http::Response::from_parts(parts, body);
             }
+            if info.verb == "watch" || !r.body().is_stream() {
+                drop(execution);
+                return r;
+            }
+            // A body made while it is sent (a long list, a proxied answer) does the request's
+            // work after the handler returns: it keeps its seats until it is over, as upstream's
+            // handler keeps them while it writes.
+            let (parts, body) = r.into_parts();
+            let body = response::completing(body, Box::new(move || drop(execution)));
+            http::Response::from_parts(parts, body)
         }
         Outcome::Reject(classification) => {
             let retry_after = fc.record_dropped(&classification.priority_level);
@@ -1361,6 +1368,96 @@ mod tests {
                 .contains_key(crate::flowcontrol::FLOW_SCHEMA_UID_HEADER)
         );
         assert_eq!(masters.await.unwrap().unwrap().status(), 200);
+    }
+
+    #[tokio::test]
+    async fn a_body_made_while_it_is_sent_keeps_its_seats_until_it_is_over() {
+        // The handler answers at once with a stream of two frames, the second sent when the
+        // test says; a whole answer (the status route) gives its seat back when it returns.
+        let (more, frames) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
+        let frames = Arc::new(std::sync::Mutex::new(Some(frames)));
+        let handler = tower::service_fn(move |req: HttpRequest| {
+            let frames = if req.uri().path().ends_with("/streamed") {
+                frames.lock().unwrap().take()
+            } else {
+                None
+            };
+            async move {
+                let Some(frames) = frames else {
+                    return Ok::<_, Infallible>(response::raw(
+                        http::StatusCode::OK,
+                        "text/plain",
+                        "whole",
+                    ));
+                };
+                let stream = futures_util::stream::unfold(frames, |mut frames| async move {
+                    let next = frames.recv().await?;
+                    Some((Ok::<_, Infallible>(http_body::Frame::data(next)), frames))
+                });
+                let body = response::Body::stream(http_body_util::StreamBody::new(stream));
+                let mut r = http::Response::new(body);
+                *r.status_mut() = http::StatusCode::OK;
+                Ok(r)
+            }
+        });
+        let server = server_with_limits(100, 100);
+        let server = Arc::new(GenericApiServer {
+            flow_control: Some(crate::flowcontrol::FlowControl::new(1)),
+            ..Arc::into_inner(server).unwrap()
+        });
+        let chain: Next = filter(server, limit_in_flight, Next::new(handler));
+        let bob = user("bob", &["system:authenticated"]);
+        let get = |path: &str| authenticated(http::Method::GET, path, bob.clone(), &[]);
+
+        let whole = chain
+            .clone()
+            .oneshot(get("/api/v1/namespaces/a/configmaps/x"))
+            .await
+            .unwrap();
+        assert_eq!(whole.status(), 200);
+        let second = chain
+            .clone()
+            .oneshot(get("/api/v1/namespaces/a/configmaps/y"))
+            .await
+            .unwrap();
+        assert_eq!(second.status(), 200, "a whole answer gave its seat back");
+
+        let streamed = chain
+            .clone()
+            .oneshot(get("/api/v1/namespaces/a/configmaps/streamed"))
+            .await
+            .unwrap();
+        assert_eq!(streamed.status(), 200);
+        let mut body = streamed.into_body();
+        more.send(bytes::Bytes::from("first")).await.unwrap();
+        assert_eq!(
+            body.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "first"
+        );
+        let meanwhile = chain
+            .clone()
+            .oneshot(get("/api/v1/namespaces/a/configmaps/y"))
+            .await
+            .unwrap();
+        assert_eq!(
+            meanwhile.status(),
+            429,
+            "the stream still holds the only seat"
+        );
+        more.send(bytes::Bytes::from("last")).await.unwrap();
+        drop(more);
+        let rest = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&rest[..], b"last");
+        let after = chain
+            .clone()
+            .oneshot(get("/api/v1/namespaces/a/configmaps/y"))
+            .await
+            .unwrap();
+        assert_eq!(
+            after.status(),
+            200,
+            "the seat came back when the stream ended"
+        );
     }
 
     #[tokio::test]
