@@ -19,10 +19,10 @@ use crate::registry::ResourceInfo;
 
 pub type Response = http::Response<Body>;
 
-/// A response's body: its bytes, or a stream (a watch, a proxied answer), and what is to run
-/// once it is over. An answer's bytes are held as they are, not boxed; the filters that report
-/// when a long-running response ends add to its list rather than wrapping it, so a watch event
-/// goes through one body, not one per filter.
+/// A response's body: its bytes, or a stream (a watch, a long list, a proxied answer), and what
+/// is to run once it is over. An answer's bytes are held as they are, not boxed; the filters
+/// that hear when a response ends add to its list rather than wrap it, so a watch event goes
+/// through one body, not one per filter.
 pub struct Body {
     inner: Inner,
     /// Called once each, in the order added, when the body has been sent to its end or is
@@ -431,9 +431,10 @@ fn json_list(info: &ResourceInfo, items: Vec<Object>, meta: &Value) -> Response 
 }
 
 /// A JSON list longer than this is written while it is sent, in chunks of this size, rather
-/// than whole before its first byte: the client reads the first items while the server copies
-/// the next, and the server never holds a second copy of the whole list. A chunk is large
-/// enough that the connection's task is woken a few times per list, not once per item.
+/// than whole before its first byte (upstream streams its list encoding too): the server never
+/// holds a second copy of the whole list, and the client can read the first items while the
+/// next are copied. A chunk is large enough that the connection's task is woken a few times per
+/// list, not once per item (each chunk waits for the one before to be taken).
 const LIST_CHUNK: usize = 1 << 20;
 
 /// A JSON list's envelope: what comes before its first item (ending in `"items":[`), and what
