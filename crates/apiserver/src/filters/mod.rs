@@ -894,9 +894,24 @@ async fn priority_and_fairness(
             }
             // A body made while it is sent (a long list, a proxied answer) does the request's
             // work after the handler returns: it keeps its seats until it is over, as upstream's
-            // handler keeps them while it writes.
+            // handler keeps them while it writes, but not past the request's deadline, when
+            // upstream's handler gives up: a client that stops reading holds no seat for long.
+            let seats = Arc::new(std::sync::Mutex::new(Some(execution)));
+            let at_deadline = seats.clone();
+            let expiry = tokio::spawn(async move {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(received + deadline)).await;
+                let execution = at_deadline.lock().ok().and_then(|mut s| s.take());
+                drop(execution);
+            });
             let (parts, body) = r.into_parts();
-            let body = response::completing(body, Box::new(move || drop(execution)));
+            let body = response::completing(
+                body,
+                Box::new(move || {
+                    expiry.abort();
+                    let execution = seats.lock().ok().and_then(|mut s| s.take());
+                    drop(execution);
+                }),
+            );
             http::Response::from_parts(parts, body)
         }
         Outcome::Reject(classification) => {
@@ -1377,12 +1392,21 @@ mod tests {
         let (more, frames) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
         let frames = Arc::new(std::sync::Mutex::new(Some(frames)));
         let handler = tower::service_fn(move |req: HttpRequest| {
+            let stalled = req.uri().path().ends_with("/stalled");
             let frames = if req.uri().path().ends_with("/streamed") {
                 frames.lock().unwrap().take()
             } else {
                 None
             };
             async move {
+                if stalled {
+                    // A stream whose client never reads on: it never ends.
+                    let never = futures_util::stream::pending::<
+                        Result<http_body::Frame<bytes::Bytes>, Infallible>,
+                    >();
+                    let body = response::Body::stream(http_body_util::StreamBody::new(never));
+                    return Ok(http::Response::new(body));
+                }
                 let Some(frames) = frames else {
                     return Ok::<_, Infallible>(response::raw(
                         http::StatusCode::OK,
@@ -1445,6 +1469,21 @@ mod tests {
             200,
             "the seat came back when the stream ended"
         );
+
+        // A stream that never ends gives its seat back at the request's deadline.
+        let stalled = send("/api/v1/namespaces/a/configmaps/stalled?timeout=1s")
+            .await
+            .unwrap();
+        assert_eq!(stalled.status(), 200);
+        assert_eq!(send(whole).await.unwrap().status(), 429);
+        tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+        assert_eq!(
+            send(whole).await.unwrap().status(),
+            200,
+            "the seat came back at the deadline, the stream still open"
+        );
+        drop(stalled);
+        assert_eq!(send(whole).await.unwrap().status(), 200);
     }
 
     #[tokio::test]
