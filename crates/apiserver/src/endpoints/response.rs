@@ -509,7 +509,7 @@ impl http_body::Body for JsonListBody {
         mut self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        if self.out.is_empty() && self.tail.is_none() {
+        if self.is_end_stream() {
             return std::task::Poll::Ready(None);
         }
         self.out.reserve(LIST_CHUNK);

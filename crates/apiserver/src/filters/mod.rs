@@ -1387,8 +1387,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_made_while_it_is_sent_keeps_its_seats_until_it_is_over() {
-        // The handler answers at once with a stream of two frames, the second sent when the
-        // test says; a whole answer (the status route) gives its seat back when it returns.
+        // The handler answers `/streamed` with a stream of two frames, the second sent when the
+        // test says, `/stalled` with a stream that never ends, and any other path whole.
         let (more, frames) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
         let frames = Arc::new(std::sync::Mutex::new(Some(frames)));
         let handler = tower::service_fn(move |req: HttpRequest| {
