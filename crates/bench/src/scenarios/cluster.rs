@@ -2022,10 +2022,7 @@ async fn measure(
     result.param("pod_churn", options.pod_churn);
     result.param("controller_rate", options.controller_rate);
     result.param("informers", options.informers);
-    result.param(
-        "encoding",
-        if options.protobuf { "protobuf" } else { "json" },
-    );
+    result.param("encoding", crate::protobuf::encoding(options.protobuf));
     result.param("connections", sim.write_connections);
     result.error_samples.extend(sim.tally.samples());
     Ok(result)

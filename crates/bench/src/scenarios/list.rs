@@ -355,10 +355,7 @@ async fn measure(
     result.param("objects", options.objects);
     result.param("iterations", options.iterations);
     result.param("value_bytes", options.common.value_bytes());
-    result.param(
-        "encoding",
-        if options.protobuf { "protobuf" } else { "json" },
-    );
+    result.param("encoding", crate::protobuf::encoding(options.protobuf));
     result.param("kind", format!("{:?}", options.kind).to_lowercase());
     result.figure("objects_in_namespace", expected as f64);
     result.figure("objects_created", created as f64);

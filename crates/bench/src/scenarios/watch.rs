@@ -736,10 +736,7 @@ async fn measure(
     result.param("writers", options.writers);
     result.param("connections", client.connections());
     result.param("value_bytes", value_bytes);
-    result.param(
-        "encoding",
-        if options.protobuf { "protobuf" } else { "json" },
-    );
+    result.param("encoding", crate::protobuf::encoding(options.protobuf));
     let watch_errors = shared.watch_errors.load(Ordering::Relaxed);
     let mut delivery_row = Row::from_histogram("delivery", &delivery, watch_errors, delivery_phase);
     delivery_row.count = delivered;
