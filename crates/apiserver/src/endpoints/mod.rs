@@ -68,7 +68,10 @@ pub type SchemaLoader = fn() -> Result<Arc<Schemas>, String>;
 
 /// Served resources by group, version and resource, plus what handlers need beside storage.
 pub struct ApiResources {
-    stores: HashMap<(String, String, String), Arc<RegistryStore>>,
+    /// The stores by group, then resource, then version: every request looks its store up here,
+    /// and a write its resource's other versions (for managed fields), so nested keys let a
+    /// lookup borrow the request's strings instead of building a key.
+    stores: HashMap<String, HashMap<String, Vec<Arc<RegistryStore>>>>,
     order: Vec<Arc<RegistryStore>>,
     pub tables: Arc<dyn TableConvertor>,
     /// OpenAPI schemas of the served kinds, for dropping unknown fields and strategic merge
@@ -109,7 +112,6 @@ impl ApiResources {
         self.loaded_schemas().as_deref()
     }
 
-    /// The schemas as a shared handle (for those that keep them past a request).
     /// The stores of `group/resource` in its served versions other than `version`.
     fn other_versions(
         &self,
@@ -117,11 +119,9 @@ impl ApiResources {
         resource: &str,
         version: &str,
     ) -> Vec<Arc<RegistryStore>> {
-        self.order
+        self.versions(group, resource)
             .iter()
-            .filter(|s| {
-                s.info.group == group && s.info.resource == resource && s.info.version != version
-            })
+            .filter(|s| s.info.version != version)
             .cloned()
             .collect()
     }
@@ -176,6 +176,7 @@ impl ApiResources {
             .map(|_| ())
     }
 
+    /// The schemas as a shared handle (for those that keep them past a request).
     pub fn shared_schemas(&self) -> Option<Arc<Schemas>> {
         self.loaded_schemas().clone()
     }
@@ -191,16 +192,30 @@ impl ApiResources {
 
     pub fn add(&mut self, store: Arc<RegistryStore>) {
         let i = &store.info;
-        self.stores.insert(
-            (i.group.clone(), i.version.clone(), i.resource.clone()),
-            store.clone(),
-        );
+        let versions = self
+            .stores
+            .entry(i.group.clone())
+            .or_default()
+            .entry(i.resource.clone())
+            .or_default();
+        // A version added again replaces the one served before.
+        versions.retain(|s| s.info.version != i.version);
+        versions.push(store.clone());
         self.order.push(store);
     }
 
     pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<RegistryStore>> {
+        self.versions(group, resource)
+            .iter()
+            .find(|s| s.info.version == version)
+    }
+
+    /// The stores of `group/resource` in every version served.
+    fn versions(&self, group: &str, resource: &str) -> &[Arc<RegistryStore>] {
         self.stores
-            .get(&(group.to_string(), version.to_string(), resource.to_string()))
+            .get(group)
+            .and_then(|g| g.get(resource))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// Every served resource, in registration order (the order discovery lists them in).
