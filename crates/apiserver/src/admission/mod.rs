@@ -233,10 +233,10 @@ impl Admission {
 
     /// One run of the mutating plugins, each recorded in the plugin metrics.
     async fn run_mutating(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
+        let mut start = Instant::now();
         for (p, m) in &self.mutating {
-            let start = Instant::now();
             let r = p.admit(attrs, obj).await;
-            m.observe(Step::Admit, attrs.operation, start, r.is_err());
+            start = m.observe(Step::Admit, attrs.operation, start, r.is_err());
             r?;
         }
         Ok(())
@@ -245,10 +245,10 @@ impl Admission {
     pub async fn admit_delete(&self, attrs: &Attributes<'_>) -> Result<(), Status> {
         let step = Instant::now();
         let mut result = Ok(());
+        let mut start = step;
         for (p, m) in &self.mutating {
-            let start = Instant::now();
             result = p.admit_delete(attrs).await;
-            m.observe(Step::Admit, attrs.operation, start, result.is_err());
+            start = m.observe(Step::Admit, attrs.operation, start, result.is_err());
             if result.is_err() {
                 break;
             }
@@ -260,10 +260,10 @@ impl Admission {
     pub async fn validate(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), Status> {
         let step = Instant::now();
         let mut result = Ok(());
+        let mut start = step;
         for (p, m) in &self.validating {
-            let start = Instant::now();
             result = p.validate(attrs, obj).await;
-            m.observe(Step::Validate, attrs.operation, start, result.is_err());
+            start = m.observe(Step::Validate, attrs.operation, start, result.is_err());
             if result.is_err() {
                 break;
             }
