@@ -595,6 +595,16 @@ fn skip_value(json: &[u8], mut i: usize) -> Option<usize> {
     }
 }
 
+/// The bytes of the top-level `metadata` object of the JSON object `json` (from its `{` to its
+/// `}`), found by scanning only the members before it: stored objects lead with their type
+/// meta and metadata, so a reader of names, uids and owners need not read the rest. `None`
+/// when `json` is not an object with a `metadata` object.
+pub fn metadata_json(json: &[u8]) -> Option<&[u8]> {
+    let (open, _) = find_metadata_object(json)?;
+    let end = skip_value(json, open - 1)?;
+    Some(&json[open - 1..end])
+}
+
 /// Where the top-level `"metadata": {` object opens: the index after its `{`, and whether the
 /// object is empty.
 fn find_metadata_object(json: &[u8]) -> Option<(usize, bool)> {
@@ -1806,6 +1816,39 @@ mod tests {
         );
         assert!(replace_resource_version(br#"{"metadata":{"name":"x"}}"#, 1).is_none());
         assert!(replace_resource_version(br#"{"metadata":{}}"#, 1).is_none());
+    }
+
+    #[test]
+    fn the_metadata_object_is_found_wherever_it_stands_and_read_alone() {
+        let meta = |json: &str| {
+            metadata_json(json.as_bytes()).map(|m| String::from_utf8_lossy(m).into_owned())
+        };
+        assert_eq!(
+            meta(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","uid":"u"},"data":{"k":"v"}}"#).as_deref(),
+            Some(r#"{"name":"a","uid":"u"}"#)
+        );
+        // After members that hold a `metadata` of their own, strings with braces and quotes,
+        // and with spaces around it.
+        assert_eq!(
+            meta(r#" { "spec" : {"template":{"metadata":{"name":"inner"}}}, "s":"}\"{", "metadata" : { "name" : "a}\"" , "labels":{"x":"{"}} , "status":{}}"#).as_deref(),
+            Some(r#"{ "name" : "a}\"" , "labels":{"x":"{"}}"#)
+        );
+        assert_eq!(meta(r#"{"metadata":{}}"#).as_deref(), Some("{}"));
+        // Last member, and the whole document ending right after it.
+        assert_eq!(
+            meta(r#"{"a":[1,{"b":2}],"metadata":{"n":null}}"#).as_deref(),
+            Some(r#"{"n":null}"#)
+        );
+        for absent in [
+            r#"{"kind":"X"}"#,
+            r#"{"metadata":"x"}"#,
+            r#"{"metadata":null}"#,
+            r#"["metadata",{}]"#,
+            r#"{"metadata":{"name":"cut"#,
+            "",
+        ] {
+            assert_eq!(meta(absent), None, "{absent}");
+        }
     }
 
     #[test]

@@ -380,6 +380,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn metadata_is_read_the_same_wherever_it_stands() {
+        let metadata = serde_json::json!({
+            "name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": "7",
+            "finalizers": ["foregroundDeletion"], "deletionTimestamp": "2026-12-01T00:00:00Z",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                "uid": "u-0", "controller": true, "blockOwnerDeletion": true}],
+        });
+        let spec = serde_json::json!({"containers": [{"name": "c", "image": "i"}]});
+        let leading = serde_json::json!({"kind": "Pod", "apiVersion": "v1", "metadata": metadata, "spec": spec});
+        // serde_json's map keeps members sorted here: `metadata` after `apiVersion` and `kind`,
+        // before `spec`; written by hand below with it last and a `metadata` nested before it.
+        let trailing = format!(
+            r#"{{"spec":{{"template":{{"metadata":{{"name":"inner","uid":"x"}}}}}},"metadata":{metadata}}}"#
+        );
+        for bytes in [
+            serde_json::to_vec(&leading).expect("json"),
+            trailing.into_bytes(),
+        ] {
+            let m = Meta::read(&bytes).expect("metadata");
+            assert_eq!(
+                (m.name.as_str(), m.namespace.as_str(), m.uid.as_str()),
+                ("p", "ns", "u-1")
+            );
+            assert_eq!(m.resource_version, "7");
+            assert_eq!(m.finalizers(), ["foregroundDeletion"]);
+            assert!(m.deletion_timestamp.is_some());
+            let owner = &m.owners()[0];
+            assert_eq!(
+                (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+                ("ReplicaSet", "u-0", Some(true))
+            );
+        }
+        assert_eq!(
+            Meta::read(br#"{"kind":"X"}"#).map(|m| m.uid),
+            Some(String::new())
+        );
+        assert!(Meta::read(br#"{"metadata":"x"}"#).is_none());
+        assert!(Meta::read(br#"{"metadata":{"uid":1}}"#).is_none());
+        assert!(Meta::read(b"not json").is_none());
+    }
+
+    #[test]
     fn an_item_waits_once_and_comes_back_if_added_while_running() {
         let mut q = Queue::default();
         let a: Uid = Arc::from("a");
