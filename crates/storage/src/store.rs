@@ -595,14 +595,13 @@ fn skip_value(json: &[u8], mut i: usize) -> Option<usize> {
     }
 }
 
-/// The bytes of the top-level `metadata` object of the JSON object `json` (from its `{` to its
-/// `}`), found by scanning only the members before it: stored objects lead with their type
-/// meta and metadata, so a reader of names, uids and owners need not read the rest. `None`
-/// when `json` is not an object with a `metadata` object.
-pub fn metadata_json(json: &[u8]) -> Option<&[u8]> {
-    let (open, _) = find_metadata_object(json)?;
-    let end = skip_value(json, open - 1)?;
-    Some(&json[open - 1..end])
+/// Where the top-level `metadata` object of the JSON object `json` starts (the index of its
+/// `{`), found by scanning only the members before it: stored objects lead with their type meta
+/// and metadata, so a reader of names, uids and owners can parse from there and stop at the
+/// object's end without reading the rest. `None` when `json` is not an object with a `metadata`
+/// object.
+pub fn metadata_offset(json: &[u8]) -> Option<usize> {
+    find_metadata_object(json).map(|(open, _)| open - 1)
 }
 
 /// Where the top-level `"metadata": {` object opens: the index after its `{`, and whether the
@@ -1819,35 +1818,36 @@ mod tests {
     }
 
     #[test]
-    fn the_metadata_object_is_found_wherever_it_stands_and_read_alone() {
-        let meta = |json: &str| {
-            metadata_json(json.as_bytes()).map(|m| String::from_utf8_lossy(m).into_owned())
+    fn the_metadata_object_is_found_wherever_it_stands() {
+        // What follows the offset, up to the length expected.
+        let at = |json: &str, len: usize| {
+            metadata_offset(json.as_bytes()).map(|i| json[i..(i + len).min(json.len())].to_string())
         };
+        let expected = r#"{"name":"a","uid":"u"}"#;
         assert_eq!(
-            meta(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","uid":"u"},"data":{"k":"v"}}"#).as_deref(),
-            Some(r#"{"name":"a","uid":"u"}"#)
+            at(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","uid":"u"},"data":{"k":"v"}}"#, expected.len()).as_deref(),
+            Some(expected)
         );
-        // After members that hold a `metadata` of their own, strings with braces and quotes,
-        // and with spaces around it.
+        // After members that hold a `metadata` of their own and strings with braces and quotes,
+        // with spaces around it.
+        let expected = r#"{ "name" : "a}\"" }"#;
         assert_eq!(
-            meta(r#" { "spec" : {"template":{"metadata":{"name":"inner"}}}, "s":"}\"{", "metadata" : { "name" : "a}\"" , "labels":{"x":"{"}} , "status":{}}"#).as_deref(),
-            Some(r#"{ "name" : "a}\"" , "labels":{"x":"{"}}"#)
+            at(r#" { "spec" : {"template":{"metadata":{"name":"inner"}}}, "s":"}\"{", "metadata" : { "name" : "a}\"" } , "status":{}}"#, expected.len()).as_deref(),
+            Some(expected)
         );
-        assert_eq!(meta(r#"{"metadata":{}}"#).as_deref(), Some("{}"));
-        // Last member, and the whole document ending right after it.
         assert_eq!(
-            meta(r#"{"a":[1,{"b":2}],"metadata":{"n":null}}"#).as_deref(),
-            Some(r#"{"n":null}"#)
+            at(r#"{"a":[1,{"b":2}],"metadata":{}}"#, 2).as_deref(),
+            Some("{}")
         );
         for absent in [
             r#"{"kind":"X"}"#,
             r#"{"metadata":"x"}"#,
             r#"{"metadata":null}"#,
             r#"["metadata",{}]"#,
-            r#"{"metadata":{"name":"cut"#,
+            r#"{"kind":"#,
             "",
         ] {
-            assert_eq!(meta(absent), None, "{absent}");
+            assert_eq!(metadata_offset(absent.as_bytes()), None, "{absent}");
         }
     }
 

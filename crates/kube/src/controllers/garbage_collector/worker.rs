@@ -46,13 +46,15 @@ pub struct Meta {
 }
 
 impl Meta {
-    /// Reads `metadata` of a stored object's JSON, skipping everything else. Only the metadata's
-    /// own bytes are parsed when they can be found without parsing (they lead stored objects):
-    /// the monitors read every write to every resource, and the rest of an object (a Pod's spec
-    /// and status, a ConfigMap's data) was most of what they parsed.
+    /// Reads `metadata` of a stored object's JSON, skipping everything else. Where the metadata
+    /// starts is found by a scan of the members before it (type meta, in stored objects), and
+    /// the parse stops at its end: the monitors read every write to every resource, and the
+    /// rest of an object (a Pod's spec and status, a ConfigMap's data) is not theirs to read.
     pub fn read(bytes: &[u8]) -> Option<Meta> {
-        if let Some(metadata) = storage::store::metadata_json(bytes) {
-            return serde_json::from_slice(metadata).ok();
+        if let Some(at) = storage::store::metadata_offset(bytes) {
+            // Not `from_slice`, which would also check that nothing follows.
+            let mut metadata = serde_json::Deserializer::from_slice(&bytes[at..]);
+            return Meta::deserialize(&mut metadata).ok();
         }
         #[derive(Deserialize)]
         struct Envelope {
