@@ -389,8 +389,8 @@ mod tests {
         });
         let spec = serde_json::json!({"containers": [{"name": "c", "image": "i"}]});
         let leading = serde_json::json!({"kind": "Pod", "apiVersion": "v1", "metadata": metadata, "spec": spec});
-        // serde_json's map keeps members sorted here: `metadata` after `apiVersion` and `kind`,
-        // before `spec`; written by hand below with it last and a `metadata` nested before it.
+        // Here `metadata` comes before `spec` (sorted or in insertion order alike); the document
+        // written by hand below has it last, after a `metadata` nested in `spec`.
         let trailing = format!(
             r#"{{"spec":{{"template":{{"metadata":{{"name":"inner","uid":"x"}}}}}},"metadata":{metadata}}}"#
         );
