@@ -2,7 +2,8 @@
 # Measures time from launch to the first 200 from /readyz (fresh data dir and restart) and the
 # idle RSS of the release binary, SETTLE seconds after ready (2 by default; the allocator gives
 # start-up's freed pages back within about 20 s), split into anonymous and file-backed (the
-# binary's code) memory, with the thread count. Usage: scripts/startup-rss.sh [runs] [settle]
+# binary's code) memory, with the thread count; the binary is read into the page cache first.
+# Usage: scripts/startup-rss.sh [runs] [settle]
 set -euo pipefail
 bin=${IRONPLANE_BIN:-target/release/ironplane}
 runs=${1:-5}
@@ -10,6 +11,14 @@ settle=${2:-2}
 python3 - "$bin" "$runs" "$settle" <<'PY'
 import os, ssl, subprocess, sys, tempfile, time, urllib.request, statistics
 binary, runs, settle = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+# The kernel maps a faulting page's neighbours (fault-around) only when they are already in the
+# page cache, so the file-backed figure depends on how much of the binary is cached: a build
+# just written (all of it cached) can show more than an older one partly evicted (a 1 MiB gap
+# between two builds shrank to 0.1-0.7 MiB once both were read). Reading the binary whole first
+# makes builds comparable.
+with open(binary, "rb") as f:
+    while f.read(1 << 20):
+        pass
 def free_port():
     import socket
     with socket.socket() as s:
