@@ -84,11 +84,11 @@ fn slot(step: Step, op: Operation, rejected: bool) -> usize {
 /// two steps, and a lookup hashes the labels.
 static STEP_CHILDREN: [OnceLock<Histogram>; 16] = [const { OnceLock::new() }; 16];
 
-/// One phase of a request, started at `start`.
-pub fn observe_step(step: Step, op: Operation, start: Instant, rejected: bool) {
+/// One phase of a request, from `start` to `end` (the end of its last plugin, already read).
+pub fn observe_step(step: Step, op: Operation, start: Instant, end: Instant, rejected: bool) {
     STEP_CHILDREN[slot(step, op, rejected)]
         .get_or_init(|| STEP.with_label_values(&[step.label(), op.as_str(), flag(rejected)]))
-        .observe(start.elapsed().as_secs_f64());
+        .observe(end.saturating_duration_since(start).as_secs_f64());
 }
 
 /// One plugin's children of the controller histogram, made on first use and kept with the
@@ -151,7 +151,13 @@ mod tests {
     #[test]
     fn families_carry_upstreams_labels() {
         let start = Instant::now();
-        observe_step(Step::Validate, Operation::Create, start, true);
+        observe_step(
+            Step::Validate,
+            Operation::Create,
+            start,
+            Instant::now(),
+            true,
+        );
         let plugin = PluginMetrics::new("MetricsTest");
         plugin.observe(Step::Admit, Operation::Update, start, false);
         plugin.observe(Step::Admit, Operation::Update, start, false);

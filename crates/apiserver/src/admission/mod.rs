@@ -217,7 +217,8 @@ impl Admission {
     pub async fn admit(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
         let start = Instant::now();
         let result = self.admit_all(attrs, obj).await;
-        metrics::observe_step(Step::Admit, attrs.operation, start, result.is_err());
+        let end = Instant::now();
+        metrics::observe_step(Step::Admit, attrs.operation, start, end, result.is_err());
         result
     }
 
@@ -253,7 +254,8 @@ impl Admission {
                 break;
             }
         }
-        metrics::observe_step(Step::Admit, attrs.operation, step, result.is_err());
+        // The last plugin's end, already read, is the step's.
+        metrics::observe_step(Step::Admit, attrs.operation, step, start, result.is_err());
         result
     }
 
@@ -268,7 +270,14 @@ impl Admission {
                 break;
             }
         }
-        metrics::observe_step(Step::Validate, attrs.operation, step, result.is_err());
+        // The last plugin's end, already read, is the step's.
+        metrics::observe_step(
+            Step::Validate,
+            attrs.operation,
+            step,
+            start,
+            result.is_err(),
+        );
         result
     }
 }
