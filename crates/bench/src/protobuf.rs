@@ -14,6 +14,7 @@ pub fn accept(protobuf: bool) -> &'static str {
         crate::client::JSON
     }
 }
+
 /// The `encoding` parameter of a scenario's report.
 pub fn encoding(protobuf: bool) -> &'static str {
     if protobuf { "protobuf" } else { "json" }
