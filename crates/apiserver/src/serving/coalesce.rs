@@ -1,22 +1,29 @@
-//! One write to TLS per turn of an HTTP/2 connection's task, however many frames its streams
-//! queued in that turn.
+//! One write to the socket per turn of an HTTP/2 connection's task, however many frames its
+//! streams queued in that turn.
 //!
 //! h2 flushes its codec for every DATA frame it cannot copy into its own buffer (any frame over
 //! 256 bytes on a vectored transport, so every watch event of a real object), and TLS turns each
 //! flush into a record and a `writev`. When the watch cache hands an event to a thousand
 //! watchers of one connection, that is a thousand records and syscalls, and the kernel's share
 //! of a watch fan-out was most of the server's CPU. [`Coalescing`] sits between h2 and TLS: it
-//! keeps what h2 writes, and answers the first flush of a turn at once while waking the task
-//! again, so that the stream tasks woken with it queue their frames first; the next turn writes
-//! everything in one go. What it keeps is bounded by [`MAX_KEPT`] (a large answer goes out in
-//! writes of that size, not one per frame), and a shutdown writes it out.
+//! seals what h2 writes into TLS records without writing them, and answers the first flush of a
+//! turn at once while waking the task again, so that the stream tasks woken with it queue their
+//! frames first; the next turn writes everything in one go. What is sealed and not written is
+//! bounded by [`MAX_KEPT`] (a large answer goes out in writes of that size, not one per frame),
+//! and a shutdown writes it out.
+//!
+//! Records are sealed whole: the bytes of short frames are kept in plain text until they fill a
+//! record (or a flush writes them), and a long frame is sealed from h2's buffer where it lies,
+//! with whatever was kept before it, in as many full records as it fills; only its tail is kept.
+//! So a large answer is copied once, into TLS's records, rather than once more into a buffer of
+//! ours, and a watch event of a few hundred bytes does not cost a record of its own.
 //!
 //! Waiting pays only where other streams have frames on the way. A connection whose waits
 //! gather nothing (one client's requests, or one large answer held back by flow control) backs
 //! off: after a wait that found no more to write, the next flushes write at once, twice as many
 //! after each such wait in a row, up to [`MAX_SKIPPED`]; a wait that gathered frames ends it.
 
-use std::io;
+use std::io::{self, IoSlice, Write};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,11 +31,41 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// Bytes kept before they are written regardless of the turn: four full TLS records.
+/// Bytes sealed before they are written regardless of the turn: four full TLS records.
 pub const MAX_KEPT: usize = 64 * 1024;
+
+/// The plain text of one full TLS record (2^14 bytes, the most a record may hold).
+pub const RECORD: usize = 16 * 1024;
 
 /// The most flushes written at once, without waiting, after waits that gathered nothing.
 pub const MAX_SKIPPED: u32 = 63;
+
+/// The most of h2's buffers one write takes; h2 offers the rest again.
+const MAX_SLICES: usize = 8;
+
+/// A transport that seals plain text into what it will send without writing it yet: TLS
+/// records, written out by its flush.
+pub trait Seal {
+    /// Takes all of `bufs`, in order.
+    fn seal(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<()>;
+}
+
+impl<IO> Seal for tokio_rustls::server::TlsStream<IO> {
+    fn seal(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
+        let conn = self.get_mut().1;
+        // rustls would otherwise take only part of a write past 64 KiB of records not yet
+        // written; what [`Coalescing`] seals is bounded by its own count.
+        conn.set_buffer_limit(None);
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        let taken = conn.writer().write_vectored(bufs)?;
+        if taken != len {
+            return Err(io::Error::other(format!(
+                "TLS took {taken} of {len} bytes to seal"
+            )));
+        }
+        Ok(())
+    }
+}
 
 /// Counts the polls of one connection's future: a turn is one poll. The connection's driver
 /// bumps it before each poll; [`Coalescing`] reads it.
@@ -49,14 +86,15 @@ impl Turns {
 /// A transport whose writes are gathered per turn. See the module documentation.
 pub struct Coalescing<T> {
     inner: T,
+    /// Plain text short of a full record, not sealed yet.
     kept: Vec<u8>,
-    /// How much of `kept` the transport has taken.
-    written: usize,
+    /// Bytes sealed and not written yet.
+    sealed: usize,
     turns: Turns,
     /// The turn whose flush was answered without writing; the task was woken to write it.
     deferred_in: Option<u64>,
-    /// How much was kept when that flush was answered.
-    kept_at_deferral: usize,
+    /// How much was held (sealed or kept) when that flush was answered.
+    held_at_deferral: usize,
     /// How many flushes the last wait that gathered nothing made write at once (0 after a wait
     /// that gathered frames), and how many of them are still to come.
     backoff: u32,
@@ -68,31 +106,35 @@ impl<T> Coalescing<T> {
         Coalescing {
             inner,
             kept: Vec::new(),
-            written: 0,
+            sealed: 0,
             turns,
             deferred_in: None,
-            kept_at_deferral: 0,
+            held_at_deferral: 0,
             backoff: 0,
             skipping: 0,
         }
     }
+
+    /// What was written to this transport and has not gone out.
+    fn held(&self) -> usize {
+        self.sealed + self.kept.len()
+    }
 }
 
-impl<T: AsyncWrite + Unpin> Coalescing<T> {
-    /// Writes out everything kept.
-    fn poll_write_kept(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.written < self.kept.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.kept[self.written..]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            self.written += n;
+impl<T: AsyncWrite + Seal + Unpin> Coalescing<T> {
+    /// Writes out what is sealed, and first seals what is kept when `with_kept`.
+    fn poll_write_out(&mut self, cx: &mut Context<'_>, with_kept: bool) -> Poll<io::Result<()>> {
+        let held = self.held();
+        if with_kept && !self.kept.is_empty() {
+            self.inner.seal(&[IoSlice::new(&self.kept)])?;
+            self.sealed += self.kept.len();
+            self.kept.clear();
         }
+        ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
+        self.sealed = 0;
         if self.deferred_in.take().is_some() {
-            self.learn(self.kept.len() > self.kept_at_deferral);
+            self.learn(held > self.held_at_deferral);
         }
-        self.kept.clear();
-        self.written = 0;
         Poll::Ready(Ok(()))
     }
 
@@ -106,12 +148,55 @@ impl<T: AsyncWrite + Unpin> Coalescing<T> {
         }
     }
 
-    /// Room for `len` more bytes: what is kept is written first when they would not fit.
-    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<()>> {
-        if !self.kept.is_empty() && self.kept.len() + len > MAX_KEPT {
-            ready!(self.poll_write_kept(cx))?;
+    /// Takes `bufs` (at most [`MAX_KEPT`] of them): whole records are sealed, kept bytes first,
+    /// and the rest is kept.
+    fn take(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        if self.sealed >= MAX_KEPT {
+            ready!(self.poll_write_out(cx, false))?;
         }
-        Poll::Ready(Ok(()))
+        let bufs = &bufs[..bufs.len().min(MAX_SLICES)];
+        let offered: usize = bufs.iter().map(|b| b.len()).sum();
+        let len = offered.min(MAX_KEPT);
+        let total = self.kept.len() + len;
+        if total < RECORD {
+            extend_with(&mut self.kept, bufs, 0, len);
+            return Poll::Ready(Ok(len));
+        }
+        // The kept bytes, then as much of `bufs` as fills whole records.
+        let whole = total - total % RECORD;
+        let from_bufs = whole - self.kept.len();
+        let mut slices = [IoSlice::new(&[]); MAX_SLICES + 1];
+        let mut n = 0;
+        if !self.kept.is_empty() {
+            slices[0] = IoSlice::new(&self.kept);
+            n = 1;
+        }
+        for part in parts(bufs, 0, from_bufs) {
+            slices[n] = IoSlice::new(part);
+            n += 1;
+        }
+        self.inner.seal(&slices[..n])?;
+        self.sealed += whole;
+        self.kept.clear();
+        extend_with(&mut self.kept, bufs, from_bufs, len);
+        Poll::Ready(Ok(len))
+    }
+}
+
+/// The parts of `bufs` between the `from`th and the `to`th byte of their concatenation.
+fn parts<'a>(bufs: &'a [IoSlice<'_>], from: usize, to: usize) -> impl Iterator<Item = &'a [u8]> {
+    let mut at = 0;
+    bufs.iter().filter_map(move |b| {
+        let (start, end) = (at, at + b.len());
+        at = end;
+        let (lo, hi) = (from.max(start), to.min(end));
+        (lo < hi).then(|| &b[lo - start..hi - start])
+    })
+}
+
+fn extend_with(out: &mut Vec<u8>, bufs: &[IoSlice<'_>], from: usize, to: usize) {
+    for part in parts(bufs, from, to) {
+        out.extend_from_slice(part);
     }
 }
 
@@ -125,36 +210,21 @@ impl<T: AsyncRead + Unpin> AsyncRead for Coalescing<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
+impl<T: AsyncWrite + Seal + Unpin> AsyncWrite for Coalescing<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        ready!(this.poll_room(cx, buf.len()))?;
-        if this.kept.is_empty() && buf.len() >= MAX_KEPT {
-            return Pin::new(&mut this.inner).poll_write(cx, buf);
-        }
-        this.kept.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
+        self.get_mut().take(cx, &[IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
+        bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let len: usize = bufs.iter().map(|b| b.len()).sum();
-        ready!(this.poll_room(cx, len))?;
-        if this.kept.is_empty() && len >= MAX_KEPT {
-            return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        }
-        for b in bufs {
-            this.kept.extend_from_slice(b);
-        }
-        Poll::Ready(Ok(len))
+        self.get_mut().take(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -163,7 +233,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.kept.is_empty() {
+        if this.held() == 0 {
             return Pin::new(&mut this.inner).poll_flush(cx);
         }
         let turn = this.turns.current();
@@ -176,18 +246,17 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
             None if this.skipping > 0 => this.skipping -= 1,
             None => {
                 this.deferred_in = Some(turn);
-                this.kept_at_deferral = this.kept.len();
+                this.held_at_deferral = this.held();
                 cx.waker().wake_by_ref();
                 return Poll::Ready(Ok(()));
             }
         }
-        ready!(this.poll_write_kept(cx))?;
-        Pin::new(&mut this.inner).poll_flush(cx)
+        this.poll_write_out(cx, true)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        ready!(this.poll_write_kept(cx))?;
+        ready!(this.poll_write_out(cx, true))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
@@ -198,20 +267,51 @@ mod tests {
     use std::sync::Mutex;
     use std::task::Waker;
 
-    /// A transport that records each write it takes.
+    /// A transport that records what is sealed into it, and each write a flush makes of that.
     #[derive(Clone, Default)]
-    struct Recorder(Arc<Mutex<Vec<Vec<u8>>>>);
+    struct Recorder(Arc<Mutex<Recorded>>);
+
+    #[derive(Default)]
+    struct Recorded {
+        /// Sealed, not written yet.
+        sealed: Vec<u8>,
+        /// The length of each seal.
+        seals: Vec<usize>,
+        writes: Vec<Vec<u8>>,
+    }
+
+    impl Recorder {
+        fn writes(&self) -> Vec<Vec<u8>> {
+            self.0.lock().unwrap().writes.clone()
+        }
+    }
+
+    impl Seal for Recorder {
+        fn seal(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
+            let mut r = self.0.lock().unwrap();
+            let len = bufs.iter().map(|b| b.len()).sum();
+            r.seals.push(len);
+            for b in bufs {
+                r.sealed.extend_from_slice(b);
+            }
+            Ok(())
+        }
+    }
 
     impl AsyncWrite for Recorder {
         fn poll_write(
             self: Pin<&mut Self>,
             _: &mut Context<'_>,
-            buf: &[u8],
+            _: &[u8],
         ) -> Poll<io::Result<usize>> {
-            self.0.lock().unwrap().push(buf.to_vec());
-            Poll::Ready(Ok(buf.len()))
+            unreachable!("Coalescing seals, then flushes")
         }
         fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            let mut r = self.0.lock().unwrap();
+            if !r.sealed.is_empty() {
+                let w = std::mem::take(&mut r.sealed);
+                r.writes.push(w);
+            }
             Poll::Ready(Ok(()))
         }
         fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -268,7 +368,7 @@ mod tests {
             write_and_flush(&mut io, &mut cx, frame);
         }
         assert!(
-            recorder.0.lock().unwrap().is_empty(),
+            recorder.writes().is_empty(),
             "nothing written in the first turn"
         );
         assert_eq!(
@@ -279,10 +379,7 @@ mod tests {
 
         turns.next();
         write_and_flush(&mut io, &mut cx, b" four");
-        assert_eq!(
-            *recorder.0.lock().unwrap(),
-            vec![b"one two three four".to_vec()]
-        );
+        assert_eq!(recorder.writes(), vec![b"one two three four".to_vec()]);
 
         // Nothing kept: a flush goes straight through, with no wake-up.
         flush(&mut io, &mut cx);
@@ -294,7 +391,7 @@ mod tests {
         let (recorder, turns, mut io) = in_first_turn();
         let mut cx = Context::from_waker(Waker::noop());
         let writes = |n: usize| {
-            assert_eq!(recorder.0.lock().unwrap().len(), n);
+            assert_eq!(recorder.writes().len(), n);
         };
         // A lone frame waits a turn, and nothing joins it: one useless wait.
         write_and_flush(&mut io, &mut cx, b"a");
@@ -320,31 +417,84 @@ mod tests {
         turns.next();
         write_and_flush(&mut io, &mut cx, b"h");
         writes(7);
-        assert_eq!(recorder.0.lock().unwrap()[6], b"gh");
+        assert_eq!(recorder.writes()[6], b"gh");
         write_and_flush(&mut io, &mut cx, b"i");
         writes(7);
     }
 
     #[test]
-    fn what_is_kept_is_bounded_and_a_shutdown_writes_it() {
-        let (recorder, turns, mut io) = in_first_turn();
+    fn what_is_sealed_is_bounded_and_a_shutdown_writes_it() {
+        let (recorder, _turns, mut io) = in_first_turn();
         let mut cx = Context::from_waker(Waker::noop());
-        let frame = vec![7u8; MAX_KEPT / 2 + 1];
+        let frame = vec![7u8; RECORD * 3 / 2];
+        // Two frames seal three records and nothing is written yet.
         write(&mut io, &mut cx, &frame);
-        assert!(recorder.0.lock().unwrap().is_empty());
-        // The second frame would not fit: the first is written before it is kept.
         write(&mut io, &mut cx, &frame);
-        assert_eq!(recorder.0.lock().unwrap().len(), 1);
-        // A write as large as the bound, with nothing kept, is not copied.
-        let mut big = Coalescing::new(Recorder::default(), turns.clone());
-        write(&mut big, &mut cx, &vec![1u8; MAX_KEPT]);
-        assert!(big.kept.is_empty());
+        assert!(recorder.writes().is_empty());
+        assert_eq!(io.sealed, 3 * RECORD);
+        // The third brings what is sealed to the bound; the fourth finds it there and writes
+        // it out before taking its own bytes.
+        write(&mut io, &mut cx, &frame);
+        assert!(recorder.writes().is_empty());
+        write(&mut io, &mut cx, &frame);
+        assert_eq!(recorder.writes().len(), 1);
+        assert_eq!(recorder.writes()[0].len(), 4 * RECORD);
+        // A shutdown writes the rest, the kept tail included.
         assert!(matches!(
             Pin::new(&mut io).poll_shutdown(&mut cx),
             Poll::Ready(Ok(()))
         ));
-        let writes = recorder.0.lock().unwrap();
+        let writes = recorder.writes();
         assert_eq!(writes.len(), 2);
-        assert_eq!(writes.iter().map(Vec::len).sum::<usize>(), 2 * frame.len());
+        assert_eq!(writes.concat(), [&frame[..]; 4].concat());
+    }
+
+    #[test]
+    fn long_frames_are_sealed_in_whole_records_where_they_lie() {
+        let (recorder, turns, mut io) = in_first_turn();
+        let mut cx = Context::from_waker(Waker::noop());
+        // h2's DATA frames as a large answer sends them: a 9-byte header, then 16 KiB of data.
+        let header = [1u8; 9];
+        let mut sent = Vec::new();
+        for i in 0..6u8 {
+            let data = vec![i; RECORD];
+            let bufs = [IoSlice::new(&header), IoSlice::new(&data)];
+            let taken = Pin::new(&mut io).poll_write_vectored(&mut cx, &bufs);
+            assert!(matches!(taken, Poll::Ready(Ok(n)) if n == header.len() + RECORD));
+            sent.extend_from_slice(&header);
+            sent.extend_from_slice(&data);
+            // Only the tail short of a record is copied.
+            assert_eq!(io.kept.len(), (i as usize + 1) * header.len());
+        }
+        turns.next();
+        flush(&mut io, &mut cx);
+        turns.next();
+        flush(&mut io, &mut cx);
+        let r = recorder.0.lock().unwrap();
+        let (last, whole) = r.seals.split_last().unwrap();
+        assert!(whole.iter().all(|n| n % RECORD == 0), "{:?}", r.seals);
+        assert_eq!(*last, 6 * header.len(), "the flush seals the tail");
+        assert_eq!(r.writes.concat(), sent);
+    }
+
+    #[test]
+    fn short_frames_are_kept_until_they_fill_a_record() {
+        let (recorder, _turns, mut io) = in_first_turn();
+        let mut cx = Context::from_waker(Waker::noop());
+        let event = [3u8; 1000];
+        for _ in 0..16 {
+            write(&mut io, &mut cx, &event);
+        }
+        assert_eq!(io.sealed, 0);
+        write(&mut io, &mut cx, &event);
+        assert_eq!(io.sealed, RECORD);
+        assert_eq!(io.kept.len(), 17 * event.len() - RECORD);
+        assert_eq!(recorder.0.lock().unwrap().seals, vec![RECORD]);
+        assert!(recorder.writes().is_empty());
+        // A write of nothing takes nothing.
+        assert!(matches!(
+            Pin::new(&mut io).poll_write(&mut cx, &[]),
+            Poll::Ready(Ok(0))
+        ));
     }
 }
