@@ -15,6 +15,7 @@ pub mod flowcontrol_bootstrap;
 pub mod leader_election;
 pub mod node_authorizer;
 pub mod openapi;
+pub mod pod_fields;
 pub mod poststart;
 pub mod printers;
 pub mod quota;

@@ -10,10 +10,9 @@
 //! check is one lookup). NodeRestriction admission limits what a node writes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, RwLock};
+use std::sync::{Arc, RwLock};
 
 use apimachinery::object::ObjectExt;
-use apimachinery::projection::Projection;
 use apiserver::authentication::UserInfo;
 use apiserver::authorization::{Authorizer, Decision, Rules};
 use apiserver::endpoints::ApiResources;
@@ -22,6 +21,7 @@ use apiserver::request::RequestInfo;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::pod_fields;
 use crate::rbac::rules::PolicyRule;
 
 /// What a node's pods name.
@@ -52,26 +52,6 @@ struct Graph {
     /// Claims bound to a volume: (namespace, claim) → PersistentVolume.
     claim_volume: HashMap<(String, String), String>,
 }
-
-/// The members of a Pod that `pod_refs` reads: the graph's reflector decodes only these (a
-/// field read here and not listed would always look empty).
-static POD_FIELDS: LazyLock<Projection> = LazyLock::new(|| {
-    let mut paths: Vec<String> = [
-        "metadata.name",
-        "metadata.namespace",
-        "spec.nodeName",
-        "spec.serviceAccountName",
-        "spec.imagePullSecrets",
-        "spec.volumes",
-        "status.resourceClaimStatuses",
-    ]
-    .map(String::from)
-    .into();
-    for list in CONTAINER_LISTS {
-        paths.extend(["env", "envFrom"].map(|f| format!("spec.{list}.{f}")));
-    }
-    Projection::of(paths)
-});
 
 const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
 
@@ -281,23 +261,29 @@ impl NodeAuthorizer {
             Some(pods) => {
                 let graph = self.graph.clone();
                 let listed = self.synced.source();
-                tokio::spawn(reflector::run_projected(pods, &POD_FIELDS, move |delta| {
-                    let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
-                    match delta {
-                        Delta::Replace(items) => {
-                            g.pods.clear();
-                            g.by_node.clear();
-                            for p in &items {
-                                g.add_pod(p);
+                // The endpoints controllers' reflector shares each Pod's decoding (`pod_fields`).
+                tokio::spawn(reflector::run_projected(
+                    pods,
+                    pod_fields::NAME,
+                    &pod_fields::POD_FIELDS,
+                    move |delta| {
+                        let mut g = graph.write().unwrap_or_else(|e| e.into_inner());
+                        match delta {
+                            Delta::Replace(items) => {
+                                g.pods.clear();
+                                g.by_node.clear();
+                                for p in &items {
+                                    g.add_pod(p);
+                                }
+                            }
+                            Delta::Upsert(p) => g.add_pod(&p),
+                            Delta::Deleted(p) => {
+                                g.remove_pod(&(p.namespace().to_string(), p.name().to_string()))
                             }
                         }
-                        Delta::Upsert(p) => g.add_pod(&p),
-                        Delta::Deleted(p) => {
-                            g.remove_pod(&(p.namespace().to_string(), p.name().to_string()))
-                        }
-                    }
-                    listed.mark();
-                }));
+                        listed.mark();
+                    },
+                ));
             }
         }
         match api.get("", "v1", "persistentvolumeclaims").cloned() {
@@ -519,7 +505,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The graph's reflector decodes pods through `POD_FIELDS`: what `pod_refs` finds in the
+    /// The graph's reflector decodes pods through `pod_fields::POD_FIELDS`: what `pod_refs` finds in the
     /// projected pod must be what it finds in the whole one, for a pod that names an object
     /// through every path `pod_refs` reads.
     #[test]
@@ -588,7 +574,7 @@ mod tests {
             "{:?}",
             whole.refs
         );
-        let projected = POD_FIELDS
+        let projected = crate::pod_fields::POD_FIELDS
             .decode(&serde_json::to_vec(&pod).unwrap())
             .unwrap();
         let got = pod_refs(&projected);

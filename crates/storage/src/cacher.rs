@@ -1170,7 +1170,13 @@ mod tests {
             encodes.fetch_add(1, Ordering::Relaxed);
             Ok::<_, ()>(bytes::Bytes::from(format!("frame of {}", o.key)))
         };
+        let decodes = AtomicUsize::new(0);
+        let decode = |o: &Object| {
+            decodes.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, ()>(o.key.len())
+        };
         let mut frames = Vec::new();
+        let mut decoded = Vec::new();
         for watch in [&mut one, &mut two] {
             let Some(WatchEvent::Added(object)) = watch.recv().await else {
                 panic!("expected the ADDED event");
@@ -1180,8 +1186,17 @@ mod tests {
             frames.push(object.shared_encoding("test", encode).expect("encode"));
             // Another encoding is made, and kept, on its own.
             object.shared_encoding("other", encode).expect("encode");
+            // So is a decoding, which the watchers share as one value.
+            decoded.push(
+                object
+                    .shared_decoding("test decoding", decode)
+                    .expect("decode"),
+            );
         }
         assert_eq!(encodes.load(Ordering::Relaxed), 2, "one per encoding");
+        assert_eq!(decodes.load(Ordering::Relaxed), 1, "one decoding");
+        assert!(Arc::ptr_eq(&decoded[0], &decoded[1]));
+        assert_eq!(*decoded[0], "/registry/configmaps/ns/b".len());
         assert!(
             frames
                 .iter()

@@ -11,6 +11,7 @@
 //! with upstream's continue tokens, and predicates. It must not know any particular kind: which
 //! labels and fields an object exposes comes from the caller's [`AttrsFn`].
 
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,9 +85,9 @@ pub struct ObjectData {
 }
 
 /// The encodings one watch event's watchers share while it is being delivered, as upstream's
-/// `cachingObject` keeps each serialization of a dispatched event. They are dropped once every
-/// watcher the event was queued to has moved past it, so nothing stays behind in the cache's
-/// window of past events.
+/// `cachingObject` keeps each serialization of a dispatched event, and the decodings its
+/// in-process watchers share. They are dropped once every watcher the event was queued to has
+/// moved past it, so nothing stays behind in the cache's window of past events.
 #[derive(Debug)]
 struct Fanout {
     /// Watchers that still have to take the event, plus one for the dispatcher until it has
@@ -99,7 +100,8 @@ struct Fanout {
 struct Encodings {
     /// Every watcher has taken the event: encodings made now are not kept.
     closed: bool,
-    made: Vec<(&'static str, Bytes)>,
+    /// Each under its name: `Bytes` for an encoding, an `Arc` for a decoding.
+    made: Vec<(&'static str, Box<dyn Any + Send + Sync>)>,
 }
 
 impl std::ops::Deref for Object {
@@ -173,28 +175,47 @@ impl Object {
         encoding: &'static str,
         encode: impl FnOnce(&Object) -> Result<Bytes, E>,
     ) -> Result<Bytes, E> {
+        self.shared(encoding, encode)
+    }
+
+    /// `decode(self)`, made once and shared as [`Object::shared_encoding`] shares encodings:
+    /// for in-process watchers that read an event's object the same way. `name` names the
+    /// decoding, and must be used for one type only.
+    pub fn shared_decoding<T: Send + Sync + 'static, E>(
+        &self,
+        name: &'static str,
+        decode: impl FnOnce(&Object) -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        self.shared(name, |o| decode(o).map(Arc::new))
+    }
+
+    /// `make(self)`, kept under `name` while the event is being delivered.
+    fn shared<T: Clone + Send + Sync + 'static, E>(
+        &self,
+        name: &'static str,
+        make: impl FnOnce(&Object) -> Result<T, E>,
+    ) -> Result<T, E> {
         let Some(f) = &self.fanout else {
-            return encode(self);
+            return make(self);
         };
         let found = f.encodings.lock().ok().and_then(|e| {
             e.made
                 .iter()
-                .find(|(name, _)| *name == encoding)
-                .map(|(_, b)| b.clone())
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, made)| made.downcast_ref::<T>().cloned())
         });
-        if let Some(bytes) = found {
-            return Ok(bytes);
+        if let Some(made) = found {
+            return Ok(made);
         }
-        // Encoding happens outside the lock, so that a watcher on another thread never waits
-        // for it.
-        let bytes = encode(self)?;
+        // Made outside the lock, so that a watcher on another thread never waits for it.
+        let made = make(self)?;
         if let Ok(mut e) = f.encodings.lock()
             && !e.closed
-            && !e.made.iter().any(|(name, _)| *name == encoding)
+            && !e.made.iter().any(|(n, _)| *n == name)
         {
-            e.made.push((encoding, bytes.clone()));
+            e.made.push((name, Box::new(made.clone())));
         }
-        Ok(bytes)
+        Ok(made)
     }
 
     /// Appends the object as an item of a typed list: without its top-level `apiVersion` and

@@ -98,12 +98,19 @@ pub async fn run(store: Arc<RegistryStore>, apply: impl FnMut(Delta) + Send) {
 
 /// `run`, with each object decoded to only the members `projection` keeps (see
 /// [`Projection`]): what a consumer that reads a few fields of large objects hands over.
+/// Reflectors of one resource that give the same `name` (which must then always come with the
+/// same projection) decode each watch event once between them.
 pub async fn run_projected(
     store: Arc<RegistryStore>,
+    name: &'static str,
     projection: &'static Projection,
-    apply: impl FnMut(Delta) + Send,
+    apply: impl FnMut(Delta<Arc<Value>>) + Send,
 ) {
-    run_decoded(store, |o: &Object| projection.decode(&o.bytes).ok(), apply).await
+    let decode = |o: &Object| {
+        o.shared_decoding(name, |o| projection.decode(&o.bytes))
+            .ok()
+    };
+    run_decoded(store, decode, apply).await
 }
 
 /// `run`, with each object read by `decode`; an object it gives `None` for is left out (an

@@ -43,11 +43,7 @@ pub use slices::run as run_endpointslice_controller;
 /// The Pods' informer of the Endpoints and EndpointSlice controllers, for `subscribers` of
 /// them (those that run): it starts once each has subscribed, or withdrawn.
 pub fn pod_informer(api: &ApiResources, subscribers: usize) -> SharedPodInformer {
-    SharedPodInformer::new(
-        api.get("", "v1", "pods").cloned(),
-        &model::POD_FIELDS,
-        subscribers,
-    )
+    SharedPodInformer::new(api.get("", "v1", "pods").cloned(), subscribers)
 }
 
 /// `endpointslice.kubernetes.io/managed-by`.

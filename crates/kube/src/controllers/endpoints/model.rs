@@ -8,15 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::LazyLock;
 
 use apimachinery::object::ObjectExt;
-use apimachinery::projection::Projection;
 use apiserver::registry::reflector::Delta;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::runtime::Queue;
+use super::runtime::{PodDelta, Queue};
 use crate::controllers::events::ObjectReference;
 
 /// A namespace and a name.
@@ -262,28 +260,6 @@ pub(super) struct Pod {
     /// in the order `FindPort` looks at them.
     pub ports: Vec<ContainerPort>,
 }
-
-/// The members of a Pod that `Pod::from_value` reads: the controllers' pod watches decode only
-/// these (a field read there and not listed here would always look empty).
-pub(super) static POD_FIELDS: LazyLock<Projection> = LazyLock::new(|| {
-    Projection::of([
-        "metadata.namespace",
-        "metadata.name",
-        "metadata.uid",
-        "metadata.labels",
-        "metadata.deletionTimestamp",
-        "spec.nodeName",
-        "spec.hostname",
-        "spec.subdomain",
-        "spec.containers.ports",
-        "spec.initContainers.restartPolicy",
-        "spec.initContainers.ports",
-        "status.podIP",
-        "status.podIPs",
-        "status.phase",
-        "status.conditions",
-    ])
-});
 
 impl Pod {
     pub fn from_value(v: &Value) -> Pod {
@@ -532,10 +508,10 @@ pub(super) fn on_services(services: &mut Services, queue: &mut Queue, delta: Del
 
 /// A change to Pods: the index follows it, and the Services whose endpoints it may change are
 /// synced (every Service after a fresh list).
-pub(super) fn on_pods(services: &Services, pods: &mut Pods, queue: &mut Queue, delta: &Delta) {
+pub(super) fn on_pods(services: &Services, pods: &mut Pods, queue: &mut Queue, delta: &PodDelta) {
     let keys = match delta {
         Delta::Replace(items) => {
-            pods.replace(items.iter().map(Pod::from_value));
+            pods.replace(items.iter().map(|v| Pod::from_value(v)));
             services.all().map(Service::key).collect()
         }
         Delta::Upsert(v) => {
@@ -614,8 +590,8 @@ mod tests {
         Pod::from_value(&v)
     }
 
-    /// The controllers' pod watches decode through `POD_FIELDS`: a pod with every member
-    /// `Pod::from_value` reads set (and more) must give the same `Pod` projected as whole.
+    /// The controllers' pod watches decode through `pod_fields::POD_FIELDS`: a pod with every
+    /// member `Pod::from_value` reads set (and more) must give the same `Pod` projected as whole.
     #[test]
     fn pod_fields_hold_every_member_from_value_reads() {
         let v = json!({
@@ -651,7 +627,9 @@ mod tests {
             .iter()
             .any(|s| s.is_empty())
         );
-        let projected = POD_FIELDS.decode(&serde_json::to_vec(&v).unwrap()).unwrap();
+        let projected = crate::pod_fields::POD_FIELDS
+            .decode(&serde_json::to_vec(&v).unwrap())
+            .unwrap();
         assert_eq!(pod(projected), whole);
     }
 

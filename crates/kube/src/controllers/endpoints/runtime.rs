@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use apimachinery::object::ObjectExt;
-use apimachinery::projection::Projection;
 use apimachinery::status::Status;
 use apiserver::authentication::UserInfo;
 use apiserver::registry::reflector::{self, Delta};
@@ -23,12 +22,17 @@ use tokio::time::Instant;
 
 use super::model::{Key, key_of};
 use crate::controllers::events::Recorder;
+use crate::pod_fields;
 
-type PodHandler = Box<dyn FnMut(&Delta) + Send>;
+/// A change to Pods, each decoded once for every reader (`pod_fields`).
+pub(super) type PodDelta = Delta<Arc<Value>>;
+
+type PodHandler = Box<dyn FnMut(&PodDelta) + Send>;
 
 /// One reflector of the Pods for the controllers that read them, as kube-controller-manager's
-/// controllers share one informer per resource: each Pod is decoded once (to `projection`'s
-/// members) and its change handed to every subscriber in turn. The reflector starts when the
+/// controllers share one informer per resource: each Pod is decoded once (to the members
+/// `pod_fields` names, a decoding the Node authorizer's reflector shares) and its change handed
+/// to every subscriber in turn. The reflector starts when the
 /// last of the `subscribers` it was made for has subscribed, so that none misses the first list.
 #[derive(Clone)]
 pub struct SharedPodInformer {
@@ -37,22 +41,16 @@ pub struct SharedPodInformer {
 
 struct Pending {
     store: Option<Arc<RegistryStore>>,
-    projection: &'static Projection,
     expected: usize,
     handlers: Vec<PodHandler>,
 }
 
 impl SharedPodInformer {
     /// An informer of `store` for `subscribers` controllers.
-    pub(super) fn new(
-        store: Option<Arc<RegistryStore>>,
-        projection: &'static Projection,
-        subscribers: usize,
-    ) -> SharedPodInformer {
+    pub(super) fn new(store: Option<Arc<RegistryStore>>, subscribers: usize) -> SharedPodInformer {
         SharedPodInformer {
             inner: Arc::new(Mutex::new(Pending {
                 store,
-                projection,
                 expected: subscribers,
                 handlers: Vec::new(),
             })),
@@ -61,7 +59,7 @@ impl SharedPodInformer {
 
     /// Adds a subscriber; the last one starts the reflector. Without Pods served nothing is
     /// ever handed over.
-    fn subscribe(&self, handler: impl FnMut(&Delta) + Send + 'static) {
+    fn subscribe(&self, handler: impl FnMut(&PodDelta) + Send + 'static) {
         let mut pending = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         pending.handlers.push(Box::new(handler));
         pending.start_if_complete();
@@ -87,7 +85,8 @@ impl Pending {
         let mut handlers = std::mem::take(&mut self.handlers);
         tokio::spawn(reflector::run_projected(
             store,
-            self.projection,
+            pod_fields::NAME,
+            &pod_fields::POD_FIELDS,
             move |delta| {
                 for handler in &mut handlers {
                     handler(&delta);
@@ -208,7 +207,7 @@ impl<S: Send + 'static> Shared<S> {
         self: &Arc<Self>,
         pods: &SharedPodInformer,
         resource: &'static str,
-        mut apply: impl FnMut(&mut Inner<S>, &Delta) + Send + 'static,
+        mut apply: impl FnMut(&mut Inner<S>, &PodDelta) + Send + 'static,
     ) {
         let shared = self.clone();
         pods.subscribe(move |delta| {
