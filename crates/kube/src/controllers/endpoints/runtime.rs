@@ -32,8 +32,8 @@ type PodHandler = Box<dyn FnMut(&PodDelta) + Send>;
 /// One reflector of the Pods for the controllers that read them, as kube-controller-manager's
 /// controllers share one informer per resource: each Pod is decoded once (to the members
 /// `pod_fields` names, a decoding the Node authorizer's reflector shares) and its change handed
-/// to every subscriber in turn. The reflector starts when the
-/// last of the `subscribers` it was made for has subscribed, so that none misses the first list.
+/// to every subscriber in turn. The reflector starts when the last of the `subscribers` it was
+/// made for has subscribed, so that none misses the first list.
 #[derive(Clone)]
 pub struct SharedPodInformer {
     inner: Arc<Mutex<Pending>>,
