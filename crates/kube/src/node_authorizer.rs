@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use apimachinery::object::ObjectExt;
+use apimachinery::object::{JsonPointer, ObjectExt};
 use apiserver::authentication::UserInfo;
 use apiserver::authorization::{Authorizer, Decision, Rules};
 use apiserver::endpoints::ApiResources;
@@ -57,7 +57,7 @@ const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralCo
 
 /// The string at `pointer`, or "".
 fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    v.at(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 /// `AddPod`'s edges: what the pod's spec and status name.
@@ -94,7 +94,7 @@ fn pod_refs(pod: &Value) -> PodRefs {
             add(Kind::Claim, &format!("{}-{}", pod.name(), s(v, "/name")));
         }
         for src in v
-            .pointer("/projected/sources")
+            .at("/projected/sources")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -116,7 +116,7 @@ fn pod_refs(pod: &Value) -> PodRefs {
         }
     }
     for claim in pod
-        .pointer("/status/resourceClaimStatuses")
+        .at("/status/resourceClaimStatuses")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -155,7 +155,7 @@ impl Graph {
         // A pod not yet bound to a node gives no node any access (upstream's `AddPod` returns
         // then too); its references are read only once it is bound.
         if pod
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
         {
@@ -296,7 +296,7 @@ impl NodeAuthorizer {
                     let volume = |c: &Value| {
                         let key = (c.namespace().to_string(), c.name().to_string());
                         let v = c
-                            .pointer("/spec/volumeName")
+                            .at("/spec/volumeName")
                             .and_then(Value::as_str)
                             .unwrap_or("");
                         (key, v.to_string())

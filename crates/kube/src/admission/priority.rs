@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use apimachinery::object::ObjectExt;
+use apimachinery::object::{JsonPointer, ObjectExt};
 use apimachinery::{GroupResource, Status};
 use apiserver::admission::{Attributes, MutatingPlugin, Operation, ValidatingPlugin};
 use apiserver::endpoints::ApiResources;
@@ -111,7 +111,7 @@ impl MutatingPlugin for Priority {
 impl Priority {
     async fn admit_create(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
         let requested = obj
-            .pointer("/spec/priorityClassName")
+            .at("/spec/priorityClassName")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
@@ -136,7 +136,7 @@ impl Priority {
         };
         // What the pod states is checked before anything is set, so that a refusal shows the
         // pod as it came.
-        if let Some(stated) = obj.pointer("/spec/priority").and_then(Value::as_i64)
+        if let Some(stated) = obj.at("/spec/priority").and_then(Value::as_i64)
             && stated != value
         {
             return Err(forbidden(
@@ -148,9 +148,7 @@ impl Priority {
             ));
         }
         if let Some(policy) = &policy
-            && let Some(stated) = obj
-                .pointer("/spec/preemptionPolicy")
-                .and_then(Value::as_str)
+            && let Some(stated) = obj.at("/spec/preemptionPolicy").and_then(Value::as_str)
             && stated != policy
         {
             return Err(forbidden(

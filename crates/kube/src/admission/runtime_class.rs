@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use apimachinery::Status;
+use apimachinery::object::JsonPointer;
 use apimachinery::quantity::Quantity;
 use apiserver::admission::{Attributes, MutatingPlugin, Operation, ValidatingPlugin};
 use apiserver::endpoints::ApiResources;
@@ -31,10 +32,7 @@ fn applies(attrs: &Attributes<'_>) -> bool {
 impl RuntimeClass {
     /// `prepareObjects`: the pod's RuntimeClass, `None` when it names none.
     async fn class_of(&self, attrs: &Attributes<'_>, pod: &Value) -> Result<Option<Value>, Status> {
-        let Some(name) = pod
-            .pointer("/spec/runtimeClassName")
-            .and_then(Value::as_str)
-        else {
+        let Some(name) = pod.at("/spec/runtimeClassName").and_then(Value::as_str) else {
             return Ok(None);
         };
         let Some(store) = self
@@ -169,7 +167,7 @@ impl MutatingPlugin for RuntimeClass {
             return Ok(());
         };
         // `setOverhead`.
-        if let Some(fixed) = class.pointer("/overhead/podFixed") {
+        if let Some(fixed) = class.at("/overhead/podFixed") {
             let stated = spec
                 .get("overhead")
                 .filter(|o| o.as_object().is_some_and(|m| !m.is_empty()));
@@ -244,8 +242,8 @@ impl ValidatingPlugin for RuntimeClass {
             return Ok(());
         }
         let class = self.class_of(attrs, obj).await?;
-        let stated = obj.pointer("/spec/overhead").filter(|o| !o.is_null());
-        match class.as_ref().and_then(|c| c.pointer("/overhead/podFixed")) {
+        let stated = obj.at("/spec/overhead").filter(|o| !o.is_null());
+        match class.as_ref().and_then(|c| c.at("/overhead/podFixed")) {
             Some(fixed) if !same_resources(Some(fixed), stated) => Err(forbidden(
                 attrs,
                 obj,

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use apimachinery::Status;
-use apimachinery::object::ObjectExt;
+use apimachinery::object::{JsonPointer, ObjectExt};
 use apiserver::admission::{Attributes, MutatingPlugin, Operation, ValidatingPlugin};
 use apiserver::endpoints::ApiResources;
 use async_trait::async_trait;
@@ -49,13 +49,13 @@ fn ignored(attrs: &Attributes<'_>) -> bool {
 }
 
 fn is_mirror_pod(pod: &Value) -> bool {
-    pod.pointer("/metadata/annotations")
+    pod.at("/metadata/annotations")
         .and_then(|a| a.get(MIRROR_POD))
         .is_some()
 }
 
 fn account_name(pod: &Value) -> &str {
-    pod.pointer("/spec/serviceAccountName")
+    pod.at("/spec/serviceAccountName")
         .and_then(Value::as_str)
         .unwrap_or("")
 }
@@ -91,7 +91,7 @@ impl MutatingPlugin for ServiceAccount {
             mount_token(pod);
         }
         let has_pull_secrets = pod
-            .pointer("/spec/imagePullSecrets")
+            .at("/spec/imagePullSecrets")
             .and_then(Value::as_array)
             .is_some_and(|a| !a.is_empty());
         let from_account: Vec<Value> = account
@@ -239,7 +239,7 @@ fn lookup_failed(attrs: &Attributes<'_>, pod: &Value, name: &str, err: Status) -
 
 /// `shouldAutomount`: the pod's choice, else the account's, else yes.
 fn automount(account: &Value, pod: &Value) -> bool {
-    pod.pointer("/spec/automountServiceAccountToken")
+    pod.at("/spec/automountServiceAccountToken")
         .and_then(Value::as_bool)
         .or_else(|| {
             account
@@ -252,7 +252,7 @@ fn automount(account: &Value, pod: &Value) -> bool {
 /// `enforceMountableSecrets`: the account's annotation, read as Go's `strconv.ParseBool`.
 fn enforces_mountable_secrets(account: &Value) -> bool {
     account
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(ENFORCE_MOUNTABLE_SECRETS))
         .and_then(Value::as_str)
         .is_some_and(|v| matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True"))
@@ -276,7 +276,7 @@ fn containers<'a>(pod: &'a Value, field: &str) -> impl Iterator<Item = &'a Value
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
+    v.at(pointer).and_then(Value::as_str)
 }
 
 /// The secrets a container's environment reads: each `env[].valueFrom.secretKeyRef` with its
@@ -288,7 +288,7 @@ fn env_secrets(c: &Value) -> (Vec<(&str, &str)>, Vec<&str>) {
         .into_iter()
         .flatten()
         .filter_map(|e| {
-            let secret = e.pointer("/valueFrom/secretKeyRef")?;
+            let secret = e.at("/valueFrom/secretKeyRef")?;
             Some((
                 e.get("name").and_then(Value::as_str).unwrap_or(""),
                 secret.get("name").and_then(Value::as_str).unwrap_or(""),
@@ -340,7 +340,7 @@ fn limit_secret_references(account: &Value, pod: &Value) -> Result<(), String> {
     let mountable = names(account.get("secrets"));
     let sa = account.name();
     for volume in pod
-        .pointer("/spec/volumes")
+        .at("/spec/volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -366,7 +366,7 @@ fn limit_secret_references(account: &Value, pod: &Value) -> Result<(), String> {
     }
     let pull = names(account.get("imagePullSecrets"));
     for (i, r) in pod
-        .pointer("/spec/imagePullSecrets")
+        .at("/spec/imagePullSecrets")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -400,11 +400,11 @@ fn check_mirror_pod(attrs: &Attributes<'_>, pod: &Value) -> Result<(), Status> {
         ));
     }
     let projects_token = pod
-        .pointer("/spec/volumes")
+        .at("/spec/volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|v| v.pointer("/projected/sources").and_then(Value::as_array))
+        .filter_map(|v| v.at("/projected/sources").and_then(Value::as_array))
         .flatten()
         .any(|s| s.get("serviceAccountToken").is_some_and(|t| !t.is_null()));
     if projects_token {
@@ -421,7 +421,7 @@ fn check_mirror_pod(attrs: &Attributes<'_>, pod: &Value) -> Result<(), Status> {
 /// environment, or the secret reference of a volume source.
 fn references_secrets(pod: &Value) -> bool {
     let named = |n: Option<&str>| n.is_some_and(|n| !n.is_empty());
-    if names(pod.pointer("/spec/imagePullSecrets"))
+    if names(pod.at("/spec/imagePullSecrets"))
         .iter()
         .any(|n| !n.is_empty())
     {
@@ -448,7 +448,7 @@ fn references_secrets(pod: &Value) -> bool {
         "/csi/nodePublishSecretRef/name",
     ];
     for volume in pod
-        .pointer("/spec/volumes")
+        .at("/spec/volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -457,7 +457,7 @@ fn references_secrets(pod: &Value) -> bool {
             return true;
         }
         let projected = volume
-            .pointer("/projected/sources")
+            .at("/projected/sources")
             .and_then(Value::as_array)
             .into_iter()
             .flatten();

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
 
-use apimachinery::object::ObjectExt;
+use apimachinery::object::{JsonPointer, ObjectExt};
 use apiserver::registry::reflector::Delta;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -26,7 +26,7 @@ pub(super) fn key_of(v: &Value) -> Key {
 }
 
 fn text(v: &Value, pointer: &str) -> String {
-    v.pointer(pointer)
+    v.at(pointer)
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
@@ -42,7 +42,7 @@ pub(super) fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
 }
 
 fn time(v: &Value, pointer: &str) -> Option<DateTime<Utc>> {
-    let t = v.pointer(pointer)?.as_str()?;
+    let t = v.at(pointer)?.as_str()?;
     DateTime::parse_from_rfc3339(t)
         .ok()
         .map(|t| t.with_timezone(&Utc))
@@ -124,9 +124,9 @@ pub(super) struct Service {
 
 impl Service {
     pub fn from_value(v: &Value) -> Service {
-        let selector = string_map(v.pointer("/spec/selector"));
+        let selector = string_map(v.at("/spec/selector"));
         let ports = v
-            .pointer("/spec/ports")
+            .at("/spec/ports")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -161,19 +161,19 @@ impl Service {
             resource_version: v.resource_version().to_string(),
             created: time(v, "/metadata/creationTimestamp"),
             deleting: v.deletion_timestamp().is_some(),
-            labels: string_map(v.pointer("/metadata/labels")),
+            labels: string_map(v.at("/metadata/labels")),
             selector: (!selector.is_empty()).then_some(selector),
             external_name: text(v, "/spec/type") == "ExternalName",
             cluster_ip: text(v, "/spec/clusterIP"),
             ip_families: v
-                .pointer("/spec/ipFamilies")
+                .at("/spec/ipFamilies")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .filter_map(|f| f.as_str().map(str::to_string))
                 .collect(),
             publish_not_ready: v
-                .pointer("/spec/publishNotReadyAddresses")
+                .at("/spec/publishNotReadyAddresses")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             ports,
@@ -265,7 +265,7 @@ impl Pod {
     pub fn from_value(v: &Value) -> Pod {
         let pod_ip = text(v, "/status/podIP");
         let mut ips: Vec<String> = v
-            .pointer("/status/podIPs")
+            .at("/status/podIPs")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -275,18 +275,18 @@ impl Pod {
             ips = vec![pod_ip];
         }
         let ready_condition = v
-            .pointer("/status/conditions")
+            .at("/status/conditions")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
         let containers = v
-            .pointer("/spec/containers")
+            .at("/spec/containers")
             .and_then(Value::as_array)
             .into_iter()
             .flatten();
         let sidecars = v
-            .pointer("/spec/initContainers")
+            .at("/spec/initContainers")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -313,7 +313,7 @@ impl Pod {
             namespace: v.namespace().to_string(),
             name: v.name().to_string(),
             uid: v.uid().to_string(),
-            labels: string_map(v.pointer("/metadata/labels")),
+            labels: string_map(v.at("/metadata/labels")),
             node_name: text(v, "/spec/nodeName"),
             hostname: text(v, "/spec/hostname"),
             subdomain: text(v, "/spec/subdomain"),

@@ -6,7 +6,7 @@
 //! its nominated node (ClearingNominatedNodeNameAfterBinding, beta, on) and gets a
 //! PodScheduled=True condition.
 
-use apimachinery::object::ObjectExt;
+use apimachinery::object::{JsonPointer, ObjectExt};
 use apimachinery::validation::{FieldError, FieldPath};
 use apimachinery::{GroupResource, Status};
 use apiserver::endpoints::ApiResources;
@@ -18,11 +18,11 @@ use storage::{GetOptions, ResourceVersion, StorageError};
 fn validate_binding(binding: &Value) -> Result<(), Status> {
     let target = FieldPath::new("target");
     let kind = binding
-        .pointer("/target/kind")
+        .at("/target/kind")
         .and_then(Value::as_str)
         .unwrap_or("");
     let node = binding
-        .pointer("/target/name")
+        .at("/target/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut errs = Vec::new();
@@ -73,7 +73,7 @@ pub fn bind(pod: &Value, binding: &Value, now: &str) -> Result<Value, Status> {
         ));
     }
     if let Some(bound) = pod
-        .pointer("/spec/nodeName")
+        .at("/spec/nodeName")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
     {
@@ -83,7 +83,7 @@ pub fn bind(pod: &Value, binding: &Value, now: &str) -> Result<Value, Status> {
         ));
     }
     if pod
-        .pointer("/spec/schedulingGates")
+        .at("/spec/schedulingGates")
         .and_then(Value::as_array)
         .is_some_and(|g| !g.is_empty())
     {
@@ -93,7 +93,7 @@ pub fn bind(pod: &Value, binding: &Value, now: &str) -> Result<Value, Status> {
         ));
     }
     let node = binding
-        .pointer("/target/name")
+        .at("/target/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut out = pod.clone();
@@ -109,7 +109,7 @@ pub fn bind(pod: &Value, binding: &Value, now: &str) -> Result<Value, Status> {
     }
     for field in ["annotations", "labels"] {
         let Some(extra) = binding
-            .pointer(&format!("/metadata/{field}"))
+            .at(&format!("/metadata/{field}"))
             .and_then(Value::as_object)
             .filter(|m| !m.is_empty())
         else {

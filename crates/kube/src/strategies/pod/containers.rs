@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 
+use apimachinery::object::JsonPointer;
 use apimachinery::validation::{
     FieldError, FieldPath, is_config_map_key, is_dns1123_label, is_http_header_name,
     is_relaxed_env_var_name, is_valid_port_name, is_valid_port_num, validate_nonnegative_field,
@@ -794,10 +795,7 @@ pub(super) fn file_key_ref_volumes(spec: &Value, path: &FieldPath) -> Vec<FieldE
         .collect();
     for (c, cp) in super::util::visit_containers(spec, path) {
         for (j, env) in items(c, "env") {
-            let Some(f) = env
-                .pointer("/valueFrom/fileKeyRef")
-                .filter(|f| f.is_object())
-            else {
+            let Some(f) = env.at("/valueFrom/fileKeyRef").filter(|f| f.is_object()) else {
                 continue;
             };
             let name = text(f, "volumeName");

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use apimachinery::labels::Selector;
-use apimachinery::object::ObjectExt;
+use apimachinery::object::{JsonPointer, ObjectExt};
 use apimachinery::validation::{FieldError, FieldPath, invalid_status};
 use apimachinery::{GroupResource, Status, StatusCause};
 use apiserver::authentication::UserInfo;
@@ -46,11 +46,11 @@ fn delete_options(eviction: &Value, dry_run: bool) -> DeleteOptions {
     DeleteOptions {
         dry_run: dry,
         precondition_uid: opts
-            .pointer("/preconditions/uid")
+            .at("/preconditions/uid")
             .and_then(Value::as_str)
             .map(str::to_string),
         precondition_resource_version: opts
-            .pointer("/preconditions/resourceVersion")
+            .at("/preconditions/resourceVersion")
             .and_then(Value::as_str)
             .map(str::to_string),
         propagation_policy: opts
@@ -63,7 +63,7 @@ fn delete_options(eviction: &Value, dry_run: bool) -> DeleteOptions {
 }
 
 fn is_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
+    pod.at("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -143,7 +143,7 @@ pub async fn evict(
         ));
     }
     if eviction
-        .pointer("/deleteOptions/ignoreStoreReadErrorWithClusterBreakingPotential")
+        .at("/deleteOptions/ignoreStoreReadErrorWithClusterBreakingPotential")
         .and_then(Value::as_bool)
         == Some(true)
     {
@@ -172,7 +172,7 @@ pub async fn evict(
             .value()
             .map_err(Status::internal)?;
         let phase = pod
-            .pointer("/status/phase")
+            .at("/status/phase")
             .and_then(Value::as_str)
             .unwrap_or("");
         let terminal = matches!(phase, "Succeeded" | "Failed");
@@ -202,15 +202,15 @@ pub async fn evict(
         [pdb] => {
             pdb_name = pdb.name().to_string();
             let current = pdb
-                .pointer("/status/currentHealthy")
+                .at("/status/currentHealthy")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             let desired = pdb
-                .pointer("/status/desiredHealthy")
+                .at("/status/desiredHealthy")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             let always_allow = pdb
-                .pointer("/spec/unhealthyPodEvictionPolicy")
+                .at("/spec/unhealthyPodEvictionPolicy")
                 .and_then(Value::as_str)
                 == Some("AlwaysAllow");
             // An unready pod does not count as healthy: it may go without spending the
@@ -255,12 +255,12 @@ async fn matching_budgets(
         return Ok(Vec::new());
     };
     let list = pdbs.list(namespace, &ListOptions::default()).await?;
-    let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+    let labels = pod.at("/metadata/labels").and_then(Value::as_object);
     let mut out = Vec::new();
     for item in list.items {
         let Ok(pdb) = item.value() else { continue };
         let Ok(sel) =
-            Selector::from_label_selector(pdb.pointer("/spec/selector").unwrap_or(&Value::Null))
+            Selector::from_label_selector(pdb.at("/spec/selector").unwrap_or(&Value::Null))
         else {
             continue;
         };
@@ -283,7 +283,7 @@ async fn take_disruption(
 ) -> Result<(), Status> {
     let pdb_name = pdb.name().to_string();
     let observed = pdb
-        .pointer("/status/observedGeneration")
+        .at("/status/observedGeneration")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     if observed < pdb.generation() {
@@ -293,7 +293,7 @@ async fn take_disruption(
         ));
     }
     let allowed = pdb
-        .pointer("/status/disruptionsAllowed")
+        .at("/status/disruptionsAllowed")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let resource = GroupResource::new("policy", "poddisruptionbudget");
@@ -305,7 +305,7 @@ async fn take_disruption(
         ));
     }
     let disrupted = pdb
-        .pointer("/status/disruptedPods")
+        .at("/status/disruptedPods")
         .and_then(Value::as_object)
         .map_or(0, |m| m.len());
     if disrupted > 2000 {
@@ -317,17 +317,17 @@ async fn take_disruption(
     }
     if allowed == 0 {
         let desired = pdb
-            .pointer("/status/desiredHealthy")
+            .at("/status/desiredHealthy")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let current = pdb
-            .pointer("/status/currentHealthy")
+            .at("/status/currentHealthy")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         // The DisruptionAllowed condition explains the refusal when it is False with a
         // message; a failed sync first, as the counts are not to be trusted then.
         let condition = pdb
-            .pointer("/status/conditions")
+            .at("/status/conditions")
             .and_then(Value::as_array)
             .and_then(|l| l.iter().find(|c| c["type"] == "DisruptionAllowed"))
             .filter(|c| {

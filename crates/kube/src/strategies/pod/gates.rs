@@ -2,6 +2,7 @@
 //! in pkg/api/pod/util.go): a new pod or template loses them unless the object being updated
 //! already used them. Features on by default (or GA) keep their fields and are not listed.
 
+use apimachinery::object::JsonPointer;
 use serde_json::Value;
 
 use super::util::visit_containers;
@@ -15,7 +16,7 @@ fn projected_sources(spec: &Value) -> impl Iterator<Item = &Value> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|v| v.pointer("/projected/sources").and_then(Value::as_array))
+        .filter_map(|v| v.at("/projected/sources").and_then(Value::as_array))
         .flatten()
 }
 
@@ -30,10 +31,7 @@ fn uses_stop_signal(spec: Option<&Value>) -> bool {
     spec.is_some_and(|s| {
         visit_containers(s, &apimachinery::validation::FieldPath::new(""))
             .iter()
-            .any(|(c, _)| {
-                c.pointer("/lifecycle/stopSignal")
-                    .is_some_and(|v| !v.is_null())
-            })
+            .any(|(c, _)| c.at("/lifecycle/stopSignal").is_some_and(|v| !v.is_null()))
     })
 }
 
@@ -98,7 +96,7 @@ pub fn drop_disabled_fields(spec: &mut Value, old: Option<&Value>) {
 /// `/spec/template`), given the object being updated.
 pub fn drop_disabled_template_fields(obj: &mut Value, pointer: &str, old: Option<&Value>) {
     let spec_pointer = format!("{pointer}/spec");
-    let old_spec = old.and_then(|o| o.pointer(&spec_pointer)).cloned();
+    let old_spec = old.and_then(|o| o.at(&spec_pointer)).cloned();
     if let Some(spec) = obj.pointer_mut(&spec_pointer) {
         drop_disabled_fields(spec, old_spec.as_ref());
     }

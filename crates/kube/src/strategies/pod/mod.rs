@@ -22,7 +22,7 @@ mod volumes;
 mod warnings;
 
 use apimachinery::Status;
-use apimachinery::object::ObjectExt;
+use apimachinery::object::{JsonPointer, ObjectExt};
 use apimachinery::validation::{FieldError, FieldPath, is_dns1123_label};
 use std::sync::Arc;
 
@@ -133,14 +133,14 @@ impl Strategy for PodStrategy {
     /// affinity label keys join their selectors.
     fn prepare_for_create(&self, obj: &mut Value) {
         let qos = obj
-            .pointer("/status/qosClass")
+            .at("/status/qosClass")
             .and_then(Value::as_str)
             .filter(|q| !q.is_empty())
             .map(str::to_string)
             .unwrap_or_else(|| compute_qos(obj.get("spec").unwrap_or(&Value::Null)).to_string());
         let mut status = json!({"phase": "Pending", "qosClass": qos});
         let gated = obj
-            .pointer("/spec/schedulingGates")
+            .at("/spec/schedulingGates")
             .and_then(Value::as_array)
             .is_some_and(|g| !g.is_empty());
         if gated {
@@ -228,16 +228,16 @@ impl Strategy for PodStrategy {
     fn graceful_delete_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
         let mut period = requested
             .or_else(|| {
-                obj.pointer("/spec/terminationGracePeriodSeconds")
+                obj.at("/spec/terminationGracePeriodSeconds")
                     .and_then(Value::as_i64)
             })
             .unwrap_or(0);
         let unscheduled = obj
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .is_none_or(str::is_empty);
         let finished = matches!(
-            obj.pointer("/status/phase").and_then(Value::as_str),
+            obj.at("/status/phase").and_then(Value::as_str),
             Some("Failed" | "Succeeded")
         );
         if unscheduled || finished {

@@ -6,6 +6,7 @@
 //! (InPlacePodVerticalScalingInitContainers, beta, on); memory limits may shrink (the kubelet
 //! decides), so no rule refuses that any more.
 
+use apimachinery::object::JsonPointer;
 use apimachinery::validation::{FieldError, FieldPath};
 use serde_json::{Map, Value};
 
@@ -234,7 +235,7 @@ pub fn validate_resize(new: &Value, old: &Value) -> Vec<FieldError> {
     let mut errs = validate_pod_metadata_and_spec(new);
     let root = FieldPath::new("");
     if old
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(MIRROR_POD))
         .is_some()
     {
@@ -243,7 +244,7 @@ pub fn validate_resize(new: &Value, old: &Value) -> Vec<FieldError> {
             "static pods cannot be resized",
         )];
     }
-    if old.pointer("/spec/os/name").and_then(Value::as_str) == Some("windows") {
+    if old.at("/spec/os/name").and_then(Value::as_str) == Some("windows") {
         return vec![FieldError::forbidden(
             &root,
             "windows pods cannot be resized",
@@ -254,13 +255,13 @@ pub fn validate_resize(new: &Value, old: &Value) -> Vec<FieldError> {
     // `qos.GetPodQOS(oldPod)` against `qos.ComputePodQOS(newPod)`; the value shown is the new
     // pod's status class (the stored one, as the status is not the client's).
     let old_qos = old
-        .pointer("/status/qosClass")
+        .at("/status/qosClass")
         .and_then(Value::as_str)
         .filter(|q| !q.is_empty())
         .unwrap_or_else(|| compute_qos(os));
     if old_qos != compute_qos(ns) {
         let q = new
-            .pointer("/status/qosClass")
+            .at("/status/qosClass")
             .and_then(Value::as_str)
             .unwrap_or("");
         errs.push(FieldError::invalid(

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use apimachinery::object::JsonPointer;
 use apimachinery::validation::{
     FieldError, FieldPath, LabelSelectorValidationOptions, is_dns1123_label, is_dns1123_subdomain,
     is_qualified_name, is_valid_label_value, validate_label_name, validate_label_selector,
@@ -463,7 +464,7 @@ pub(super) fn validate_scheduling_gates(spec: &Value, path: &FieldPath) -> Vec<F
 /// becomes an `In` (`NotIn`) requirement of the term's selector.
 pub(super) fn merge_affinity_label_keys(pod: &mut Value) {
     let labels = pod
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -501,7 +502,7 @@ pub(super) fn merge_affinity_label_keys(pod: &mut Value) {
 /// labels join its label selector as `In` requirements.
 pub(super) fn merge_spread_label_keys(pod: &mut Value) {
     let labels = pod
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -594,14 +595,14 @@ mod tests {
             {"matchLabelKeys": ["app"], "topologyKey": "z"}]}});
         merge_spread_label_keys(&mut pod);
         assert_eq!(
-            pod.pointer("/spec/topologySpreadConstraints/0/labelSelector"),
+            pod.at("/spec/topologySpreadConstraints/0/labelSelector"),
             Some(
                 &json!({"matchLabels": {"x": "y"}, "matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]})
             )
         );
         // No selector: nothing to merge into (upstream's applyMatchLabelKeys).
         assert_eq!(
-            pod.pointer("/spec/topologySpreadConstraints/1/labelSelector"),
+            pod.at("/spec/topologySpreadConstraints/1/labelSelector"),
             None
         );
     }
@@ -612,7 +613,7 @@ mod tests {
             "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}, "matchLabelKeys": ["app", "none"], "topologyKey": "z"}]}}}});
         merge_affinity_label_keys(&mut pod);
         assert_eq!(
-            pod.pointer("/spec/affinity/podAffinity/requiredDuringSchedulingIgnoredDuringExecution/0/labelSelector/matchExpressions"),
+            pod.at("/spec/affinity/podAffinity/requiredDuringSchedulingIgnoredDuringExecution/0/labelSelector/matchExpressions"),
             Some(&json!([{"key": "app", "operator": "In", "values": ["a"]}]))
         );
     }

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 
+use apimachinery::object::JsonPointer;
 use apimachinery::validation::{
     FieldError, FieldPath, go_quote, is_dns1123_subdomain, is_valid_group_id, is_valid_user_id,
 };
@@ -446,13 +447,13 @@ fn windows_options(opts: Option<&Value>, path: &FieldPath) -> Vec<FieldError> {
 pub(super) fn validate_host_process(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let pod_hp = spec
-        .pointer("/securityContext/windowsOptions/hostProcess")
+        .at("/securityContext/windowsOptions/hostProcess")
         .and_then(Value::as_bool);
     let (mut count, mut hp_count) = (0, 0);
     for (c, cp) in visit_containers(spec, path) {
         count += 1;
         let c_hp = c
-            .pointer("/securityContext/windowsOptions/hostProcess")
+            .at("/securityContext/windowsOptions/hostProcess")
             .and_then(Value::as_bool);
         if let (Some(p), Some(ch)) = (pod_hp, c_hp)
             && p != ch
@@ -571,7 +572,7 @@ fn validate_linux(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     const MSG: &str = "windows options cannot be set for a linux pod";
     if spec
-        .pointer("/securityContext/windowsOptions")
+        .at("/securityContext/windowsOptions")
         .is_some_and(|w| !w.is_null())
     {
         errs.push(FieldError::forbidden(
@@ -580,7 +581,7 @@ fn validate_linux(spec: &Value, path: &FieldPath) -> Vec<FieldError> {
         ));
     }
     for (c, cp) in visit_containers(spec, path) {
-        if c.pointer("/securityContext/windowsOptions")
+        if c.at("/securityContext/windowsOptions")
             .is_some_and(|w| !w.is_null())
         {
             errs.push(FieldError::forbidden(
@@ -833,7 +834,7 @@ pub(super) fn validate_annotations_match_fields(
     let get = |k: &str| annotations.get(k).and_then(Value::as_str);
     let mut errs = Vec::new();
     if let Some(field) = spec
-        .pointer("/securityContext/seccompProfile")
+        .at("/securityContext/seccompProfile")
         .filter(|v| v.is_object())
         && let Some(a) = get(SECCOMP_POD)
     {
@@ -845,7 +846,7 @@ pub(super) fn validate_annotations_match_fields(
     }
     for (c, cp) in visit_containers(spec, spec_path) {
         let Some(field) = c
-            .pointer("/securityContext/seccompProfile")
+            .at("/securityContext/seccompProfile")
             .filter(|v| v.is_object())
         else {
             continue;
@@ -858,15 +859,15 @@ pub(super) fn validate_annotations_match_fields(
             ));
         }
     }
-    if spec.pointer("/os/name").and_then(Value::as_str) == Some("windows") {
+    if spec.at("/os/name").and_then(Value::as_str) == Some("windows") {
         return errs;
     }
     let pod_profile = spec
-        .pointer("/securityContext/appArmorProfile")
+        .at("/securityContext/appArmorProfile")
         .filter(|v| v.is_object());
     for (c, cp) in visit_containers(spec, spec_path) {
         let profile = c
-            .pointer("/securityContext/appArmorProfile")
+            .at("/securityContext/appArmorProfile")
             .filter(|v| v.is_object())
             .or(pod_profile);
         let Some(profile) = profile else { continue };

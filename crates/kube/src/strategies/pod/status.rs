@@ -4,6 +4,7 @@
 //! state transitions under the container restart rules, resource claim statuses, IPs,
 //! container users, allocated resource health) and the warnings about IP addresses.
 
+use apimachinery::object::JsonPointer;
 use apimachinery::validation::{
     FieldError, FieldPath, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
     is_valid_group_id, is_valid_user_id,
@@ -107,9 +108,9 @@ pub fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
     errs.extend(status_ips(status, old_status, "podIPs", &sp, false));
     // `validateHostIPs`: the first host IP is `hostIP`, then the same IP rules.
     errs.extend(status_ips(status, old_status, "hostIPs", &sp, true));
-    let windows = new_spec.pointer("/os/name").and_then(Value::as_str) == Some("windows");
+    let windows = new_spec.at("/os/name").and_then(Value::as_str) == Some("windows");
     let linux = new_spec
-        .pointer("/os/name")
+        .at("/os/name")
         .and_then(Value::as_str)
         .is_none_or(|n| n == "linux");
     for list_name in [

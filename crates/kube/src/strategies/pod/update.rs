@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 
+use apimachinery::object::JsonPointer;
 use apimachinery::validation::{FieldError, FieldPath, inclusive_range_error};
 use serde_json::Value;
 
@@ -278,11 +279,11 @@ fn gated_pod_mutations(munged: &mut Value, os: &Value, sp: &FieldPath) -> Vec<Fi
         copy_field(munged, os, "nodeSelector");
     }
     let old_na = os
-        .pointer("/affinity/nodeAffinity")
+        .at("/affinity/nodeAffinity")
         .cloned()
         .unwrap_or(Value::Null);
     let new_na = munged
-        .pointer("/affinity/nodeAffinity")
+        .at("/affinity/nodeAffinity")
         .cloned()
         .unwrap_or(Value::Null);
     if without_nulls(&old_na) != without_nulls(&new_na) {
@@ -293,7 +294,7 @@ fn gated_pod_mutations(munged: &mut Value, os: &Value, sp: &FieldPath) -> Vec<Fi
         {
             let old_terms = list(old_req, "nodeSelectorTerms");
             let new_terms: Vec<Value> = new_na
-                .pointer("/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
+                .at("/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
@@ -401,7 +402,7 @@ pub(super) fn reset_meta(new: &mut Value, old: &Value) {
         let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
             return;
         };
-        match old.pointer(&format!("/metadata/{field}")) {
+        match old.at(&format!("/metadata/{field}")) {
             Some(v) => {
                 meta.insert(field.to_string(), v.clone());
             }
@@ -414,7 +415,7 @@ pub(super) fn reset_meta(new: &mut Value, old: &Value) {
 
 /// `dropNonEphemeralContainerUpdates`: only the ephemeral containers change.
 pub fn prepare_ephemeral_update(new: &mut Value, old: &Value) {
-    let ephemeral = new.pointer("/spec/ephemeralContainers").cloned();
+    let ephemeral = new.at("/spec/ephemeralContainers").cloned();
     new["spec"] = old
         .get("spec")
         .cloned()
@@ -437,7 +438,7 @@ pub fn validate_ephemeral_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let mut errs = validate_pod_metadata_and_spec(new);
     errs.extend(annotation_updates(new, old, &ap));
     if old
-        .pointer(&format!(
+        .at(&format!(
             "/metadata/annotations/{}",
             MIRROR_POD.replace('/', "~1")
         ))

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use apimachinery::object::JsonPointer;
 use apimachinery::validation::{FieldPath, go_quote};
 use serde_json::Value;
 
@@ -132,10 +133,7 @@ fn spec_and_meta_warnings(base: Option<&FieldPath>, spec: &Value, meta: &Value) 
             w.push(format!("{}: {msg}", sp.child("nodeSelector").key(k)));
         }
     }
-    if let Some(na) = spec
-        .pointer("/affinity/nodeAffinity")
-        .filter(|n| n.is_object())
-    {
+    if let Some(na) = spec.at("/affinity/nodeAffinity").filter(|n| n.is_object()) {
         let np = sp.child("affinity").child("nodeAffinity");
         if let Some(req) = object(na, "requiredDuringSchedulingIgnoredDuringExecution") {
             let tp = np
@@ -234,7 +232,7 @@ fn spec_and_meta_warnings(base: Option<&FieldPath>, spec: &Value, meta: &Value) 
         }
     }
     if spec
-        .pointer("/securityContext/seccompProfile")
+        .at("/securityContext/seccompProfile")
         .is_none_or(Value::is_null)
         && annotations.contains_key(SECCOMP_POD)
     {
@@ -244,12 +242,12 @@ fn spec_and_meta_warnings(base: Option<&FieldPath>, spec: &Value, meta: &Value) 
         ));
     }
     let pod_apparmor = spec
-        .pointer("/securityContext/appArmorProfile")
+        .at("/securityContext/appArmorProfile")
         .is_some_and(|v| !v.is_null());
     for (c, cp) in visit_containers(spec, &sp) {
         let name = text(c, "name");
         let seccomp_key = format!("{SECCOMP_CONTAINER_PREFIX}{name}");
-        if c.pointer("/securityContext/seccompProfile")
+        if c.at("/securityContext/seccompProfile")
             .is_none_or(Value::is_null)
             && annotations.contains_key(&seccomp_key)
         {
@@ -260,7 +258,7 @@ fn spec_and_meta_warnings(base: Option<&FieldPath>, spec: &Value, meta: &Value) 
         }
         // Templates warn here; pods warn while their annotations are copied to the fields.
         let has_apparmor = pod_apparmor
-            || c.pointer("/securityContext/appArmorProfile")
+            || c.at("/securityContext/appArmorProfile")
                 .is_some_and(|v| !v.is_null());
         let apparmor_key = format!("{APPARMOR_PREFIX}{name}");
         if base.is_some() && !has_apparmor && annotations.contains_key(&apparmor_key) {
@@ -301,7 +299,7 @@ fn spec_and_meta_warnings(base: Option<&FieldPath>, spec: &Value, meta: &Value) 
     }
     for kind in ["podAffinity", "podAntiAffinity"] {
         let Some(pa) = spec
-            .pointer(&format!("/affinity/{kind}"))
+            .at(&format!("/affinity/{kind}"))
             .filter(|v| v.is_object())
         else {
             continue;
