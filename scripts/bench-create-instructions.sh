@@ -30,15 +30,4 @@ callgrind_control -z $PID >/dev/null
 sleep 3
 callgrind_control -d load $PID >/dev/null
 kill -TERM $PID; wait $PID || true; if [ -n "$EPID" ]; then kill -TERM $EPID; wait $EPID || true; fi; rm -rf "$work"
-python3 - "$OUT" "$COUNT" <<'PY'
-import glob, re, sys
-out, count = sys.argv[1], int(sys.argv[2])
-for f in glob.glob(f"{out}/callgrind.*"):
-    text = open(f).read()
-    if "Trigger: dump load\n" in text:
-        total = int(re.search(r"^totals: (\d+)", text, re.M).group(1))
-        print(f"{total / count / 1e6:.3f} M instructions per create ({f})")
-        break
-else:
-    raise SystemExit("no dump of the load")
-PY
+"$(dirname "$0")/callgrind-per.py" "$OUT" "$COUNT" create

@@ -36,15 +36,4 @@ callgrind_control -z $PID >/dev/null
 sleep 2
 callgrind_control -d load $PID >/dev/null
 kill -TERM $PID; wait $PID || true; rm -rf "$work"
-python3 - "$OUT" "$ITER" <<'PY'
-import glob, re, sys
-out, iterations = sys.argv[1], int(sys.argv[2])
-for f in glob.glob(f"{out}/callgrind.*"):
-    text = open(f).read()
-    if "Trigger: dump load\n" in text:
-        total = int(re.search(r"^totals: (\d+)", text, re.M).group(1))
-        print(f"{total / (4 * iterations) / 1e6:.2f} M instructions per traversal ({f})")
-        break
-else:
-    raise SystemExit("no dump of the load")
-PY
+"$(dirname "$0")/callgrind-per.py" "$OUT" "$((4 * ITER))" traversal
