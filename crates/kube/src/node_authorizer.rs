@@ -21,7 +21,7 @@ use apiserver::request::RequestInfo;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::pod_fields;
+use crate::pod_fields::{self, CONTAINER_LISTS};
 use crate::rbac::rules::PolicyRule;
 
 /// What a node's pods name.
@@ -52,8 +52,6 @@ struct Graph {
     /// Claims bound to a volume: (namespace, claim) → PersistentVolume.
     claim_volume: HashMap<(String, String), String>,
 }
-
-const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
 
 /// The string at `pointer`, or "".
 fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {

@@ -12,6 +12,9 @@ use apimachinery::projection::Projection;
 /// The name the reflectors share a decoding under.
 pub const NAME: &str = "pods as the server's controllers read them";
 
+/// A Pod's lists of containers, whose members both readers look into.
+pub const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
+
 /// Every member either reader reads.
 pub static POD_FIELDS: LazyLock<Projection> = LazyLock::new(|| {
     let mut paths: Vec<String> = [
@@ -40,7 +43,7 @@ pub static POD_FIELDS: LazyLock<Projection> = LazyLock::new(|| {
     ]
     .map(String::from)
     .into();
-    for list in ["containers", "initContainers", "ephemeralContainers"] {
+    for list in CONTAINER_LISTS {
         paths.extend(["env", "envFrom"].map(|f| format!("spec.{list}.{f}")));
     }
     Projection::of(paths)
