@@ -135,9 +135,26 @@ fn meta_schemas_v3() -> Arc<serde_json::Map<String, serde_json::Value>> {
         .clone()
 }
 
+/// The schema tables' parse (about 40 million instructions, once per process) on a thread of
+/// its own from the start, beside the store's opening and the certificates, rather than in the
+/// start-up hooks' first write, on the way to ready.
+fn load_schemas_aside() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("load-schemas".into())
+            .spawn(ironplane_kube::load_schemas);
+        // Without the thread, the first write loads them as before.
+        if let Err(e) = spawned {
+            tracing::debug!(error = %e, "schemas left to load on first use");
+        }
+    });
+}
+
 /// Validates options, builds the whole server, binds the port and starts serving.
 pub async fn start(opts: Options) -> Result<Running, String> {
     let started = Instant::now();
+    load_schemas_aside();
     opts.validate()?;
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|e| format!("creating {}: {e}", opts.data_dir.display()))?;

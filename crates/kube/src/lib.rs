@@ -71,6 +71,16 @@ pub struct KvOverride {
     pub kv: Arc<dyn Kv>,
 }
 
+/// Parses the two schema tables every write of a built-in object reads, each once per process:
+/// the protobuf messages (the Go field order of the JSON written to storage) and the structural
+/// schemas (managed fields, pruning, defaults). They are otherwise parsed at the first write.
+pub fn load_schemas() {
+    ironplane_protobuf::load_schema();
+    if let Err(e) = openapi::shared_schemas() {
+        tracing::warn!(error = %e, "the built-in structural schemas did not load");
+    }
+}
+
 /// Serves every built-in resource from `kv` (or the store `overrides` names for it; the etcd
 /// clusters behind them, `etcd_clusters`, are what `componentstatuses` probes), its values written by `codec`
 /// (`storage_codec::BuiltinCodec` for `--storage-media-type`), under `prefix` (`--etcd-prefix`),

@@ -266,6 +266,11 @@ fn walk_in_place(obj: &mut Value, keep_empty: bool) -> Result<(), ProtobufError>
     result
 }
 
+/// Parses the schema now rather than at its first use (a few milliseconds, once per process).
+pub fn load_schema() {
+    let _ = schema();
+}
+
 /// `obj` as kube-apiserver writes it in JSON: a built-in object's members in its Go struct's
 /// declaration order (a `Table`'s too), anything else's sorted (custom resources, which upstream writes from a
 /// map), strings with Go's escapes (see the `json` module). `obj` should be in Go's form
