@@ -234,10 +234,8 @@ impl Default for NodeAuthorizer {
 
 impl NodeAuthorizer {
     pub fn new() -> NodeAuthorizer {
-        let rules = crate::rbac::bootstrap::policy()
-            .iter()
-            .find(|o| o.resource == "clusterroles" && o.object.name() == "system:node")
-            .map(|o| PolicyRule::all_of(&o.object))
+        let rules = crate::rbac::bootstrap::cluster_role("system:node")
+            .map(|role| PolicyRule::all_of(&role))
             .unwrap_or_default();
         NodeAuthorizer {
             graph: Arc::default(),

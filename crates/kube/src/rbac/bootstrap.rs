@@ -36,18 +36,30 @@ fn list(words: &str) -> Vec<String> {
 }
 
 /// The whole policy, in upstream's order of reconciliation: cluster roles, cluster role
-/// bindings, roles, role bindings. Built once per process from the embedded text: the Node
-/// authorizer reads its `system:node` rules and the `rbac/bootstrap-roles` hook writes every
-/// object, at every start of a server.
-pub fn policy() -> &'static [PolicyObject] {
-    static POLICY_OBJECTS: std::sync::OnceLock<Vec<PolicyObject>> = std::sync::OnceLock::new();
-    POLICY_OBJECTS.get_or_init(parse_policy)
+/// bindings, roles, role bindings, built from the embedded text at each call. The
+/// `rbac/bootstrap-roles` hook writes every object once per start and nothing reads the policy
+/// after it: kept for the process's life, its objects were 0.6 MiB of an idle server's heap.
+pub fn policy() -> Vec<PolicyObject> {
+    parse_policy(|_, _| true)
 }
 
-fn parse_policy() -> Vec<PolicyObject> {
+/// The policy's cluster role `name`, read alone (the Node authorizer's `system:node` rules).
+pub fn cluster_role(name: &str) -> Option<Value> {
+    parse_policy(|resource, object| resource == "clusterroles" && object == name)
+        .pop()
+        .map(|o| o.object)
+}
+
+/// The policy's objects for which `wanted(resource, name)` holds (`namespace/name` for roles
+/// and role bindings); the lines of the others are skipped unread.
+fn parse_policy(wanted: impl Fn(&str, &str) -> bool) -> Vec<PolicyObject> {
     let mut objects: Vec<PolicyObject> = Vec::new();
+    let mut skipping = false;
     for line in POLICY.lines() {
         if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with(' ') && skipping {
             continue;
         }
         if !line.starts_with(' ') {
@@ -63,6 +75,10 @@ fn parse_policy() -> Vec<PolicyObject> {
                 "rolebinding" => ("RoleBinding", "rolebindings"),
                 other => panic!("unknown kind {other} in the bootstrap policy"),
             };
+            skipping = !wanted(resource, full);
+            if skipping {
+                continue;
+            }
             let mut meta = json!({
                 "name": full,
                 "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
@@ -258,8 +274,8 @@ pub async fn reconcile(api: &ApiResources) -> Result<(), String> {
     let user = apiserver_user();
     let requester = Requester { user: &user };
     let writes = policy()
-        .iter()
-        .map(|object| reconcile_one(api, &requester, object.clone()));
+        .into_iter()
+        .map(|object| reconcile_one(api, &requester, object));
     futures_util::future::try_join_all(writes).await?;
     Ok(())
 }
@@ -337,6 +353,23 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_role_read_alone_is_the_policys_own() {
+        let objects = policy();
+        for name in [
+            "system:node",
+            "cluster-admin",
+            "view",
+            "system:aggregate-to-view",
+        ] {
+            let alone = cluster_role(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(&alone, find(&objects, "clusterroles", name), "{name}");
+        }
+        // A binding or a namespaced role of that name is not a cluster role.
+        assert!(cluster_role("system:controller:bootstrap-signer").is_none());
+        assert!(cluster_role("no-such-role").is_none());
+    }
+
+    #[test]
     fn the_policy_holds_upstreams_objects() {
         let objects = policy();
         let count = |r: &str| objects.iter().filter(|o| o.resource == r).count();
@@ -351,7 +384,7 @@ mod tests {
             ),
             (70, 51, 7, 7)
         );
-        let admin = find(objects, "clusterroles", "cluster-admin");
+        let admin = find(&objects, "clusterroles", "cluster-admin");
         assert_eq!(
             admin["rules"],
             json!([
@@ -363,7 +396,7 @@ mod tests {
             admin["metadata"]["labels"]["kubernetes.io/bootstrapping"],
             "rbac-defaults"
         );
-        let edit = find(objects, "clusterroles", "edit");
+        let edit = find(&objects, "clusterroles", "edit");
         assert_eq!(edit["rules"], Value::Null);
         assert_eq!(
             edit["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]["rbac.authorization.k8s.io/aggregate-to-edit"],
@@ -373,13 +406,13 @@ mod tests {
             edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"],
             "true"
         );
-        let masters = find(objects, "clusterrolebindings", "cluster-admin");
+        let masters = find(&objects, "clusterrolebindings", "cluster-admin");
         assert_eq!(
             masters["subjects"],
             json!([{"apiGroup": GROUP, "kind": "Group", "name": "system:masters"}])
         );
         let signer = find(
-            objects,
+            &objects,
             "rolebindings",
             "system:controller:bootstrap-signer",
         );
@@ -388,7 +421,7 @@ mod tests {
             signer["subjects"][0],
             json!({"kind": "ServiceAccount", "name": "bootstrap-signer", "namespace": "kube-system"})
         );
-        let view = find(objects, "clusterroles", "system:aggregate-to-view");
+        let view = find(&objects, "clusterroles", "system:aggregate-to-view");
         assert!(
             view["rules"][0]["apiGroups"] == json!([""]),
             "the core group is written as \"\""
