@@ -626,13 +626,6 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     )
     .map_err(|e| e.to_string())?;
 
-    // Warm the schemas off the start-up path; a write that comes first loads them itself.
-    {
-        let resources = resources.clone();
-        tokio::task::spawn_blocking(move || {
-            resources.schemas();
-        });
-    }
     // Set at shutdown: the lease endpoint reconciler removes this server from the `kubernetes`
     // endpoints and says so on `endpoints_removed`; a leader stops its controllers and
     // releases the Lease.
