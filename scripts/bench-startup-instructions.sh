@@ -21,7 +21,6 @@ threads = []
 for path in glob.glob(f"{sys.argv[1]}/callgrind.*.1-*"):
     text = open(path, errors="replace").read()
     total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-    name = re.search(r"^thread: (\d+)", text, re.M)
     if total:
         threads.append((int(total.group(1)), path.rsplit("-", 1)[1]))
 threads.sort(reverse=True)
