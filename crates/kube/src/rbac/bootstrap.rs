@@ -51,7 +51,7 @@ pub fn cluster_role(name: &str) -> Option<Value> {
 }
 
 /// The policy's objects for which `wanted(resource, name)` holds (`namespace/name` for roles
-/// and role bindings); the lines of the others are skipped unread.
+/// and role bindings); the lines of the others are skipped unparsed.
 fn parse_policy(wanted: impl Fn(&str, &str) -> bool) -> Vec<PolicyObject> {
     let mut objects: Vec<PolicyObject> = Vec::new();
     let mut skipping = false;
