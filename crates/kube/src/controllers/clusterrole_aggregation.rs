@@ -227,23 +227,33 @@ mod tests {
     use apimachinery::object::ObjectExt;
     use serde_json::json;
 
+    /// The views of `roles` by name.
+    fn views(roles: &[Value]) -> BTreeMap<String, RoleView> {
+        roles
+            .iter()
+            .map(|v| (v.name().to_string(), RoleView::of(v).unwrap()))
+            .collect()
+    }
+
+    /// The rules `name` should hold among `all`, as the API writes them.
+    fn aggregated(name: &str, all: &BTreeMap<String, RoleView>) -> Vec<Value> {
+        let rules = aggregated_rules(&all[name], all).unwrap();
+        rules.iter().map(PolicyRule::to_value).collect()
+    }
+
     #[test]
     fn a_rule_written_with_an_empty_list_is_the_same_rule() {
         let agg = json!({"metadata": {"name": "agg"},
             "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "1"}}]}});
-        let all: BTreeMap<String, RoleView> = [
+        let all = views(&[
             agg,
             json!({"metadata": {"name": "a", "labels": {"x": "1"}},
                 "rules": [{"verbs": ["get"], "resources": ["pods"]}]}),
             json!({"metadata": {"name": "b", "labels": {"x": "1"}},
                 "rules": [{"verbs": ["get"], "resources": ["pods"], "resourceNames": []}]}),
-        ]
-        .iter()
-        .map(|v| (v.name().to_string(), RoleView::of(v).unwrap()))
-        .collect();
-        let rules = aggregated_rules(&all["agg"], &all).unwrap();
+        ]);
         assert_eq!(
-            rules.iter().map(PolicyRule::to_value).collect::<Vec<_>>(),
+            aggregated("agg", &all),
             vec![json!({"verbs": ["get"], "resources": ["pods"]})]
         );
     }
@@ -273,20 +283,13 @@ mod tests {
         let rule = |r: &str| json!({"verbs": ["get"], "apiGroups": [""], "resources": [r]});
         let agg = json!({"metadata": {"name": "agg", "labels": {"x": "1"}},
             "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "1"}}]}});
-        let all: BTreeMap<String, RoleView> = [
-            agg.clone(),
+        let all = views(&[
+            agg,
             json!({"metadata": {"name": "b", "labels": {"x": "1"}}, "rules": [rule("pods"), rule("secrets")]}),
             json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "rules": [rule("secrets")]}),
             json!({"metadata": {"name": "c", "labels": {"x": "2"}}, "rules": [rule("nodes")]}),
-        ]
-        .iter()
-        .map(|v| (v.name().to_string(), RoleView::of(v).unwrap()))
-        .collect();
-        let rules = aggregated_rules(&all["agg"], &all).unwrap();
-        assert_eq!(
-            rules.iter().map(PolicyRule::to_value).collect::<Vec<_>>(),
-            vec![rule("secrets"), rule("pods")]
-        );
+        ]);
+        assert_eq!(aggregated("agg", &all), vec![rule("secrets"), rule("pods")]);
         assert!(aggregated_rules(&all["a"], &all).is_none());
     }
 }
