@@ -16,7 +16,6 @@ use apiserver::endpoints::ApiResources;
 use apiserver::registry::reflector::{self, Delta};
 use apiserver::registry::{Requester, UpdateOptions};
 use apiserver::request::RequestInfo;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 use storage::Object;
 
@@ -32,7 +31,7 @@ const PERMISSION_WAIT: Duration = Duration::from_secs(10);
 /// controller holds every ClusterRole of the cluster, so it keeps only these, not the whole
 /// object with its annotations and managed fields, and the rules typed: as JSON values the
 /// bootstrap roles' rules alone were 0.4 MiB of an idle server's heap.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct RoleView {
     pub name: String,
     pub labels: Option<Map<String, Value>>,
@@ -69,13 +68,6 @@ impl From<ViewedRole> for RoleView {
                 .collect(),
             aggregation_rule: role.aggregation_rule,
         }
-    }
-}
-
-impl RoleView {
-    /// The view of a ClusterRole object; `None` when it is not one.
-    pub fn of(role: &Value) -> Option<RoleView> {
-        ViewedRole::deserialize(role).ok().map(RoleView::from)
     }
 }
 
@@ -225,13 +217,19 @@ pub async fn run(api: Arc<ApiResources>, authorizer: Arc<dyn Authorizer>) {
 mod tests {
     use super::*;
     use apimachinery::object::ObjectExt;
+    use serde::Deserialize;
     use serde_json::json;
+
+    /// The view of a ClusterRole object, as the reflector makes it from the stored JSON.
+    fn view(role: &Value) -> RoleView {
+        ViewedRole::deserialize(role).unwrap().into()
+    }
 
     /// The views of `roles` by name.
     fn views(roles: &[Value]) -> BTreeMap<String, RoleView> {
         roles
             .iter()
-            .map(|v| (v.name().to_string(), RoleView::of(v).unwrap()))
+            .map(|v| (v.name().to_string(), view(v)))
             .collect()
     }
 
@@ -263,11 +261,11 @@ mod tests {
         let role = json!({"metadata": {"name": "r", "labels": {"x": "1"}, "annotations": {"a": "b"}},
             "rules": [{"verbs": ["list"], "apiGroups": ["apps"], "resources": ["deployments"]}],
             "aggregationRule": {"clusterRoleSelectors": []}});
-        let view = RoleView::of(&role).unwrap();
-        assert_eq!(view.name, "r");
-        assert_eq!(view.labels, role["metadata"]["labels"].as_object().cloned());
-        assert_eq!(view.rules, PolicyRule::all_of(&role));
-        assert_eq!(view.aggregation_rule, Some(role["aggregationRule"].clone()));
+        let kept = view(&role);
+        assert_eq!(kept.name, "r");
+        assert_eq!(kept.labels, role["metadata"]["labels"].as_object().cloned());
+        assert_eq!(kept.rules, PolicyRule::all_of(&role));
+        assert_eq!(kept.aggregation_rule, Some(role["aggregationRule"].clone()));
         let object = Object::from_stored(
             "/r",
             role.to_string().as_bytes(),
@@ -275,7 +273,7 @@ mod tests {
             &storage::default_attrs(),
         )
         .unwrap();
-        assert_eq!(aggregation_view(&object).as_deref(), Some(&view));
+        assert_eq!(aggregation_view(&object).as_deref(), Some(&kept));
     }
 
     #[test]
