@@ -27,7 +27,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
-use tokio_rustls::TlsAcceptor;
 
 use crate::endpoints::response::Body;
 use crate::filters;
@@ -89,12 +88,11 @@ impl Default for ServingLimits {
 /// nothing else takes the port while this process still answers.
 pub async fn serve(
     listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
+    tls: tls::ServerTls,
     server: Arc<GenericApiServer>,
     limits: ServingLimits,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let acceptor = TlsAcceptor::from(tls);
     // Built once; each connection and request gets a clone.
     let chain = filters::build_handler_chain(server);
     let limits = Arc::new(limits);
@@ -133,7 +131,7 @@ pub async fn serve(
             tcp,
             peer,
             id,
-            acceptor.clone(),
+            tls.clone(),
             chain.clone(),
             limits.clone(),
             connections.clone(),
@@ -318,14 +316,14 @@ async fn serve_connection(
     tcp: TcpStream,
     peer: SocketAddr,
     id: u64,
-    acceptor: TlsAcceptor,
+    server_tls: tls::ServerTls,
     chain: filters::Next,
     limits: Arc<ServingLimits>,
     connections: Arc<Connections>,
     mut stop: watch::Receiver<bool>,
     _open: OpenGuard,
 ) {
-    let handshake = tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(tcp));
+    let handshake = tokio::time::timeout(limits.tls_handshake_timeout, server_tls.accept(tcp));
     let tls = tokio::select! {
         result = handshake => match result {
             Ok(Ok(t)) => t,

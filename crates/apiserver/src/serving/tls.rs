@@ -1,5 +1,5 @@
 //! TLS configuration of the secure port: the serving certificate, ALPN (`h2`, then
-//! `http/1.1`), and how client certificates are asked for.
+//! `http/1.1`), how client certificates are asked for, and which cipher suite a connection gets.
 //!
 //! Client certificates are requested but neither required nor judged here: as in
 //! kube-apiserver, the handshake accepts any chain whose holder proves possession of the key,
@@ -7,6 +7,7 @@
 //! unknown CA therefore gives 401 (or lets a bearer token authenticate), never a failed
 //! handshake. This module must not trust a chain: it only hands it on, as [`PeerCertificates`].
 
+use std::io;
 use std::sync::Arc;
 
 use rustls::client::danger::HandshakeSignatureValid;
@@ -14,8 +15,12 @@ use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig};
+use rustls::server::{Acceptor, ClientHello};
+use rustls::{CipherSuite, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig};
 use rustls::{ServerConnection, SignatureScheme};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::LazyConfigAcceptor;
+use tokio_rustls::server::TlsStream;
 
 /// Why a TLS configuration could not be built; each message says which input was at fault.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +56,7 @@ impl PeerCertificates {
     }
 }
 
-/// The rustls configuration of the secure port.
+/// The rustls configurations of the secure port (see [`ServerTls`]).
 ///
 /// `cert_pem` is the serving certificate, optionally followed by its intermediates; `key_pem`
 /// its private key (PKCS#8, SEC1 or PKCS#1). `client_ca_pem` is the `--client-ca-file` bundle:
@@ -61,7 +66,7 @@ pub fn server_config(
     cert_pem: &[u8],
     key_pem: &[u8],
     client_ca_pem: Option<&[u8]>,
-) -> Result<Arc<ServerConfig>, TlsError> {
+) -> Result<ServerTls, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TlsError::Certificate(e.to_string()))?;
@@ -83,18 +88,171 @@ pub fn server_config(
         root_hint_subjects = roots.subjects();
     }
 
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = OfferClientAuth {
+    let verifier = Arc::new(OfferClientAuth {
         root_hint_subjects,
-        algorithms: provider.signature_verification_algorithms,
+        algorithms: rustls::crypto::ring::default_provider().signature_verification_algorithms,
+    });
+    let config = |order: &[Bulk]| -> Result<Arc<ServerConfig>, TlsError> {
+        let mut provider = rustls::crypto::ring::default_provider();
+        provider.cipher_suites.sort_by_key(|s| {
+            bulk(s.suite())
+                .and_then(|b| order.iter().position(|o| *o == b))
+                .unwrap_or(order.len())
+        });
+        let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
+            .with_safe_default_protocol_versions()?
+            .with_client_cert_verifier(verifier.clone())
+            .with_single_cert(chain.clone(), key.clone_key())?;
+        config.ignore_client_order = true;
+        // HTTP/2 first: kubectl and client-go prefer it, and watches multiplex over one
+        // connection.
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
     };
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(Arc::new(verifier))
-        .with_single_cert(chain, key)?;
-    // HTTP/2 first: kubectl and client-go prefer it, and watches multiplex over one connection.
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok(ServerTls {
+        aes_first: config(&AES_FIRST)?,
+        chacha_first: config(&CHACHA_FIRST)?,
+        aes_hardware: aes_hardware(),
+    })
+}
+
+/// The secure port's TLS: one configuration per order of cipher suites that Go's crypto/tls
+/// (and so kube-apiserver) may prefer, and the choice between them for each client.
+///
+/// Go's server does not follow the client's order. It prefers AES-128-GCM, then AES-256-GCM,
+/// then ChaCha20-Poly1305, in TLS 1.3 and 1.2 alike; but ChaCha20-Poly1305 comes first when
+/// this machine has no AES hardware, or when the client's first suite is not AES-GCM (which is
+/// how a client without AES hardware says so). rustls follows the client's order unless told
+/// otherwise, and rustls and OpenSSL clients (kube-rs, the Python client) list AES-256-GCM
+/// first: they got the slower suite from us and the faster one from kube-apiserver.
+#[derive(Clone)]
+pub struct ServerTls {
+    aes_first: Arc<ServerConfig>,
+    chacha_first: Arc<ServerConfig>,
+    aes_hardware: bool,
+}
+
+impl ServerTls {
+    /// The configuration Go's server would use for this ClientHello.
+    pub fn config_for(&self, hello: &ClientHello<'_>) -> &Arc<ServerConfig> {
+        if self.aes_hardware && aes_gcm_preferred(hello.cipher_suites()) {
+            &self.aes_first
+        } else {
+            &self.chacha_first
+        }
+    }
+
+    /// Reads the ClientHello, then runs the handshake with the configuration it calls for.
+    pub async fn accept<IO>(&self, io: IO) -> io::Result<TlsStream<IO>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let start = LazyConfigAcceptor::new(Acceptor::default(), io).await?;
+        let config = self.config_for(&start.client_hello()).clone();
+        start.into_stream(config).await
+    }
+}
+
+/// The bulk ciphers of the suites the ring provider offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bulk {
+    Aes128Gcm,
+    Aes256Gcm,
+    ChaCha20Poly1305,
+}
+
+/// Go's preference with AES hardware, and without it (or for a client that prefers ChaCha).
+const AES_FIRST: [Bulk; 3] = [Bulk::Aes128Gcm, Bulk::Aes256Gcm, Bulk::ChaCha20Poly1305];
+const CHACHA_FIRST: [Bulk; 3] = [Bulk::ChaCha20Poly1305, Bulk::Aes128Gcm, Bulk::Aes256Gcm];
+
+/// Each AEAD suite of TLS 1.3 and of TLS 1.2 with ECDHE, and its bulk cipher.
+const SUITES: [(CipherSuite, Bulk); 9] = [
+    (CipherSuite::TLS13_AES_128_GCM_SHA256, Bulk::Aes128Gcm),
+    (CipherSuite::TLS13_AES_256_GCM_SHA384, Bulk::Aes256Gcm),
+    (
+        CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+        Bulk::ChaCha20Poly1305,
+    ),
+    (
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        Bulk::Aes128Gcm,
+    ),
+    (
+        CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        Bulk::Aes128Gcm,
+    ),
+    (
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        Bulk::Aes256Gcm,
+    ),
+    (
+        CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        Bulk::Aes256Gcm,
+    ),
+    (
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        Bulk::ChaCha20Poly1305,
+    ),
+    (
+        CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        Bulk::ChaCha20Poly1305,
+    ),
+];
+
+fn bulk(suite: CipherSuite) -> Option<Bulk> {
+    SUITES.iter().find(|(s, _)| *s == suite).map(|(_, b)| *b)
+}
+
+/// The suites Go's crypto/tls implements besides [`SUITES`] (CBC, RC4, 3DES, and AES-GCM with
+/// RSA key exchange, which Go does not count as AES-GCM here).
+const GO_OTHER_SUITES: [CipherSuite; 16] = [
+    CipherSuite::TLS_RSA_WITH_RC4_128_SHA,
+    CipherSuite::TLS_RSA_WITH_3DES_EDE_CBC_SHA,
+    CipherSuite::TLS_RSA_WITH_AES_128_CBC_SHA,
+    CipherSuite::TLS_RSA_WITH_AES_256_CBC_SHA,
+    CipherSuite::TLS_RSA_WITH_AES_128_CBC_SHA256,
+    CipherSuite::TLS_RSA_WITH_AES_128_GCM_SHA256,
+    CipherSuite::TLS_RSA_WITH_AES_256_GCM_SHA384,
+    CipherSuite::TLS_ECDHE_ECDSA_WITH_RC4_128_SHA,
+    CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA,
+    CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+    CipherSuite::TLS_ECDHE_RSA_WITH_RC4_128_SHA,
+    CipherSuite::TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA,
+    CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+    CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,
+    CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256,
+    CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+];
+
+/// Whether the first of the client's suites that Go knows is AES-GCM (Go's
+/// `isAESGCMPreferred`): GREASE values, signalling suites and suites Go lacks are passed over.
+fn aes_gcm_preferred(client: &[CipherSuite]) -> bool {
+    client
+        .iter()
+        .find_map(|s| match bulk(*s) {
+            Some(b) => Some(b != Bulk::ChaCha20Poly1305),
+            None => GO_OTHER_SUITES.contains(s).then_some(false),
+        })
+        .unwrap_or(false)
+}
+
+/// Whether this machine encrypts AES-GCM in hardware, as Go's `hasAESGCMHardwareSupport` asks
+/// (AES and carry-less multiplication instructions).
+fn aes_hardware() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes")
+            && std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
 }
 
 /// Asks for a client certificate without requiring one, and accepts any chain at the TLS
@@ -172,7 +330,7 @@ mod tests {
     use x509_parser::prelude::FromDer;
 
     struct Server {
-        config: Arc<ServerConfig>,
+        tls: ServerTls,
         ca_pem: String,
         client_ca_pem: String,
         client_ca: crate::authentication::x509::tests::TestCa,
@@ -185,14 +343,14 @@ mod tests {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let cert = params.signed_by(&key, &ca.issuer).unwrap();
         let client_ca = test_ca("client-ca");
-        let config = server_config(
+        let tls = server_config(
             cert.pem().as_bytes(),
             key.serialize_pem().as_bytes(),
             Some(client_ca.pem.as_bytes()),
         )
         .unwrap();
         Server {
-            config,
+            tls,
             ca_pem: ca.pem,
             client_ca_pem: client_ca.pem.clone(),
             client_ca,
@@ -235,12 +393,24 @@ mod tests {
     struct Outcome {
         server: Result<(Option<PeerCertificates>, Option<Vec<u8>>), String>,
         hints: Vec<Vec<u8>>,
+        /// The suite the client saw negotiated, when its handshake finished.
+        suite: Option<CipherSuite>,
     }
 
     async fn handshake(
         server: &Server,
         key: Option<Arc<CertifiedKey>>,
         version: &'static rustls::SupportedProtocolVersion,
+    ) -> Outcome {
+        handshake_offering(server, key, version, crypto_provider()).await
+    }
+
+    /// A handshake whose client offers `provider`'s cipher suites, in its order.
+    async fn handshake_offering(
+        server: &Server,
+        key: Option<Arc<CertifiedKey>>,
+        version: &'static rustls::SupportedProtocolVersion,
+        provider: Arc<CryptoProvider>,
     ) -> Outcome {
         let mut roots = RootCertStore::empty();
         roots
@@ -250,7 +420,7 @@ mod tests {
             key,
             hints: Mutex::new(Vec::new()),
         });
-        let mut client = ClientConfig::builder_with_provider(crypto_provider())
+        let mut client = ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[version])
             .unwrap()
             .with_root_certificates(roots)
@@ -258,7 +428,7 @@ mod tests {
         client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
 
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-        let acceptor = tokio_rustls::TlsAcceptor::from(server.config.clone());
+        let acceptor = server.tls.clone();
         let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
         let server_task = tokio::spawn(async move {
             let mut tls = acceptor
@@ -275,7 +445,9 @@ mod tests {
         });
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
         let mut connected = connector.connect(name, client_io).await;
+        let mut suite = None;
         if let Ok(tls) = &mut connected {
+            suite = tls.get_ref().1.negotiated_cipher_suite().map(|s| s.suite());
             assert_eq!(tls.get_ref().1.protocol_version(), Some(version.version));
             // With TLS 1.3 the client finishes before the server has checked its certificate,
             // so a rejected certificate shows up on the server side only.
@@ -287,7 +459,108 @@ mod tests {
         let server = server_task.await.unwrap();
         drop(connected);
         let hints = recorder.hints.lock().unwrap().clone();
-        Outcome { server, hints }
+        Outcome {
+            server,
+            hints,
+            suite,
+        }
+    }
+
+    /// The ring provider with its cipher suites in the order of `first`'s bulk ciphers.
+    fn client_preferring(first: &[Bulk]) -> Arc<CryptoProvider> {
+        let mut provider = rustls::crypto::ring::default_provider();
+        provider.cipher_suites.sort_by_key(|s| {
+            let b = bulk(s.suite()).unwrap();
+            first.iter().position(|f| *f == b).unwrap()
+        });
+        Arc::new(provider)
+    }
+
+    #[tokio::test]
+    async fn the_cipher_suite_is_chosen_as_go_chooses_it() {
+        let server = server();
+        let cases = [
+            // rustls's and OpenSSL's own order: Go's server still picks AES-128-GCM.
+            (AES_256_FIRST, Bulk::Aes128Gcm),
+            (AES_FIRST, Bulk::Aes128Gcm),
+            // A client that lists ChaCha20-Poly1305 first has no AES hardware: it gets it.
+            (CHACHA_FIRST, Bulk::ChaCha20Poly1305),
+            (
+                [Bulk::ChaCha20Poly1305, Bulk::Aes256Gcm, Bulk::Aes128Gcm],
+                Bulk::ChaCha20Poly1305,
+            ),
+        ];
+        for (offered, expected) in cases {
+            for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+                let outcome =
+                    handshake_offering(&server, None, version, client_preferring(&offered)).await;
+                outcome.server.unwrap();
+                let suite = outcome.suite.unwrap();
+                // Without AES hardware, Go's server puts ChaCha20-Poly1305 first for everyone.
+                let expected = if server.tls.aes_hardware {
+                    expected
+                } else {
+                    Bulk::ChaCha20Poly1305
+                };
+                assert_eq!(
+                    bulk(suite),
+                    Some(expected),
+                    "{offered:?} over {version:?} got {suite:?}"
+                );
+            }
+        }
+    }
+
+    /// rustls's order of bulk ciphers, as a client sends it.
+    const AES_256_FIRST: [Bulk; 3] = [Bulk::Aes256Gcm, Bulk::Aes128Gcm, Bulk::ChaCha20Poly1305];
+
+    #[test]
+    fn a_clients_first_suite_known_to_go_says_whether_it_prefers_aes() {
+        let grease = CipherSuite::from(0x0a0a);
+        let cbc = CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA;
+        let scsv = CipherSuite::TLS_EMPTY_RENEGOTIATION_INFO_SCSV;
+        let aes = CipherSuite::TLS13_AES_256_GCM_SHA384;
+        let chacha = CipherSuite::TLS13_CHACHA20_POLY1305_SHA256;
+        let unknown_to_go = CipherSuite::TLS_DHE_RSA_WITH_AES_128_GCM_SHA256;
+        assert!(aes_gcm_preferred(&[grease, scsv, aes, chacha]));
+        assert!(aes_gcm_preferred(&[unknown_to_go, aes]));
+        assert!(!aes_gcm_preferred(&[grease, chacha, aes]));
+        // A suite Go knows decides, AEAD or not.
+        assert!(!aes_gcm_preferred(&[cbc, aes]));
+        assert!(!aes_gcm_preferred(&[
+            CipherSuite::TLS_RSA_WITH_AES_128_GCM_SHA256,
+            aes
+        ]));
+        assert!(aes_gcm_preferred(&[
+            CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            cbc
+        ]));
+        assert!(!aes_gcm_preferred(&[grease, scsv]));
+        assert!(!aes_gcm_preferred(&[]));
+    }
+
+    #[test]
+    fn both_orders_hold_every_suite_of_the_provider() {
+        let server = server();
+        let provided = rustls::crypto::ring::default_provider().cipher_suites.len();
+        for (config, order) in [
+            (&server.tls.aes_first, AES_FIRST),
+            (&server.tls.chacha_first, CHACHA_FIRST),
+        ] {
+            assert!(config.ignore_client_order);
+            let suites = &config.crypto_provider().cipher_suites;
+            assert_eq!(suites.len(), provided);
+            let ranks: Vec<usize> = suites
+                .iter()
+                .map(|s| {
+                    order
+                        .iter()
+                        .position(|b| Some(*b) == bulk(s.suite()))
+                        .unwrap()
+                })
+                .collect();
+            assert!(ranks.is_sorted(), "{order:?}: {ranks:?}");
+        }
     }
 
     #[tokio::test]
