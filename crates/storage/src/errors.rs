@@ -77,6 +77,10 @@ pub enum StorageError {
     /// 500.
     #[error("{0}")]
     Internal(String),
+    /// 500: the backend was closed under the request, as the server stops. Apart from
+    /// `Internal` because it is no fault to log: the controllers' last writes meet it.
+    #[error("storage backend is closed")]
+    Closed,
     /// 500 without a reason, the message as it is: an error from outside the server (a
     /// conversion webhook) that upstream passes on without wrapping it in a status.
     #[error("{0}")]
@@ -155,6 +159,7 @@ impl StorageError {
             StorageError::InvalidObject(message) | StorageError::Internal(message) => {
                 Status::internal(message)
             }
+            StorageError::Closed => Status::internal(self),
             StorageError::Unknown(message) | StorageError::RequestTooLarge { message, .. } => {
                 Status::unknown(message.clone())
             }
@@ -179,7 +184,8 @@ impl From<KvError> for StorageError {
                 message,
                 rejected: None,
             },
-            KvError::Closed | KvError::Backend(_) => StorageError::Internal(err.to_string()),
+            KvError::Closed => StorageError::Closed,
+            KvError::Backend(_) => StorageError::Internal(err.to_string()),
             KvError::Transform(message) => StorageError::Internal(message),
         }
     }
@@ -217,6 +223,21 @@ mod tests {
             serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                 "status": "Failure", "code": 504, "reason": "Timeout", "details": {},
                 "message": "Timeout: request did not complete within the allotted timeout"})
+        );
+    }
+
+    /// A backend closed under a request: the same 500 as any internal error, told apart only so
+    /// that it is not logged as the server's fault.
+    #[test]
+    fn a_closed_backend_is_an_internal_error() {
+        let err = StorageError::from(KvError::Closed);
+        assert_eq!(err, StorageError::Closed);
+        let status = err.to_status(&GroupResource::new("", "configmaps"), "x");
+        assert_eq!(status.code, 500);
+        assert_eq!(status.reason, apimachinery::Reason::InternalError);
+        assert_eq!(
+            status.message,
+            "Internal error occurred: storage backend is closed"
         );
     }
 

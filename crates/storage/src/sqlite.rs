@@ -423,7 +423,14 @@ impl Shared {
             result
         })
         .await
-        .map_err(|e| KvError::Backend(format!("read task failed: {e}")))?
+        .map_err(|e| {
+            // The runtime cancels blocking tasks not yet started when it shuts down.
+            if e.is_cancelled() {
+                KvError::Closed
+            } else {
+                KvError::Backend(format!("read task failed: {e}"))
+            }
+        })?
     }
 }
 
