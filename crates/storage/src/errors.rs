@@ -79,7 +79,7 @@ pub enum StorageError {
     Internal(String),
     /// 500: the backend was closed under the request, as the server stops. Apart from
     /// `Internal` because it is no fault to log: the controllers' last writes meet it.
-    #[error("storage backend is closed")]
+    #[error("{}", KvError::Closed)]
     Closed,
     /// 500 without a reason, the message as it is: an error from outside the server (a
     /// conversion webhook) that upstream passes on without wrapping it in a status.

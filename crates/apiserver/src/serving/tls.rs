@@ -93,13 +93,7 @@ pub fn server_config(
         algorithms: rustls::crypto::ring::default_provider().signature_verification_algorithms,
     });
     let config = |order: &[Bulk]| -> Result<Arc<ServerConfig>, TlsError> {
-        let mut provider = rustls::crypto::ring::default_provider();
-        provider.cipher_suites.sort_by_key(|s| {
-            bulk(s.suite())
-                .and_then(|b| order.iter().position(|o| *o == b))
-                .unwrap_or(order.len())
-        });
-        let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
+        let mut config = ServerConfig::builder_with_provider(Arc::new(provider_in_order(order)))
             .with_safe_default_protocol_versions()?
             .with_client_cert_verifier(verifier.clone())
             .with_single_cert(chain.clone(), key.clone_key())?;
@@ -134,7 +128,7 @@ pub struct ServerTls {
 
 impl ServerTls {
     /// The configuration Go's server would use for this ClientHello.
-    pub fn config_for(&self, hello: &ClientHello<'_>) -> &Arc<ServerConfig> {
+    fn config_for(&self, hello: &ClientHello<'_>) -> &Arc<ServerConfig> {
         if self.aes_hardware && aes_gcm_preferred(hello.cipher_suites()) {
             &self.aes_first
         } else {
@@ -201,6 +195,18 @@ const SUITES: [(CipherSuite, Bulk); 9] = [
 
 fn bulk(suite: CipherSuite) -> Option<Bulk> {
     SUITES.iter().find(|(s, _)| *s == suite).map(|(_, b)| *b)
+}
+
+/// The ring provider with its cipher suites sorted by `order` of their bulk ciphers (a suite
+/// of another cipher last).
+fn provider_in_order(order: &[Bulk]) -> CryptoProvider {
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites.sort_by_key(|s| {
+        bulk(s.suite())
+            .and_then(|b| order.iter().position(|o| *o == b))
+            .unwrap_or(order.len())
+    });
+    provider
 }
 
 /// The suites Go's crypto/tls implements besides [`SUITES`] (CBC, RC4, 3DES, and AES-GCM with
@@ -466,16 +472,6 @@ mod tests {
         }
     }
 
-    /// The ring provider with its cipher suites in the order of `first`'s bulk ciphers.
-    fn client_preferring(first: &[Bulk]) -> Arc<CryptoProvider> {
-        let mut provider = rustls::crypto::ring::default_provider();
-        provider.cipher_suites.sort_by_key(|s| {
-            let b = bulk(s.suite()).unwrap();
-            first.iter().position(|f| *f == b).unwrap()
-        });
-        Arc::new(provider)
-    }
-
     #[tokio::test]
     async fn the_cipher_suite_is_chosen_as_go_chooses_it() {
         let server = server();
@@ -492,8 +488,13 @@ mod tests {
         ];
         for (offered, expected) in cases {
             for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
-                let outcome =
-                    handshake_offering(&server, None, version, client_preferring(&offered)).await;
+                let outcome = handshake_offering(
+                    &server,
+                    None,
+                    version,
+                    Arc::new(provider_in_order(&offered)),
+                )
+                .await;
                 outcome.server.unwrap();
                 let suite = outcome.suite.unwrap();
                 // Without AES hardware, Go's server puts ChaCha20-Poly1305 first for everyone.
