@@ -3,7 +3,8 @@
 //! from many threads while another user's requests keep being answered, 429 with `Retry-After`
 //! and upstream's text for the flooder, the `X-Kubernetes-PF-*` headers naming the matched
 //! objects by UID, the `Dangling` condition written back, the dump endpoints (authorized as
-//! non-resource URLs) and the `apiserver_flowcontrol_*` metrics.
+//! non-resource URLs), the `apiserver_flowcontrol_*` metrics, and a restart that rewrites no
+//! FlowSchema.
 
 use crate::common;
 
@@ -447,4 +448,58 @@ fn off_it_serves_no_dumps_and_on_it_needs_a_positive_limit() {
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
+}
+
+/// Each FlowSchema's name, resourceVersion and `Dangling` condition status.
+fn flow_schemas(server: &Server) -> Vec<(String, String, String)> {
+    let list: Value = serde_json::from_str(&server.kubectl(&["get", "flowschemas", "-o", "json"]))
+        .expect("a FlowSchemaList");
+    let mut rows: Vec<(String, String, String)> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|fs| {
+            let dangling = fs["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "Dangling"))
+                .and_then(|c| c["status"].as_str())
+                .unwrap_or("")
+                .to_string();
+            let meta = |k: &str| fs["metadata"][k].as_str().unwrap_or("").to_string();
+            (meta("name"), meta("resourceVersion"), dangling)
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// A restart writes no FlowSchema: the configuration is read once both kinds are listed, so no
+/// FlowSchema is marked dangling while the PriorityLevelConfigurations are still being listed
+/// (it was, and then found again, at nearly every restart: two status writes per FlowSchema).
+#[test]
+fn a_restart_writes_no_flow_schema() {
+    let server = Server::start();
+    common::wait_until("every FlowSchema's Dangling condition False", 30, || {
+        let rows = flow_schemas(&server);
+        !rows.is_empty() && rows.iter().all(|(_, _, d)| d == "False")
+    });
+    let before = flow_schemas(&server);
+    let server = Server::start_in(server.stop());
+    // The consumer writes conditions in turn: once a FlowSchema made now has its condition,
+    // whatever the restart's earlier turns wrote is written.
+    server.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: after-restart}\n\
+         spec:\n  priorityLevelConfiguration: {name: global-default}\n  matchingPrecedence: 9000\n",
+    );
+    common::wait_until("the new FlowSchema's Dangling condition", 30, || {
+        flow_schemas(&server)
+            .iter()
+            .any(|(name, _, d)| name == "after-restart" && d == "False")
+    });
+    let after: Vec<_> = flow_schemas(&server)
+        .into_iter()
+        .filter(|(name, _, _)| name != "after-restart")
+        .collect();
+    assert_eq!(before, after);
 }

@@ -429,8 +429,10 @@ impl FlowControl {
         struct Seen {
             flow_schemas: HashMap<String, Value>,
             priority_levels: HashMap<String, Value>,
-            /// Lists received: the stored configuration is known once both kinds are listed.
-            listed: u8,
+            /// Each kind's first list received: the stored configuration is known once both
+            /// are (the reflectors list at their own pace).
+            flow_schemas_listed: bool,
+            priority_levels_listed: bool,
         }
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (changed, mut changes) = tokio::sync::watch::channel(());
@@ -440,16 +442,16 @@ impl FlowControl {
                 .unwrap_or("")
                 .to_string()
         };
-        let apply = |pick: fn(&mut Seen) -> &mut HashMap<String, Value>| {
+        let apply = |pick: fn(&mut Seen) -> (&mut HashMap<String, Value>, &mut bool)| {
             let seen = seen.clone();
             let changed = changed.clone();
             move |delta: Delta| {
                 {
                     let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    let (map, listed) = pick(&mut s);
                     if matches!(delta, Delta::Replace(_)) {
-                        s.listed = s.listed.saturating_add(1);
+                        *listed = true;
                     }
-                    let map = pick(&mut s);
                     match delta {
                         Delta::Replace(all) => {
                             map.clear();
@@ -468,9 +470,12 @@ impl FlowControl {
         };
         tokio::spawn(reflector::run(
             fs_store.clone(),
-            apply(|s| &mut s.flow_schemas),
+            apply(|s| (&mut s.flow_schemas, &mut s.flow_schemas_listed)),
         ));
-        tokio::spawn(reflector::run(pl_store, apply(|s| &mut s.priority_levels)));
+        tokio::spawn(reflector::run(
+            pl_store,
+            apply(|s| (&mut s.priority_levels, &mut s.priority_levels_listed)),
+        ));
         {
             let this = self.clone();
             tokio::spawn(async move {
@@ -492,18 +497,23 @@ impl FlowControl {
             if changes.changed().await.is_err() {
                 return;
             }
-            let (flow_schemas, priority_levels, listed): (Vec<Value>, Vec<Value>, u8) = {
+            let (flow_schemas, priority_levels) = {
                 let s = seen.lock().unwrap_or_else(|p| p.into_inner());
+                // Until both kinds are listed, one kind without the other would make every
+                // FlowSchema look dangling: the configuration in effect (the mandatory one at
+                // start) stays, and no condition is written. Upstream's config controller waits
+                // for both informers' sync the same way. Before, at most restarts every FlowSchema
+                // was marked dangling and then found again: two status writes each.
+                if !(s.flow_schemas_listed && s.priority_levels_listed) {
+                    continue;
+                }
                 (
-                    s.flow_schemas.values().cloned().collect(),
-                    s.priority_levels.values().cloned().collect(),
-                    s.listed,
+                    s.flow_schemas.values().cloned().collect::<Vec<_>>(),
+                    s.priority_levels.values().cloned().collect::<Vec<_>>(),
                 )
             };
             self.update(&flow_schemas, &priority_levels);
-            if listed >= 2
-                && let Some(f) = on_synced.take()
-            {
+            if let Some(f) = on_synced.take() {
                 f();
             }
             for fs in &flow_schemas {
