@@ -452,8 +452,9 @@ fn off_it_serves_no_dumps_and_on_it_needs_a_positive_limit() {
 
 /// Each FlowSchema's name, resourceVersion and `Dangling` condition status.
 fn flow_schemas(server: &Server) -> Vec<(String, String, String)> {
-    let list: Value = serde_json::from_str(&server.kubectl(&["get", "flowschemas", "-o", "json"]))
-        .expect("a FlowSchemaList");
+    let list = server
+        .get_json("", "flowschemas")
+        .expect("FlowSchemas are served");
     let mut rows: Vec<(String, String, String)> = list["items"]
         .as_array()
         .expect("items")
