@@ -208,60 +208,70 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
                 )
                 .collect(),
         };
-        let mut all_done = true;
-        for name in names {
+        // The names side by side, as upstream's controller works its queue with several
+        // workers (at a first start these are a create per group version, on the way to ready).
+        let passes = names.into_iter().map(|name| {
             let d = want.get(&name);
             let cur = current.get(&name).copied();
-            let result = match action(d, cur, synced.contains(&name), at_start.contains(&name)) {
-                Action::Nothing => Ok(()),
-                Action::Create => {
-                    let obj = d.map(Desired::object).unwrap_or(Value::Null);
-                    let write = agg.api.internal_write(&store, "kube-apiserver");
-                    match store
-                        .create(&Requester { user: &user() }, "", obj, &write)
-                        .await
-                    {
-                        Err(s) if s.code != 409 => Err(s.message),
-                        _ => Ok(()),
+            let act = action(d, cur, synced.contains(&name), at_start.contains(&name));
+            let store = &store;
+            let agg = &agg;
+            async move {
+                let result = match act {
+                    Action::Nothing => Ok(()),
+                    Action::Create => {
+                        let obj = d.map(Desired::object).unwrap_or(Value::Null);
+                        let write = agg.api.internal_write(store, "kube-apiserver");
+                        match store
+                            .create(&Requester { user: &user() }, "", obj, &write)
+                            .await
+                        {
+                            Err(s) if s.code != 409 => Err(s.message),
+                            _ => Ok(()),
+                        }
                     }
-                }
-                Action::Delete => {
-                    let opts = DeleteOptions {
-                        precondition_uid: cur.map(|c| c.uid().to_string()),
-                        ..Default::default()
-                    };
-                    match store
-                        .delete(&Requester { user: &user() }, "", &name, &opts)
-                        .await
-                    {
-                        Err(s) if s.code != 404 && s.code != 409 => Err(s.message),
-                        _ => Ok(()),
+                    Action::Delete => {
+                        let opts = DeleteOptions {
+                            precondition_uid: cur.map(|c| c.uid().to_string()),
+                            ..Default::default()
+                        };
+                        match store
+                            .delete(&Requester { user: &user() }, "", &name, &opts)
+                            .await
+                        {
+                            Err(s) if s.code != 404 && s.code != 409 => Err(s.message),
+                            _ => Ok(()),
+                        }
                     }
-                }
-                Action::UpdateSpec => {
-                    let spec = d.map(Desired::spec).unwrap_or(Value::Null);
-                    let rv = cur
-                        .map(|c| c.resource_version().to_string())
-                        .unwrap_or_default();
-                    let mut updater = |c: Option<&Value>| {
-                        let mut obj = c.cloned().unwrap_or(Value::Null);
-                        obj["spec"] = spec.clone();
-                        obj.set_meta("resourceVersion", rv.as_str());
-                        Ok(obj)
-                    };
-                    let opts = UpdateOptions {
-                        write: agg.api.internal_write(&store, "kube-apiserver"),
-                        ..Default::default()
-                    };
-                    match store
-                        .update(&Requester { user: &user() }, "", &name, &mut updater, &opts)
-                        .await
-                    {
-                        Err(s) if s.code != 404 && s.code != 409 => Err(s.message),
-                        _ => Ok(()),
+                    Action::UpdateSpec => {
+                        let spec = d.map(Desired::spec).unwrap_or(Value::Null);
+                        let rv = cur
+                            .map(|c| c.resource_version().to_string())
+                            .unwrap_or_default();
+                        let mut updater = |c: Option<&Value>| {
+                            let mut obj = c.cloned().unwrap_or(Value::Null);
+                            obj["spec"] = spec.clone();
+                            obj.set_meta("resourceVersion", rv.as_str());
+                            Ok(obj)
+                        };
+                        let opts = UpdateOptions {
+                            write: agg.api.internal_write(store, "kube-apiserver"),
+                            ..Default::default()
+                        };
+                        match store
+                            .update(&Requester { user: &user() }, "", &name, &mut updater, &opts)
+                            .await
+                        {
+                            Err(s) if s.code != 404 && s.code != 409 => Err(s.message),
+                            _ => Ok(()),
+                        }
                     }
-                }
-            };
+                };
+                (name, result)
+            }
+        });
+        let mut all_done = true;
+        for (name, result) in futures_util::future::join_all(passes).await {
             match result {
                 Ok(()) => {
                     synced.insert(name);

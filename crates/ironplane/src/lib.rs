@@ -668,8 +668,9 @@ pub async fn start(opts: Options) -> Result<Running, String> {
         let advertise = (reconciler.is_none() && opts.endpoint_reconciler_type != "none")
             .then(|| opts.advertise_address());
         let resources_for_reconciler = resources.clone();
+        let system_resources = resources.clone();
         let reconciler_stop = stop_requested.clone();
-        tokio::spawn(async move {
+        let bootstrap = async move {
             let mut delay = Duration::from_millis(10);
             loop {
                 match ironplane_kube::bootstrap::run(&resources, &allocator, advertise, port).await
@@ -694,9 +695,13 @@ pub async fn start(opts: Options) -> Result<Running, String> {
                 None => drop(endpoints_removed),
             }
             bootstrap_hook.set(true);
-            // In `HOOKS`' order: the system namespaces first, since the others write into
-            // kube-system.
-            run_system_hooks(resources, system_hooks, authentication_info).await;
+        };
+        // Beside the bootstrap controller, as upstream runs each post-start hook in a
+        // goroutine of its own: none of them needs the `default` namespace or the
+        // `kubernetes` Service.
+        let system = run_system_hooks(system_resources, system_hooks, authentication_info);
+        tokio::spawn(async move {
+            tokio::join!(bootstrap, system);
         });
     }
     // Priority and fairness: the configuration read from storage, and its bootstrap objects
@@ -817,61 +822,81 @@ pub async fn start(opts: Options) -> Result<Running, String> {
     })
 }
 
-/// Runs upstream's object-creating post-start hooks (`ironplane_kube::poststart`) in order,
-/// retrying each until it succeeds, and marks each one's readiness check as it completes.
+/// Runs upstream's object-creating post-start hooks (`ironplane_kube::poststart`), retrying
+/// each until it succeeds, and marks each one's readiness check as it completes. The system
+/// namespaces come first, since the others write into kube-system; then the rest run at once,
+/// as upstream starts each hook in a goroutine of its own.
 async fn run_system_hooks(
     resources: Arc<ApiResources>,
     checks: Vec<Check>,
     authentication_info: serde_json::Map<String, serde_json::Value>,
 ) {
+    let is_namespaces = |check: &&Check| {
+        check.name.strip_prefix("poststarthook/")
+            == Some(ironplane_kube::poststart::SYSTEM_NAMESPACES_HOOK)
+    };
+    for check in checks.iter().filter(is_namespaces) {
+        run_system_hook(&resources, check, &authentication_info).await;
+    }
+    let others = checks
+        .iter()
+        .filter(|c| !is_namespaces(c))
+        .map(|check| run_system_hook(&resources, check, &authentication_info));
+    futures_util::future::join_all(others).await;
+}
+
+/// One hook of `run_system_hooks`, retried with a growing pause until it succeeds.
+async fn run_system_hook(
+    resources: &Arc<ApiResources>,
+    check: &Check,
+    authentication_info: &serde_json::Map<String, serde_json::Value>,
+) {
     use ironplane_kube::poststart as hooks;
-    'hooks: for check in &checks {
-        let name = check
-            .name
-            .strip_prefix("poststarthook/")
-            .unwrap_or(&check.name);
-        let mut delay = Duration::from_millis(10);
-        loop {
-            let result = match name {
-                hooks::SYSTEM_NAMESPACES_HOOK => {
-                    hooks::start_system_namespaces(resources.clone()).await
-                }
-                hooks::BOOTSTRAP_ROLES_HOOK => {
-                    ironplane_kube::rbac::bootstrap::reconcile(&resources).await
-                }
-                "scheduling/bootstrap-system-priority-classes" => {
-                    hooks::bootstrap_system_priority_classes(&resources).await
-                }
-                "start-kube-apiserver-identity-lease-controller" => {
-                    hooks::start_identity_lease(resources.clone()).await
-                }
-                "start-kube-apiserver-identity-lease-garbage-collector" => {
-                    hooks::start_identity_lease_gc(resources.clone()).await
-                }
-                "start-cluster-authentication-info-controller" => {
-                    hooks::cluster_authentication_info(&resources, &authentication_info).await
-                }
-                "start-legacy-token-tracking-controller" => {
-                    hooks::legacy_token_tracking(&resources).await
-                }
-                // A name in `HOOKS` without a function here: its check stays failing, which
-                // `/readyz` shows, rather than retried for ever.
-                other => {
-                    tracing::error!(hook = other, "no post-start hook has this name");
-                    continue 'hooks;
-                }
-            };
-            match result {
-                Ok(()) => break,
-                Err(e) => {
-                    tracing::warn!(hook = name, error = %e, "post-start hook failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
+    let name = check
+        .name
+        .strip_prefix("poststarthook/")
+        .unwrap_or(&check.name);
+    let mut delay = Duration::from_millis(10);
+    loop {
+        let result = match name {
+            hooks::SYSTEM_NAMESPACES_HOOK => {
+                hooks::start_system_namespaces(resources.clone()).await
+            }
+            hooks::BOOTSTRAP_ROLES_HOOK => {
+                ironplane_kube::rbac::bootstrap::reconcile(resources).await
+            }
+            "scheduling/bootstrap-system-priority-classes" => {
+                hooks::bootstrap_system_priority_classes(resources).await
+            }
+            "start-kube-apiserver-identity-lease-controller" => {
+                hooks::start_identity_lease(resources.clone()).await
+            }
+            "start-kube-apiserver-identity-lease-garbage-collector" => {
+                hooks::start_identity_lease_gc(resources.clone()).await
+            }
+            "start-cluster-authentication-info-controller" => {
+                hooks::cluster_authentication_info(resources, authentication_info).await
+            }
+            "start-legacy-token-tracking-controller" => {
+                hooks::legacy_token_tracking(resources).await
+            }
+            // A name in `HOOKS` without a function here: its check stays failing, which
+            // `/readyz` shows, rather than retried for ever.
+            other => {
+                tracing::error!(hook = other, "no post-start hook has this name");
+                return;
+            }
+        };
+        match result {
+            Ok(()) => break,
+            Err(e) => {
+                tracing::warn!(hook = name, error = %e, "post-start hook failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
             }
         }
-        check.set(true);
     }
+    check.set(true);
 }
 
 #[cfg(test)]

@@ -41,7 +41,17 @@ pub async fn run(
 ) -> Result<(), String> {
     let user = apiserver_user();
     let requester = Requester { user: &user };
-    restore_allocations(api, allocator, &requester).await?;
+    // The `default` namespace needs no allocation: it is made while the allocations are read
+    // back (each waits on the store).
+    let namespaces = served(api, "", "namespaces")?;
+    let obj =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEFAULT_NAMESPACE}});
+    let (restored, namespace) = tokio::join!(
+        restore_allocations(api, allocator, &requester),
+        create_unless_exists(api, namespaces, &requester, "", obj)
+    );
+    restored?;
+    namespace?;
     if allocator.is_shared() {
         // Other servers on the store: what stored Services hold is in the shared node port
         // bitmap, and the cluster IPs they allocate from now on are seen here.
@@ -49,11 +59,6 @@ pub async fn run(
         allocator.follow_ip_addresses(api);
     }
     allocator.mark_ready();
-
-    let namespaces = served(api, "", "namespaces")?;
-    let obj =
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEFAULT_NAMESPACE}});
-    create_unless_exists(api, namespaces, &requester, "", obj).await?;
     ensure_kubernetes_service(api, allocator, &requester, secure_port).await?;
     match advertise_address {
         Some(ip) => ensure_kubernetes_endpoints(api, &[ip], secure_port).await,
@@ -114,7 +119,16 @@ async fn restore_allocations(
     allocator: &ServiceIpAllocator,
     req: &Requester<'_>,
 ) -> Result<(), String> {
-    let services = list_values(served(api, "", "services")?).await?;
+    let services = served(api, "", "services")?;
+    let addresses = api.get("networking.k8s.io", "v1", "ipaddresses");
+    // Both lists at once: each may wait for its watch cache's first list.
+    let (services, objects) = tokio::join!(list_values(services), async {
+        match addresses {
+            Some(store) => list_values(store).await.map(Some),
+            None => Ok(None),
+        }
+    });
+    let services = services?;
     let mut held: Vec<(Ipv4Addr, String, String)> = Vec::new();
     for svc in &services {
         allocator.observe(svc);
@@ -124,10 +138,9 @@ async fn restore_allocations(
             }
         }
     }
-    let Some(addresses) = api.get("networking.k8s.io", "v1", "ipaddresses") else {
+    let (Some(addresses), Some(objects)) = (addresses, objects?) else {
         return Ok(());
     };
-    let objects = list_values(addresses).await?;
     let mut existing: BTreeSet<String> = BTreeSet::new();
     for obj in &objects {
         let name = obj.name().to_string();

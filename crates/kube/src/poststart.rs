@@ -118,20 +118,23 @@ pub async fn start_system_namespaces(api: Arc<ApiResources>) -> Result<(), Strin
 }
 
 /// One pass: a read per namespace, and a create only for those not found, so that the pass
-/// that finds them all costs no write.
+/// that finds them all costs no write. The namespaces are looked at side by side (each read
+/// and write waits on the store).
 async fn ensure_system_namespaces(api: &ApiResources) -> Result<(), String> {
     let store = api
         .get("", "v1", "namespaces")
         .ok_or("namespaces are not served")?;
-    for name in SYSTEM_NAMESPACES {
+    let ensure_one = |name: &'static str| async move {
         match store.get("", name, ResourceVersion::Unset).await {
-            Ok(_) => continue,
+            Ok(_) => return Ok(()),
             Err(s) if s.code == 404 => {}
             Err(s) => return Err(format!("reading namespace {name}: {}", s.message)),
         }
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        ensure(api, "", "v1", "namespaces", ns).await?;
-    }
+        ensure(api, "", "v1", "namespaces", ns).await
+    };
+    futures_util::future::try_join_all(SYSTEM_NAMESPACES.iter().map(|name| ensure_one(name)))
+        .await?;
     Ok(())
 }
 

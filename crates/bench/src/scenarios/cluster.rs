@@ -50,7 +50,7 @@ use http::Method;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use super::watch::{EventLine, WriteLog, rv_key, split_events};
+use super::watch::{EventLine, EventReader, WriteLog, rv_key};
 use super::{
     ClientConfig, CommonOptions, MANAGED_BY_LABEL, MANAGED_BY_VALUE, MAX_CONNECTIONS, MAX_DURATION,
     MAX_OBJECTS, MAX_RATE, Meter, ObjectSpec, Tally, Workspace, check_common, check_duration,
@@ -1091,7 +1091,7 @@ async fn list_watch(
 ) {
     let base = INFORMED[kind].0;
     let mut first = true;
-    let mut buffer: Vec<u8> = Vec::with_capacity(8192);
+    let mut reader = EventReader::default();
     'relist: for _ in 0..=MAX_RELISTS {
         if sim.stop.load(Ordering::Relaxed) {
             return;
@@ -1154,7 +1154,7 @@ async fn list_watch(
                 synced.fetch_add(1, Ordering::Relaxed);
             }
             let mut body = response.into_body();
-            buffer.clear();
+            reader.reset();
             loop {
                 let frame = match body.frame().await {
                     Some(Ok(frame)) => frame,
@@ -1171,9 +1171,8 @@ async fn list_watch(
                     continue;
                 };
                 let arrived = Instant::now();
-                buffer.extend_from_slice(data);
                 let mut expired = false;
-                let consumed = split_events(&buffer, sim.protobuf, |line, event| {
+                reader.feed(data, sim.protobuf, |line, event| {
                     if expired {
                         return;
                     }
@@ -1225,7 +1224,6 @@ async fn list_watch(
                 if expired {
                     continue 'relist;
                 }
-                buffer.drain(..consumed);
             }
             if sim.stop.load(Ordering::Relaxed) {
                 return;

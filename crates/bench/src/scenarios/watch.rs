@@ -165,13 +165,13 @@ pub(super) enum EventLine<'a> {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 /// Reads the quoted string that follows `key` in `line`, e.g. `"type":"` → `MODIFIED`.
 fn quoted_after<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a str> {
     let start = find(line, key)? + key.len();
-    let end = start + line[start..].iter().position(|&b| b == b'"')?;
+    let end = start + memchr::memchr(b'"', &line[start..])?;
     std::str::from_utf8(&line[start..end]).ok()
 }
 
@@ -281,7 +281,7 @@ pub(super) fn split_events(
         }
         return consumed;
     }
-    while let Some(newline) = buffer[consumed..].iter().position(|&b| b == b'\n') {
+    while let Some(newline) = memchr::memchr(b'\n', &buffer[consumed..]) {
         let line = &buffer[consumed..consumed + newline];
         consumed += newline + 1;
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -290,6 +290,40 @@ pub(super) fn split_events(
         handle(line, parse_event_line(line));
     }
     consumed
+}
+
+/// A watch stream's bytes, read as they arrive. A DATA frame usually ends on an event's end,
+/// so its events are read from the frame itself, and only a cut event's start is kept for the
+/// next frame: the tool reads 200,000 events a second at 10,000 watchers, on the same cores as
+/// the server it measures, and copying every frame into a buffer first was a tenth of its CPU.
+#[derive(Default)]
+pub(super) struct EventReader {
+    /// The start of an event whose end has not arrived.
+    partial: Vec<u8>,
+}
+
+impl EventReader {
+    /// Forgets a cut event (a new stream starts).
+    pub(super) fn reset(&mut self) {
+        self.partial.clear();
+    }
+
+    /// Hands each complete event of what has arrived so far, `data` last, to `handle`.
+    pub(super) fn feed(
+        &mut self,
+        data: &[u8],
+        protobuf: bool,
+        handle: impl FnMut(&[u8], EventLine<'_>),
+    ) {
+        if self.partial.is_empty() {
+            let consumed = split_events(data, protobuf, handle);
+            self.partial.extend_from_slice(&data[consumed..]);
+        } else {
+            self.partial.extend_from_slice(data);
+            let consumed = split_events(&self.partial, protobuf, handle);
+            self.partial.drain(..consumed);
+        }
+    }
 }
 
 /// What one watcher saw; read by the main task after the watcher stopped.
@@ -327,7 +361,7 @@ impl Shared {
 async fn watcher(shared: Arc<Shared>, index: usize, state: Arc<WatcherState>) {
     let mut rv = shared.start_rv.clone();
     let mut first = true;
-    let mut buffer: Vec<u8> = Vec::with_capacity(4096);
+    let mut reader = EventReader::default();
     for _attempt in 0..=MAX_REWATCHES {
         if shared.stop.load(Ordering::Relaxed) {
             return;
@@ -374,7 +408,7 @@ async fn watcher(shared: Arc<Shared>, index: usize, state: Arc<WatcherState>) {
             shared.established.fetch_add(1, Ordering::Relaxed);
         }
         let mut body = response.into_body();
-        buffer.clear();
+        reader.reset();
         loop {
             let frame = match body.frame().await {
                 Some(Ok(frame)) => frame,
@@ -391,9 +425,8 @@ async fn watcher(shared: Arc<Shared>, index: usize, state: Arc<WatcherState>) {
                 continue;
             };
             let arrived = Instant::now();
-            buffer.extend_from_slice(data);
             let mut gone = false;
-            let consumed = split_events(&buffer, shared.protobuf, |line, event| {
+            reader.feed(data, shared.protobuf, |line, event| {
                 if gone {
                     return;
                 }
@@ -446,7 +479,6 @@ async fn watcher(shared: Arc<Shared>, index: usize, state: Arc<WatcherState>) {
             if gone {
                 return;
             }
-            buffer.drain(..consumed);
         }
         if shared.stop.load(Ordering::Relaxed) {
             return;
@@ -850,6 +882,48 @@ mod tests {
         assert!(taken < cut);
         assert_eq!(parse_event_message(b"\x0a\x05ADDED"), EventLine::Unknown);
         assert_eq!(parse_event_message(b"\xff"), EventLine::Unknown);
+    }
+
+    /// A stream cut at every byte boundary: each event is handed over once, whole and in order,
+    /// whether it arrived in one frame, across two, or inside a frame holding several.
+    #[test]
+    fn the_reader_hands_over_each_event_once_however_the_stream_is_cut() {
+        let events: Vec<String> = (1..=4)
+            .map(|i| {
+                format!(
+                    r#"{{"type":"MODIFIED","object":{{"kind":"ConfigMap","metadata":{{"name":"w","resourceVersion":"{i}"}}}}}}"#
+                )
+            })
+            .collect();
+        let stream = format!("{}\n\n", events.join("\n"));
+        let stream = stream.as_bytes();
+        let want = [
+            "Object(\"1\")",
+            "Object(\"2\")",
+            "Object(\"3\")",
+            "Object(\"4\")",
+        ];
+        for first in 0..=stream.len() {
+            for second in first..=stream.len() {
+                let mut reader = EventReader::default();
+                let mut seen = Vec::new();
+                for part in [&stream[..first], &stream[first..second], &stream[second..]] {
+                    reader.feed(part, false, |line, event| {
+                        assert!(line.starts_with(b"{") && line.ends_with(b"}"));
+                        seen.push(format!("{event:?}"));
+                    });
+                }
+                assert_eq!(seen, want, "cut at {first} and {second}");
+                assert!(reader.partial.is_empty());
+            }
+        }
+        // What is left of a cut event is dropped with `reset`, as when a stream ends.
+        let mut reader = EventReader::default();
+        reader.feed(&stream[..10], false, |_, _| panic!("no event is complete"));
+        reader.reset();
+        let mut seen = 0;
+        reader.feed(stream, false, |_, _| seen += 1);
+        assert_eq!(seen, 4);
     }
 
     #[test]
