@@ -15,6 +15,7 @@ use apimachinery::object::ObjectExt;
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{DeleteOptions, Requester, UpdateOptions};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::priorities::{CRD_GROUP_PRIORITY, CRD_VERSION_PRIORITY};
@@ -28,6 +29,9 @@ const RETRY: Duration = Duration::from_secs(1);
 /// When a pass runs with nothing changed (a safety net: changes of CRDs and APIServices wake it
 /// at once).
 const RESYNC: Duration = Duration::from_secs(30);
+
+/// Names worked on at once (upstream's `autoRegistrationController.Run(5, ...)`).
+const WORKERS: usize = 5;
 
 /// An APIService autoregistration wants.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,8 +212,8 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
                 )
                 .collect(),
         };
-        // The names side by side, as upstream's controller works its queue with several
-        // workers (at a first start these are a create per group version, on the way to ready).
+        // The names side by side, as upstream's controller works its queue with five workers
+        // (at a first start these are a create per group version, on the way to ready).
         let passes = names.into_iter().map(|name| {
             let d = want.get(&name);
             let cur = current.get(&name).copied();
@@ -271,7 +275,11 @@ pub(crate) async fn run(agg: Arc<Aggregator>) {
             }
         });
         let mut all_done = true;
-        for (name, result) in futures_util::future::join_all(passes).await {
+        let results: Vec<(String, Result<(), String>)> = futures_util::stream::iter(passes)
+            .buffer_unordered(WORKERS)
+            .collect()
+            .await;
+        for (name, result) in results {
             match result {
                 Ok(()) => {
                     synced.insert(name);
