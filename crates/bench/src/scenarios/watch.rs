@@ -924,6 +924,23 @@ mod tests {
         let mut seen = 0;
         reader.feed(stream, false, |_, _| seen += 1);
         assert_eq!(seen, 4);
+        // Length-prefixed protobuf messages, as the server's own encoder frames them, cut at
+        // every byte.
+        let mut stream = Vec::new();
+        for rv in ["1", "2", "3"] {
+            let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "w", "namespace": "n", "resourceVersion": rv}});
+            stream.extend(ironplane_protobuf::encode_watch_event("ADDED", &object).unwrap());
+        }
+        for cut in 0..=stream.len() {
+            let mut reader = EventReader::default();
+            let mut seen = Vec::new();
+            for part in [&stream[..cut], &stream[cut..]] {
+                reader.feed(part, true, |_, event| seen.push(format!("{event:?}")));
+            }
+            assert_eq!(seen, want[..3], "cut at {cut}");
+            assert!(reader.partial.is_empty());
+        }
     }
 
     #[test]
