@@ -28,7 +28,7 @@ static STEP: LazyLock<HistogramVec> = LazyLock::new(|| {
         BUCKETS.to_vec(),
     )
 });
-static CONTROLLER: LazyLock<HistogramVec> = LazyLock::new(|| {
+pub(super) static CONTROLLER: LazyLock<HistogramVec> = LazyLock::new(|| {
     histogram_vec(
         "apiserver_admission_controller_admission_duration_seconds",
         Stability::Stable,

@@ -34,7 +34,45 @@ pub enum Operation {
     Connect,
 }
 
+/// The operations a plugin is called for (upstream's `admission.Handler`, made with
+/// `NewHandler(ops...)`): the chain skips a plugin for any other, and records no metric for it,
+/// as upstream's chain asks each plugin's `Handles` first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operations(u8);
+
+impl Operations {
+    pub const ALL: Operations = Operations::of(&[
+        Operation::Create,
+        Operation::Update,
+        Operation::Delete,
+        Operation::Connect,
+    ]);
+
+    pub const fn of(operations: &[Operation]) -> Operations {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < operations.len() {
+            bits |= operations[i].bit();
+            i += 1;
+        }
+        Operations(bits)
+    }
+
+    pub fn contains(self, operation: Operation) -> bool {
+        self.0 & operation.bit() != 0
+    }
+}
+
 impl Operation {
+    const fn bit(self) -> u8 {
+        match self {
+            Operation::Create => 1,
+            Operation::Update => 2,
+            Operation::Delete => 4,
+            Operation::Connect => 8,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Create => "CREATE",
@@ -197,20 +235,55 @@ pub trait ValidatingPlugin: Send + Sync {
 /// The configured plugins, in the order they run.
 #[derive(Clone, Default)]
 pub struct Admission {
-    mutating: Vec<(Arc<dyn MutatingPlugin>, Arc<metrics::PluginMetrics>)>,
-    validating: Vec<(Arc<dyn ValidatingPlugin>, Arc<metrics::PluginMetrics>)>,
+    mutating: Vec<Installed<dyn MutatingPlugin>>,
+    validating: Vec<Installed<dyn ValidatingPlugin>>,
+}
+
+/// The plugins of `phase` that are called for `operation`, in order.
+fn handling<P: ?Sized>(
+    phase: &[Installed<P>],
+    operation: Operation,
+) -> impl Iterator<Item = &Installed<P>> {
+    phase.iter().filter(move |p| p.handles.contains(operation))
+}
+
+/// A plugin in the chain, with its metrics and the operations it is called for.
+struct Installed<P: ?Sized> {
+    plugin: Arc<P>,
+    metrics: Arc<metrics::PluginMetrics>,
+    handles: Operations,
+}
+
+impl<P: ?Sized> Clone for Installed<P> {
+    fn clone(&self) -> Self {
+        Installed {
+            plugin: self.plugin.clone(),
+            metrics: self.metrics.clone(),
+            handles: self.handles,
+        }
+    }
 }
 
 impl Admission {
-    pub fn with_mutating(mut self, p: Arc<dyn MutatingPlugin>) -> Self {
-        let m = Arc::new(metrics::PluginMetrics::new(p.name()));
-        self.mutating.push((p, m));
+    /// Adds a mutating plugin, called for `handles`.
+    pub fn with_mutating(mut self, p: Arc<dyn MutatingPlugin>, handles: Operations) -> Self {
+        let metrics = Arc::new(metrics::PluginMetrics::new(p.name()));
+        self.mutating.push(Installed {
+            plugin: p,
+            metrics,
+            handles,
+        });
         self
     }
 
-    pub fn with_validating(mut self, p: Arc<dyn ValidatingPlugin>) -> Self {
-        let m = Arc::new(metrics::PluginMetrics::new(p.name()));
-        self.validating.push((p, m));
+    /// Adds a validating plugin, called for `handles`.
+    pub fn with_validating(mut self, p: Arc<dyn ValidatingPlugin>, handles: Operations) -> Self {
+        let metrics = Arc::new(metrics::PluginMetrics::new(p.name()));
+        self.validating.push(Installed {
+            plugin: p,
+            metrics,
+            handles,
+        });
         self
     }
 
@@ -235,9 +308,11 @@ impl Admission {
     /// One run of the mutating plugins, each recorded in the plugin metrics.
     async fn run_mutating(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), Status> {
         let mut start = Instant::now();
-        for (p, m) in &self.mutating {
-            let r = p.admit(attrs, obj).await;
-            start = m.observe(Step::Admit, attrs.operation, start, r.is_err());
+        for p in handling(&self.mutating, attrs.operation) {
+            let r = p.plugin.admit(attrs, obj).await;
+            start = p
+                .metrics
+                .observe(Step::Admit, attrs.operation, start, r.is_err());
             r?;
         }
         Ok(())
@@ -247,9 +322,11 @@ impl Admission {
         let step = Instant::now();
         let mut result = Ok(());
         let mut start = step;
-        for (p, m) in &self.mutating {
-            result = p.admit_delete(attrs).await;
-            start = m.observe(Step::Admit, attrs.operation, start, result.is_err());
+        for p in handling(&self.mutating, attrs.operation) {
+            result = p.plugin.admit_delete(attrs).await;
+            start = p
+                .metrics
+                .observe(Step::Admit, attrs.operation, start, result.is_err());
             if result.is_err() {
                 break;
             }
@@ -263,9 +340,11 @@ impl Admission {
         let step = Instant::now();
         let mut result = Ok(());
         let mut start = step;
-        for (p, m) in &self.validating {
-            result = p.validate(attrs, obj).await;
-            start = m.observe(Step::Validate, attrs.operation, start, result.is_err());
+        for p in handling(&self.validating, attrs.operation) {
+            result = p.plugin.validate(attrs, obj).await;
+            start = p
+                .metrics
+                .observe(Step::Validate, attrs.operation, start, result.is_err());
             if result.is_err() {
                 break;
             }
@@ -279,5 +358,109 @@ impl Admission {
             result.is_err(),
         );
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A plugin with a mutating and a validating half that counts its calls.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    const NAME: &str = "HandlesTestUpdatesOnly";
+
+    #[async_trait]
+    impl MutatingPlugin for Counting {
+        fn name(&self) -> &'static str {
+            NAME
+        }
+        async fn admit(&self, _: &Attributes<'_>, _: &mut Value) -> Result<(), Status> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn admit_delete(&self, _: &Attributes<'_>) -> Result<(), Status> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl ValidatingPlugin for Counting {
+        fn name(&self) -> &'static str {
+            NAME
+        }
+        async fn validate(&self, _: &Attributes<'_>, _: &Value) -> Result<(), Status> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// As upstream's chain asks `Handles` first: a plugin made for updates is not called for a
+    /// create or a delete, and no sample of its duration is recorded for them.
+    #[tokio::test]
+    async fn a_plugin_is_called_and_measured_only_for_the_operations_it_handles() {
+        let plugin = Arc::new(Counting::default());
+        let updates = Operations::of(&[Operation::Update]);
+        let admission = Admission::default()
+            .with_mutating(plugin.clone(), updates)
+            .with_validating(plugin.clone(), updates);
+        let (info, user) = (ResourceInfo::default(), UserInfo::default());
+        let attrs = |operation| Attributes {
+            operation,
+            resource: &info,
+            subresource: "",
+            namespace: "",
+            name: "x",
+            user: &user,
+            dry_run: false,
+            old_object: None,
+            state: RequestState::default(),
+        };
+        let samples = |step: &str, op: Operation| {
+            metrics::CONTROLLER
+                .with_label_values(&[NAME, step, op.as_str(), "false"])
+                .get_sample_count()
+        };
+        let mut obj = serde_json::json!({});
+        admission
+            .admit(&attrs(Operation::Create), &mut obj)
+            .await
+            .unwrap();
+        admission
+            .validate(&attrs(Operation::Create), &obj)
+            .await
+            .unwrap();
+        admission
+            .admit_delete(&attrs(Operation::Delete))
+            .await
+            .unwrap();
+        admission
+            .validate(&attrs(Operation::Delete), &obj)
+            .await
+            .unwrap();
+        assert_eq!(plugin.0.load(Ordering::SeqCst), 0);
+        for op in [Operation::Create, Operation::Delete] {
+            assert_eq!((samples("admit", op), samples("validate", op)), (0, 0));
+        }
+        admission
+            .admit(&attrs(Operation::Update), &mut obj)
+            .await
+            .unwrap();
+        admission
+            .validate(&attrs(Operation::Update), &obj)
+            .await
+            .unwrap();
+        assert_eq!(plugin.0.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            (
+                samples("admit", Operation::Update),
+                samples("validate", Operation::Update)
+            ),
+            (1, 1)
+        );
+        assert!(Operations::ALL.contains(Operation::Connect));
     }
 }

@@ -195,14 +195,14 @@ pub fn default_plugins(
             .eq(plugins::IMPLEMENTED.iter().copied())
     );
     let mut admission = Admission::default();
-    for (_, mutating, _) in all.iter().filter(|p| on(p.0)) {
+    for (name, mutating, _) in all.iter().filter(|p| on(p.0)) {
         if let Some(m) = mutating {
-            admission = admission.with_mutating(m.clone());
+            admission = admission.with_mutating(m.clone(), plugins::handles(name));
         }
     }
-    for (_, _, validating) in all.into_iter().filter(|p| on(p.0)) {
+    for (name, _, validating) in all.into_iter().filter(|p| on(p.0)) {
         if let Some(v) = validating {
-            admission = admission.with_validating(v);
+            admission = admission.with_validating(v, plugins::handles(name));
         }
     }
     Ok(admission)

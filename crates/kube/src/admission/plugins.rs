@@ -1,10 +1,14 @@
 //! Which admission plugins run (upstream: pkg/kubeapiserver/options/plugins.go and
 //! k8s.io/apiserver/pkg/server/options/admission.go): every plugin name upstream registers, in
 //! its order (`AllOrderedPlugins`), the ones on by default, and `--enable-admission-plugins` /
-//! `--disable-admission-plugins` applied to them. The chain always runs in upstream's order,
+//! `--disable-admission-plugins` applied to them, and the operations each plugin is called for
+//! (`HANDLES`). The chain always runs in upstream's order,
 //! whatever the order of the flags. A name upstream does not register fails start-up as
 //! upstream's option validation does; a plugin that is off by default and that Ironplane does
 //! not implement cannot be turned on.
+
+use apiserver::admission::Operation::{Connect, Create, Delete, Update};
+use apiserver::admission::Operations;
 
 /// `AllOrderedPlugins` of kube-apiserver v1.36.
 pub const ALL_ORDERED_PLUGINS: &[&str] = &[
@@ -107,6 +111,50 @@ pub const IMPLEMENTED: &[&str] = &[
     "ResourceQuota",
 ];
 
+/// The operations each implemented plugin is called for (`IMPLEMENTED`'s order), as each
+/// upstream plugin's `admission.NewHandler(...)` says: the chain skips a plugin for the others,
+/// and records no metric for it.
+pub const HANDLES: &[(&str, Operations)] = &[
+    (
+        "NamespaceLifecycle",
+        Operations::of(&[Create, Update, Delete]),
+    ),
+    ("LimitRanger", Operations::of(&[Create, Update])),
+    ("ServiceAccount", Operations::of(&[Create, Update])),
+    ("NodeRestriction", Operations::of(&[Create, Update, Delete])),
+    ("TaintNodesByCondition", Operations::of(&[Create])),
+    ("PodSecurity", Operations::of(&[Create, Update])),
+    ("Priority", Operations::of(&[Create, Update, Delete])),
+    (
+        "DefaultTolerationSeconds",
+        Operations::of(&[Create, Update]),
+    ),
+    ("DefaultStorageClass", Operations::of(&[Create])),
+    ("StorageObjectInUseProtection", Operations::of(&[Create])),
+    ("PersistentVolumeClaimResize", Operations::of(&[Update])),
+    ("RuntimeClass", Operations::of(&[Create])),
+    ("CertificateApproval", Operations::of(&[Update])),
+    ("CertificateSigning", Operations::of(&[Update])),
+    ("CertificateSubjectRestriction", Operations::of(&[Create])),
+    ("DefaultIngressClass", Operations::of(&[Create])),
+    (
+        "MutatingAdmissionPolicy",
+        Operations::of(&[Create, Update, Connect]),
+    ),
+    ("MutatingAdmissionWebhook", Operations::ALL),
+    ("ValidatingAdmissionPolicy", Operations::ALL),
+    ("ValidatingAdmissionWebhook", Operations::ALL),
+    ("ResourceQuota", Operations::of(&[Create, Update])),
+];
+
+/// The operations plugin `name` is called for (all of them for a name not in `HANDLES`).
+pub fn handles(name: &str) -> Operations {
+    HANDLES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(Operations::ALL, |(_, ops)| *ops)
+}
+
 /// `AdmissionOptions.Validate` then `enabledPluginNames`: the plugins that run, in upstream's
 /// order. Errors are joined as upstream's aggregate prints them.
 pub fn enabled_plugins(enable: &[String], disable: &[String]) -> Result<Vec<&'static str>, String> {
@@ -168,6 +216,21 @@ pub fn enabled_plugins(enable: &[String], disable: &[String]) -> Result<Vec<&'st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every implemented plugin has its operations, in the same order.
+    #[test]
+    fn every_implemented_plugin_says_what_it_handles() {
+        assert!(
+            HANDLES
+                .iter()
+                .map(|(n, _)| *n)
+                .eq(IMPLEMENTED.iter().copied())
+        );
+        assert!(!handles("RuntimeClass").contains(Update));
+        assert!(handles("RuntimeClass").contains(Create));
+        assert!(!handles("MutatingAdmissionPolicy").contains(Delete));
+        assert!(handles("ValidatingAdmissionWebhook").contains(Connect));
+    }
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
