@@ -8,7 +8,10 @@
 //! subjects it lacks, never losing what was added to it; a binding whose roleRef changed is
 //! recreated.
 
+use std::sync::LazyLock;
+
 use apimachinery::object::ObjectExt;
+use apimachinery::projection::Projection;
 use apiserver::authentication::UserInfo;
 use apiserver::endpoints::ApiResources;
 use apiserver::registry::{DeleteOptions, Requester};
@@ -20,6 +23,22 @@ use super::rules::{self, PolicyRule};
 
 const POLICY: &str = include_str!("../../data/rbac/bootstrap-policy.txt");
 const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
+
+/// The members of a stored object that [`reconciled`] reads (and, of a binding, the roleRef
+/// compared before it): what the hook decodes of each existing object to decide whether it
+/// needs a write. A member read there and not listed here would always look missing, and the
+/// object be written at every start: a test compares the decision on whole and projected
+/// objects.
+static RECONCILED_FIELDS: LazyLock<Projection> = LazyLock::new(|| {
+    Projection::of([
+        "metadata.labels",
+        "metadata.annotations",
+        "rules",
+        "aggregationRule",
+        "subjects",
+        "roleRef",
+    ])
+});
 
 /// One object of the policy: the resource it is stored in, and the object.
 #[derive(Clone, Debug)]
@@ -290,9 +309,14 @@ async fn reconcile_one(
         .get(GROUP, "v1", resource)
         .ok_or_else(|| format!("{resource} are not served"))?;
     let (ns, name) = (object.namespace().to_string(), object.name().to_string());
-    // From the watch cache: a stale copy makes the update conflict and the hook run again.
+    // From the watch cache, and only the members `reconciled` reads: at most starts every
+    // object is up to date, and the decision needs nothing else of it.
     let existing = match store.get(&ns, &name, ResourceVersion::Any).await {
-        Ok(o) => Some(o.value().map_err(|e| e.to_string())?),
+        Ok(o) => Some(
+            RECONCILED_FIELDS
+                .decode(&o.bytes)
+                .map_err(|e| format!("decoding {resource} {name}: {e}"))?,
+        ),
         Err(s) if s.code == 404 => None,
         Err(s) => return Err(format!("reading {resource} {name}: {}", s.message)),
     };
@@ -327,11 +351,23 @@ async fn reconcile_one(
             .map_err(|s| format!("deleting {resource} {name}: {}", s.message))?;
         return create(object).await;
     }
-    let Some(updated) = reconciled(&existing, &object, is_role) else {
+    if reconciled(&existing, &object, is_role).is_none() {
         return Ok(());
-    };
+    }
     tracing::info!(resource, name = %name, "reconciling bootstrap RBAC object");
-    let mut updater = |_: Option<&Value>| Ok(updated.clone());
+    // The whole stored object is reconciled as the update reads it, so that a change made
+    // since the cache's copy is kept (upstream's reconciliation runs in a conflict retry
+    // loop over a fresh read). A stored object that turns out to be up to date is written
+    // back as it is, which changes nothing.
+    let mut updater = |current: Option<&Value>| match current {
+        Some(current) => {
+            Ok(reconciled(current, &object, is_role).unwrap_or_else(|| current.clone()))
+        }
+        None => Err(apimachinery::Status::not_found(
+            &apimachinery::GroupResource::new(GROUP, resource),
+            &name,
+        )),
+    };
     let opts = crate::bootstrap::own_update(api, store);
     store
         .update(requester, &ns, &name, &mut updater, &opts)
@@ -457,6 +493,70 @@ mod tests {
         assert_eq!(
             out["subjects"],
             json!([{"kind": "User", "name": "u"}, {"kind": "Group", "name": "g"}])
+        );
+    }
+
+    /// The hook decides from the members [`RECONCILED_FIELDS`] keeps: for every object of the
+    /// policy, stored as it was written, stripped of a rule, a selector, a subject, a label or
+    /// an annotation, or marked not to be updated, the decision on the projected object is the
+    /// decision on the whole one.
+    #[test]
+    fn the_decision_reads_only_projected_members() {
+        let decide = |stored: &Value, expected: &Value, is_role: bool| {
+            let projected = RECONCILED_FIELDS
+                .decode(&serde_json::to_vec(stored).unwrap())
+                .unwrap();
+            assert_eq!(projected.get("roleRef"), stored.get("roleRef"));
+            assert_eq!(
+                projected.pointer("/metadata/annotations"),
+                stored.pointer("/metadata/annotations")
+            );
+            let whole = reconciled(stored, expected, is_role);
+            assert_eq!(
+                reconciled(&projected, expected, is_role).is_some(),
+                whole.is_some(),
+                "{stored}"
+            );
+            whole.is_some()
+        };
+        let mut updates = 0;
+        for o in policy() {
+            let is_role = matches!(o.resource, "clusterroles" | "roles");
+            let mut stored = o.object.clone();
+            let meta = stored.metadata_mut();
+            meta.insert("uid".into(), "u".into());
+            meta.insert("resourceVersion".into(), "7".into());
+            meta.insert("managedFields".into(), json!([{"manager": "m"}]));
+            assert!(!decide(&stored, &o.object, is_role), "{}", o.object.name());
+            let mut changed = Vec::new();
+            for pointer in [
+                "/rules/0",
+                "/aggregationRule/clusterRoleSelectors/0",
+                "/subjects/0",
+            ] {
+                let (parent, last) = pointer.rsplit_once('/').unwrap();
+                let mut c = stored.clone();
+                if let Some(list) = c.pointer_mut(parent).and_then(Value::as_array_mut)
+                    && last == "0"
+                    && !list.is_empty()
+                {
+                    list.remove(0);
+                    changed.push(c);
+                }
+            }
+            for member in ["labels", "annotations"] {
+                let mut c = stored.clone();
+                c.metadata_mut().remove(member);
+                changed.push(c);
+            }
+            // (A rule the others cover can go without an update.)
+            for c in changed {
+                updates += usize::from(decide(&c, &o.object, is_role));
+            }
+        }
+        assert!(
+            updates > 300,
+            "only {updates} changed objects need an update"
         );
     }
 }

@@ -3,15 +3,34 @@
 //! its groups (upstream reads informer listers and scans every binding; the answers are the
 //! same). Upstream: pkg/registry/rbac/validation/rule.go (`DefaultRuleResolver`).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 
 use apimachinery::object::ObjectExt;
+use apimachinery::projection::Projection;
 use apiserver::authentication::UserInfo;
 use serde_json::Value;
 
 use super::rules::PolicyRule;
 use crate::strategies::fields::str_at;
+
+/// The name the index's reflectors share a decoding under.
+pub const FIELDS_NAME: &str = "RBAC objects as the authorizer's index reads them";
+
+/// Every member of a Role, ClusterRole or binding the index reads: its reflectors decode only
+/// these, and skip the rest (managed fields, labels, annotations, an aggregation rule) without
+/// building it. A member read here and not listed would always look empty to the index: the
+/// tests build the index from the bootstrap policy both ways and compare.
+pub static FIELDS: LazyLock<Projection> = LazyLock::new(|| {
+    Projection::of([
+        "metadata.name",
+        "metadata.namespace",
+        "rules",
+        "roleRef",
+        "subjects",
+    ])
+});
 
 /// A binding's reference to the role it grants.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,7 +47,7 @@ pub struct Subject {
 }
 
 /// A RoleBinding (with its namespace) or a ClusterRoleBinding (namespace empty).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Binding {
     pub name: String,
     pub namespace: String,
@@ -264,7 +283,11 @@ pub struct Index {
 
 impl Index {
     /// Applies one change of one kind (a fresh list replaces everything of that kind).
-    pub fn apply(&self, kind: Kind, delta: apiserver::registry::reflector::Delta) {
+    pub fn apply<T: Borrow<Value>>(
+        &self,
+        kind: Kind,
+        delta: apiserver::registry::reflector::Delta<T>,
+    ) {
         use apiserver::registry::reflector::Delta;
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let state = &mut *state;
@@ -277,11 +300,12 @@ impl Index {
                     Kind::ClusterRoleBinding => state.cluster_role_bindings = Bindings::default(),
                 }
                 for item in items {
-                    upsert(state, kind, &item);
+                    upsert(state, kind, item.borrow());
                 }
             }
-            Delta::Upsert(v) => upsert(state, kind, &v),
+            Delta::Upsert(v) => upsert(state, kind, v.borrow()),
             Delta::Deleted(v) => {
+                let v = v.borrow();
                 let key = (v.namespace().to_string(), v.name().to_string());
                 match kind {
                     Kind::Role => {
@@ -409,5 +433,75 @@ fn upsert(state: &mut State, kind: Kind, v: &Value) {
         }
         Kind::RoleBinding => state.role_bindings.upsert(Binding::from_value(v)),
         Kind::ClusterRoleBinding => state.cluster_role_bindings.upsert(Binding::from_value(v)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rbac::bootstrap;
+    use apiserver::registry::reflector::Delta;
+
+    /// The index reads the same from an object decoded through [`FIELDS`] as from the whole
+    /// object: every rule and binding of the bootstrap policy, with the members a stored
+    /// object has beside them.
+    #[test]
+    fn the_projection_keeps_every_member_the_index_reads() {
+        let mut by_kind: HashMap<&str, (Vec<Value>, Vec<Arc<Value>>)> = HashMap::new();
+        for o in bootstrap::policy() {
+            let mut whole = o.object;
+            let meta = whole.metadata_mut();
+            meta.insert("uid".into(), "u".into());
+            meta.insert(
+                "managedFields".into(),
+                serde_json::json!([{"manager": "m", "operation": "Update"}]),
+            );
+            let bytes = serde_json::to_vec(&whole).unwrap();
+            let projected = FIELDS.decode(&bytes).unwrap();
+            assert!(projected.pointer("/metadata/managedFields").is_none());
+            match o.resource {
+                "roles" | "clusterroles" => {
+                    assert_eq!(PolicyRule::all_of(&projected), PolicyRule::all_of(&whole))
+                }
+                _ => assert_eq!(Binding::from_value(&projected), Binding::from_value(&whole)),
+            }
+            let e = by_kind.entry(o.resource).or_default();
+            e.0.push(whole);
+            e.1.push(Arc::new(projected));
+        }
+        // And an index built from each answers alike.
+        let (whole, projected) = (Index::default(), Index::default());
+        for (resource, (w, p)) in by_kind {
+            let kind = match resource {
+                "roles" => Kind::Role,
+                "clusterroles" => Kind::ClusterRole,
+                "rolebindings" => Kind::RoleBinding,
+                _ => Kind::ClusterRoleBinding,
+            };
+            whole.apply(kind, Delta::Replace(w));
+            projected.apply(kind, Delta::Replace(p));
+        }
+        for (name, groups, namespace) in [
+            ("system:kube-scheduler", vec![], ""),
+            ("system:kube-controller-manager", vec![], "kube-system"),
+            ("someone", vec!["system:authenticated"], ""),
+            (
+                "system:serviceaccount:kube-system:bootstrap-signer",
+                vec![],
+                "kube-public",
+            ),
+        ] {
+            let user = UserInfo {
+                name: name.into(),
+                groups: groups.into_iter().map(String::from).collect(),
+                ..Default::default()
+            };
+            let (w, p) = (
+                whole.rules_for(&user, namespace),
+                projected.rules_for(&user, namespace),
+            );
+            assert!(!w.0.is_empty(), "{name} holds rules");
+            assert_eq!(w, p, "{name}");
+        }
     }
 }

@@ -61,7 +61,7 @@ impl RbacAuthorizer {
             };
             let index = self.index.clone();
             tokio::spawn(async move {
-                reflector::run(store, move |delta| {
+                reflector::run_projected(store, index::FIELDS_NAME, &index::FIELDS, move |delta| {
                     index.apply(kind, delta);
                     listed.mark();
                 })

@@ -195,6 +195,10 @@ pub fn go_quote(s: &str) -> String {
 pub fn covers(owner: &[PolicyRule], servant: &[PolicyRule]) -> (bool, Vec<PolicyRule>) {
     let missing: Vec<PolicyRule> = servant
         .iter()
+        // A rule the owner holds as it is covers each of its parts: only the others are broken
+        // down (a role compared with itself, as at every start's reconciliation, allocates
+        // nothing for its parts).
+        .filter(|rule| !owner.contains(rule))
         .flat_map(PolicyRule::breakdown)
         .filter(|sub| !owner.iter().any(|o| o.covers(sub)))
         .collect();
@@ -358,5 +362,14 @@ mod tests {
         );
         let everything = vec![rule(&["*"], &["*"], &["*"], &[]), urls(&["*"], &["*"])];
         assert!(covers(&everything, &owner).0);
+        // Rules held as they are cover themselves, the rest is still broken down: a named
+        // rule beside an equal one is covered, its unnamed form is not.
+        assert_eq!(covers(&owner, &owner), (true, Vec::new()));
+        let (ok, missing) = covers(
+            &owner[2..3],
+            &[owner[2].clone(), rule(&["get"], &[""], &["secrets"], &[])],
+        );
+        assert!(!ok);
+        assert_eq!(missing, [rule(&["get"], &[""], &["secrets"], &[])]);
     }
 }
