@@ -17,6 +17,10 @@
 # The names carry each crate's disambiguator, which changes when the crate's dependencies do:
 # after a change to Cargo.lock most of our own crates' names in the list are stale.
 # `scripts/startup-symbols.sh --check` tells how much of the list a binary still has.
+# Rebuild after regenerating and check: local functions carry an `.llvm.<hash>` suffix that can
+# change when the crate is rebuilt with the new list; if such names are missing, regenerate from
+# the rebuilt binary and rebuild once more (the second list then holds). With 92 % of the names
+# found an idle server kept 12.9 MiB of `.text`, with 100 % 7.3 MiB.
 #
 # Usage: scripts/startup-symbols.sh [idle seconds, 15 by default] | --check; needs valgrind
 # and curl.
