@@ -497,9 +497,9 @@ mod tests {
     }
 
     /// The hook decides from the members [`RECONCILED_FIELDS`] keeps: for every object of the
-    /// policy, stored as it was written, stripped of a rule, a selector, a subject, a label or
-    /// an annotation, or marked not to be updated, the decision on the projected object is the
-    /// decision on the whole one.
+    /// policy, stored as it was written or stripped of a rule, a selector, a subject, its labels
+    /// or its annotations, the decision on the projected object is the decision on the whole
+    /// one, and the annotations and roleRef the hook reads before it are kept whole.
     #[test]
     fn the_decision_reads_only_projected_members() {
         let decide = |stored: &Value, expected: &Value, is_role: bool| {
