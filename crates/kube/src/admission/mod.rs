@@ -192,7 +192,7 @@ pub fn default_plugins(
     debug_assert!(
         all.iter()
             .map(|p| p.0)
-            .eq(plugins::IMPLEMENTED.iter().copied())
+            .eq(plugins::IMPLEMENTED.iter().map(|(n, _)| *n))
     );
     let mut admission = Admission::default();
     for (name, mutating, _) in all.iter().filter(|p| on(p.0)) {
