@@ -529,18 +529,17 @@ mod tests {
             meta.insert("managedFields".into(), json!([{"manager": "m"}]));
             assert!(!decide(&stored, &o.object, is_role), "{}", o.object.name());
             let mut changed = Vec::new();
-            for pointer in [
-                "/rules/0",
-                "/aggregationRule/clusterRoleSelectors/0",
-                "/subjects/0",
+            // Each list's first item taken away.
+            for list in [
+                "/rules",
+                "/aggregationRule/clusterRoleSelectors",
+                "/subjects",
             ] {
-                let (parent, last) = pointer.rsplit_once('/').unwrap();
                 let mut c = stored.clone();
-                if let Some(list) = c.pointer_mut(parent).and_then(Value::as_array_mut)
-                    && last == "0"
-                    && !list.is_empty()
+                if let Some(items) = c.pointer_mut(list).and_then(Value::as_array_mut)
+                    && !items.is_empty()
                 {
-                    list.remove(0);
+                    items.remove(0);
                     changed.push(c);
                 }
             }

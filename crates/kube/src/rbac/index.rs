@@ -472,12 +472,10 @@ mod tests {
         // And an index built from each answers alike.
         let (whole, projected) = (Index::default(), Index::default());
         for (resource, (w, p)) in by_kind {
-            let kind = match resource {
-                "roles" => Kind::Role,
-                "clusterroles" => Kind::ClusterRole,
-                "rolebindings" => Kind::RoleBinding,
-                _ => Kind::ClusterRoleBinding,
-            };
+            let kind = Kind::ALL
+                .into_iter()
+                .find(|k| k.resource() == resource)
+                .expect("a kind of the index");
             whole.apply(kind, Delta::Replace(w));
             projected.apply(kind, Delta::Replace(p));
         }
